@@ -1,0 +1,84 @@
+"""Per-level summaries the audit stores: accounting of a set of noise components, EPL per query.
+
+Small, pure functions over the accountants and estimators, returning plain dicts of numpy arrays that
+travel cheaply between processes and land in the store unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from auditlib.accounting import (
+    DiscreteGaussianComposition,
+    bureau_delta,
+    bureau_epsilon,
+    cks_epsilon,
+)
+from auditlib.epl import epl as epl_estimate
+
+
+def account_components(
+    components: Sequence[tuple[Fraction, int]],
+    deltas: Sequence[float],
+    eps_grid: np.ndarray,
+) -> dict[str, Any]:
+    """Exact (certified) ε(δ) of a DG composition next to the Bureau's and CKS's zCDP conversions."""
+    comp = DiscreteGaussianComposition(list(components))
+    d = np.asarray(deltas, dtype=float)
+    eps = comp.epsilon(d)
+    curve = comp.delta(eps_grid)
+    rho = float(sum(Fraction(c) / (2 * s) for s, c in components))
+    s2 = [float(s) for s, _ in components]
+    return {
+        "rho": rho,
+        "n_queries": len(components),
+        "sigma2_min": min(s2),
+        "sigma2_max": max(s2),
+        "method": comp.method,
+        "eps_exact_lower": np.asarray(eps.lower, dtype=float),
+        "eps_exact_upper": np.asarray(eps.upper, dtype=float),
+        "eps_bureau": np.asarray(bureau_epsilon(rho, d), dtype=float),
+        "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
+        "delta_exact_upper": np.asarray(curve.upper, dtype=float),
+        "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
+    }
+
+
+def epl_by_query(
+    residual: np.ndarray,
+    query_index: np.ndarray,
+    n_queries: int,
+    *,
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
+    method: str = "flaxman_petti",
+) -> list[dict[str, Any] | None]:
+    """EPL of each query's residuals (all replicates and cells pooled); ``None`` where unmeasured.
+
+    ``residual`` is (replicates, items); ``query_index`` (items,) says which query each item measures.
+    """
+    out: list[dict[str, Any] | None] = []
+    for q in range(n_queries):
+        sel = query_index == q
+        if not sel.any():
+            out.append(None)
+            continue
+        r = residual[:, sel].ravel()
+        res = epl_estimate(
+            r, method=method, bandwidth_factor=bandwidth_factor, percentiles=percentiles
+        )
+        out.append(
+            {
+                "epl": float(res.epl),
+                "status": res.status,
+                "n": int(res.n),
+                "bandwidth": float(res.bandwidth),
+                "x": np.asarray(res.x, dtype=float),
+                "epl_x": np.asarray(res.epl_x, dtype=float),
+            }
+        )
+    return out

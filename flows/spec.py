@@ -1,0 +1,221 @@
+"""The audit spec: a TOML file validated by pydantic.
+
+Unknown keys are rejected; every error names the field, the bad value and what is allowed. A default
+spec ships with the package (``flows/default_spec.toml``); ``dpaudit spec`` prints it.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from auditlib.allocations import ALLOCATION_FILES, load_allocation
+from auditlib.exceptions import SpecError
+
+#: fan-out (children per parent) used for a geolevel the spec does not name
+DEFAULT_FANOUT: dict[str, int] = {
+    "County": 3,
+    "Prim": 1,
+    "Tract_Subset_Group": 2,
+    "Tract_Subset": 3,
+    "Tract": 6,
+    "Block_Group": 3,
+    "Block": 8,
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class AuditSection(_Strict):
+    name: str = Field("audit", min_length=1, max_length=200)
+    allocation: Literal[tuple(ALLOCATION_FILES)] = "dhcp_20220825_paper"  # type: ignore[valid-type]
+    universe: str = "persons"
+    region: str = "US"
+    neighbours: Literal["add_remove", "bounded"] = "add_remove"
+    replicates: Annotated[int, Field(gt=0, le=100_000)] = 4
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 20200401
+
+
+class PopulationSection(_Strict):
+    kind: Literal["synthetic"] = "synthetic"
+    states: Annotated[int, Field(gt=0, le=52)] = 3
+    fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
+    mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
+    empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+
+
+class SimulationSection(_Strict):
+    queries: Literal["all"] | list[str] = "all"
+    max_cells_per_query: Annotated[int, Field(gt=0, le=10_000_000)] = 16
+    postprocess: Literal["none", "nonnegative"] = "none"
+
+
+class EPLSection(_Strict):
+    method: Literal["flaxman_petti"] = "flaxman_petti"
+    bandwidth_factor: Annotated[float, Field(gt=0, le=100)] = 0.1
+    percentiles: tuple[float, float] = (5.0, 95.0)
+
+    @field_validator("percentiles")
+    @classmethod
+    def _window(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not (0 <= lo < hi <= 100):
+            raise ValueError("must satisfy 0 <= lower < upper <= 100")
+        return v
+
+
+class AccountingSection(_Strict):
+    deltas: list[float] = Field(default_factory=lambda: [1e-5, 1e-10, 1e-11], min_length=1)
+    composed: bool = True
+    eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, v: list[float]) -> list[float]:
+        for d in v:
+            if not (math.isfinite(d) and 1e-20 <= d < 1):
+                raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
+        return sorted(set(v), reverse=True)
+
+
+class OutputSection(_Strict):
+    store: str = Field("results/audit.zarr", min_length=1)
+    report: str = Field("results/report.html", min_length=1)
+    overwrite: bool = False
+
+
+class ClusterSection(_Strict):
+    scheduler: str = ""
+    n_workers: Annotated[int, Field(gt=0, le=1024)] = 2
+    threads_per_worker: Annotated[int, Field(gt=0, le=256)] = 1
+    memory_limit: str = "4GiB"
+    timeout_s: Annotated[int, Field(gt=0)] = 3600
+
+
+class AuditSpec(_Strict):
+    audit: AuditSection = Field(default_factory=AuditSection)
+    population: PopulationSection = Field(default_factory=PopulationSection)
+    simulation: SimulationSection = Field(default_factory=SimulationSection)
+    epl: EPLSection = Field(default_factory=EPLSection)
+    accounting: AccountingSection = Field(default_factory=AccountingSection)
+    output: OutputSection = Field(default_factory=OutputSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
+
+    @model_validator(mode="after")
+    def _against_allocation(self) -> AuditSpec:
+        alloc = load_allocation(self.audit.allocation)
+        a = self.audit
+        if a.universe not in alloc.universes():
+            raise ValueError(
+                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
+                f"allowed: {', '.join(alloc.universes())}"
+            )
+        if a.region not in alloc.regions(a.universe):
+            raise ValueError(
+                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
+                f"allowed: {', '.join(alloc.regions(a.universe))}"
+            )
+        levels = self.geolevels
+        below_state = [g for g in levels if g not in ("US", "State")]
+        for g in self.population.fanout:
+            if g not in below_state:
+                raise ValueError(
+                    f"population.fanout has unknown geolevel {g!r}; allowed: {', '.join(below_state)}"
+                )
+        if isinstance(self.simulation.queries, list):
+            names = {q.query for q in alloc.select(a.universe, a.region)}
+            for q in self.simulation.queries:
+                if q not in names:
+                    raise ValueError(
+                        f"simulation.queries has unknown query {q!r}; allowed: {', '.join(sorted(names))}"
+                    )
+        if a.region == "PR" and self.population.states != 1:
+            raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
+        return self
+
+    @property
+    def geolevels(self) -> tuple[str, ...]:
+        return load_allocation(self.audit.allocation).geolevels(self.audit.universe, self.audit.region)
+
+    def fanout(self, geolevel: str) -> int:
+        return self.population.fanout.get(geolevel, DEFAULT_FANOUT.get(geolevel, 2))
+
+    def to_toml(self) -> str:
+        return dump_toml(self.model_dump(mode="json"))
+
+
+def _format_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        typ = e["type"]
+        value = e.get("input")
+        if typ == "extra_forbidden":
+            lines.append(f"{loc}: unknown key (value {value!r}); check its spelling in the spec reference")
+        elif typ == "literal_error":
+            allowed = e.get("ctx", {}).get("expected", "")
+            lines.append(f"{loc} = {value!r}: not allowed; allowed: {allowed}")
+        elif loc:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc} = {value!r}: {msg}")
+        else:
+            lines.append(e["msg"].removeprefix("Value error, "))
+    return "; ".join(lines)
+
+
+def parse_spec(data: dict[str, Any], origin: str = "spec") -> AuditSpec:
+    try:
+        return AuditSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(f"invalid {origin}: {_format_error(err)}") from None
+
+
+def load_spec(path: str | Path | None = None) -> AuditSpec:
+    """Read and validate a spec file (``None``: the default spec shipped with the package)."""
+    if path is None:
+        return parse_spec(tomllib.loads(default_spec_text()), "default spec")
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"spec file not found: {str(p)!r}; pass a TOML file or omit it for defaults")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"spec {str(p)!r} is not valid TOML: {exc}") from None
+    return parse_spec(data, f"spec {str(p)!r}")
+
+
+def default_spec_text() -> str:
+    return (files("flows") / "default_spec.toml").read_text()
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """Minimal TOML writer for the spec's shape (tables of scalars, lists and inline tables)."""
+
+    def scalar(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, list | tuple):
+            return "[" + ", ".join(scalar(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {scalar(x)}' for k, x in v.items()) + " }"
+        raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+    out = []
+    for section, body in data.items():
+        out.append(f"[{section}]")
+        out.extend(f"{k} = {scalar(v)}" for k, v in body.items() if v is not None)
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,39 @@
+"""Names of the result store's groups, dimensions and variables (one place to change them).
+
+A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
+
+- root attrs: ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
+  ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
+  ``wall_time_s``.
+- ``residuals``: ``residual(state, geolevel, replicate, item)`` float32 (DP − truth, NaN padding);
+  ``truth``, ``query_index`` (−1 padding), ``unit_index``, ``cell_index`` (state, geolevel, item);
+  ``n_items(state, geolevel)``; ``sigma2(geolevel, query)``. One chunk per (state, geolevel).
+- ``epl``: per-state ``epl(state, geolevel, query)``; pooled ``epl_pooled``, ``epl_status``,
+  ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
+  ``epl_curve`` (geolevel, query, point).
+- ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
+  ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
+  ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); ``composed_*`` (delta) and
+  ``composed_rho``.
+"""
+
+from __future__ import annotations
+
+RESIDUALS = "residuals"
+EPL = "epl"
+ACCOUNTING = "accounting"
+GROUPS = (RESIDUALS, EPL, ACCOUNTING)
+
+STATE = "state"
+GEOLEVEL = "geolevel"
+REPLICATE = "replicate"
+ITEM = "item"
+QUERY = "query"
+POINT = "point"
+DELTA = "delta"
+EPS_GRID = "eps_grid"
+
+RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
+
+#: marks a store written completely by dpaudit (set last, after every group)
+COMPLETE_ATTR = "dpaudit_complete"

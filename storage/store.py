@@ -1,0 +1,237 @@
+"""Open, template and write result stores (Zarr v3 through xarray).
+
+Writes are safe by construction: the template is written once (metadata only), each worker writes
+exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer.
+A local store is built in a staging directory beside its target and moved into place only when the run
+has completed, so a failed or interrupted run never leaves a half-written store at the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from auditlib.exceptions import StoreError
+from storage import schema as S
+
+if TYPE_CHECKING:
+    from auditlib.simulate import ResidualBlock
+
+
+def is_remote(url: str) -> bool:
+    return "://" in str(url) and not str(url).startswith("file://")
+
+
+def check_target(url: str, overwrite: bool) -> None:
+    """Refuse (before anything is written) to replace an existing store unless asked to."""
+    if is_remote(url):
+        return
+    p = Path(url)
+    if p.exists() and not overwrite:
+        raise StoreError(
+            f"output store {str(p)!r} already exists; pass --overwrite (or output.overwrite = true) "
+            "to replace it, or choose another output.store"
+        )
+    if p.exists() and not p.is_dir():
+        raise StoreError(f"output store {str(p)!r} exists and is not a directory; remove or rename it")
+
+
+def staging_path(url: str, run_id: str) -> str:
+    if is_remote(url):
+        return url
+    p = Path(url)
+    return str(p.with_name(f".{p.name}.partial-{run_id}"))
+
+
+def publish(staging: str, url: str) -> None:
+    """Move a completed local store from its staging directory to its target (replacing it)."""
+    if staging == url:
+        return
+    target = Path(url)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.with_name(f".{target.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def discard(staging: str, url: str) -> None:
+    """Remove a staging directory after a failed run (never the target)."""
+    if staging != url and Path(staging).exists():
+        shutil.rmtree(staging)
+
+
+def _to_zarr(ds: xr.Dataset, url: str, **kw: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="zarr")
+        warnings.filterwarnings("ignore", message=".*Consolidated metadata.*")
+        return ds.to_zarr(url, zarr_format=3, consolidated=False, **kw)
+
+
+def _str_coord(values: Sequence[str]) -> np.ndarray:
+    return np.array(list(values), dtype=object)
+
+
+def create_residual_template(
+    url: str,
+    *,
+    states: Sequence[str],
+    geolevels: Sequence[str],
+    replicates: int,
+    n_items: int,
+    queries: Sequence[str],
+    sigma2: np.ndarray,
+    attrs: Mapping[str, Any],
+) -> None:
+    """Write the root attributes and the metadata of the residual arrays (no data)."""
+    s, g, r, n = len(states), len(geolevels), replicates, max(int(n_items), 1)
+    root = zarr.open_group(url, mode="w-", zarr_format=3)
+    root.attrs.update(dict(attrs))
+    coords = {
+        S.STATE: _str_coord(states),
+        S.GEOLEVEL: _str_coord(geolevels),
+        S.REPLICATE: np.arange(r),
+        S.QUERY: _str_coord(queries),
+    }
+    blk = (1, 1, n)
+    ds = xr.Dataset(
+        {
+            "residual": (
+                (S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM),
+                da.full((s, g, r, n), np.nan, dtype=np.float32, chunks=(1, 1, r, n)),
+                {"long_name": "DP count - true count", "units": "persons"},
+            ),
+            "truth": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
+            "query_index": (
+                (S.STATE, S.GEOLEVEL, S.ITEM),
+                da.full((s, g, n), -1, dtype=np.int16, chunks=blk),
+                {"description": "index into the query coordinate; -1 = padding"},
+            ),
+            "unit_index": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
+            "cell_index": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
+            "n_items": ((S.STATE, S.GEOLEVEL), da.zeros((s, g), dtype=np.int64, chunks=(1, 1))),
+            "sigma2": ((S.GEOLEVEL, S.QUERY), np.asarray(sigma2, dtype=np.float64)),
+        },
+        coords=coords,
+    )
+    encoding = {
+        "residual": {"chunks": (1, 1, r, n)},
+        # integers carry no fill value, so xarray never masks them (0 and -1 are data)
+        **{
+            v: {"chunks": blk, "_FillValue": None}
+            for v in ("truth", "query_index", "unit_index", "cell_index")
+        },
+        "n_items": {"chunks": (1, 1), "_FillValue": None},
+    }
+    _to_zarr(ds, url, group=S.RESIDUALS, mode="w", compute=False, encoding=encoding)
+    # the small sigma2 table is numpy-backed: write it now
+    _to_zarr(ds[["sigma2"]], url, group=S.RESIDUALS, mode="a")
+
+
+def write_residual_block(
+    url: str, state: int, geolevel: int, block: ResidualBlock | None, n_items_max: int
+) -> int:
+    """Write one (state, geolevel) region: exactly one chunk of every residual variable."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
+    shape = grp["residual"].shape
+    r, cap = shape[2], shape[3]
+    if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
+        raise StoreError(f"region (state={state}, geolevel={geolevel}) is outside the store {shape}")
+    if n_items_max != cap:
+        raise StoreError(f"store has {cap} items per block, the plan {n_items_max}")
+    n = 0 if block is None else block.n_items
+    if n > cap:
+        raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap}")
+    res = np.full((1, 1, r, cap), np.nan, np.float32)
+    truth = np.zeros((1, 1, cap), np.int32)
+    qi = np.full((1, 1, cap), -1, np.int16)
+    ui = np.zeros((1, 1, cap), np.int32)
+    ci = np.zeros((1, 1, cap), np.int32)
+    if block is not None:
+        if block.residual.shape[0] != r:
+            raise StoreError(f"block has {block.residual.shape[0]} replicates; the store {r}")
+        res[0, 0, :, :n] = block.residual
+        truth[0, 0, :n] = block.truth
+        qi[0, 0, :n] = block.query_index
+        ui[0, 0, :n] = block.unit_index
+        ci[0, 0, :n] = block.cell_index
+    dims3 = (S.STATE, S.GEOLEVEL, S.ITEM)
+    ds = xr.Dataset(
+        {
+            "residual": ((S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM), res),
+            "truth": (dims3, truth),
+            "query_index": (dims3, qi),
+            "unit_index": (dims3, ui),
+            "cell_index": (dims3, ci),
+            "n_items": ((S.STATE, S.GEOLEVEL), np.array([[n]], np.int64)),
+        }
+    )
+    region = {S.STATE: slice(state, state + 1), S.GEOLEVEL: slice(geolevel, geolevel + 1)}
+    _to_zarr(ds, url, group=S.RESIDUALS, mode="r+", region=region)
+    return n
+
+
+def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(residual (replicates, n), query_index (n,)) of one block, padding removed."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
+    n = int(grp["n_items"][state, geolevel])
+    res = np.asarray(grp["residual"][state, geolevel, :, :n])
+    qi = np.asarray(grp["query_index"][state, geolevel, :n])
+    return res, qi
+
+
+def write_group(url: str, group: str, ds: xr.Dataset) -> None:
+    """Write a small group whole (one writer)."""
+    ds = ds.copy()
+    for name, var in ds.variables.items():
+        if var.dtype.kind == "U":
+            ds[name] = var.astype(object)
+    _to_zarr(ds, url, group=group, mode="w")
+
+
+def set_root_attrs(url: str, attrs: Mapping[str, Any]) -> None:
+    root = zarr.open_group(url, mode="r+", zarr_format=3)
+    root.attrs.update({k: _jsonable(v) for k, v in attrs.items()})
+
+
+def finalize(url: str) -> None:
+    """Mark the store complete and consolidate its metadata (one ``open_zarr`` call per group)."""
+    set_root_attrs(url, {S.COMPLETE_ATTR: True})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning)
+        zarr.consolidate_metadata(url, zarr_format=3)
+
+
+def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
+    """Open one group of a completed store as an xarray Dataset (numpy-backed by default)."""
+    kw.setdefault("chunks", None)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning)
+        warnings.filterwarnings("ignore", category=RuntimeWarning)
+        return xr.open_zarr(url, group=group, consolidated=True, **kw)
+
+
+def root_attrs(url: str) -> dict[str, Any]:
+    return dict(zarr.open_group(url, mode="r", zarr_format=3).attrs)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, dict):
+        return json.loads(json.dumps(v, default=str))
+    return v

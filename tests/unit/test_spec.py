@@ -1,0 +1,62 @@
+"""Audit spec validation: unknown keys, bad values and cross-checks name the field and the value."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from auditlib.exceptions import SpecError
+from flows.spec import AuditSpec, default_spec_text, load_spec, parse_spec
+
+
+def test_default_spec_is_valid_and_round_trips() -> None:
+    s = load_spec()
+    assert s.audit.allocation == "dhcp_20220825_paper"
+    assert s.geolevels[0] == "US" and s.geolevels[-1] == "Block"
+    again = parse_spec(tomllib.loads(s.to_toml()))
+    assert again == s
+    # the shipped file and the model defaults agree on what matters
+    assert tomllib.loads(default_spec_text())["audit"]["replicates"] == s.audit.replicates
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        ({"audit": {"replicats": 3}}, r"audit\.replicats: unknown key"),
+        ({"audit": {"replicates": -1}}, r"audit\.replicates = -1: .*greater than 0"),
+        ({"accounting": {"deltas": [2]}}, r"accounting\.deltas = \[2\]: delta 2\.0 is outside"),
+        ({"accounting": {"deltas": [0.0]}}, r"accounting\.deltas.*outside"),
+        ({"audit": {"neighbours": "swap"}}, r"audit\.neighbours = 'swap': not allowed; allowed:"),
+        ({"audit": {"allocation": "x"}}, r"audit\.allocation = 'x'.*dhcp_20220825_paper"),
+        ({"population": {"fanout": {"Tract": 2}}}, r"fanout has unknown geolevel 'Tract'"),
+        ({"simulation": {"queries": ["total"]}}, r"unknown query 'total'"),
+        ({"epl": {"percentiles": [95, 5]}}, r"epl\.percentiles.*0 <= lower < upper <= 100"),
+        ({"audit": {"universe": "units"}}, r"audit\.universe = 'units' is not in allocation"),
+        ({"bogus": {}}, r"bogus: unknown key"),
+    ],
+)
+def test_bad_specs_name_field_and_value(data: dict, pattern: str) -> None:
+    with pytest.raises(SpecError, match=pattern):
+        parse_spec(data)
+
+
+def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[audit\nseed = 1")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="not found"):
+        load_spec(tmp_path / "missing.toml")
+
+
+def test_spec_is_frozen() -> None:
+    s = AuditSpec()
+    with pytest.raises(Exception, match="frozen"):
+        s.audit.seed = 3  # type: ignore[misc]
+
+
+def test_deltas_are_sorted_and_deduplicated() -> None:
+    s = parse_spec({"accounting": {"deltas": [1e-10, 1e-5, 1e-10]}})
+    assert s.accounting.deltas == [1e-5, 1e-10]
