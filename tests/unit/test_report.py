@@ -1,0 +1,411 @@
+"""Tests of the HTML audit report rendered from a result store."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import pathlib
+import re
+
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib import image as mpimg
+
+from flows import report
+from flows.report import dg_pmf, fmt_bracket, fmt_delta, render_report
+
+LEVELS = ["US", "State", "County"]
+STATES = ["ST01", "ST02"]
+QUERIES = ["total", "age_38_groups * sex"]
+DELTAS = [1e-5, 1e-10]
+# σ² per (level, query); NaN: the query is not measured at the level.
+SIGMA2 = np.array([[2.5, 40.0], [6.0, 120.0], [15.0, np.nan]])
+SPEC_TOML = """\
+[audit]
+name = "pl94 production <script>alert(1)</script>"
+allocation = "pl94_2021_production"
+neighbours = "add_remove"
+
+[epl]
+bandwidth_factor = 0.1
+percentiles = [5, 95]
+"""
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+IMG_RE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def _gauss_delta(eps: float, rho: float) -> float:
+    """δ(ε) of a Gaussian mechanism with zCDP ρ (μ = √(2ρ))."""
+    mu = math.sqrt(2.0 * rho)
+    return _phi(-eps / mu + mu / 2.0) - math.exp(eps) * _phi(-eps / mu - mu / 2.0)
+
+
+def _gauss_eps(delta: float, rho: float) -> float:
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _gauss_delta(mid, rho) > delta else (lo, mid)
+    return hi
+
+
+def _bureau_eps(delta: float, rho: float) -> float:
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def _cks_eps(delta: float, rho: float) -> float:
+    alphas = np.linspace(1.01, 400.0, 40_000)
+    eps = alphas * rho + (
+        np.log(1.0 / delta) + (alphas - 1) * np.log1p(-1.0 / alphas) - np.log(alphas)
+    ) / (alphas - 1)
+    return float(eps.min())
+
+
+def _root_attrs(spec: str = SPEC_TOML) -> dict[str, object]:
+    return {
+        "dpaudit_version": "0.1.0",
+        "run_id": "run-20250101-abc123",
+        "spec_toml": spec,
+        "allocation_id": "pl94_2021_production",
+        "allocation_source": "Census Bureau PL 94-171 production settings (2021)",
+        "neighbours": "add_remove",
+        "created_utc": "2025-01-01T12:00:00+00:00",
+        "seed": 20250101,
+        "n_workers": 2,
+        "dask_scheduler": "tcp://127.0.0.1:8786",
+        "software": json.dumps({"numpy": "2.1.0", "xarray": "2025.1.0", "zarr": "3.0.1"}),
+        "wall_time_s": 3723.4,
+    }
+
+
+def _accounting() -> xr.Dataset:
+    rho = np.nansum(1.0 / (2.0 * SIGMA2), axis=1)
+    n_q = np.sum(np.isfinite(SIGMA2), axis=1).astype(np.int64)
+    eps_grid = np.linspace(0.0, 12.0, 200)
+    shape = (len(LEVELS), len(DELTAS))
+    exact, bureau, cks = np.empty(shape), np.empty(shape), np.empty(shape)
+    for i, r in enumerate(rho):
+        for j, d in enumerate(DELTAS):
+            exact[i, j] = _gauss_eps(d, r)
+            bureau[i, j] = _bureau_eps(d, r)
+            cks[i, j] = _cks_eps(d, r)
+    d_exact = np.array([[min(_gauss_delta(e, r) * 1.000001, 1.0) for e in eps_grid] for r in rho])
+    d_bureau = np.array(
+        [[math.exp(-((e - r) ** 2) / (4 * r)) if e > r else 1.0 for e in eps_grid] for r in rho]
+    )
+    c_rho = float(rho.sum())
+    c_exact = np.array([_gauss_eps(d, c_rho) for d in DELTAS])
+    return xr.Dataset(
+        {
+            "rho": ("geolevel", rho),
+            "sigma2_min": ("geolevel", np.nanmin(SIGMA2, axis=1)),
+            "sigma2_max": ("geolevel", np.nanmax(SIGMA2, axis=1)),
+            "n_queries": ("geolevel", n_q),
+            "eps_exact_lower": (("geolevel", "delta"), exact - 3.1e-7),
+            "eps_exact_upper": (("geolevel", "delta"), exact + 2.2e-7),
+            "eps_bureau": (("geolevel", "delta"), bureau),
+            "eps_cks": (("geolevel", "delta"), cks),
+            "delta_exact_upper": (("geolevel", "eps_grid"), d_exact),
+            "delta_bureau": (("geolevel", "eps_grid"), d_bureau),
+            "composed_eps_exact_lower": ("delta", c_exact - 4e-7),
+            "composed_eps_exact_upper": ("delta", c_exact + 4e-7),
+            "composed_eps_bureau": ("delta", [_bureau_eps(d, c_rho) for d in DELTAS]),
+            "composed_eps_cks": ("delta", [_cks_eps(d, c_rho) for d in DELTAS]),
+            "composed_rho": ((), c_rho),
+        },
+        coords={
+            "geolevel": np.array(LEVELS, dtype=object),
+            "delta": np.array(DELTAS),
+            "eps_grid": eps_grid,
+        },
+        attrs={"method": "exact-lattice", "neighbours": "add_remove"},
+    )
+
+
+def _epl(rng: np.random.Generator) -> xr.Dataset:
+    n_l, n_q, n_p = len(LEVELS), len(QUERIES), 40
+    measured = np.isfinite(SIGMA2)
+    status = np.where(measured, "ok", "").astype(object)
+    status[2, 0] = "too_few"
+    n_res = np.where(measured, 2000, 0).astype(np.int64)
+    n_res[2, 0] = 12
+    pooled = np.where(measured, 1.645 / np.sqrt(SIGMA2), np.nan)
+    pooled[0, 0] = 0.987654
+    per_state = pooled[None, :, :] * (1.0 + rng.uniform(-0.1, 0.1, size=(len(STATES), n_l, n_q)))
+    per_state[0, 0, 0] = 0.9
+    per_state[1, 0, 0] = 1.1
+    curve_x = np.full((n_l, n_q, n_p), np.nan)
+    curve = np.full((n_l, n_q, n_p), np.nan)
+    for i in range(n_l):
+        for q in range(n_q):
+            if measured[i, q]:
+                s = math.sqrt(SIGMA2[i, q])
+                m = n_p - 5 * q  # NaN padding on the second query
+                curve_x[i, q, :m] = np.linspace(-1.645 * s, 1.645 * s, m)
+                curve[i, q, :m] = np.abs(curve_x[i, q, :m]) / SIGMA2[i, q] + rng.normal(0, 0.01, m)
+    return xr.Dataset(
+        {
+            "epl": (("state", "geolevel", "query"), per_state),
+            "epl_pooled": (("geolevel", "query"), pooled),
+            "epl_status": (("geolevel", "query"), status),
+            "n_residuals": (("geolevel", "query"), n_res),
+            "sigma2": (("geolevel", "query"), SIGMA2),
+            "bandwidth": (("geolevel", "query"), np.where(measured, 0.1 * np.sqrt(SIGMA2), np.nan)),
+            "epl_curve_x": (("geolevel", "query", "point"), curve_x),
+            "epl_curve": (("geolevel", "query", "point"), curve),
+        },
+        coords={
+            "state": np.array(STATES, dtype=object),
+            "geolevel": np.array(LEVELS, dtype=object),
+            "query": np.array(QUERIES, dtype=object),
+            "point": np.arange(n_p),
+        },
+        attrs={"method": "flaxman_petti", "bandwidth_factor": 0.1, "percentiles": "5,95"},
+    )
+
+
+def _residuals(rng: np.random.Generator) -> xr.Dataset:
+    n_s, n_l, n_r, n_items = len(STATES), len(LEVELS), 2, 300
+    n_items_arr = np.array([[2, 60, 300], [0, 40, 250]], dtype=np.int64)
+    residual = np.full((n_s, n_l, n_r, n_items), np.nan, dtype=np.float32)
+    qidx = np.full((n_s, n_l, n_items), -1, dtype=np.int16)
+    truth = np.zeros((n_s, n_l, n_items), dtype=np.int32)
+    for s in range(n_s):
+        for i in range(n_l):
+            n = int(n_items_arr[s, i])
+            q = rng.integers(0, len(QUERIES), size=n)
+            q[~np.isfinite(SIGMA2[i, q])] = 0
+            qidx[s, i, :n] = q
+            truth[s, i, :n] = rng.integers(0, 5000, size=n)
+            sd = np.sqrt(SIGMA2[i, q])
+            residual[s, i, :, :n] = np.round(rng.normal(0.0, sd, size=(n_r, n)))
+    return xr.Dataset(
+        {
+            "residual": (("state", "geolevel", "replicate", "item"), residual),
+            "query_index": (("state", "geolevel", "item"), qidx),
+            "truth": (("state", "geolevel", "item"), truth),
+            "n_items": (("state", "geolevel"), n_items_arr),
+        },
+        coords={
+            "state": np.array(STATES, dtype=object),
+            "geolevel": np.array(LEVELS, dtype=object),
+            "replicate": np.arange(n_r),
+            "query": np.array(QUERIES, dtype=object),
+        },
+    )
+
+
+def build_store(path: pathlib.Path, groups: tuple[str, ...], spec: str = SPEC_TOML) -> pathlib.Path:
+    rng = np.random.default_rng(7)
+    xr.Dataset(attrs=_root_attrs(spec)).to_zarr(path, mode="w", zarr_format=3, consolidated=True)
+    makers = {
+        "accounting": _accounting,
+        "epl": lambda: _epl(rng),
+        "residuals": lambda: _residuals(rng),
+    }
+    for name in groups:
+        makers[name]().to_zarr(path, group=name, mode="w", zarr_format=3, consolidated=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
+    tmp = tmp_path_factory.mktemp("report")
+    store = build_store(tmp / "result.zarr", ("accounting", "epl", "residuals"))
+    out = render_report(store, tmp / "out" / "report.html")
+    return out, out.read_text(encoding="utf-8")
+
+
+def _images(html: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in IMG_RE.findall(html)]
+
+
+def test_full_report_is_complete_html(full: tuple[pathlib.Path, str]) -> None:
+    out, html = full
+    assert out.is_file() and out.name == "report.html"
+    assert html.lstrip().startswith("<!DOCTYPE html>")
+    assert html.rstrip().endswith("</html>")
+    for tag in ("<head>", "</head>", "<body>", "</body>", "<title>", "<h1>dpaudit report</h1>"):
+        assert tag in html
+    # header
+    for text in (
+        "pl94_2021_production",
+        "Census Bureau PL 94-171 production settings (2021)",
+        "add/remove one person",
+        "run-20250101-abc123",
+        "2025-01-01T12:00:00+00:00",
+        "20250101",
+        "1 h 02 min 03 s",
+    ):
+        assert text in html
+    # no external resources
+    assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", html)
+    assert "@import" not in html and "<link" not in html and "<script" not in html
+
+
+def test_figures_are_embedded_valid_pngs(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    images = _images(html)
+    assert len(images) == 3
+    assert html.count('<img src="data:image/png;base64,') == 3
+    for png in images:
+        assert png.startswith(PNG_SIGNATURE)
+        arr = mpimg.imread(io.BytesIO(png), format="png")
+        assert arr.ndim == 3 and arr.shape[0] > 100 and arr.shape[1] > 100
+    # every figure has alt text and a caption
+    assert len(re.findall(r'<img src="data:[^"]+" alt="[^"]{20,}">', html)) == 3
+    assert html.count("<figcaption>") == 3
+
+
+def test_summary_paragraph(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    summary = re.search(r'<p class="summary" id="summary">(.*?)</p>', html, re.S)
+    assert summary is not None
+    text = summary.group(1)
+    assert "At δ = 1e-10" in text
+    assert "Bureau" in text and "largest exact ε is that of level" in text
+    assert "Absent from this store" not in html
+
+
+def test_accounting_table_values(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    acc = _accounting()
+    table = html[html.index('<table class="accounting">') : html.index('id="fig-eps-delta"')]
+    assert "all levels composed" in table
+    assert table.count('class="level"') == len(LEVELS) + 1
+    assert "0.2125" in table  # ρ(US) = 1/(2·2.5) + 1/(2·40)
+    assert "2.5 – 40" in table and "15" in table  # σ² ranges; County has one query
+    assert "1e-5" in table and "1e-10" in table
+    for i in range(len(LEVELS)):
+        for j in range(len(DELTAS)):
+            lo = float(acc["eps_exact_lower"][i, j])
+            hi = float(acc["eps_exact_upper"][i, j])
+            assert fmt_bracket(lo, hi) in table
+            bureau = float(acc["eps_bureau"][i, j])
+            assert f"{bureau:.5g}" in table
+            assert f"{100 * (bureau - hi) / bureau:.1f} %" in table
+    lo = float(acc["composed_eps_exact_lower"][1])
+    hi = float(acc["composed_eps_exact_upper"][1])
+    assert fmt_bracket(lo, hi) in table
+    assert f"{float(acc['composed_rho']):.5g}" in table
+
+
+def test_epl_table_values(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    table = html[html.index('<table class="epl">') : html.index('id="fig-epl"')]
+    assert "0.9877" in table  # pooled EPL of (US, total)
+    assert "0.9 – 1.1" in table  # per-state spread of (US, total)
+    assert "too_few" in table and table.count('class="status ok"') == 4
+    assert "age_38_groups * sex" in table
+    assert "2\u202f000" in table and ">12<" in table  # residual counts
+    # 5 measured pairs, the (County, age × sex) pair is not measured
+    assert table.count("<tr") == 1 + 5
+    assert "One level–query pair that is not measured is omitted." in html
+    assert "unbounded" in html and "slope 1/σ²" in html
+    assert "5th and 95th percentile" in html
+
+
+def test_spec_is_escaped(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)</script>" not in html
+    spec = re.search(r'<pre class="spec" id="spec">(.*?)</pre>', html, re.S)
+    assert spec is not None and "allocation = &#34;pl94_2021_production&#34;" in spec.group(1)
+    # software table
+    assert "<td>xarray</td><td>2025.1.0</td>" in html
+
+
+def test_missing_groups_render_with_note(tmp_path: pathlib.Path) -> None:
+    store = build_store(tmp_path / "acc_only.zarr", ("accounting",))
+    out = render_report(str(store), tmp_path / "acc_only.html")
+    html = out.read_text(encoding="utf-8")
+    assert html.rstrip().endswith("</html>")
+    assert len(_images(html)) == 1  # the (ε, δ) figure only
+    missing = re.search(r'<p class="absent" id="missing">(.*?)</p>', html, re.S)
+    assert missing is not None
+    assert "<code>epl</code>" in missing.group(1)
+    assert "<code>residuals</code>" in missing.group(1)
+    assert "This store has no <code>epl</code> group" in html
+    assert "all levels composed" in html
+
+
+def test_residuals_without_epl(tmp_path: pathlib.Path) -> None:
+    store = build_store(tmp_path / "res_only.zarr", ("residuals",))
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    images = _images(html)
+    assert len(images) == 1 and images[0].startswith(PNG_SIGNATURE)
+    assert "no reference pmf is drawn" in html
+    assert "This store has no <code>accounting</code> group" in html
+
+
+def test_atomic_write_leaves_no_temp_files(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = build_store(tmp_path / "s.zarr", ("accounting",))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "report.html"
+    out.write_text("old", encoding="utf-8")
+    assert render_report(store, out) == out
+    assert sorted(p.name for p in out_dir.iterdir()) == ["report.html"]
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert os.stat(out).st_mode & 0o777 == 0o644
+
+    # a failure before the rename leaves the previous report in place and no temporary file
+    out.write_text("old", encoding="utf-8")
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        render_report(store, out)
+    assert sorted(p.name for p in out_dir.iterdir()) == ["report.html"]
+    assert out.read_text(encoding="utf-8") == "old"
+
+
+def test_missing_store_raises(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        render_report(tmp_path / "nope.zarr", tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "expected"),
+    [
+        (1.2345671, 1.2345893, "[1.23456, 1.23459]"),
+        (0.5, 0.75, "[0.500, 0.750]"),
+        (10.00000012, 10.00000019, "[10.00000012, 10.00000019]"),
+        (2.0, 2.0, "2 (exact)"),
+        (float("nan"), 3.0, "≤ 3"),
+    ],
+)
+def test_fmt_bracket(lo: float, hi: float, expected: str) -> None:
+    assert fmt_bracket(lo, hi) == expected
+
+
+def test_bracket_is_outward_rounded() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        lo = float(rng.uniform(0.01, 30.0))
+        hi = lo + float(10.0 ** rng.uniform(-9, 0))
+        text = fmt_bracket(lo, hi)
+        a, b = (float(t) for t in text.strip("[]").split(", "))
+        assert a <= lo and b >= hi
+
+
+def test_small_helpers() -> None:
+    assert fmt_delta(1e-10) == "1e-10"
+    assert fmt_delta(1e-5) == "1e-5"
+    assert fmt_delta(2.5e-11) == "2.5e-11"
+    k = np.arange(-200, 201)
+    p = dg_pmf(k, 30.0)
+    assert math.isclose(float(p.sum()), 1.0, rel_tol=1e-12)
+    assert p[200] == p.max() and math.isclose(float(p[201] / p[200]), math.exp(-1 / 60))
