@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 import zarr
+import zarr.errors
 
 from auditlib.exceptions import StoreError
 from storage import schema as S
@@ -99,7 +100,10 @@ def create_residual_template(
 ) -> None:
     """Write the root attributes and the metadata of the residual arrays (no data)."""
     s, g, r, n = len(states), len(geolevels), replicates, max(int(n_items), 1)
-    root = zarr.open_group(url, mode="w-", zarr_format=3)
+    try:
+        root = zarr.open_group(url, mode="w-", zarr_format=3)
+    except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError) as exc:
+        raise StoreError(f"store {url!r} already exists; a template is only written once") from exc
     root.attrs.update(dict(attrs))
     coords = {
         S.STATE: _str_coord(states),
