@@ -647,16 +647,22 @@ def _epl_figure(
     )
 
 
-def _level_sigma2(epl: xr.Dataset | None, level: str) -> float:
-    """Median σ² over the queries measured at ``level`` (from the EPL group)."""
-    if epl is None or "sigma2" not in epl:
-        return math.nan
-    levels = _strs(epl["geolevel"].values)
-    if level not in levels:
-        return math.nan
-    v = np.asarray(epl["sigma2"].isel(geolevel=levels.index(level)).values, dtype=np.float64)
-    v = v[np.isfinite(v) & (v > 0)]
-    return float(np.median(v)) if v.size else math.nan
+def _level_sigma2(level: str, *sources: xr.Dataset | None) -> float:
+    """Median σ² over the queries measured at ``level``, from the first source holding one.
+
+    The residuals group carries ``sigma2(geolevel, query)`` itself; the EPL group is the fallback.
+    """
+    for ds in sources:
+        if ds is None or "sigma2" not in ds or "geolevel" not in ds["sigma2"].dims:
+            continue
+        levels = _strs(ds["geolevel"].values)
+        if level not in levels:
+            continue
+        v = np.asarray(ds["sigma2"].isel(geolevel=levels.index(level)).values, dtype=np.float64)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            return float(np.median(v))
+    return math.nan
 
 
 def _residual_section(res: xr.Dataset, epl: xr.Dataset | None) -> ResidualSection:
@@ -687,7 +693,7 @@ def _residual_section(res: xr.Dataset, epl: xr.Dataset | None) -> ResidualSectio
             else:
                 bins = np.linspace(lo - 0.5, hi + 0.5, 61)
             ax.hist(r, bins=bins.tolist(), density=True, color="#9bb7d4", edgecolor="none")
-            s2 = _level_sigma2(epl, level)
+            s2 = _level_sigma2(level, res, epl)
             if _isfinite(s2):
                 reach = math.ceil(3.5 * math.sqrt(s2))
                 k = np.arange(min(int(lo) - 1, -reach), max(int(hi) + 1, reach) + 1)
@@ -710,7 +716,7 @@ def _residual_section(res: xr.Dataset, epl: xr.Dataset | None) -> ResidualSectio
         "The red line is the exact discrete-Gaussian pmf ∝ exp(−k²/(2σ²)) for the median σ² of "
         "the queries measured at the level."
         if any_overlay
-        else "No σ² is available (the store has no EPL group), so no reference pmf is drawn."
+        else "The store records no σ² for these levels, so no reference pmf is drawn."
     )
     figure = ReportFigure(
         title="Residual histograms per geographic level",

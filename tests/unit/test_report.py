@@ -192,6 +192,7 @@ def _residuals(rng: np.random.Generator) -> xr.Dataset:
             "query_index": (("state", "geolevel", "item"), qidx),
             "truth": (("state", "geolevel", "item"), truth),
             "n_items": (("state", "geolevel"), n_items_arr),
+            "sigma2": (("geolevel", "query"), SIGMA2),
         },
         coords={
             "state": np.array(STATES, dtype=object),
@@ -202,7 +203,13 @@ def _residuals(rng: np.random.Generator) -> xr.Dataset:
     )
 
 
-def build_store(path: pathlib.Path, groups: tuple[str, ...], spec: str = SPEC_TOML) -> pathlib.Path:
+def build_store(
+    path: pathlib.Path,
+    groups: tuple[str, ...],
+    spec: str = SPEC_TOML,
+    drop: tuple[str, ...] = (),
+) -> pathlib.Path:
+    """Write a result store with the given groups; ``drop`` removes variables from every group."""
     rng = np.random.default_rng(7)
     xr.Dataset(attrs=_root_attrs(spec)).to_zarr(path, mode="w", zarr_format=3, consolidated=True)
     makers = {
@@ -211,7 +218,8 @@ def build_store(path: pathlib.Path, groups: tuple[str, ...], spec: str = SPEC_TO
         "residuals": lambda: _residuals(rng),
     }
     for name in groups:
-        makers[name]().to_zarr(path, group=name, mode="w", zarr_format=3, consolidated=True)
+        ds = makers[name]().drop_vars(list(drop), errors="ignore")
+        ds.to_zarr(path, group=name, mode="w", zarr_format=3, consolidated=True)
     return path
 
 
@@ -341,8 +349,40 @@ def test_residuals_without_epl(tmp_path: pathlib.Path) -> None:
     html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
     images = _images(html)
     assert len(images) == 1 and images[0].startswith(PNG_SIGNATURE)
-    assert "no reference pmf is drawn" in html
+    assert "exact discrete-Gaussian pmf" in html  # σ² comes from the residuals group
     assert "This store has no <code>accounting</code> group" in html
+    assert "This store has no <code>epl</code> group" in html
+
+    bare = build_store(tmp_path / "no_sigma.zarr", ("residuals",), drop=("sigma2",))
+    html = render_report(bare, tmp_path / "bare.html").read_text(encoding="utf-8")
+    assert len(_images(html)) == 1
+    assert "no reference pmf is drawn" in html
+
+
+def test_store_written_by_the_store_module(tmp_path: pathlib.Path) -> None:
+    """A store as the audit writes it: template, region writes, whole groups, root consolidation."""
+    from storage import store as st
+
+    url = str(tmp_path / "run.zarr")
+    rng = np.random.default_rng(3)
+    res = _residuals(rng)
+    st.create_residual_template(
+        url,
+        states=STATES,
+        geolevels=LEVELS,
+        replicates=res.sizes["replicate"],
+        n_items=res.sizes["item"],
+        queries=QUERIES,
+        sigma2=SIGMA2,
+        attrs=_root_attrs(),
+    )
+    st.write_group(url, "accounting", _accounting())
+    st.write_group(url, "epl", _epl(rng))
+    st.finalize(url)
+    html = render_report(url, tmp_path / "run.html").read_text(encoding="utf-8")
+    assert len(_images(html)) == 3
+    assert 'id="missing"' not in html
+    assert "all levels composed" in html and "age_38_groups * sex" in html
 
 
 def test_atomic_write_leaves_no_temp_files(
