@@ -1,0 +1,104 @@
+"""The real audit flow on a tiny spec: Prefect test harness + a 2-worker Dask LocalCluster + Zarr."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flows.spec import parse_spec
+from storage import schema as S
+from storage import store
+
+pytestmark = pytest.mark.integration
+
+TINY = {
+    "audit": {"replicates": 3, "seed": 7},
+    "population": {
+        "states": 2,
+        "fanout": {
+            "County": 2,
+            "Prim": 1,
+            "Tract_Subset_Group": 1,
+            "Tract_Subset": 2,
+            "Block_Group": 2,
+            "Block": 4,
+        },
+    },
+    "simulation": {"max_cells_per_query": 4},
+    "accounting": {"deltas": [1e-5, 1e-10], "eps_grid_points": 40},
+}
+
+# seed 004 setting, add/remove (REFERENCE.md, accounting table): exact and Bureau eps
+EXACT = {("State", 1e-5): 6.571647, ("State", 1e-10): 9.600900, ("Block", 1e-10): 0.863346}
+BUREAU = {("State", 1e-5): 7.787, ("State", 1e-10): 10.598, ("US", 1e-10): 2.666}
+
+
+def run_flow(tmp_path: Path, name: str, address: str) -> str:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    spec = parse_spec(TINY)
+    url = str(tmp_path / name)
+    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=address))
+    summary = flow(spec, url, run_id_for(spec))
+    assert summary["blocks"] == 1 + 2 * 7  # the nation + 7 levels in each of 2 states
+    store.finalize(url)
+    return url
+
+
+def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
+    url = run_flow(tmp_path, "a.zarr", dask_address)
+
+    res = store.open_group(url, S.RESIDUALS)
+    assert list(res.state.values) == ["US", "ST01", "ST02"]
+    assert list(res.geolevel.values)[:2] == ["US", "State"] and res.sizes[S.REPLICATE] == 3
+    n = res.n_items.values
+    assert n[0, 0] == 10 * 4 and (n[0, 1:] == 0).all() and (n[1:, 0] == 0).all()
+    assert n[1, -1] == 2 * 2 * 2 * 4 * 10 * 4  # blocks per state x queries x cells
+    # values consistent with the mechanism: pooled residual variance ~ the level's sigma^2
+    for gi, g in enumerate(res.geolevel.values):
+        vals = np.concatenate(
+            [res.residual.values[s, gi, :, : n[s, gi]].ravel() for s in range(3) if n[s, gi]]
+        )
+        assert np.isfinite(vals).all() and np.array_equal(vals, np.round(vals))
+        s2 = float(np.nanmax(res.sigma2.values[gi]))
+        m = vals.size
+        # the sample variance of m draws has sd ~ s2 * sqrt(2/m); allow 5 sd
+        assert abs(vals.var() - s2) < 5 * s2 * np.sqrt(2 / m), (g, vals.var(), s2)
+        assert (res.truth.values[:, gi] >= 0).all()
+
+    epl = store.open_group(url, S.EPL)
+    assert epl.epl_pooled.dims == (S.GEOLEVEL, S.QUERY)
+    ok = epl.epl_status.values == "ok"
+    assert ok.sum() > 0 and np.isfinite(epl.epl_pooled.values[ok]).all()
+    assert (epl.epl_pooled.values[ok] > 0).all()
+
+    acc = store.open_group(url, S.ACCOUNTING)
+    for (g, d), e in EXACT.items():
+        row = acc.sel(geolevel=g, delta=d)
+        assert float(row.eps_exact_lower) <= e + 1e-5 and float(row.eps_exact_upper) >= e - 1e-5
+        assert float(row.eps_exact_upper) == pytest.approx(e, abs=1e-4)
+    for (g, d), e in BUREAU.items():
+        assert float(acc.sel(geolevel=g, delta=d).eps_bureau) == pytest.approx(e, abs=5e-4)
+    # all 8 levels composed, REFERENCE.md: exact eps(1e-10) = 20.3246897508
+    assert float(acc.composed_eps_exact_upper.sel(delta=1e-10)) == pytest.approx(20.32469, abs=1e-4)
+
+    attrs = store.root_attrs(url)
+    assert attrs["allocation_id"] == "dhcp_20220825_paper" and attrs[S.COMPLETE_ATTR] is True
+    assert "[audit]" in attrs["spec_toml"]
+
+    from flows.report import render_report
+
+    html = render_report(url, tmp_path / "report.html").read_text()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', html)) >= 3
+
+    # determinism: the same spec gives identical arrays on another run (other task order)
+    url2 = run_flow(tmp_path, "b.zarr", dask_address)
+    res2 = store.open_group(url2, S.RESIDUALS)
+    np.testing.assert_array_equal(res.residual.values, res2.residual.values)
+    np.testing.assert_array_equal(res.truth.values, res2.truth.values)

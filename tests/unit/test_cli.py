@@ -1,0 +1,123 @@
+"""The command line: bad input exits 2 with one line naming the problem, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+runner = CliRunner()
+
+
+def write_spec(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "spec.toml"
+    p.write_text(body + f'\n[output]\nstore = "{tmp_path / "out.zarr"}"\n')
+    return p
+
+
+@pytest.mark.parametrize(
+    ("body", "pattern"),
+    [
+        ("[audit]\nreplicats = 3", "audit.replicats: unknown key"),
+        ("[audit]\nreplicates = -1", "audit.replicates = -1"),
+        ("[accounting]\ndeltas = [2.0]", "accounting.deltas = [2.0]"),
+        ("[cluster]\nscheduler = 'tcp://127.0.0.1:1'", "Dask scheduler at 'tcp://127.0.0.1:1' is unreachable"),
+    ],
+)
+def test_run_rejects_bad_specs_with_exit_2_and_no_store(
+    tmp_path: Path, body: str, pattern: str
+) -> None:
+    spec = write_spec(tmp_path, body)
+    res = runner.invoke(app, ["run", str(spec)])
+    assert res.exit_code == 2, res.output
+    assert pattern in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out.zarr").exists()
+    assert not any(p.name.startswith(".out.zarr") for p in tmp_path.iterdir())
+
+
+def test_run_refuses_to_replace_an_existing_store(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "")
+    (tmp_path / "out.zarr").mkdir()
+    (tmp_path / "out.zarr" / "keep.txt").write_text("mine")
+    res = runner.invoke(app, ["run", str(spec)])
+    assert res.exit_code == 2
+    assert "already exists; pass --overwrite" in res.stderr
+    assert (tmp_path / "out.zarr" / "keep.txt").read_text() == "mine"
+
+
+def test_missing_spec_file(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["run", str(tmp_path / "nope.toml")])
+    assert res.exit_code == 2 and "spec file not found" in res.stderr
+
+
+def test_account_json_reproduces_seed_004_state_level() -> None:
+    # REFERENCE.md / seed 004 Table 1: State level, add/remove, delta = 1e-11:
+    # exact eps 10.125417, Bureau's rho + 2 sqrt(rho ln 1/delta) = 11.066
+    res = runner.invoke(
+        app,
+        [
+            "account",
+            "--allocation",
+            "dhcp_20220825_paper",
+            "--neighbours",
+            "add_remove",
+            "--delta",
+            "1e-11",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    state = next(lv for lv in out["levels"] if lv["geolevel"] == "State")
+    e = state["epsilon"][0]
+    assert e["delta"] == 1e-11
+    assert e["exact"] == pytest.approx(10.125417, abs=1e-4)
+    assert e["exact_lower"] <= 10.125417 + 1e-6 and e["exact_upper"] >= 10.125417 - 1e-6
+    assert e["bureau"] == pytest.approx(11.066, abs=5e-4)
+    block = next(lv for lv in out["levels"] if lv["geolevel"] == "Block")
+    assert block["epsilon"][0]["exact"] == pytest.approx(0.917830, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["--delta", "2"], "Invalid delta: 2.0"),
+        (["--delta", "0"], "Invalid delta: 0.0"),
+        (["--level", "Tract"], "Unknown geolevel: 'Tract'"),
+        (["--allocation", "nope"], "Unknown allocation: 'nope'"),
+        (["--neighbours", "swap"], "swap"),
+    ],
+)
+def test_account_bad_input_exit_2(args: list[str], pattern: str) -> None:
+    res = runner.invoke(app, ["account", *args])
+    assert res.exit_code == 2
+    assert pattern in res.stderr
+
+
+def test_version_and_spec_print() -> None:
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.startswith("dpaudit ")
+    res = runner.invoke(app, ["spec"])
+    assert res.exit_code == 0 and "[audit]" in res.stdout
+
+
+def test_console_script_exit_code(tmp_path: Path) -> None:
+    """The installed entry point, as a user runs it: a typo'd spec exits 2."""
+    spec = write_spec(tmp_path, "[audit]\nreplicats = 3")
+    exe = Path(sys.executable).with_name("dpaudit")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "flows.cli"]
+    out = subprocess.run([*cmd, "run", str(spec)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("dpaudit: error:") and "replicats" in out.stderr
+
+
+def test_report_of_a_missing_store(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["report", str(tmp_path / "none.zarr")])
+    assert res.exit_code == 2 and "not found" in res.stderr
