@@ -11,6 +11,7 @@ number says which one it used. Provenance of each file: ``auditlib/data/allocati
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -101,7 +102,9 @@ class Allocation:
             and (geolevel is None or q.geolevel == geolevel)
         )
 
-    def rho(self, universe: str = "persons", region: str = "US", geolevel: str | None = None) -> Fraction:
+    def rho(
+        self, universe: str = "persons", region: str = "US", geolevel: str | None = None
+    ) -> Fraction:
         return sum((q.rho for q in self.select(universe, region, geolevel)), Fraction(0))
 
     def components(
@@ -134,8 +137,7 @@ def load_allocation(allocation_id: str) -> Allocation:
             f"Unknown allocation: {allocation_id!r}; allowed: {', '.join(ALLOCATION_FILES)}"
         )
     path = files("auditlib") / "data" / "allocations" / ALLOCATION_FILES[allocation_id]
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
     queries = []
     for r in rows:
         rho = Fraction(r["rho_query_exact"])

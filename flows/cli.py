@@ -11,7 +11,7 @@ import json
 import math
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -33,7 +33,7 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 
-class Neighbours(str, Enum):
+class Neighbours(StrEnum):
     add_remove = "add_remove"
     bounded = "bounded"
 
@@ -78,7 +78,8 @@ def spec(
 @app.command()
 def run(
     spec_path: Annotated[
-        Path | None, typer.Argument(metavar="SPEC", help="Audit spec (TOML); default: shipped spec.")
+        Path | None,
+        typer.Argument(metavar="SPEC", help="Audit spec (TOML); default: shipped spec."),
     ] = None,
     store_url: Annotated[
         str | None, typer.Option("--store", help="Output store (overrides output.store).")
@@ -198,7 +199,7 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     except KeyboardInterrupt:
         store.discard(staging, url)
         fail("interrupted; nothing was written", EXIT_FAILED)
-    except Exception as exc:  # noqa: BLE001 - any failure of the run: clean up, report, exit 1
+    except Exception as exc:
         store.discard(staging, url)
         fail(f"the audit failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
     finally:
@@ -207,7 +208,9 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
         from flows.report import render_report
 
         render_report(url, s.output.report)
-    _print_run_summary(url, None if no_report else s.output.report, summary, time.perf_counter() - t0)
+    _print_run_summary(
+        url, None if no_report else s.output.report, summary, time.perf_counter() - t0
+    )
 
 
 def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
@@ -215,8 +218,10 @@ def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wa
     from storage import store
 
     acc = store.open_group(url, S.ACCOUNTING)
-    typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks, "
-               f"{summary['residuals']:,} residuals, {wall:.1f} s")
+    typer.echo(
+        f"run {summary['run_id']}: {summary['blocks']} blocks, "
+        f"{summary['residuals']:,} residuals, {wall:.1f} s"
+    )
     d = float(acc.delta.values[len(acc.delta) // 2])
     typer.echo(f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}  (delta={d:g})")
     for g in acc.geolevel.values:
@@ -373,7 +378,7 @@ def report(
             raise InvalidParameterError(f"store {store_url!r} is not a completed dpaudit store")
     except DPAuditError as exc:
         fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - not a zarr store at all
+    except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
     from flows.report import render_report
 

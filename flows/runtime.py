@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
@@ -84,11 +85,11 @@ def _drain() -> None:
     for w in (APILogWorker, EventsWorker):
         try:
             w.drain_all(timeout=30)
-        except Exception:  # noqa: BLE001 - draining is best effort at shutdown
+        except Exception:
             pass
 
 
-def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_limit: str):  # type: ignore[no-untyped-def]
+def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_limit: str) -> Any:
     """A DaskTaskRunner for the configured cluster (checked to be reachable first)."""
     from prefect_dask import DaskTaskRunner
 
@@ -96,7 +97,7 @@ def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_
         check_reachable(
             scheduler,
             "Dask scheduler",
-            "start one (`dask scheduler`) or set cluster.scheduler = \"\" for a local cluster",
+            'start one (`dask scheduler`) or set cluster.scheduler = "" for a local cluster',
         )
         return DaskTaskRunner(address=scheduler)
     return DaskTaskRunner(

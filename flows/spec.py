@@ -101,14 +101,18 @@ class ClusterSection(_Strict):
     timeout_s: Annotated[int, Field(gt=0)] = 3600
 
 
+def _defaults(cls: type[BaseModel]) -> Any:
+    return lambda: cls()
+
+
 class AuditSpec(_Strict):
-    audit: AuditSection = Field(default_factory=AuditSection)
-    population: PopulationSection = Field(default_factory=PopulationSection)
-    simulation: SimulationSection = Field(default_factory=SimulationSection)
-    epl: EPLSection = Field(default_factory=EPLSection)
-    accounting: AccountingSection = Field(default_factory=AccountingSection)
-    output: OutputSection = Field(default_factory=OutputSection)
-    cluster: ClusterSection = Field(default_factory=ClusterSection)
+    audit: AuditSection = Field(default_factory=_defaults(AuditSection))
+    population: PopulationSection = Field(default_factory=_defaults(PopulationSection))
+    simulation: SimulationSection = Field(default_factory=_defaults(SimulationSection))
+    epl: EPLSection = Field(default_factory=_defaults(EPLSection))
+    accounting: AccountingSection = Field(default_factory=_defaults(AccountingSection))
+    output: OutputSection = Field(default_factory=_defaults(OutputSection))
+    cluster: ClusterSection = Field(default_factory=_defaults(ClusterSection))
 
     @model_validator(mode="after")
     def _against_allocation(self) -> AuditSpec:
@@ -144,7 +148,9 @@ class AuditSpec(_Strict):
 
     @property
     def geolevels(self) -> tuple[str, ...]:
-        return load_allocation(self.audit.allocation).geolevels(self.audit.universe, self.audit.region)
+        return load_allocation(self.audit.allocation).geolevels(
+            self.audit.universe, self.audit.region
+        )
 
     def fanout(self, geolevel: str) -> int:
         return self.population.fanout.get(geolevel, DEFAULT_FANOUT.get(geolevel, 2))
@@ -160,7 +166,9 @@ def _format_error(err: ValidationError) -> str:
         typ = e["type"]
         value = e.get("input")
         if typ == "extra_forbidden":
-            lines.append(f"{loc}: unknown key (value {value!r}); check its spelling in the spec reference")
+            lines.append(
+                f"{loc}: unknown key (value {value!r}); check its spelling in the spec reference"
+            )
         elif typ == "literal_error":
             allowed = e.get("ctx", {}).get("expected", "")
             lines.append(f"{loc} = {value!r}: not allowed; allowed: {allowed}")
@@ -185,7 +193,9 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
         return parse_spec(tomllib.loads(default_spec_text()), "default spec")
     p = Path(path)
     if not p.is_file():
-        raise SpecError(f"spec file not found: {str(p)!r}; pass a TOML file or omit it for defaults")
+        raise SpecError(
+            f"spec file not found: {str(p)!r}; pass a TOML file or omit it for defaults"
+        )
     try:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:

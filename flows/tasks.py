@@ -51,7 +51,11 @@ def write_empty_blocks(url: str, plan: AuditPlan) -> int:
 
 @task(name="epl-geolevel", **TASK_OPTS)
 def epl_geolevel(
-    url: str, plan: AuditPlan, geolevel: int, bandwidth_factor: float, percentiles: tuple[float, float]
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel: per state, and pooled over states."""
     per_state: dict[int, list[dict[str, Any] | None]] = {}

@@ -44,7 +44,9 @@ def check_target(url: str, overwrite: bool) -> None:
             "to replace it, or choose another output.store"
         )
     if p.exists() and not p.is_dir():
-        raise StoreError(f"output store {str(p)!r} exists and is not a directory; remove or rename it")
+        raise StoreError(
+            f"output store {str(p)!r} exists and is not a directory; remove or rename it"
+        )
 
 
 def staging_path(url: str, run_id: str) -> str:
@@ -119,14 +121,23 @@ def create_residual_template(
                 da.full((s, g, r, n), np.nan, dtype=np.float32, chunks=(1, 1, r, n)),
                 {"long_name": "DP count - true count", "units": "persons"},
             ),
-            "truth": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
+            "truth": (
+                (S.STATE, S.GEOLEVEL, S.ITEM),
+                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
+            ),
             "query_index": (
                 (S.STATE, S.GEOLEVEL, S.ITEM),
                 da.full((s, g, n), -1, dtype=np.int16, chunks=blk),
                 {"description": "index into the query coordinate; -1 = padding"},
             ),
-            "unit_index": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
-            "cell_index": ((S.STATE, S.GEOLEVEL, S.ITEM), da.zeros((s, g, n), dtype=np.int32, chunks=blk)),
+            "unit_index": (
+                (S.STATE, S.GEOLEVEL, S.ITEM),
+                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
+            ),
+            "cell_index": (
+                (S.STATE, S.GEOLEVEL, S.ITEM),
+                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
+            ),
             "n_items": ((S.STATE, S.GEOLEVEL), da.zeros((s, g), dtype=np.int64, chunks=(1, 1))),
             "sigma2": ((S.GEOLEVEL, S.QUERY), np.asarray(sigma2, dtype=np.float64)),
         },
@@ -146,15 +157,23 @@ def create_residual_template(
     _to_zarr(ds[["sigma2"]], url, group=S.RESIDUALS, mode="a")
 
 
+def _array(url: str, name: str) -> zarr.Array:
+    arr = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)[name]
+    if not isinstance(arr, zarr.Array):
+        raise StoreError(f"{S.RESIDUALS}/{name} in {url!r} is not an array")
+    return arr
+
+
 def write_residual_block(
     url: str, state: int, geolevel: int, block: ResidualBlock | None, n_items_max: int
 ) -> int:
     """Write one (state, geolevel) region: exactly one chunk of every residual variable."""
-    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
-    shape = grp["residual"].shape
+    shape = _array(url, "residual").shape
     r, cap = shape[2], shape[3]
     if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
-        raise StoreError(f"region (state={state}, geolevel={geolevel}) is outside the store {shape}")
+        raise StoreError(
+            f"region (state={state}, geolevel={geolevel}) is outside the store {shape}"
+        )
     if n_items_max != cap:
         raise StoreError(f"store has {cap} items per block, the plan {n_items_max}")
     n = 0 if block is None else block.n_items
@@ -191,10 +210,9 @@ def write_residual_block(
 
 def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
     """(residual (replicates, n), query_index (n,)) of one block, padding removed."""
-    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
-    n = int(grp["n_items"][state, geolevel])
-    res = np.asarray(grp["residual"][state, geolevel, :, :n])
-    qi = np.asarray(grp["query_index"][state, geolevel, :n])
+    n = int(np.asarray(_array(url, "n_items")[state, geolevel]))
+    res = np.asarray(_array(url, "residual")[state, geolevel, :, :n])
+    qi = np.asarray(_array(url, "query_index")[state, geolevel, :n])
     return res, qi
 
 

@@ -98,7 +98,9 @@ def simulate_block(
     if not (len(truths) == len(queries) == len(query_ids)):
         raise InvalidParameterError("truths, queries and query_ids must have the same length")
     if postprocess not in ("none", "nonnegative"):
-        raise InvalidParameterError(f"Invalid postprocess: {postprocess!r}; allowed: none, nonnegative")
+        raise InvalidParameterError(
+            f"Invalid postprocess: {postprocess!r}; allowed: none, nonnegative"
+        )
     for t, q in zip(truths, queries, strict=True):
         if t.ndim != 2 or t.shape[1] != q.n_sim:
             raise InvalidParameterError(
@@ -110,12 +112,18 @@ def simulate_block(
     qidx = np.concatenate(
         [np.full(t.size, i, dtype=np.int16) for t, i in zip(truths, query_ids, strict=True)]
     )
-    unit = np.concatenate([np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]) for t in truths])
-    cell = np.concatenate([np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]) for t in truths])
+    unit = np.concatenate(
+        [np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]) for t in truths]
+    )
+    cell = np.concatenate(
+        [np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]) for t in truths]
+    )
     mechs = [DiscreteGaussian(q.sigma2) for q in queries]
     residual = np.empty((len(noise_rngs), truth.size), dtype=np.float32)
     for r, g in enumerate(noise_rngs):
-        noise = np.concatenate([m.rvs(size=t.size, rng=g) for m, t in zip(mechs, truths, strict=True)])
+        noise = np.concatenate(
+            [m.rvs(size=t.size, rng=g) for m, t in zip(mechs, truths, strict=True)]
+        )
         dp = truth + noise
         if postprocess == "nonnegative":
             np.maximum(dp, 0, out=dp)

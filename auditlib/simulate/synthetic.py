@@ -54,7 +54,10 @@ def simulate_synthetic_block(
     truths = []
     for qid, q in queries:
         shares = cell_shares(
-            q.n_cells, q.n_sim, params.cell_concentration, seeds.rng(params.seed, seeds.CELL_SHARES, qid)
+            q.n_cells,
+            q.n_sim,
+            params.cell_concentration,
+            seeds.rng(params.seed, seeds.CELL_SHARES, qid),
         )
         g = seeds.rng(params.seed, seeds.TRUTH, state, geolevel_index, qid)
         truths.append(true_cell_counts(pops, shares, g))

@@ -76,7 +76,7 @@ def test_components_by_neighbour_relation() -> None:
 
 
 def test_unknown_names_are_named() -> None:
-    with pytest.raises(UnknownNameError, match="'nope'.*allowed: dhcp_20220825_paper"):
+    with pytest.raises(UnknownNameError, match=r"'nope'.*allowed: dhcp_20220825_paper"):
         load_allocation("nope")
     alloc = load_allocation("dhcp_20220825_paper")
     with pytest.raises(UnknownNameError, match="geolevel: 'Tract'"):

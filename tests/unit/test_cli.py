@@ -27,7 +27,10 @@ def write_spec(tmp_path: Path, body: str) -> Path:
         ("[audit]\nreplicats = 3", "audit.replicats: unknown key"),
         ("[audit]\nreplicates = -1", "audit.replicates = -1"),
         ("[accounting]\ndeltas = [2.0]", "accounting.deltas = [2.0]"),
-        ("[cluster]\nscheduler = 'tcp://127.0.0.1:1'", "Dask scheduler at 'tcp://127.0.0.1:1' is unreachable"),
+        (
+            "[cluster]\nscheduler = 'tcp://127.0.0.1:1'",
+            "Dask scheduler at 'tcp://127.0.0.1:1' is unreachable",
+        ),
     ],
 )
 def test_run_rejects_bad_specs_with_exit_2_and_no_store(

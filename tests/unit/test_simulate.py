@@ -26,8 +26,14 @@ def dg_pmf(sigma2: float, k: np.ndarray) -> np.ndarray:
 def test_residuals_follow_the_discrete_gaussian_and_wrong_sigma_fails() -> None:
     q = [(0, QueryPlan("a", 10, 10, 5.0)), (1, QueryPlan("b", 4, 4, 456.62))]
     blk = simulate_synthetic_block(
-        hierarchy=H, params=P, state=1, geolevel="Block", geolevel_index=2, queries=q,
-        replicates=40, noise_seed=9,
+        hierarchy=H,
+        params=P,
+        state=1,
+        geolevel="Block",
+        geolevel_index=2,
+        queries=q,
+        replicates=40,
+        noise_seed=9,
     )
     assert blk.residual.shape == (40, 200 * 14)
     for qid, s2 in ((0, 5.0), (1, 456.62)):

@@ -59,7 +59,10 @@ def test_regions_round_trip_in_a_fresh_process(tmp_path: Path) -> None:
         "print(int(ds.n_items.sum()))"
     )
     out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code, url], capture_output=True, text=True, check=True
+        [sys.executable, "-W", "ignore", "-c", code, url],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == str(12 + 9)
 
