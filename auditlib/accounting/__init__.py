@@ -1,0 +1,24 @@
+"""Certified privacy accounting: exact discrete-Gaussian compositions and zCDP conversions.
+
+* :class:`DiscreteGaussianComposition` -- certified brackets on ``delta(eps)`` and ``eps(delta)``
+  of composed discrete Gaussian count queries, by direct convolution on an exact lattice (or, when
+  the variances are not commensurate, on a grid with the losses rounded up and down).
+* :func:`bureau_epsilon`, :func:`bureau_delta`, :func:`cks_epsilon`, :func:`cks_delta` -- rho-zCDP
+  to (eps, delta) conversions (the Census Bureau's and Canonne-Kamath-Steinke's).
+* :class:`Bracket` -- the certified interval every accountant returns.
+
+The derivation and the error budget are in ``docs/accounting.md``.
+"""
+
+from auditlib.accounting.bracket import Bracket
+from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.zcdp import bureau_delta, bureau_epsilon, cks_delta, cks_epsilon
+
+__all__ = [
+    "Bracket",
+    "DiscreteGaussianComposition",
+    "bureau_delta",
+    "bureau_epsilon",
+    "cks_delta",
+    "cks_epsilon",
+]

@@ -1,0 +1,320 @@
+"""Certified privacy profile of a composition of discrete Gaussian count queries.
+
+A query ``N_Z(0, sigma^2)`` with sensitivity 1 under add/remove neighbours has privacy loss
+``L = 1/(2 sigma^2) + Z / sigma^2`` with ``Z ~ N_Z(0, sigma^2)`` under ``P`` (the loss of the
+reverse pair has the same law, by symmetry). Components ``(sigma_j^2, m_j)`` compose to
+
+    L = sum_j (m_j / 2 + S_j) / sigma_j^2,    S_j = sum of m_j i.i.d. N_Z(0, sigma_j^2),
+
+with ``S_j`` an exact integer-valued sum. The bounded (replace-one) relation of the DAS is the same
+computation with two components per query (a record change moves two cells); callers pass those.
+
+Two modes, both certified (see ``docs/accounting.md``):
+
+``exact-lattice``
+    All ``1 / sigma_j^2`` are integer multiples ``n_j`` of a common step ``g`` and the lattice fits
+    ``max_lattice``: ``L = rho + g T`` with ``T = sum_j n_j S_j`` exactly, built by direct
+    convolution. Only tail truncation (``< 1e-30`` per step) and rounding widen the brackets.
+``bracket-grid``
+    Otherwise each ``S_j``'s loss is rounded up (and, separately, down) to a grid ``h``. As the
+    integrand ``(1 - e^(eps - L))_+`` is non-decreasing in ``L``, the rounded-up composition bounds
+    ``delta`` from above and the rounded-down one from below; the eps bracket is at most
+    ``(number of distinct sigma^2) * h`` wider than in the exact mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
+from auditlib.accounting._floats import ABSOLUTE_SLACK
+from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
+from auditlib.accounting._profile import HockeyStick, epsilon_bracket
+from auditlib.accounting._validation import (
+    check_delta,
+    check_epsilon,
+    parse_components,
+    to_positive_fraction,
+)
+from auditlib.accounting.bracket import Bracket
+from auditlib.exceptions import AccountingError, InvalidParameterError
+
+TAIL_MASS = 1e-30
+"""Two-sided probability mass each truncation may drop (each discrete Gaussian, each convolution)."""
+
+CERTIFY_FACTOR = 1e3
+"""``eps(delta)`` is refused when ``delta <= CERTIFY_FACTOR * truncated mass``: below that the
+dropped mass, not the mechanism, would set the upper end of the bracket."""
+
+EPSILON_WIDTH_TARGET = 1e-6
+"""The default bracket-mode grid aims at an eps bracket no wider than this (when feasible)."""
+
+_SUBGAUSS_HALF_WIDTH = 12.5
+"""Half-width, in standard deviations of the loss's sub-Gaussian proxy, beyond which a trimmed
+lattice holds no mass (``sqrt(2 ln(2 / 1e-30)) = 11.8``, rounded up): used for size estimates."""
+
+Mode = Literal["auto", "exact-lattice", "bracket-grid"]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """``count`` i.i.d. ``N_Z(0, sigma2)`` summed: an exact integer sum ``S`` (certified measure)."""
+
+    sigma2: Fraction
+    count: int
+    measure: LatticeMeasure
+
+    @property
+    def inv(self) -> Fraction:
+        return 1 / self.sigma2
+
+    @property
+    def loss_span(self) -> float:
+        """Width of the loss values ``(count/2 + S) / sigma2`` over the kept support."""
+        return (self.measure.size - 1) / float(self.sigma2)
+
+
+def _gcd_fractions(values: Sequence[Fraction]) -> Fraction:
+    num, den = 0, 1
+    for v in values:
+        den = math.lcm(den, v.denominator)
+    for v in values:
+        num = math.gcd(num, (v * den).numerator)
+    return Fraction(num, den)
+
+
+def _estimate(groups: Sequence[_Group], step: float, nnz: Sequence[int]) -> tuple[float, float]:
+    """Estimated final lattice length and multiply-add count for accumulating ``groups`` (in order)
+    on a lattice of ``step`` loss units; lengths use the sub-Gaussian bound on the trimmed width."""
+    variance = 0.0
+    span_sum = 0.0
+    length = 1.0
+    work = 0.0
+    for k, (group, n) in enumerate(zip(groups, nnz, strict=True), start=1):
+        work += length * n
+        variance += group.count / float(group.sigma2)
+        span_sum += group.loss_span
+        width = min(span_sum, 2 * _SUBGAUSS_HALF_WIDTH * math.sqrt(variance))
+        length = width / step + k + 2
+    return length, work
+
+
+def _estimate_grid(groups: Sequence[_Group], h: float) -> tuple[float, float]:
+    nnz = [min(g.measure.size, int(g.loss_span / h) + 2) for g in groups]
+    return _estimate(groups, h, nnz)
+
+
+class DiscreteGaussianComposition:
+    """Certified ``delta(eps)`` and ``eps(delta)`` of composed discrete Gaussian count queries.
+
+    Parameters
+    ----------
+    components
+        ``(sigma2, count)`` pairs: ``count`` queries with noise ``N_Z(0, sigma2)``, sensitivity 1.
+        ``sigma2`` may be a ``Fraction``, ``int``, ``Decimal`` (exact) or float (converted exactly,
+        ``Fraction(x)``, unless ``limit_denominator`` is given). Order does not matter.
+    grid
+        Bracket-mode grid step in loss units. ``None``: the coarsest of ``1e-6 / (number of distinct
+        sigma2)`` and the finest grid within ``max_lattice`` and ``max_work``.
+    max_lattice
+        Largest lattice (number of points) the direct convolution may build.
+    mode
+        ``"auto"`` (exact lattice when commensurate within the budgets, else bracket mode),
+        ``"exact-lattice"`` (raise :class:`AccountingError` if impossible) or ``"bracket-grid"``.
+    limit_denominator
+        If given, float ``sigma2`` are replaced by ``Fraction(x).limit_denominator(...)``.
+    max_work
+        Largest number of multiply-adds the direct convolution may spend (about 1 s per ``1e9``).
+
+    Attributes
+    ----------
+    rho : float
+        zCDP parameter ``sum count / (2 sigma2)`` (``rho_exact`` is the exact ``Fraction``).
+    method : str
+        ``"exact-lattice"`` or ``"bracket-grid"``.
+    grid : float
+        The lattice step in loss units (``g`` or ``h``).
+    truncated_mass : float
+        Upper bound on the probability mass the lattice dropped (inside every upper bound).
+    """
+
+    def __init__(
+        self,
+        components: Sequence[tuple[Fraction | float, int]],
+        *,
+        grid: float | None = None,
+        max_lattice: int = 5_000_000,
+        mode: Mode = "auto",
+        limit_denominator: int | None = None,
+        max_work: float = 3e9,
+    ) -> None:
+        self.components = parse_components(components, limit_denominator)
+        if mode not in ("auto", "exact-lattice", "bracket-grid"):
+            raise InvalidParameterError(
+                f"mode must be 'auto', 'exact-lattice' or 'bracket-grid', got {mode!r}"
+            )
+        if isinstance(max_lattice, bool) or not isinstance(max_lattice, int) or max_lattice < 16:
+            raise InvalidParameterError(
+                f"max_lattice must be an integer >= 16, got {max_lattice!r}"
+            )
+        if not (isinstance(max_work, int | float) and math.isfinite(max_work) and max_work > 0):
+            raise InvalidParameterError(f"max_work must be positive and finite, got {max_work!r}")
+        h_user = None if grid is None else to_positive_fraction(grid, "grid")
+
+        counts: dict[Fraction, int] = {}
+        for sigma2, count in self.components:
+            counts[sigma2] = counts.get(sigma2, 0) + count
+        self.rho_exact: Fraction = sum(
+            (Fraction(m) / (2 * s2) for s2, m in counts.items()), Fraction(0)
+        )
+        self.rho = float(self.rho_exact)
+        groups = [
+            _Group(s2, m, power(discrete_gaussian_measure(s2, TAIL_MASS), m, TAIL_MASS))
+            for s2, m in sorted(counts.items())
+        ]
+        groups.sort(key=lambda g: (g.loss_span, g.sigma2))
+
+        step = _gcd_fractions([g.inv for g in groups])
+        exact_len, exact_work = _estimate(groups, float(step), [g.measure.size for g in groups])
+        exact_ok = exact_len <= max_lattice and exact_work <= max_work
+        if mode == "exact-lattice" and not exact_ok:
+            raise AccountingError(
+                f"no exact lattice within budget: the common step of 1/sigma2 is {float(step):.3g},"
+                f" giving about {exact_len:.3g} lattice points (max_lattice={max_lattice}) and"
+                f" {exact_work:.3g} multiply-adds (max_work={max_work:.3g}); use the bracket mode"
+            )
+        if mode == "exact-lattice" or (mode == "auto" and exact_ok):
+            self.method = "exact-lattice"
+            self.grid = float(step)
+            acc = self._accumulate(groups, step)
+            self._upper = self._lower = HockeyStick(self.rho_exact, step, acc)
+        else:
+            self.method = "bracket-grid"
+            h = h_user if h_user is not None else self._default_grid(groups, max_lattice, max_work)
+            length, work = _estimate_grid(groups, float(h))
+            if length > max_lattice or work > max_work:
+                raise AccountingError(
+                    f"grid {float(h):.3g} is too fine for direct convolution: about {length:.3g}"
+                    f" lattice points (max_lattice={max_lattice}) and {work:.3g} multiply-adds"
+                    f" (max_work={max_work:.3g}); FFT is not used because its round-off is not"
+                    " certified. Use a coarser grid or raise the budgets."
+                )
+            self.grid = float(h)
+            up, down = self._accumulate_rounded(groups, h)
+            self._upper = HockeyStick(Fraction(0), h, up)
+            self._lower = HockeyStick(Fraction(0), h, down)
+        self.truncated_mass = self._upper.dropped
+        self.lattice_size = int(self._upper.values.size)
+        self.relative_error = max(self._upper.radius, self._lower.radius)
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _accumulate(groups: Sequence[_Group], step: Fraction) -> LatticeMeasure:
+        """Exact composition: ``T = sum_j n_j S_j`` with ``n_j = (1 / sigma_j^2) / step``."""
+        acc = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
+        for group in groups:
+            ratio = group.inv / step
+            assert ratio.denominator == 1
+            n = int(ratio)
+            m = group.measure
+            positions = n * (m.offset + np.arange(m.size, dtype=np.int64))
+            acc = trim(add_sparse(acc, positions, m.values, m.radius, m.dropped), TAIL_MASS)
+        return acc
+
+    @staticmethod
+    def _accumulate_rounded(
+        groups: Sequence[_Group], h: Fraction
+    ) -> tuple[LatticeMeasure, LatticeMeasure]:
+        """Compositions with every group's loss rounded up / down to multiples of ``h`` (exact
+        integer arithmetic for the rounding)."""
+        up = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
+        down = up
+        for group in groups:
+            a = Fraction(1, 2) / (group.sigma2 * h)  # loss / h = (count + 2 s) * a
+            m = group.measure
+            nums = [(group.count + 2 * s) * a.numerator for s in range(m.offset, m.offset + m.size)]
+            den = a.denominator
+            for rounded, sign in ((up, 1), (down, -1)):
+                if sign > 0:
+                    idx = [-((-x) // den) for x in nums]
+                else:
+                    idx = [x // den for x in nums]
+                pos, vals, r_add = aggregate(idx, m)
+                new = trim(add_sparse(rounded, pos, vals, m.radius + r_add, m.dropped), TAIL_MASS)
+                if sign > 0:
+                    up = new
+                else:
+                    down = new
+        return up, down
+
+    @staticmethod
+    def _default_grid(groups: Sequence[_Group], max_lattice: int, max_work: float) -> Fraction:
+        """Coarsest of the target grid (eps bracket <= 1e-6) and the finest feasible one."""
+
+        def feasible(h: float) -> bool:
+            length, work = _estimate_grid(groups, h)
+            return length <= max_lattice and work <= max_work
+
+        h = 0.9 * EPSILON_WIDTH_TARGET / len(groups)
+        if not feasible(h):
+            lo, hi = h, h
+            while not feasible(hi):
+                lo, hi = hi, hi * 2.0
+            for _ in range(40):
+                mid = math.sqrt(lo * hi)
+                lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+            exponent = math.floor(math.log10(hi)) - 2  # 3 significant digits, rounded up
+            h = math.ceil(hi / 10.0**exponent) * 10.0**exponent
+        return Fraction(h)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def delta(self, epsilon: ArrayLike) -> Bracket:
+        """Certified bracket on ``delta(eps) = E_P[(1 - e^(eps - L))_+]`` (vectorized over eps)."""
+        eps = check_epsilon(epsilon)
+        lower = np.array([self._lower.lower(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        upper = np.array([self._upper.upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        return self._bracket(lower, upper, "delta")
+
+    def epsilon(self, delta: ArrayLike) -> Bracket:
+        """Certified bracket on ``eps(delta) = inf{eps >= 0 : delta(eps) <= delta}``.
+
+        Raises :class:`AccountingError` if ``delta`` is so small that the truncated mass would
+        decide the answer (``delta <= 1e3 * truncated_mass``, about ``1e-25``).
+        """
+        d = check_delta(delta)
+        floor = CERTIFY_FACTOR * (self.truncated_mass + ABSOLUTE_SLACK)
+        if np.any(d <= floor):
+            bad = float(d[d <= floor].flat[0])
+            raise AccountingError(
+                f"delta={bad!r} is below what this accountant can certify: its lattice dropped up to"
+                f" {self.truncated_mass:.3g} of probability mass (tails below {TAIL_MASS:g} per"
+                f" truncation), so only delta > {floor:.3g} has a meaningful upper bound on eps"
+            )
+        eps_max = self._upper.loss_max + 1.0
+        pairs = [
+            epsilon_bracket(float(x), self._lower.lower, self._upper.upper, eps_max)
+            for x in d.ravel()
+        ]
+        lower = np.array([p[0] for p in pairs]).reshape(d.shape)
+        upper = np.array([p[1] for p in pairs]).reshape(d.shape)
+        return self._bracket(lower, upper, "epsilon")
+
+    def _bracket(self, lower: np.ndarray, upper: np.ndarray, quantity: str) -> Bracket:
+        lo: np.ndarray | float = float(lower) if lower.ndim == 0 else lower
+        hi: np.ndarray | float = float(upper) if upper.ndim == 0 else upper
+        return Bracket(lo, hi, self.method, quantity, self.truncated_mass, self.grid)
+
+    def __repr__(self) -> str:
+        return (
+            f"DiscreteGaussianComposition(rho={self.rho:.6g}, components={len(self.components)},"
+            f" method={self.method!r}, grid={self.grid:.3g}, lattice_size={self.lattice_size})"
+        )
