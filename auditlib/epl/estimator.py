@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.kde import as_residuals, integer_view, lattice_kde_logpdf
+from auditlib.epl.kde import (
+    as_residuals,
+    integer_view,
+    lattice_kde_logpdf,
+    mixture_logpdf,
+    support,
+    weighted_percentiles,
+    weighted_std,
+)
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
 METHODS = ("flaxman_petti", "percentile_window")
@@ -153,8 +161,16 @@ def epl(
     if n < max(int(min_residuals), 2):
         return _empty("too_few", math.nan, (math.nan, math.nan), math.nan, n, **meta)
 
-    h = float(bandwidth) if bandwidth is not None else factor * float(np.std(r, ddof=1))
-    p_lo, p_hi = (float(v) for v in np.percentile(r, [lo, hi]))
+    # integer residuals: one bincount gives the spread, the percentiles and the KDE
+    ints = integer_view(residuals, r)
+    lattice = support(r, ints) if ints is not None else None
+    if lattice is not None:
+        sd = weighted_std(*lattice)
+        p_lo, p_hi = (float(v) for v in weighted_percentiles(*lattice, [lo, hi]))
+    else:
+        sd = float(np.std(r, ddof=1))
+        p_lo, p_hi = (float(v) for v in np.percentile(r, [lo, hi]))
+    h = float(bandwidth) if bandwidth is not None else factor * sd
     if method == "flaxman_petti":
         b = mult * max(abs(p_lo), abs(p_hi))
         edges = np.arange(-b, b, 1.0)
@@ -166,8 +182,10 @@ def epl(
         query = np.arange(math.ceil(p_lo), math.floor(p_hi) + 1, dtype=np.float64)
     if query.size < 2:
         return _empty("empty_window", math.nan, window, h, n, **meta)
-    ints = integer_view(residuals, r)
-    logf = lattice_kde_logpdf(ints if ints is not None else r, h, query)
+    if lattice is not None:
+        logf = mixture_logpdf(*lattice, h, query)
+    else:
+        logf = lattice_kde_logpdf(r, h, query)
     epl_x = logf[:-1] - logf[1:]
     return EPLResult(
         float(np.max(np.abs(epl_x))),

@@ -87,7 +87,7 @@ def integer_view(
     return None
 
 
-def _support(
+def support(
     r: npt.NDArray[np.float64], ints: npt.NDArray[np.int64] | None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Distinct values (sorted) and their counts; bincount on integer data, sort otherwise."""
@@ -137,6 +137,57 @@ def _mixture_logpdf(
         i = j
     out[order] = res - math.log(n * h) - _LOG_SQRT_2PI
     return out
+
+
+def mixture_logpdf(
+    points: npt.NDArray[np.float64],
+    counts: npt.NDArray[np.float64],
+    bandwidth: float,
+    x: npt.ArrayLike,
+) -> npt.NDArray[np.float64]:
+    """log p̂(x) from distinct sorted ``points`` with ``counts`` (as returned by :func:`support`)."""
+    h = _check_bandwidth(bandwidth)
+    xq = np.asarray(x, dtype=np.float64)
+    res = _mixture_logpdf(points, np.log(counts), float(np.sum(counts)), h, xq.ravel())
+    return res.reshape(xq.shape)
+
+
+def weighted_std(points: npt.NDArray[np.float64], counts: npt.NDArray[np.float64]) -> float:
+    """Sample standard deviation (ddof=1) of data given as distinct values and counts."""
+    n = float(np.sum(counts))
+    mean = float(np.dot(counts, points)) / n
+    d = points - mean
+    return math.sqrt(float(np.dot(counts, d * d)) / (n - 1.0))
+
+
+def weighted_percentiles(
+    points: npt.NDArray[np.float64], counts: npt.NDArray[np.float64], q: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """``np.percentile(data, q)`` (method "linear") from distinct sorted values and counts.
+
+    Reproduces numpy's float operations (virtual index (n−1)·q/100, then its two-sided lerp), so
+    the result is bit-identical to numpy on the expanded data; the tests check this.
+    """
+    cum = np.cumsum(counts.astype(np.int64))
+    n = int(cum[-1])
+    qq = np.true_divide(np.asarray(q, dtype=np.float64), 100)
+    vi = (n - 1) * qq
+    prev = np.floor(vi)
+    nxt = prev + 1.0
+    above = vi >= n - 1
+    prev[above] = n - 1
+    nxt[above] = n - 1
+    below = vi < 0
+    prev[below] = 0
+    nxt[below] = 0
+    gamma = vi - np.floor(vi)
+    a = points[np.searchsorted(cum, prev.astype(np.int64), side="right")]
+    b = points[np.searchsorted(cum, nxt.astype(np.int64), side="right")]
+    diff = b - a
+    out = a + diff * gamma
+    hi = gamma >= 0.5
+    out[hi] = (b - diff * (1 - gamma))[hi]
+    return np.asarray(out, dtype=np.float64)
 
 
 def binning_error_bound(n: int, binning_resolution: float, nearest_distance: float = 0.0) -> float:
@@ -190,7 +241,7 @@ def lattice_kde_logpdf(
         raise InvalidParameterError("Invalid x: contains NaN; pass finite query points.")
     flat = xq.ravel()
     ints = integer_view(residuals, r)
-    points, weights = _support(r, ints)
+    points, weights = support(r, ints)
     if ints is None and points.size * max(flat.size, 1) > max_exact_work:
         if not math.isfinite(binning_resolution) or binning_resolution <= 0:
             raise InvalidParameterError(

@@ -23,6 +23,7 @@ from auditlib.epl import (
     lattice_kde_logpdf,
     scipy_bandwidth,
 )
+from auditlib.epl.kde import support, weighted_percentiles, weighted_std
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
 
@@ -276,3 +277,18 @@ def test_bad_parameters(kwargs: dict[str, object], match: str) -> None:
 def test_unknown_method() -> None:
     with pytest.raises(UnknownNameError, match="flaxman_petti"):
         epl(np.arange(100), method="histogram")
+
+
+def test_percentiles_and_spread_from_counts_match_numpy() -> None:
+    """The lattice shortcut must give numpy's percentiles bit for bit (they fix the grid)."""
+    rng = np.random.default_rng(123)
+    qs = [0, 2.5, 5, 10, 25, 50, 75, 90, 95, 97.5, 99, 99.9, 100]
+    for _ in range(200):
+        n = int(rng.integers(1, 400))
+        r = rng.integers(-30, 30, n) * int(rng.integers(1, 4))
+        points, counts = support(r.astype(float), r)
+        np.testing.assert_array_equal(
+            weighted_percentiles(points, counts, qs), np.percentile(r, qs)
+        )
+        if n > 1:
+            assert weighted_std(points, counts) == pytest.approx(np.std(r, ddof=1), rel=1e-13)

@@ -1,0 +1,101 @@
+"""Benchmark: EPL of 10⁷ residuals with the lattice KDE vs scipy's gaussian_kde; sampler rates.
+
+scipy's KDE costs n × grid kernel evaluations, so it is timed on a subsample and scaled up linearly
+(the scaled figure is an estimate, labelled as such); on that subsample both give the same EPL(x).
+
+From the repository root (or with the package installed):
+
+    PYTHONPATH=. python benchmarks/bench_epl.py                 # n = 10⁷
+    PYTHONPATH=. python benchmarks/bench_epl.py --scipy-full    # also scipy on all n (~20 s)
+    PYTHONPATH=. python benchmarks/bench_epl.py --n 1e6 --scipy-n 2e4
+
+Measured on a 2-core AMD EPYC (numpy 2.4, scipy 1.17): samplers 22-35 M draws/s; EPL of 10⁷
+residuals 0.07 s with the lattice KDE vs 15.7 s with scipy's gaussian_kde (≈230×), same EPL(x)
+to 5e-14.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+import scipy
+
+from auditlib.epl import epl, flaxman_petti_reference
+from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
+
+
+def machine_info() -> str:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (
+        f"{platform.platform()} | {cpu} | {os.cpu_count()} logical CPUs | Python "
+        f"{platform.python_version()} | numpy {np.__version__} | scipy {scipy.__version__}"
+    )
+
+
+def timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=float, default=1e7, help="residuals for the lattice EPL")
+    ap.add_argument("--scipy-n", type=float, default=1e5, help="subsample for scipy's KDE")
+    ap.add_argument("--seed", type=int, default=20200325)
+    ap.add_argument("--scipy-full", action="store_true", help="also time scipy on all n points")
+    args = ap.parse_args()
+    n, n_sub = int(args.n), int(args.scipy_n)
+    rng = np.random.default_rng(args.seed)
+    print(machine_info())
+
+    print("\n# samplers (best of 3, 10^7 draws)")
+    for name, mech in [
+        ("DiscreteGaussian(4.9995)", DiscreteGaussian(4.9995)),
+        ("DiscreteGaussian(456.62)", DiscreteGaussian(456.62)),
+        ("TwoSidedGeometric(0.05)", TwoSidedGeometric(0.05)),
+    ]:
+        dt, _ = timed(lambda m=mech: m.rvs(10**7, rng))
+        tv = getattr(mech, "sampler_tv_bound", 0.0)
+        print(f"{name:26s} {1e7 / dt / 1e6:7.1f} M samples/s   TV bound {tv:.1e}")
+
+    # Flaxman & Petti's setting at ε = 0.05 (p = ε/2), but with n residuals
+    mech = TwoSidedGeometric.from_success_probability(0.025)
+    r = mech.rvs(n, rng)
+    dt_lat, res = timed(lambda: epl(r))
+    print(f"\n# EPL, n = {n:,}, grid {res.x.size + 1} points, factor 0.1, window 5-95 %")
+    print(f"lattice KDE : {dt_lat:8.3f} s   EPL = {res.epl:.5f} (true loss {mech.epsilon:.5f})")
+
+    sub = r[:n_sub]
+    dt_sp, (_, _, ref_epl_x) = timed(lambda: flaxman_petti_reference(sub), repeat=1)
+    dt_sub, res_sub = timed(lambda: epl(sub))
+    agree = float(np.max(np.abs(res_sub.epl_x - ref_epl_x)))
+    est = dt_sp * n / n_sub
+    print(f"scipy KDE   : {dt_sp:8.3f} s on n = {n_sub:,} -> ~{est:.1f} s estimated at {n:,}")
+    print(f"lattice KDE : {dt_sub:8.3f} s on n = {n_sub:,}; max |EPL(x) diff| = {agree:.1e}")
+    print(f"speed-up at n = {n:,}: ~{est / dt_lat:,.0f}x (scipy time scaled linearly in n)")
+    if args.scipy_full:
+        dt_full, (full_epl, _, _) = timed(lambda: flaxman_petti_reference(r), repeat=1)
+        print(
+            f"scipy KDE   : {dt_full:8.3f} s measured at n = {n:,} (EPL {full_epl:.5f}); "
+            f"speed-up {dt_full / dt_lat:,.0f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
