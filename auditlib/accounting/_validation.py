@@ -85,7 +85,9 @@ def check_epsilon(epsilon: ArrayLike, name: str = "epsilon") -> np.ndarray:
     eps = np.asarray(epsilon, dtype=np.float64)
     bad = np.isnan(eps) | (eps < 0)
     if np.any(bad):
-        raise InvalidParameterError(f"{name} must be >= 0 (and not NaN), got {eps[bad].flat[0]!r}")
+        raise InvalidParameterError(
+            f"{name} must be >= 0 (and not NaN), got {float(eps[bad].flat[0])!r}"
+        )
     return eps
 
 
@@ -95,7 +97,7 @@ def check_delta(delta: ArrayLike, name: str = "delta") -> np.ndarray:
     bad = ~((d > 0) & (d < 1))
     if np.any(bad):
         raise InvalidParameterError(
-            f"{name} must lie strictly between 0 and 1, got {d[bad].flat[0]!r}"
+            f"{name} must lie strictly between 0 and 1, got {float(d[bad].flat[0])!r}"
         )
     return d
 
@@ -107,5 +109,7 @@ def check_rho(rho: ArrayLike) -> np.ndarray:
     r = np.asarray(rho, dtype=np.float64)
     bad = ~(np.isfinite(r) & (r > 0))
     if np.any(bad):
-        raise InvalidParameterError(f"rho must be positive and finite, got {r[bad].flat[0]!r}")
+        raise InvalidParameterError(
+            f"rho must be positive and finite, got {float(r[bad].flat[0])!r}"
+        )
     return r
