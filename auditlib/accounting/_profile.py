@@ -82,6 +82,49 @@ class HockeyStick:
         return max(0.0, lo - ABSOLUTE_SLACK)
 
 
+def _shrink(
+    fn: Callable[[float], float],
+    on_left: Callable[[float], bool],
+    delta: float,
+    a: float,
+    b: float,
+    tol: float,
+) -> tuple[float, float]:
+    """Shrink ``[a, b]`` to width ``<= tol`` keeping ``on_left(fn(a))`` and ``not on_left(fn(b))``.
+
+    Steps are Illinois (modified regula falsi) on ``log(fn / delta)``, with a bisection step whenever
+    three steps failed to halve the interval. Only the verified invariant matters for the result;
+    the step rule only decides how many evaluations it takes.
+    """
+
+    def g(v: float) -> float:
+        return math.log(v / delta) if v > 0.0 else -math.inf
+
+    ga, gb = g(fn(a)), g(fn(b))
+    last_side = 0
+    history = [b - a]
+    while b - a > max(tol, 4 * math.ulp(b)):
+        x = 0.5 * (a + b)
+        stalled = len(history) >= 4 and (b - a) > 0.5 * history[-4]
+        if not stalled and math.isfinite(ga) and math.isfinite(gb) and ga != gb:
+            cand = b - gb * (b - a) / (gb - ga)
+            if a < cand < b:
+                x = cand
+        v = fn(x)
+        if on_left(v):
+            a, ga = x, g(v)
+            if last_side == -1:
+                gb *= 0.5  # Illinois: the right end is stuck, pull the secant towards it
+            last_side = -1
+        else:
+            b, gb = x, g(v)
+            if last_side == 1:
+                ga *= 0.5
+            last_side = 1
+        history.append(b - a)
+    return a, b
+
+
 def epsilon_bracket(
     delta: float,
     lower_fn: Callable[[float], float],
@@ -91,36 +134,25 @@ def epsilon_bracket(
 ) -> tuple[float, float]:
     """Certified ``[eps_lower, eps_upper]`` around ``eps(delta) = inf{eps >= 0 : delta(eps) <= delta}``.
 
-    ``eps_upper`` is the smallest point found by bisection with ``upper_fn(eps_upper) <= delta``
-    (then the true ``delta(eps_upper) <= delta``: errs high). ``eps_lower`` is the largest point found
-    with ``lower_fn(eps_lower) >= delta`` (the true ``delta`` is strictly decreasing where positive,
-    so ``eps(delta) >= eps_lower``: errs low), or 0. ``eps_max`` must satisfy
-    ``upper_fn(eps_max) <= delta`` (callers check that the truncated mass allows it).
+    ``eps_upper`` is a point, within ``tol`` of the crossing, where ``upper_fn(eps_upper) <= delta``
+    has been verified (so the true ``delta(eps_upper) <= delta``: errs high). ``eps_lower`` is a
+    point, within ``tol`` of its crossing, with ``lower_fn(eps_lower) >= delta`` verified (the true
+    ``delta`` is strictly decreasing where positive, so ``eps(delta) >= eps_lower``: errs low), or 0.
+    ``eps_max`` must satisfy ``upper_fn(eps_max) <= delta`` (callers check that the truncated mass
+    allows it).
     """
     if upper_fn(0.0) <= delta:
         hi_eps = 0.0
     else:
-        a, b = 0.0, eps_max
-        while b - a > max(tol, 4 * math.ulp(b)):
-            mid = 0.5 * (a + b)
-            if upper_fn(mid) <= delta:
-                b = mid
-            else:
-                a = mid
-        hi_eps = b
+        _, hi_eps = _shrink(upper_fn, lambda v: v > delta, delta, 0.0, eps_max, tol)
     if lower_fn(0.0) < delta:
         return 0.0, hi_eps
     # the lower end is usually within a hair of the upper one: try a narrow bracket first
-    a, b = 0.0, hi_eps
+    a = 0.0
     for width in (1e-9, 1e-6, 1e-3):
         cand = hi_eps - width
         if cand > 0.0 and lower_fn(cand) >= delta:
             a = cand
             break
-    while b - a > max(tol, 4 * math.ulp(b)):
-        mid = 0.5 * (a + b)
-        if lower_fn(mid) >= delta:
-            a = mid
-        else:
-            b = mid
-    return a, hi_eps
+    lo_eps, _ = _shrink(lower_fn, lambda v: v >= delta, delta, a, hi_eps, tol)
+    return lo_eps, hi_eps

@@ -107,8 +107,10 @@ def _estimate(groups: Sequence[_Group], step: float, nnz: Sequence[int]) -> tupl
 
 
 def _estimate_grid(groups: Sequence[_Group], h: float) -> tuple[float, float]:
+    """As :func:`_estimate` on the grid ``h``; the work counts both (rounded up and down) passes."""
     nnz = [min(g.measure.size, int(g.loss_span / h) + 2) for g in groups]
-    return _estimate(groups, h, nnz)
+    length, work = _estimate(groups, h, nnz)
+    return length, 2.0 * work
 
 
 class DiscreteGaussianComposition:
@@ -153,7 +155,7 @@ class DiscreteGaussianComposition:
         max_lattice: int = 5_000_000,
         mode: Mode = "auto",
         limit_denominator: int | None = None,
-        max_work: float = 3e9,
+        max_work: float = 2e9,
     ) -> None:
         self.components = parse_components(components, limit_denominator)
         if mode not in ("auto", "exact-lattice", "bracket-grid"):
