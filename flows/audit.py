@@ -12,7 +12,6 @@ import hashlib
 import json
 import platform
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -24,21 +23,11 @@ from prefect.futures import PrefectFuture, as_completed
 
 import auditlib
 from auditlib.allocations import load_allocation
-from flows import tasks
+from flows import progress, tasks
 from flows.plan import AuditPlan, make_plan
 from flows.spec import AuditSpec
 from storage import schema as S
 from storage import store
-
-#: optional progress callback (done, total, description), set by the CLI
-ProgressHook = Callable[[int, int, str], None]
-_progress: ProgressHook | None = None
-
-
-def set_progress_hook(hook: ProgressHook | None) -> None:
-    global _progress
-    _progress = hook
-
 
 def run_id_for(spec: AuditSpec) -> str:
     """A stable id of the run: a hash of the validated spec."""
@@ -133,8 +122,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     for f in as_completed(futures):
         f.result()  # raises on failure
         done += 1
-        if _progress is not None:
-            _progress(done, len(futures), "tasks")
+        progress.report(done, len(futures), "tasks")
     epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
     acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
     store.write_group(url, S.EPL, epl_ds)

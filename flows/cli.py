@@ -147,9 +147,13 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from flows import audit
+    from flows import progress as progress_events
     from flows.runtime import ClusterUnreachableError, prefect_api, task_runner
     from storage import store
 
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
     console = Console(stderr=True)
     run_id = audit.run_id_for(s)
     staging = store.staging_path(url, run_id)
@@ -165,6 +169,8 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
                 TimeElapsedColumn(),
                 console=console,
                 transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
             ) as progress,
         ):
             bar = progress.add_task("starting cluster", total=None)
@@ -172,7 +178,7 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
             def hook(done: int, total: int, what: str) -> None:
                 progress.update(bar, completed=done, total=total, description=what)
 
-            audit.set_progress_hook(hook)
+            progress_events.listen(hook)
             runner = task_runner(
                 s.cluster.scheduler,
                 s.cluster.n_workers,
@@ -203,7 +209,7 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
         store.discard(staging, url)
         fail(f"the audit failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
     finally:
-        audit.set_progress_hook(None)
+        progress_events.listen(None)
     if not no_report:
         from flows.report import render_report
 
