@@ -69,6 +69,8 @@ class HockeyStick:
 
     def upper(self, eps: float) -> float:
         """Certified upper bound on ``delta(eps)`` (errs high)."""
+        if math.isinf(eps):
+            return min(1.0, self.dropped + ABSOLUTE_SLACK)
         eps_eff = float(np.nextafter(eps - self._arg_error(eps), -np.inf))
         total, radius = self._sum(eps_eff)
         _, hi = widen(total, radius)
@@ -76,6 +78,8 @@ class HockeyStick:
 
     def lower(self, eps: float) -> float:
         """Certified lower bound on ``delta(eps)`` (errs low)."""
+        if math.isinf(eps):
+            return 0.0
         eps_eff = float(np.nextafter(eps + self._arg_error(eps), np.inf))
         total, radius = self._sum(eps_eff)
         lo, _ = widen(total, radius)

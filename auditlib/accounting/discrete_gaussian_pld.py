@@ -133,7 +133,8 @@ class DiscreteGaussianComposition:
     limit_denominator
         If given, float ``sigma2`` are replaced by ``Fraction(x).limit_denominator(...)``.
     max_work
-        Largest number of multiply-adds the direct convolution may spend (about 1 s per ``1e9``).
+        Largest number of multiply-adds the direct convolution may spend (0.5-1 s per ``1e9`` on one
+        core); the bracket mode counts both of its passes.
 
     Attributes
     ----------
@@ -268,8 +269,15 @@ class DiscreteGaussianComposition:
         h = 0.9 * EPSILON_WIDTH_TARGET / len(groups)
         if not feasible(h):
             lo, hi = h, h
-            while not feasible(hi):
+            for _ in range(200):
+                if feasible(hi):
+                    break
                 lo, hi = hi, hi * 2.0
+            else:
+                raise AccountingError(
+                    f"no grid fits max_lattice={max_lattice} and max_work={max_work:.3g} for"
+                    f" {len(groups)} distinct variances; raise the budgets"
+                )
             for _ in range(40):
                 mid = math.sqrt(lo * hi)
                 lo, hi = (lo, mid) if feasible(mid) else (mid, hi)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure, tail_weight_bound
-from auditlib.accounting._floats import blocked_sum, widen
+from auditlib.accounting._floats import LIBM_ULPS, blocked_sum, widen
 from auditlib.accounting._lattice import power
 
 SIGMA2S = [Fraction(1, 3), Fraction(4999, 1000), Fraction(456621, 1000), Fraction(10**4)]
@@ -85,3 +85,22 @@ def test_power_keeps_mass_accounted(sigma2: Fraction, count: int) -> None:
     assert m.dropped < (2 * count + 8) * 1e-30
     # symmetric law, symmetric kept support
     assert m.offset == -(m.size - 1) // 2
+
+
+@pytest.mark.parametrize("name", ["exp", "expm1"])
+def test_libm_within_assumed_ulps(name: str) -> None:
+    """The error model assumes exp/expm1 within LIBM_ULPS ulp; check this platform against
+    50-digit decimal values over the arguments the accountant uses (x in [-80, 0])."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([-rng.random(2000) * 80.0, -rng.random(500) * 1e-6, [-0.0, -1e-300]])
+    fn = getattr(np, name)
+    computed = fn(x)
+    with localcontext() as ctx:
+        ctx.prec = 50
+        exact = [Decimal(float(v)).exp() - (1 if name == "expm1" else 0) for v in x]
+    errors = [
+        abs(Decimal(float(c)) - e) / Decimal(math.ulp(float(e)))
+        for c, e in zip(computed, exact, strict=True)
+        if e != 0
+    ]
+    assert max(errors) <= LIBM_ULPS
