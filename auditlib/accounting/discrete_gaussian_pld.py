@@ -113,6 +113,12 @@ def _estimate_grid(groups: Sequence[_Group], h: float) -> tuple[float, float]:
     return length, 2.0 * work
 
 
+def _add_rounded(acc: LatticeMeasure, m: LatticeMeasure, index: list[int]) -> LatticeMeasure:
+    """Convolve ``acc`` with ``m`` pushed to the grid points ``index`` (one per point of ``m``)."""
+    pos, vals, r_add = aggregate(index, m)
+    return trim(add_sparse(acc, pos, vals, m.radius + r_add, m.dropped), TAIL_MASS)
+
+
 class DiscreteGaussianComposition:
     """Certified ``delta(eps)`` and ``eps(delta)`` of composed discrete Gaussian count queries.
 
@@ -238,24 +244,14 @@ class DiscreteGaussianComposition:
     ) -> tuple[LatticeMeasure, LatticeMeasure]:
         """Compositions with every group's loss rounded up / down to multiples of ``h`` (exact
         integer arithmetic for the rounding)."""
-        up = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
-        down = up
+        up = down = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
         for group in groups:
             a = Fraction(1, 2) / (group.sigma2 * h)  # loss / h = (count + 2 s) * a
             m = group.measure
             nums = [(group.count + 2 * s) * a.numerator for s in range(m.offset, m.offset + m.size)]
             den = a.denominator
-            for rounded, sign in ((up, 1), (down, -1)):
-                if sign > 0:
-                    idx = [-((-x) // den) for x in nums]
-                else:
-                    idx = [x // den for x in nums]
-                pos, vals, r_add = aggregate(idx, m)
-                new = trim(add_sparse(rounded, pos, vals, m.radius + r_add, m.dropped), TAIL_MASS)
-                if sign > 0:
-                    up = new
-                else:
-                    down = new
+            up = _add_rounded(up, m, [-((-x) // den) for x in nums])  # ceil: loss rounded up
+            down = _add_rounded(down, m, [x // den for x in nums])  # floor: loss rounded down
         return up, down
 
     @staticmethod
