@@ -29,6 +29,7 @@ from flows.spec import AuditSpec
 from storage import schema as S
 from storage import store
 
+
 def run_id_for(spec: AuditSpec) -> str:
     """A stable id of the run: a hash of the validated spec."""
     return hashlib.sha256(spec.to_toml().encode()).hexdigest()[:16]
@@ -103,7 +104,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             plan,
             g,
             spec.epl.bandwidth_factor,
-            tuple(spec.epl.percentiles),
+            spec.epl.percentiles,
             wait_for=sims[g],
         )
         for g in sorted(sims)
@@ -152,8 +153,8 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
     bw = np.full((ng, nq), np.nan)
     sigma2 = np.full((ng, nq), np.nan)
     for gi, lq in enumerate(plan.level_queries):
-        for qid, q in lq:
-            sigma2[gi, qid] = q.sigma2
+        for qid, qp in lq:
+            sigma2[gi, qid] = qp.sigma2
     curves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for res in results:
         g = res["geolevel"]

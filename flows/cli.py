@@ -143,6 +143,8 @@ def _check_report_target(path: str, overwrite: bool) -> None:
 
 
 def _run_audit(s: Any, url: str, no_report: bool) -> None:
+    import logging
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -150,8 +152,6 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     from flows import progress as progress_events
     from flows.runtime import ClusterUnreachableError, prefect_api, task_runner
     from storage import store
-
-    import logging
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
     console = Console(stderr=True)
@@ -351,6 +351,7 @@ def _print_account(result: dict[str, Any]) -> None:
     for d in result["deltas"]:
         t.add_column(f"Bureau ε @{d:g}", justify="right")
         t.add_column(f"exact ε @{d:g}", justify="right")
+    t.add_column("method")
     rows = [*result["levels"], *([result["composed"]] if "composed" in result else [])]
     for r in rows:
         s2 = (
@@ -360,10 +361,16 @@ def _print_account(result: dict[str, Any]) -> None:
         )
         cells = [r["geolevel"], f"{r['rho']:.4f}", s2]
         for e in r["epsilon"]:
-            cells += [f"{e['bureau']:.3f}", f"{e['exact']:.6f}"]
+            lo, hi = e["exact_lower"], e["exact_upper"]
+            exact = f"{hi:.6f}" if hi - lo < 5e-7 else f"[{lo:.4f}, {hi:.4f}]"
+            cells += [f"{e['bureau']:.3f}", exact]
+        cells.append(r["method"])
         t.add_row(*cells)
     Console().print(t)
-    Console().print("exact ε is the certified upper end of its bracket; see --json for both ends.")
+    Console().print(
+        "exact ε: certified to the digits shown (exact-lattice), or a certified bracket "
+        "(bracket-grid); --json gives both ends."
+    )
 
 
 @app.command()

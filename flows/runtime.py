@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
