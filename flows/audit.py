@@ -106,6 +106,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             spec.epl.bandwidth_factor,
             spec.epl.percentiles,
             wait_for=sims[g],
+            return_state=False,
         )
         for g in sorted(sims)
     ]
