@@ -71,8 +71,10 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-            _drain()
+            try:
+                yield server.api_url
+            finally:
+                _drain()  # flush logs and events while the server still listens
     finally:
         os.environ.pop("PREFECT_API_URL", None)
         server.stop()

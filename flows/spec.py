@@ -100,6 +100,17 @@ class ClusterSection(_Strict):
     memory_limit: str = "4GiB"
     timeout_s: Annotated[int, Field(gt=0)] = 3600
 
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        from dask.utils import parse_bytes
+
+        try:
+            parse_bytes(v)
+        except ValueError:
+            raise ValueError("must be a size such as '4GiB' or '2000MB'") from None
+        return v
+
 
 def _defaults(cls: type[BaseModel]) -> Any:
     return lambda: cls()

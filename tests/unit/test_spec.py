@@ -35,6 +35,7 @@ def test_default_spec_is_valid_and_round_trips() -> None:
         ({"epl": {"percentiles": [95, 5]}}, r"epl\.percentiles.*0 <= lower < upper <= 100"),
         ({"audit": {"universe": "units"}}, r"audit\.universe = 'units' is not in allocation"),
         ({"bogus": {}}, r"bogus: unknown key"),
+        ({"cluster": {"memory_limit": "lots"}}, r"cluster\.memory_limit = 'lots': must be a size"),
     ],
 )
 def test_bad_specs_name_field_and_value(data: dict, pattern: str) -> None:
