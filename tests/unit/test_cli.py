@@ -17,7 +17,8 @@ runner = CliRunner()
 
 def write_spec(tmp_path: Path, body: str) -> Path:
     p = tmp_path / "spec.toml"
-    p.write_text(body + f'\n[output]\nstore = "{tmp_path / "out.zarr"}"\n')
+    out = f'\n[output]\nstore = "{tmp_path / "out.zarr"}"\nreport = "{tmp_path / "r.html"}"\n'
+    p.write_text(body + out)
     return p
 
 
