@@ -5,6 +5,9 @@
   the variances are not commensurate, on a grid with the losses rounded up and down).
 * :func:`bureau_epsilon`, :func:`bureau_delta`, :func:`cks_epsilon`, :func:`cks_delta` -- rho-zCDP
   to (eps, delta) conversions (the Census Bureau's and Canonne-Kamath-Steinke's).
+* :func:`tradeoff`, :func:`tradeoff_knots` -- certified f-DP trade-off curves of a composition;
+  :func:`zcdp_tradeoff` the curve rho-zCDP implies through the Bureau's conversion,
+  :func:`gdp_mu_estimate` the closest Gaussian-DP curve (an estimate).
 * :class:`Bracket` -- the certified interval every accountant returns.
 
 The derivation and the error budget are in ``docs/accounting.md``.
@@ -12,6 +15,13 @@ The derivation and the error budget are in ``docs/accounting.md``.
 
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.tradeoff import (
+    gaussian_tradeoff,
+    gdp_mu_estimate,
+    tradeoff,
+    tradeoff_knots,
+    zcdp_tradeoff,
+)
 from auditlib.accounting.zcdp import bureau_delta, bureau_epsilon, cks_delta, cks_epsilon
 
 __all__ = [
@@ -21,4 +31,9 @@ __all__ = [
     "bureau_epsilon",
     "cks_delta",
     "cks_epsilon",
+    "gaussian_tradeoff",
+    "gdp_mu_estimate",
+    "tradeoff",
+    "tradeoff_knots",
+    "zcdp_tradeoff",
 ]
