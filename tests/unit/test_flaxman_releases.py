@@ -24,6 +24,14 @@ from auditlib.simulate.hierarchical import (
     release,
     simulate_residuals,
 )
+from auditlib.simulate.neighbours import (
+    NeighbourPair,
+    add_person,
+    direct_samples,
+    move_between_areas,
+    move_person,
+    remove_person,
+)
 
 POP = generate_population(200_000, 3, 50, seed=7)  # C = 15, 3,375 leaves
 
@@ -231,3 +239,77 @@ def test_replicates_are_keyed_chunks_reproduce_one_run(algo: str) -> None:
         if j:
             assert not np.array_equal(arr, other[j])
             assert not np.array_equal(arr[0], arr[1])
+
+
+# --- neighbouring databases ------------------------------------------------------------------------
+
+
+def _dense_difference(pair: NeighbourPair, level: int) -> dict[int, int]:
+    t_d, t_p = pair.trees()
+    diff = t_p.counts[level] - t_d.counts[level]
+    return {int(u): int(diff[u]) for u in np.flatnonzero(diff)}
+
+
+def test_seed_001_move_from_area_0_to_area_1001() -> None:
+    pair = move_between_areas(POP)
+    ch = pair.change
+    assert (ch.kind, ch.from_leaf, ch.to_leaf) == ("move", 0, 1001)
+    assert POP.leaf[ch.person] == 0 and pair.d_prime.leaf[ch.person] == 1001
+    changed = np.flatnonzero(pair.d.leaf != pair.d_prime.leaf)
+    np.testing.assert_array_equal(changed, [ch.person])
+    # leaf 1001 = (4, 6, 11) in base 15: different units at every level below the root
+    assert pair.count_difference(3) == {0: -1, 1001: 1}
+    assert pair.count_difference(1) == {0: -1, 4: 1}
+    assert pair.count_difference(0) == {}
+    for j in range(4):
+        assert pair.count_difference(j) == _dense_difference(pair, j)
+
+
+@pytest.mark.parametrize("kind", ["add", "remove", "move_within"])
+def test_add_remove_and_local_moves_change_counts_by_one(kind: str) -> None:
+    if kind == "add":
+        pair = add_person(POP, 17)
+        assert pair.d_prime.n_people == POP.n_people + 1
+    elif kind == "remove":
+        pair = remove_person(POP, 5)
+        assert pair.d_prime.n_people == POP.n_people - 1
+    else:  # a move between two leaves of one parent changes nothing above the leaves
+        leaf = int(POP.leaf[9])
+        sibling = leaf + 1 if leaf % 15 < 14 else leaf - 1
+        pair = move_person(POP, 9, sibling)
+        assert pair.count_difference(2) == {}
+    assert pair.d_prime.hierarchy == POP.hierarchy
+    for j in range(4):
+        diff = pair.count_difference(j)
+        assert diff == _dense_difference(pair, j)
+        assert all(abs(v) == 1 for v in diff.values())
+
+
+def test_bad_neighbour_requests_name_the_value() -> None:
+    with pytest.raises(InvalidParameterError, match="person: 200000"):
+        move_person(POP, 200_000, 3)
+    with pytest.raises(InvalidParameterError, match="already lives in leaf"):
+        move_person(POP, 0, int(POP.leaf[0]))
+    with pytest.raises(InvalidParameterError, match="leaf: 3375"):
+        add_person(POP, 3375)
+    empty = FlaxmanPopulation(FlaxmanHierarchy(2, 3), np.array([1, 2, 2]))
+    with pytest.raises(InvalidParameterError, match="from_leaf: 0; nobody"):
+        move_between_areas(empty, 0, 4)
+
+
+def test_direct_samples_see_the_moved_person() -> None:
+    pair = move_between_areas(POP)
+    s = direct_samples(pair, "gdpc", 1.0, level=3, unit=0, replicates=1500, seed=31)
+    assert s.truth_d == POP.leaf_counts()[0]
+    e_d, e_p = s.errors
+    law = TwoSidedGeometric(1.0)
+    se = law.std() * np.sqrt(2 / 1500)
+    assert abs(float(e_p.mean() - e_d.mean()) + 1.0) < 4 * se  # unit 0 lost one person in D'
+    assert _geometric_chi2_pvalue(e_d, 1.0, 5) > 1e-3
+    assert _geometric_chi2_pvalue(e_p + 1, 1.0, 5) > 1e-3
+    again = direct_samples(pair, "gdpc", 1.0, level=3, unit=0, replicates=1500, seed=31)
+    np.testing.assert_array_equal(again.dp_d_prime, s.dp_d_prime)
+    r = direct_samples(pair, "rdpc", 1.0, level=1, unit=0, replicates=5, seed=1)
+    assert r.dp_d.shape == r.dp_d_prime.shape == (5,)
+    with pytest.raises(InvalidParameterError, match="level: 1"):
+        direct_samples(pair, "gdpc", 1.0, level=1, unit=0, replicates=5, seed=1)
