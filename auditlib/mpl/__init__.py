@@ -1,0 +1,62 @@
+"""Maximum privacy loss (MPL): statistical lower bounds on ε from samples alone (seed 002).
+
+Askin, Kutta & Dette, "Statistical Quantification of Differential Privacy: A Local Approach"
+(IEEE S&P 2022). By Theorem 1 the privacy loss of a pair (x, x′) is the supremum of the *local*
+loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event has to be selected:
+
+* :mod:`~auditlib.mpl.protocol` — :class:`MechanismUnderTest`, a checked batched sampler.
+* :mod:`~auditlib.mpl.density` — TDDE and TKDE, the truncated density estimators, and bandwidths.
+* :mod:`~auditlib.mpl.dpl` — Algorithm 3: ε̂_{x,x′} = max_{t∈C} ℓ̂(t), its location t̂ and the curve.
+* :mod:`~auditlib.mpl.mpl` — Algorithm 4: LB with P(LB ≤ ε*_C) → 1 − α (one-sided, asymptotic).
+* :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε to validate all of the above.
+
+See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
+"""
+
+from auditlib.mpl.catalogue import (
+    KnownMechanism,
+    discrete_gaussian_count,
+    exponential_epsilon,
+    exponential_mechanism,
+    geometric_count,
+    laplace_mechanism,
+    noisy_max_pmf,
+    report_noisy_max,
+)
+from auditlib.mpl.density import (
+    silverman_bandwidth,
+    tdde,
+    tkde,
+    undersmoothed_bandwidth,
+)
+from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, dpl, dpl_from_samples
+from auditlib.mpl.mpl import ConfidenceStep, MPLResult, confidence_bound, mpl
+from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, Sampler, check_samples
+
+__all__ = [
+    "DEFAULT_TAU",
+    "ConfidenceStep",
+    "DPLResult",
+    "KnownMechanism",
+    "MPLResult",
+    "MechanismUnderTest",
+    "OutputKind",
+    "Region",
+    "Sampler",
+    "check_samples",
+    "confidence_bound",
+    "discrete_gaussian_count",
+    "dpl",
+    "dpl_from_samples",
+    "exponential_epsilon",
+    "exponential_mechanism",
+    "geometric_count",
+    "laplace_mechanism",
+    "mpl",
+    "noisy_max_pmf",
+    "report_noisy_max",
+    "silverman_bandwidth",
+    "tdde",
+    "tkde",
+    "undersmoothed_bandwidth",
+]

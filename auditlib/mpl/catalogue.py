@@ -1,0 +1,311 @@
+"""Mechanisms with known privacy loss, the test bed of seed 002 §V (and a few census-like counts).
+
+Each factory returns a :class:`KnownMechanism`: the black-box mechanism, the B input pairs and the
+region C of the paper's experiment, the ε the mechanism *claims*, its true global ε and the exact
+``epsilon_c = max_b ε_{x_b,x′_b,C}`` that MPL's LB bounds from below (Theorem 2). Coverage is to be
+judged against ``epsilon_c``, which can be below the claim (e.g. Report Noisy Max).
+
+* :func:`laplace_mechanism` — s + Lap(b); pairs s = 0 vs s′ = j/10 (j = 1..10), C = [−1, 1].
+  ``scale`` other than 1/ε gives a *broken* mechanism that claims ε but is 1/scale-DP.
+* :func:`report_noisy_max` — argmax_i (q_i + Lap(2/ε)), 6 counting queries, 10 pattern pairs;
+  exact output pmf by quadrature.
+* :func:`exponential_mechanism` — density ∝ exp(−λ|s − t|) on t ≥ 0; s = 1 vs 1 + j/10,
+  C = [0, 2]; ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) and λ solved for the requested ε.
+* :func:`geometric_count`, :func:`discrete_gaussian_count` — c + noise for a count c, neighbours
+  c vs c ± 1, C a range of integers; exact ε_{x,x′,C} by enumerating the pmfs over C.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import integrate, optimize
+
+from auditlib.exceptions import InvalidParameterError
+from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
+from auditlib.mechanisms.base import positive_finite
+from auditlib.mpl.dpl import Region
+from auditlib.mpl.protocol import MechanismUnderTest
+
+LossFunction = Callable[[Any, Any, npt.NDArray[Any]], npt.NDArray[np.float64]]
+
+
+@dataclass(frozen=True, eq=False)
+class KnownMechanism:
+    """A mechanism under test with exactly known losses on its pairs and region.
+
+    ``loss(x, x′, t)`` is the exact ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| (vectorized in t);
+    ``epsilon_c_pairs[b]`` = sup_{t∈C} ℓ_{x_b,x′_b}(t); ``epsilon_c`` their maximum.
+    """
+
+    mechanism: MechanismUnderTest
+    pairs: tuple[tuple[Any, Any], ...]
+    region: Region
+    claimed_epsilon: float
+    epsilon: float
+    epsilon_c_pairs: npt.NDArray[np.float64]
+    loss: LossFunction
+
+    @property
+    def epsilon_c(self) -> float:
+        """max_b ε_{x_b,x′_b,C}: the quantity LB bounds from below."""
+        return float(np.max(self.epsilon_c_pairs))
+
+
+def _sup_over(
+    loss: LossFunction, pairs: tuple[tuple[Any, Any], ...], points: npt.NDArray[Any]
+) -> npt.NDArray[np.float64]:
+    return np.array([float(np.max(loss(a, b, points))) for a, b in pairs])
+
+
+def _continuous_sup_points(region: Region, kinks: list[float]) -> npt.NDArray[np.float64]:
+    lo, hi = region.bounds[0]
+    fine = np.linspace(lo, hi, 20_001)
+    extra = np.array([k for k in kinks if lo <= k <= hi], dtype=np.float64)
+    return np.unique(np.concatenate([fine, extra]))
+
+
+# -- Laplace ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaplaceSampler:
+    """s + Lap(scale)."""
+
+    scale: float
+
+    def __call__(self, s: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        return float(s) + Laplace(self.scale).rvs(n, rng)
+
+
+def laplace_mechanism(
+    epsilon: float, *, scale: float | None = None, grid_size: int = 201
+) -> KnownMechanism:
+    """The Laplace mechanism of seed 002 §V claiming ε; ``scale`` defaults to the correct 1/ε.
+
+    With another scale it is 1/scale-DP (``epsilon``) while still claiming ε (a broken mechanism).
+    """
+    eps0 = positive_finite("epsilon", epsilon)
+    b = 1.0 / eps0 if scale is None else positive_finite("scale", scale)
+    pairs = tuple((0.0, j / 10.0) for j in range(1, 11))
+    region = Region.interval(-1.0, 1.0, grid_size=grid_size)
+
+    def loss(s: Any, s2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        tt = np.asarray(t, dtype=np.float64)
+        return np.asarray(np.abs(np.abs(tt - float(s2)) - np.abs(tt - float(s))) / b)
+
+    pts = _continuous_sup_points(region, [0.0] + [p[1] for p in pairs])
+    return KnownMechanism(
+        mechanism=MechanismUnderTest("laplace", LaplaceSampler(b), "continuous"),
+        pairs=pairs,
+        region=region,
+        claimed_epsilon=eps0,
+        epsilon=1.0 / b,
+        epsilon_c_pairs=_sup_over(loss, pairs, pts),
+        loss=loss,
+    )
+
+
+# -- Report Noisy Max ---------------------------------------------------------------------------
+
+# Patterns of Ding et al. (Table I of seed 002) for 6 counting queries, plus two from q = 0⁶.
+RNM_PATTERNS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
+    ((1, 1, 1, 1, 1, 1), (2, 1, 1, 1, 1, 1)),  # one above
+    ((1, 1, 1, 1, 1, 1), (0, 1, 1, 1, 1, 1)),  # one below
+    ((1, 1, 1, 1, 1, 1), (2, 0, 0, 0, 0, 0)),  # one above, rest below
+    ((1, 1, 1, 1, 1, 1), (0, 2, 2, 2, 2, 2)),  # one below, rest above
+    ((1, 1, 1, 1, 1, 1), (2, 2, 2, 0, 0, 0)),  # half half
+    ((1, 1, 1, 1, 1, 1), (2, 2, 2, 2, 2, 2)),  # all above
+    ((1, 1, 1, 1, 1, 1), (0, 0, 0, 0, 0, 0)),  # all below
+    ((1, 1, 1, 0, 0, 0), (0, 0, 0, 1, 1, 1)),  # X shape
+    ((0, 0, 0, 0, 0, 0), (0, 1, 1, 1, 1, 1)),
+    ((0, 0, 0, 0, 0, 0), (1, 0, 0, 0, 0, 0)),
+)
+
+
+@dataclass(frozen=True)
+class NoisyMaxSampler:
+    """argmax_i (q_i + Lap(scale)) as int64 index."""
+
+    scale: float
+
+    def __call__(self, q: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        qa = np.asarray(q, dtype=np.float64)
+        noisy = qa[None, :] + rng.laplace(0.0, self.scale, size=(n, qa.size))
+        return np.argmax(noisy, axis=1).astype(np.int64)
+
+
+def noisy_max_pmf(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
+    """Exact P(argmax_i (q_i + Lap(scale)) = i) by quadrature of ``f(t−q_i) ∏_{j≠i} F(t−q_j)``.
+
+    Absolute error < 1e-10 per entry (quad, kinks at the q_j given as break points).
+    """
+    qa = np.asarray(q, dtype=np.float64)
+    lap = Laplace(scale)
+    out = np.empty(qa.size)
+    for i in range(qa.size):
+        others = np.delete(qa, i)
+
+        def integrand(t: float, i: int = i, others: npt.NDArray[np.float64] = others) -> float:
+            return float(lap.pdf(t - qa[i]) * np.prod(lap.cdf(t - others)))
+
+        lo, hi = float(qa.min()) - 60.0 * scale, float(qa.max()) + 60.0 * scale
+        val, _ = integrate.quad(
+            integrand, lo, hi, points=sorted(set(qa.tolist())), limit=200, epsabs=1e-13
+        )
+        out[i] = val
+    return out
+
+
+def report_noisy_max(epsilon: float) -> KnownMechanism:
+    """Report Noisy Max with Lap(2/ε) on 6 queries (seed 002 §V), C = {0, ..., 5}.
+
+    Claimed and global ε: ε. ``epsilon_c`` of these pairs is below ε (≈ 0.693 at ε = 0.7).
+    """
+    eps0 = positive_finite("epsilon", epsilon)
+    scale = 2.0 / eps0
+    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
+
+    def logpmf(q: Any) -> npt.NDArray[np.float64]:
+        key = tuple(float(v) for v in q)
+        if key not in cache:
+            cache[key] = np.log(noisy_max_pmf(key, scale))
+        return cache[key]
+
+    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        idx = np.asarray(t, dtype=np.int64)
+        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
+
+    region = Region.integers((0, 5))
+    return KnownMechanism(
+        mechanism=MechanismUnderTest("report_noisy_max", NoisyMaxSampler(scale), "discrete"),
+        pairs=RNM_PATTERNS,
+        region=region,
+        claimed_epsilon=eps0,
+        epsilon=eps0,
+        epsilon_c_pairs=_sup_over(loss, RNM_PATTERNS, region.points),
+        loss=loss,
+    )
+
+
+# -- exponential mechanism on [0, ∞) ------------------------------------------------------------
+
+
+def exponential_epsilon(lam: float) -> float:
+    """ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) of the exponential mechanism (seed 002 §V)."""
+    lam = positive_finite("lam", lam)
+    return lam + math.log(2.0 - math.exp(-2.0 * lam)) - math.log(2.0 - math.exp(-lam))
+
+
+def exponential_lambda(epsilon: float) -> float:
+    """The λ with :func:`exponential_epsilon` (λ) = ε (increasing in λ; ε ≈ 2λ for small λ)."""
+    eps0 = positive_finite("epsilon", epsilon)
+    return float(
+        optimize.brentq(
+            lambda lam: exponential_epsilon(lam) - eps0, eps0 / 4.0, eps0 + 1.0, xtol=1e-15
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ExponentialSampler:
+    """Density ``λ e^{−λ|s−t|} / (2 − e^{−λ s})`` on t ≥ 0, by inversion (s ≥ 0)."""
+
+    lam: float
+
+    def __call__(self, s: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        sv, lam = float(s), self.lam
+        a = -math.expm1(-lam * sv)  # 1 − e^{−λ s}: the left mass is a/(1 + a)
+        left = rng.random(n) < a / (1.0 + a)
+        u = rng.random(n)
+        left_draw = sv + np.log1p(-u * a) / lam  # s − E, E ~ Exp(λ) truncated to [0, s]
+        right_draw = sv - np.log1p(-u) / lam
+        return np.where(left, left_draw, right_draw)
+
+
+def exponential_logpdf(s: float, t: npt.ArrayLike, lam: float) -> npt.NDArray[np.float64]:
+    """log density of the exponential mechanism at input s (−inf for t < 0)."""
+    tt = np.asarray(t, dtype=np.float64)
+    val = math.log(lam) - lam * np.abs(s - tt) - math.log(2.0 - math.exp(-lam * s))
+    return np.asarray(np.where(tt >= 0.0, val, -np.inf))
+
+
+def exponential_mechanism(epsilon: float, *, grid_size: int = 201) -> KnownMechanism:
+    """The exponential mechanism of seed 002 §V with λ set so that its exact ε is ``epsilon``."""
+    eps0 = positive_finite("epsilon", epsilon)
+    lam = exponential_lambda(eps0)
+    pairs = tuple((1.0, 1.0 + j / 10.0) for j in range(1, 11))
+    region = Region.interval(0.0, 2.0, grid_size=grid_size)
+
+    def loss(s: Any, s2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        return np.asarray(
+            np.abs(exponential_logpdf(float(s), t, lam) - exponential_logpdf(float(s2), t, lam))
+        )
+
+    pts = _continuous_sup_points(region, [0.0, 1.0, 2.0] + [p[1] for p in pairs])
+    return KnownMechanism(
+        mechanism=MechanismUnderTest("exponential", ExponentialSampler(lam), "continuous"),
+        pairs=pairs,
+        region=region,
+        claimed_epsilon=eps0,
+        epsilon=exponential_epsilon(lam),
+        epsilon_c_pairs=_sup_over(loss, pairs, pts),
+        loss=loss,
+    )
+
+
+# -- noisy counts (census-like) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CountSampler:
+    """c + integer noise drawn from ``noise.rvs``."""
+
+    noise: Any
+
+    def __call__(self, c: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        return (int(c) + self.noise.rvs(n, rng)).astype(np.int64)
+
+
+def _count_entry(
+    name: str, noise: Any, radius: int, claimed: float, epsilon: float
+) -> KnownMechanism:
+    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 1:
+        raise InvalidParameterError(f"Invalid radius: {radius!r}; an integer >= 1.")
+    pairs = ((0, 1), (0, -1))
+    region = Region.integers((-radius, radius))
+
+    def loss(c: Any, c2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        tt = np.asarray(t, dtype=np.int64)
+        return np.asarray(np.abs(noise.logpmf(tt - int(c)) - noise.logpmf(tt - int(c2))))
+
+    return KnownMechanism(
+        mechanism=MechanismUnderTest(name, CountSampler(noise), "discrete"),
+        pairs=pairs,
+        region=region,
+        claimed_epsilon=claimed,
+        epsilon=epsilon,
+        epsilon_c_pairs=_sup_over(loss, pairs, region.points),
+        loss=loss,
+    )
+
+
+def geometric_count(epsilon: float, *, radius: int = 5) -> KnownMechanism:
+    """c + G(ε) (two-sided geometric), c = 0 vs ±1, C = {−radius, ..., radius}: ε_C = ε."""
+    eps0 = positive_finite("epsilon", epsilon)
+    return _count_entry("geometric_count", TwoSidedGeometric(eps0), radius, eps0, eps0)
+
+
+def discrete_gaussian_count(sigma2: float, *, radius: int = 5) -> KnownMechanism:
+    """c + N_Z(0, σ²), c = 0 vs ±1, C = {−radius, ..., radius}.
+
+    Not pure DP (``epsilon`` = ∞, ``claimed_epsilon`` = ∞); over C the loss is
+    ``ε_C = (2·radius + 1)/(2σ²)``, attained at the edge of C.
+    """
+    dg = DiscreteGaussian(positive_finite("sigma2", sigma2))
+    return _count_entry("discrete_gaussian_count", dg, radius, math.inf, math.inf)
