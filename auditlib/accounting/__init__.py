@@ -8,12 +8,22 @@
 * :func:`tradeoff`, :func:`tradeoff_knots` -- certified f-DP trade-off curves of a composition;
   :func:`zcdp_tradeoff` the curve rho-zCDP implies through the Bureau's conversion,
   :func:`gdp_mu_estimate` the closest Gaussian-DP curve (an estimate).
+* :func:`calibrate_factor`, :func:`calibrate_sigma2` -- certified variance factor (or reduced
+  sigma2) at which eps(delta*) meets a target; :func:`tail_probability` and
+  :func:`paper_bound_epsilon` -- seed 004's bound ``delta(eps) <= P[L > eps]``.
 * :class:`Bracket` -- the certified interval every accountant returns.
 
 The derivation and the error budget are in ``docs/accounting.md``.
 """
 
 from auditlib.accounting.bracket import Bracket
+from auditlib.accounting.calibrate import (
+    Calibration,
+    calibrate_factor,
+    calibrate_sigma2,
+    paper_bound_epsilon,
+    tail_probability,
+)
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
 from auditlib.accounting.tradeoff import (
     gaussian_tradeoff,
@@ -26,13 +36,18 @@ from auditlib.accounting.zcdp import bureau_delta, bureau_epsilon, cks_delta, ck
 
 __all__ = [
     "Bracket",
+    "Calibration",
     "DiscreteGaussianComposition",
     "bureau_delta",
     "bureau_epsilon",
+    "calibrate_factor",
+    "calibrate_sigma2",
     "cks_delta",
     "cks_epsilon",
     "gaussian_tradeoff",
     "gdp_mu_estimate",
+    "paper_bound_epsilon",
+    "tail_probability",
     "tradeoff",
     "tradeoff_knots",
     "zcdp_tradeoff",

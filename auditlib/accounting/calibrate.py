@@ -1,0 +1,337 @@
+"""Calibration: how much less noise keeps a target eps(delta*) -- certified.
+
+Every variance of a composition is multiplied by a common factor ``c`` (one level: its reduced
+``sigma^2 = c sigma0^2``). We look for the ``c`` at which the composition's exact ``eps(delta*)``
+equals a target (default: the Bureau's ``rho + 2 sqrt(rho ln 1/delta*)`` of the unscaled
+composition), and return a certified interval ``[c_lower, c_upper]``:
+
+* at ``c_lower`` the certified *lower* bound on ``delta(target)`` exceeds ``delta*``: there the true
+  ``eps(delta*) > target`` (``delta`` is strictly decreasing where positive);
+* at ``c_upper`` the certified *upper* bound on ``delta(target)`` is below ``delta*``: there the true
+  ``eps(delta*) < target``.
+
+``eps(delta*)`` is continuous in ``c``, so a solution lies in ``[c_lower, c_upper]`` (intermediate
+values). It is decreasing in ``c`` in every case computed here (more noise, less loss), so the
+solution is unique in practice; for the discrete Gaussian this is observed, not proven.
+The search takes bracketed secant (Illinois) steps on ``log c`` with bisection safeguards; each step
+only keeps a point whose side is certified, and it stops when the interval is ``rtol`` narrow or
+the accountant's own bracket straddles ``delta*`` (then ``c`` is pinned as tightly as the
+accounting allows).
+
+Why the lattice stays exact. Scaling every ``sigma_j^2`` by the same rational ``c`` (a float is
+converted exactly, ``Fraction(c)``) scales every ``1/sigma_j^2`` by ``1/c``: their ratios, hence the
+integers ``n_j`` of the lattice ``L = rho/c + (g/c) T``, do not change. A composition that is exact
+at ``c = 1`` is exact, on a lattice of the same shape, at every ``c``; one that needs the bracket
+mode stays in it and is certified through the bracket ends. So no rational rounding of ``c`` is
+needed.
+
+``method="paper-bound"`` reproduces seed 004 (Su, Su, Wang), Appendix A.6 / Section 3.3: it drops
+the ``-e^eps Q[...]`` term of ``delta(eps)``, i.e. uses ``delta(eps) <= P[L > eps]`` (a valid but
+loose upper bound on ``delta``). The calibrated ``c`` is then certified for *that* bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+
+from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, widen
+from auditlib.accounting._profile import HockeyStick
+from auditlib.accounting._validation import check_delta, parse_components
+from auditlib.accounting.bracket import Bracket
+from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.zcdp import bureau_epsilon
+from auditlib.exceptions import AccountingError, InvalidParameterError
+
+CalibrationMethod = Literal["exact", "paper-bound"]
+CALIBRATION_METHODS: tuple[str, ...] = ("exact", "paper-bound")
+
+
+def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
+    """Certified bracket on ``P[L > eps]``: seed 004's upper bound on ``delta(eps)``.
+
+    The lower end uses the lattice whose losses err low and keeps only atoms certainly above
+    ``eps``; the upper end the lattice whose losses err high, every atom possibly above ``eps`` and
+    the dropped mass. Rounding radii widen both.
+    """
+
+    def kept(hs: HockeyStick, eps_eff: float) -> tuple[float, float]:
+        start = int(np.searchsorted(hs.loss, eps_eff, side="right"))
+        if start >= hs.loss.size:
+            return 0.0, 0.0
+        total, r_sum = blocked_sum(hs.values[start:])
+        return total, hs.radius + r_sum + U_LOG
+
+    eps = float(epsilon)
+    hs_up: HockeyStick = composition._upper
+    hs_dn: HockeyStick = composition._lower
+    e_up = hs_up.loss_error + 4.0 * 2.0**-53 * (abs(eps) + hs_up.loss_abs_max) + 1e-300
+    e_dn = hs_dn.loss_error + 4.0 * 2.0**-53 * (abs(eps) + hs_dn.loss_abs_max) + 1e-300
+    total_up, r_up = kept(hs_up, float(np.nextafter(eps - e_up, -np.inf)))
+    total_dn, r_dn = kept(hs_dn, float(np.nextafter(eps + e_dn, np.inf)))
+    upper = min(1.0, widen(total_up, r_up)[1] + hs_up.dropped + ABSOLUTE_SLACK)
+    lower = max(0.0, widen(total_dn, r_dn)[0] - ABSOLUTE_SLACK)
+    lower = min(lower, upper)
+    return Bracket(
+        lower, upper, composition.method, "delta", composition.truncated_mass, composition.grid
+    )
+
+
+def paper_bound_epsilon(
+    composition: DiscreteGaussianComposition, delta: float, tol: float = 1e-12
+) -> Bracket:
+    """Bracket on ``inf{eps >= 0 : P[L > eps] <= delta}`` (seed 004's eps for the bound that drops
+    the negative term). ``P[L > eps]`` is a step function; the ends are verified like
+    :meth:`DiscreteGaussianComposition.epsilon`'s: ``P_upper(eps_upper) <= delta`` and
+    ``P_lower(eps_lower) > delta``."""
+    d = float(check_delta(delta))
+
+    def upper_fn(e: float) -> float:
+        return float(tail_probability(composition, e).upper)
+
+    def lower_fn(e: float) -> float:
+        return float(tail_probability(composition, e).lower)
+
+    if upper_fn(0.0) <= d:
+        return Bracket(0.0, 0.0, composition.method, "epsilon", composition.truncated_mass)
+    lo, hi = 0.0, composition._upper.loss_max + 1.0
+    if upper_fn(hi) > d:
+        raise AccountingError(f"delta={d!r} is below what the truncated lattice can certify")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if upper_fn(mid) > d:
+            lo = mid
+        else:
+            hi = mid
+    eps_upper = hi
+    lo2, hi2 = 0.0, eps_upper
+    if lower_fn(0.0) <= d:
+        eps_lower = 0.0
+    else:
+        while hi2 - lo2 > tol:
+            mid = 0.5 * (lo2 + hi2)
+            if lower_fn(mid) > d:
+                lo2 = mid
+            else:
+                hi2 = mid
+        eps_lower = lo2
+    return Bracket(
+        eps_lower,
+        eps_upper,
+        composition.method,
+        "epsilon",
+        composition.truncated_mass,
+        composition.grid,
+    )
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of a calibration: the certified factor interval and what it was calibrated to.
+
+    ``factor`` brackets ``c`` (every ``sigma^2`` times ``c``); ``variance_cut`` is ``1 - c`` (its
+    ``lower`` is ``1 - c_upper``). ``target_epsilon`` is the eps matched at ``delta``; ``method`` is
+    ``"exact"`` or ``"paper-bound"``; ``accounting`` the accountant's mode at the ends
+    (``exact-lattice`` or ``bracket-grid``); ``evaluations`` how many compositions were built.
+    """
+
+    factor: Bracket
+    target_epsilon: float
+    delta: float
+    method: str
+    accounting: str
+    evaluations: int
+    components: tuple[tuple[Fraction, int], ...]
+
+    @property
+    def variance_cut(self) -> Bracket:
+        f = self.factor
+        return Bracket(
+            1.0 - float(f.upper), 1.0 - float(f.lower), f.method, "variance_cut", f.truncated_mass
+        )
+
+    def sigma2(self, sigma2: Fraction | float) -> Bracket:
+        """The reduced ``c * sigma2`` as a bracket (rounded outward by one float)."""
+        s = float(sigma2)
+        lo = float(np.nextafter(float(self.factor.lower) * s, -np.inf))
+        hi = float(np.nextafter(float(self.factor.upper) * s, np.inf))
+        return Bracket(lo, hi, self.factor.method, "sigma2", self.factor.truncated_mass)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "factor_lower": float(self.factor.lower),
+            "factor_upper": float(self.factor.upper),
+            "variance_cut_lower": float(self.variance_cut.lower),
+            "variance_cut_upper": float(self.variance_cut.upper),
+            "target_epsilon": self.target_epsilon,
+            "delta": self.delta,
+            "method": self.method,
+            "accounting": self.accounting,
+            "evaluations": self.evaluations,
+        }
+
+
+def _scaled(components: Sequence[tuple[Fraction, int]], c: float) -> list[tuple[Fraction, int]]:
+    fc = Fraction(c)
+    return [(s * fc, m) for s, m in components]
+
+
+def calibrate_factor(
+    components: Sequence[tuple[Fraction | float, int]],
+    delta: float,
+    target_epsilon: float | None = None,
+    *,
+    method: CalibrationMethod = "exact",
+    rtol: float = 1e-9,
+    max_evaluations: int = 80,
+    **composition_kwargs: Any,
+) -> Calibration:
+    """Certified common variance factor ``c`` with ``eps(delta) = target_epsilon`` after scaling.
+
+    ``target_epsilon=None`` takes the Bureau's eps of the unscaled composition at ``delta``.
+    ``composition_kwargs`` go to :class:`DiscreteGaussianComposition` (``mode``, ``grid``, budgets).
+    See the module docstring for what is certified.
+    """
+    comps = parse_components(components, composition_kwargs.pop("limit_denominator", None))
+    d = float(check_delta(delta))
+    if method not in CALIBRATION_METHODS:
+        raise InvalidParameterError(
+            f"method must be one of {', '.join(CALIBRATION_METHODS)}, got {method!r}"
+        )
+    rho = float(sum((Fraction(m) / (2 * s) for s, m in comps), Fraction(0)))
+    if target_epsilon is None:
+        target = float(bureau_epsilon(rho, d))
+    else:
+        target = float(target_epsilon)
+        if not (math.isfinite(target) and target > 0):
+            raise InvalidParameterError(
+                f"target epsilon must be positive and finite, got {target_epsilon!r}"
+            )
+    if not (isinstance(rtol, float | int) and 0 < rtol < 1):
+        raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
+
+    evaluations = 0
+    modes: set[str] = set()
+
+    def side(c: float) -> tuple[int, float]:
+        """-1: certainly eps > target at c (c too small); +1: certainly eps < target; 0: undecided.
+        Also log(delta_mid / delta) for the secant step."""
+        nonlocal evaluations
+        evaluations += 1
+        comp = DiscreteGaussianComposition(_scaled(comps, c), **composition_kwargs)
+        modes.add(comp.method)
+        if method == "exact":
+            b = comp.delta(target)
+        else:
+            b = tail_probability(comp, target)
+        lo, hi = float(b.lower), float(b.upper)
+        g = math.log(max(0.5 * (lo + hi), 1e-320) / d)
+        if lo > d:
+            return -1, g
+        if hi < d:
+            return 1, g
+        return 0, g
+
+    # a certified bracket [a, b] on c: side(a) = -1, side(b) = +1, expanding geometrically from 1
+    s1, g1 = side(1.0)
+    a, _, ga = _expand(side, 1.0, s1, g1, -1, target)
+    b, _, gb = _expand(side, 1.0, s1, g1, +1, target)
+    # invariant: side(a) = -1, side(b) = +1, a < b
+    last = 0
+    widths = [b - a]
+    while b - a > rtol * b and evaluations < max_evaluations:
+        la, lb = math.log(a), math.log(b)
+        x = math.sqrt(a * b)
+        stalled = len(widths) >= 4 and (b - a) > 0.5 * widths[-4]
+        if not stalled and math.isfinite(ga) and math.isfinite(gb) and ga != gb:
+            cand = math.exp(lb - gb * (lb - la) / (gb - ga))
+            if a < cand < b:
+                x = cand
+        s, gx = side(x)
+        if s < 0:
+            a, ga = x, gx
+            if last == -1:
+                gb *= 0.5
+            last = -1
+        elif s > 0:
+            b, gb = x, gx
+            if last == 1:
+                ga *= 0.5
+            last = 1
+        else:
+            # the accountant cannot tell: shrink towards x from both sides by bisection
+            lo_ok = _narrow(side, a, x, -1)
+            hi_ok = _narrow(side, x, b, 1)
+            a, b = lo_ok, hi_ok
+            break
+        widths.append(b - a)
+    return _result(comps, a, b, target, d, method, modes, evaluations)
+
+
+def _expand(
+    side: Any, c: float, s: int, g: float, want: int, target: float
+) -> tuple[float, int, float]:
+    """From ``c`` (with side ``s``), step away until a point with side ``want`` is certified:
+    downwards for ``want=-1`` (less noise), upwards for ``want=+1``."""
+    if s == want:
+        return c, s, g
+    step = 1e-9 if s == 0 else 1.0
+    for _ in range(80):
+        x = c * (1.0 + step) if want > 0 else c / (1.0 + step)
+        s, g = side(x)
+        if s == want:
+            return x, s, g
+        step *= 2.0
+    raise AccountingError(
+        f"no variance factor {'above' if want > 0 else 'below'} 1 certifies eps"
+        f" {'<' if want > 0 else '>'} {target:g}"
+    )
+
+
+def _narrow(side: Any, a: float, b: float, want: int) -> float:
+    """Move the certified end (``a`` if ``want=-1``, else ``b``) towards the undecided point."""
+    for _ in range(6):
+        mid = 0.5 * (a + b)
+        s, _ = side(mid)
+        if s == want:
+            if want < 0:
+                a = mid
+            else:
+                b = mid
+        elif want < 0:
+            b = mid
+        else:
+            a = mid
+    return a if want < 0 else b
+
+
+def _result(
+    comps: tuple[tuple[Fraction, int], ...],
+    a: float,
+    b: float,
+    target: float,
+    delta: float,
+    method: str,
+    modes: set[str],
+    evaluations: int,
+) -> Calibration:
+    accounting = "bracket-grid" if "bracket-grid" in modes else "exact-lattice"
+    factor = Bracket(a, b, accounting, "factor")
+    return Calibration(factor, target, delta, method, accounting, evaluations, comps)
+
+
+def calibrate_sigma2(
+    sigma2: Fraction | float,
+    count: int,
+    delta: float,
+    target_epsilon: float | None = None,
+    **kwargs: Any,
+) -> Calibration:
+    """One level of ``count`` i.i.d. queries: the certified reduced ``sigma2`` is
+    ``result.sigma2(sigma2)`` (see :func:`calibrate_factor`)."""
+    return calibrate_factor([(sigma2, count)], delta, target_epsilon, **kwargs)
