@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from enum import StrEnum
@@ -188,13 +189,17 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
             flow = audit.audit_flow.with_options(
                 task_runner=runner, timeout_seconds=s.cluster.timeout_s
             )
-            summary = flow(s, staging, run_id)
+            state = flow(s, staging, run_id, return_state=True)
+            summary = state.result()
+            summary["flow_run_id"] = str(state.state_details.flow_run_id)
+            embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
         store.set_root_attrs(
             staging,
             {
                 "dask_scheduler": s.cluster.scheduler or "LocalCluster",
                 "n_workers": 0 if s.cluster.scheduler else s.cluster.n_workers,
-                "prefect_api": "embedded" if api_url.startswith("http://127.0.0.1") else api_url,
+                "prefect_api": "embedded" if embedded else api_url,
+                "prefect_flow_run_id": summary["flow_run_id"],
             },
         )
         store.finalize(staging)
@@ -217,6 +222,9 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     _print_run_summary(
         url, None if no_report else s.output.report, summary, time.perf_counter() - t0
     )
+    if not embedded:
+        ui = api_url.removesuffix("/").removesuffix("/api")
+        typer.echo(f"prefect: {ui}/runs/flow-run/{summary['flow_run_id']}")
 
 
 def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:

@@ -69,6 +69,7 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
     server = SubprocessASGIServer()
     server.start(timeout=startup_timeout)
     os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["DPAUDIT_EMBEDDED_API"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             try:
@@ -77,6 +78,7 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
                 _drain()  # flush logs and events while the server still listens
     finally:
         os.environ.pop("PREFECT_API_URL", None)
+        os.environ.pop("DPAUDIT_EMBEDDED_API", None)
         server.stop()
 
 
