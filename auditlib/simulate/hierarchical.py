@@ -37,6 +37,8 @@ import numpy.typing as npt
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.flaxman import FlaxmanPopulation
+from auditlib.geography.spine import LEVELS as SPINE_LEVELS
+from auditlib.geography.spine import Spine
 from auditlib.mechanisms import TwoSidedGeometric
 from auditlib.mechanisms.base import check_rng, positive_finite
 
@@ -93,6 +95,16 @@ class CountTree:
             tuple(population.total_counts()),
             tuple(h.parent(j) for j in range(1, h.levels + 1)),
         )
+
+    @classmethod
+    def from_spine(cls, spine: Spine) -> CountTree:
+        """The nation (root, the sum of the spine's states), State, County, Tract, Block_Group and
+        Block populations of a spine, with its parent indices."""
+        pops = spine.populations()
+        counts = [pops["State"].sum(keepdims=True), *(pops[g] for g in SPINE_LEVELS)]
+        parents = [np.zeros(spine.n_states, dtype=np.int64)]
+        parents += [spine.parents[g].astype(np.int64) for g in SPINE_LEVELS[1:]]
+        return cls(tuple(counts), tuple(parents))
 
     @property
     def levels(self) -> int:
