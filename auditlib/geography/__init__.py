@@ -1,5 +1,11 @@
 """Geographic hierarchies and their populations."""
 
+from auditlib.geography.flaxman import (
+    FlaxmanHierarchy,
+    FlaxmanPopulation,
+    generate_population,
+)
+from auditlib.geography.spine import Spine, SpineModel, SpineTotals, generate_spine, tallies_2020
 from auditlib.geography.synthetic import (
     NATIONAL,
     STATE,
@@ -18,4 +24,14 @@ __all__ = [
     "block_populations",
     "national_population",
     "state_level_populations",
+]
+__all__ += [  # seed 001's regular hierarchy and the synthetic US spine
+    "FlaxmanHierarchy",
+    "FlaxmanPopulation",
+    "Spine",
+    "SpineModel",
+    "SpineTotals",
+    "generate_population",
+    "generate_spine",
+    "tallies_2020",
 ]

@@ -1,5 +1,14 @@
 """Simulated releases and their residuals (DP − truth)."""
 
+from auditlib.simulate.hierarchical import (
+    CountTree,
+    HierarchicalRelease,
+    adpc,
+    gdpc,
+    rdpc,
+    simulate_residuals,
+)
+from auditlib.simulate.neighbours import NeighbourPair, direct_samples
 from auditlib.simulate.release import (
     QueryPlan,
     ResidualBlock,
@@ -9,3 +18,13 @@ from auditlib.simulate.release import (
 )
 
 __all__ = ["QueryPlan", "ResidualBlock", "cell_shares", "simulate_block", "true_cell_counts"]
+__all__ += [  # seed 001's GDPC / RDPC / ADPC and neighbouring databases
+    "CountTree",
+    "HierarchicalRelease",
+    "NeighbourPair",
+    "adpc",
+    "direct_samples",
+    "gdpc",
+    "rdpc",
+    "simulate_residuals",
+]
