@@ -1,0 +1,135 @@
+"""`dpaudit account --method/--epsilon`, `dpaudit calibrate` and `dpaudit tradeoff`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+runner = CliRunner()
+
+
+def run_json(args: list[str]) -> dict:
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def state(out: dict) -> dict:
+    return next(lv for lv in out["levels"] if lv["geolevel"] == "State")
+
+
+def test_account_default_keys_unchanged() -> None:
+    out = run_json(["account", "-l", "State", "-d", "1e-11", "--no-composed"])
+    e = state(out)["epsilon"][0]
+    assert set(e) == {"delta", "exact", "exact_lower", "exact_upper", "bureau", "cks"}
+    assert e["exact"] == pytest.approx(10.125417, abs=1e-5)
+    assert "composed" not in out
+
+
+@pytest.mark.parametrize(
+    ("method", "key", "value"),
+    [
+        ("exact", "exact", 10.125417),
+        ("zcdp-simple", "bureau", 11.066),
+        ("zcdp-cks", "cks", None),
+        ("paper-bound", "paper_bound", None),
+    ],
+)
+def test_account_methods(method: str, key: str, value: float | None) -> None:
+    out = run_json(["account", "-m", method, "-l", "State", "-d", "1e-11", "--no-composed"])
+    assert out["method"] == method
+    e = state(out)["epsilon"][0]
+    if value is not None:
+        assert e[key] == pytest.approx(value, abs=2e-3)
+    if method == "paper-bound":
+        # delta <= P[L > eps] is an upper bound on delta: its eps is above the exact one
+        assert e["paper_bound_lower"] > 10.125417 and e["paper_bound"] < e["bureau"]
+    if method.startswith("zcdp"):
+        assert "exact" not in e and state(out)["method"] == method
+
+
+def test_account_bracket_mode_on_request() -> None:
+    out = run_json(["account", "-m", "bracket", "-l", "Block", "-d", "1e-11", "--no-composed"])
+    block = out["levels"][0]
+    assert block["method"] == "bracket-grid"
+    e = block["epsilon"][0]
+    assert e["exact_lower"] <= 0.917830 <= e["exact_upper"]
+    assert e["exact_upper"] - e["exact_lower"] < 1e-5
+
+
+def test_account_delta_of_epsilon() -> None:
+    out = run_json(["account", "-l", "State", "-e", "10.125417", "--no-composed"])
+    assert out["epsilons"] == [10.125417] and out["deltas"] == []
+    e = state(out)["delta"][0]
+    assert e["exact"] == pytest.approx(1e-11, rel=1e-4)
+    assert e["exact_lower"] <= e["exact_upper"]
+    assert e["bureau"] > e["cks"] > e["exact"]
+    res = runner.invoke(app, ["account", "-l", "State", "-e", "10", "--no-composed"])
+    assert res.exit_code == 0 and "exact δ" in res.stdout
+
+
+def test_calibrate_levels_and_common_factor() -> None:
+    out = run_json(["calibrate", "-d", "1e-11", "-l", "State", "-l", "Block", "--no-composed"])
+    st = state(out)
+    assert round(st["reduced_sigma2_lower"], 2) == 4.25 == round(st["reduced_sigma2_upper"], 2)
+    assert round(100 * st["variance_cut_lower"], 2) == 15.08
+    block = out["levels"][1]
+    assert round(block["reduced_sigma2_lower"], 2) == 343.27
+    assert "composed" not in out
+    out = run_json(["calibrate", "-d", "1e-10", "-l", "US", "-m", "paper-bound", "-t", "21.97"])
+    comp = out["composed"]
+    assert comp["target_epsilon"] == 21.97 and comp["method"] == "paper-bound"
+    assert round(100 * comp["variance_cut_upper"], 2) == 8.59
+    assert "reduced_sigma2_lower" not in comp  # heterogeneous: only the factor
+    res = runner.invoke(app, ["calibrate", "-l", "State", "--no-composed"])
+    assert res.exit_code == 0 and "State" in res.stdout and "%" in res.stdout
+
+
+def test_tradeoff_csv_json_and_file(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["tradeoff", "-l", "State", "--alpha", "0.05"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert len(rows) == 1
+    assert float(rows[0]["beta_lower"]) == pytest.approx(0.591, abs=5e-4)
+    assert float(rows[0]["beta_bureau"]) == pytest.approx(0.031, abs=5e-4)
+    target = tmp_path / "curve.json"
+    res = runner.invoke(
+        app, ["tradeoff", "-l", "Block", "--points", "11", "-f", "json", "-o", str(target)]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(target.read_text())
+    assert len(data["alpha"]) == 11 and data["geolevel"] == "Block"
+    assert all(lo <= hi for lo, hi in zip(data["beta_lower"], data["beta_upper"], strict=True))
+    assert data["gdp_mu_estimate"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["account", "-e", "-1"], "Invalid epsilon: -1.0"),
+        (["account", "-e", "1", "-d", "1e-5"], "either --delta"),
+        (["account", "-m", "fft"], "fft"),
+        (["calibrate", "-t", "abc"], "Invalid target: 'abc'"),
+        (["calibrate", "-t", "-3"], "Invalid target: '-3'"),
+        (["calibrate", "-d", "1.5"], "Invalid delta: 1.5"),
+        (["calibrate", "-l", "Tract"], "Unknown geolevel: 'Tract'"),
+        (["tradeoff", "--alpha", "1.5"], "Invalid alpha: 1.5"),
+        (["tradeoff", "--points", "1"], "Invalid points: 1"),
+        (["tradeoff", "--points", "3", "--alpha", "0.1"], "either --alpha"),
+        (["tradeoff", "-l", "Tract"], "Unknown geolevel: 'Tract'"),
+        (["tradeoff", "-o", "/nonexistent-dir/x.csv"], "Invalid output"),
+    ],
+)
+def test_bad_input_exit_2(args: list[str], pattern: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert pattern in res.stderr
+    if not args[-1] == "fft":
+        assert len(res.stderr.strip().splitlines()) == 1
