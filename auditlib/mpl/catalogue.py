@@ -17,6 +17,7 @@ judged against ``epsilon_c``, which can be below the claim (e.g. Report Noisy Ma
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import integrate, optimize
+from scipy import optimize
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
@@ -141,25 +142,39 @@ class NoisyMaxSampler:
 
 
 def noisy_max_pmf(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
-    """Exact P(argmax_i (q_i + Lap(scale)) = i) by quadrature of ``f(t−q_i) ∏_{j≠i} F(t−q_j)``.
+    """Exact P(argmax_i (q_i + Lap(scale)) = i) = ∫ f(t − q_i) ∏_{j≠i} F(t − q_j) dt.
 
-    Absolute error < 1e-10 per entry (quad, kinks at the q_j given as break points).
+    Between consecutive distinct q_j the integrand is a sum of exponentials (Gauss–Legendre with 64
+    nodes on pieces of length ≤ 2·scale: exact to rounding); on each tail, after
+    ``s = e^{∓(t − q_extreme)/scale}``, it is a polynomial of degree k − 1 in s (Gauss–Legendre is
+    exact for k ≤ 128). Agrees with adaptive quadrature to ~ 1e-15 per entry.
     """
     qa = np.asarray(q, dtype=np.float64)
-    lap = Laplace(scale)
-    out = np.empty(qa.size)
-    for i in range(qa.size):
-        others = np.delete(qa, i)
+    b = positive_finite("scale", scale)
+    if qa.ndim != 1 or qa.size < 1 or not np.all(np.isfinite(qa)):
+        raise InvalidParameterError(f"Invalid q: {q!r}; a non-empty 1-D array of finite values.")
+    nodes, weights = np.polynomial.legendre.leggauss(64)
 
-        def integrand(t: float, i: int = i, others: npt.NDArray[np.float64] = others) -> float:
-            return float(lap.pdf(t - qa[i]) * np.prod(lap.cdf(t - others)))
+    def integrand(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        z = t[:, None] - qa[None, :]
+        log_f = -np.abs(z) / b - math.log(2.0 * b)
+        log_cdf = np.where(z < 0, math.log(0.5) + z / b, np.log1p(-0.5 * np.exp(-np.abs(z) / b)))
+        return np.asarray(np.exp(log_f + log_cdf.sum(axis=1, keepdims=True) - log_cdf))
 
-        lo, hi = float(qa.min()) - 60.0 * scale, float(qa.max()) + 60.0 * scale
-        val, _ = integrate.quad(
-            integrand, lo, hi, points=sorted(set(qa.tolist())), limit=200, epsabs=1e-13
-        )
-        out[i] = val
-    return out
+    # tails: s ∈ (0, 1] on the nodes mapped from [−1, 1]
+    s = 0.5 * (nodes + 1.0)
+    ws = 0.5 * weights
+    lo, hi = float(qa.min()), float(qa.max())
+    out = (integrand(lo + b * np.log(s)) * (b / s)[:, None] * ws[:, None]).sum(axis=0)
+    out += (integrand(hi - b * np.log(s)) * (b / s)[:, None] * ws[:, None]).sum(axis=0)
+    knots = np.unique(qa)
+    max_len = 2.0 * b
+    for a, c in itertools.pairwise(knots.tolist()):
+        cuts = np.linspace(a, c, max(1, math.ceil((c - a) / max_len)) + 1)
+        for u, v in itertools.pairwise(cuts.tolist()):
+            t = 0.5 * (v - u) * nodes + 0.5 * (u + v)
+            out += (integrand(t) * (0.5 * (v - u) * weights)[:, None]).sum(axis=0)
+    return np.asarray(out, dtype=np.float64)
 
 
 def report_noisy_max(epsilon: float) -> KnownMechanism:

@@ -124,7 +124,7 @@ def silverman_bandwidth(samples: npt.ArrayLike) -> float:
     """Rule-of-thumb bandwidth for estimation: ``scale · n^{−1/(d+4)}`` (d = 1: ``bw.nrd0``).
 
     >>> round(silverman_bandwidth(np.random.default_rng(0).normal(size=10_000)), 3)
-    0.143
+    0.142
     """
     x = _as_2d(samples, "samples")
     n, d = x.shape
