@@ -10,6 +10,7 @@ The slack below the nominal 1 − α = 0.95 is 0.06 for R = 200 (≈ 4 binomial 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -217,7 +218,7 @@ def test_mpl_power_laplace_scale_off_by_30_percent() -> None:
 def test_bad_inputs_name_the_value() -> None:
     e = laplace_mechanism(0.7)
     rng = np.random.default_rng(0)
-    kw = dict(n=100, n_confidence=200, region=e.region, rng=rng)
+    kw: dict[str, Any] = dict(n=100, n_confidence=200, region=e.region, rng=rng)
     with pytest.raises(InvalidParameterError, match=r"alpha: 1\.5"):
         mpl(e.mechanism, e.pairs, alpha=1.5, **kw)
     with pytest.raises(InvalidParameterError, match="alpha: 0"):
