@@ -91,7 +91,9 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     deltas = list(spec.accounting.deltas)
     grid = eps_grid_for(spec)
     futures: list[PrefectFuture[Any]] = []
-    empty = tasks.write_empty_blocks.submit(url, plan)
+    empty = tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
+        url, plan
+    )
     sims: dict[int, list[PrefectFuture[Any]]] = {}
     for b in plan.blocks:
         f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(

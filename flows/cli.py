@@ -157,8 +157,9 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
     console = Console(stderr=True)
     run_id = audit.run_id_for(s)
-    staging = store.staging_path(url, run_id)
-    store.discard(staging, url)  # leftovers of an interrupted run with the same spec
+    # absolute, so workers whose working directory differs (external clusters) write the same place
+    staging = store.staging_path(store.absolute(url), run_id)
+    store.discard(staging, store.absolute(url))  # leftovers of an interrupted run with the same spec
     t0 = time.perf_counter()
     try:
         with (
@@ -203,15 +204,15 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
             },
         )
         store.finalize(staging)
-        store.publish(staging, url)
+        store.publish(staging, store.absolute(url))
     except ClusterUnreachableError as exc:
-        store.discard(staging, url)
+        store.discard(staging, store.absolute(url))
         fail(str(exc))
     except KeyboardInterrupt:
-        store.discard(staging, url)
+        store.discard(staging, store.absolute(url))
         fail("interrupted; nothing was written", EXIT_FAILED)
     except Exception as exc:
-        store.discard(staging, url)
+        store.discard(staging, store.absolute(url))
         fail(f"the audit failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
     finally:
         progress_events.listen(None)

@@ -33,6 +33,11 @@ def is_remote(url: str) -> bool:
     return "://" in str(url) and not str(url).startswith("file://")
 
 
+def absolute(url: str) -> str:
+    """A local path made absolute (remote URLs unchanged): every worker must resolve it alike."""
+    return url if is_remote(url) else str(Path(url).resolve())
+
+
 def check_target(url: str, overwrite: bool) -> None:
     """Refuse (before anything is written) to replace an existing store unless asked to."""
     if is_remote(url):

@@ -57,3 +57,54 @@ def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> 
     assert again.returncode == 2
     assert "already exists; pass --overwrite" in again.stderr
     assert (tmp_path / "out" / "a.zarr" / "zarr.json").stat().st_mtime_ns == stamp
+
+
+def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> None:
+    """`--scheduler ADDRESS`: a separately started `dask scheduler` + `dask worker`, whose working
+    directory is not the user's, must write the same store the user named (relative path)."""
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    sched = subprocess.Popen(
+        [str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--no-dashboard"],
+        cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [str(bindir / "dask"), "worker", addr, "--nthreads", "1", "--nworkers", "1",
+         "--no-dashboard"],
+        cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(3)
+        spec = tmp_path / "tiny.toml"
+        spec.write_text(SPEC)
+        cmd = [
+            *dpaudit(),
+            "run",
+            str(spec),
+            "--store",
+            "a.zarr",
+            "--no-report",
+            "--scheduler",
+            addr,
+        ]
+        done = subprocess.run(
+            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (tmp_path / "a.zarr" / "zarr.json").exists()
+        assert not any(elsewhere.iterdir())  # nothing landed in the workers' directory
+    finally:
+        worker.terminate()
+        sched.terminate()
+        worker.wait(30)
+        sched.wait(30)
