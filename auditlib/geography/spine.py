@@ -274,21 +274,28 @@ def generate_spine(
     seed: int,
     *,
     puerto_rico: bool = False,
+    regions: tuple[str, ...] | None = None,
     model: SpineModel | None = None,
     totals: dict[str, SpineTotals] | None = None,
     population: dict[str, int] | None = None,
 ) -> Spine:
     """The 51-state spine (State indices 0..50, named ``S01``…``S51``), plus Puerto Rico last (``PR``)
-    if ``puerto_rico``. ``totals`` defaults to the 2020 tallies (``SpineTotals.scaled`` for smaller
+    if ``puerto_rico``; or the ``regions`` given, in that order (``("PR",)``: Puerto Rico alone, as
+    its own TopDown run). ``totals`` defaults to the 2020 tallies (``SpineTotals.scaled`` for smaller
     spines), ``population`` to the 2020 resident populations. Each region draws from its own keyed
-    streams, so the US part is the same with or without Puerto Rico."""
+    streams, so a region's part is the same whichever other regions are generated with it."""
     m = model or SpineModel()
     tall = totals or tallies_2020()
     pop = {**POPULATION_2020, **(population or {})}
-    regions = ("US", "PR") if puerto_rico else ("US",)
+    if regions is None:
+        regions = ("US", "PR") if puerto_rico else ("US",)
+    if not regions or len(set(regions)) != len(regions):
+        raise InvalidParameterError(f"Invalid regions: {regions!r}; need distinct region names")
     parts = []
     names: list[str] = []
     for r in regions:
+        if r not in _REGION_KEYS:
+            raise UnknownNameError(f"Unknown region: {r!r}; allowed: {', '.join(REGIONS)}")
         if r not in tall:
             raise UnknownNameError(f"Unknown region: {r!r}; totals given for {', '.join(tall)}")
         if not pop[r] >= 0:

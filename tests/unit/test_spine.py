@@ -103,6 +103,13 @@ def test_spine_is_deterministic_and_regions_are_independent() -> None:
     n = us_only.n_units("Block")
     np.testing.assert_array_equal(us_only.parents["Block"], a.parents["Block"][:n])
     np.testing.assert_array_equal(us_only.block_population, a.block_population[:n])
+    pr_only = generate_spine(3, regions=("PR",), totals={"PR": tallies_2020()["PR"].scaled(0.05)})
+    assert pr_only.state_names == ("PR",)
+    np.testing.assert_array_equal(pr_only.block_population, a.block_population[n:])
+    np.testing.assert_array_equal(
+        pr_only.parents["Block"],
+        a.parents["Block"][n:] - a.n_units("Block_Group") + pr_only.n_units("Block_Group"),
+    )
 
 
 def test_empty_block_share_controls_the_zeros() -> None:
@@ -138,5 +145,7 @@ def test_with_population_and_bad_inputs() -> None:
         tallies_2020()["US"].scaled(2)
     with pytest.raises(UnknownNameError, match="'Place'"):
         s.units_per_state("Place")
+    with pytest.raises(UnknownNameError, match="'VI'"):
+        generate_spine(1, regions=("VI",))
     with pytest.raises(UnknownNameError, match="'PR'"):
         generate_spine(1, puerto_rico=True, totals={"US": tallies_2020()["US"].scaled(0.01)})
