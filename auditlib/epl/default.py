@@ -14,9 +14,13 @@ stays ε away from 0 under smoothing, and is a factor ≈ 1/(1 + f²) for Gaussi
 Uncertainty, both *conditional on the window and the bandwidth* of the data (held fixed):
 
 * **bootstrap** — B multinomial resamples of the residual histogram, the EPL of each; the
-  ``confidence`` interval is the percentile interval of those EPLs (``ci_kind="percentile"``) or the
-  basic (reflected) interval ``2·EPL − quantiles`` (``"basic"``), which subtracts the bootstrap's
-  estimate of the max's upward bias.
+  ``confidence`` interval is the basic (reflected) interval ``[2·EPL − q_hi, 2·EPL − q_lo]``
+  (default ``ci_kind="basic"``; q the bootstrap quantiles), which subtracts the bootstrap's estimate
+  of the max's upward bias, or the plain percentile interval ``[q_lo, q_hi]`` (``"percentile"``).
+  The percentile interval inherits that bias and covers the true loss far less often than its
+  nominal level (4–26 % at 90 % for geometric noise, n = 2,663–20,000); the basic one covers it
+  75–85 % of the time. ``epl_debiased = 2·EPL − mean(bootstrap EPLs)`` is the bias-corrected point
+  estimate.
 * **matched reference floor** — n draws from a discrete Gaussian with σ² = the residuals' sample
   variance (the smooth, known-loss stand-in of the data), EPL computed the same way, repeated
   ``n_null`` times. ``null_true`` is that reference's *exact* loss over the same window
@@ -71,8 +75,11 @@ class EPLEstimate:
     window; ``epl`` NaN). Everything but ``epl``/``status``/``n`` is NaN unless ``status == "ok"``
     (and the interval/floor are NaN when their draws were switched off with ``None``).
 
-    ``slope`` is the least-squares slope of EPL(x); ``inv_sigma2_hat`` = 1/σ̂² and ``rho_hat`` =
-    Δ²/(2σ̂²) are **estimates that assume Gaussian noise** (see :mod:`auditlib.epl.slope`).
+    ``slope`` is the least-squares slope of EPL(x); ``inv_sigma2_hat`` = 1/σ̂² (the kernel's
+    variance removed), ``rho_hat`` = Δ²/(2σ̂²) and ``epl_gaussian`` = max over the window of
+    |Δ(2(x−c)+Δ)|/(2σ̂²) (c the rounded mean: the loss a discrete Gaussian of that σ̂² has there) are
+    **estimates that assume Gaussian noise** (see :mod:`auditlib.epl.slope`); for other noise they
+    mean nothing.
     """
 
     epl: float
@@ -91,11 +98,12 @@ class EPLEstimate:
     # bootstrap
     n_boot: int = 0
     confidence: float = math.nan
-    ci_kind: str = "percentile"
+    ci_kind: str = "basic"
     ci_low: float = math.nan
     ci_high: float = math.nan
     boot_mean: float = math.nan
     boot_se: float = math.nan
+    epl_debiased: float = math.nan
     # matched discrete-Gaussian reference
     n_null: int = 0
     null_sigma2: float = math.nan
@@ -108,6 +116,7 @@ class EPLEstimate:
     slope_se: float = math.nan
     inv_sigma2_hat: float = math.nan
     rho_hat: float = math.nan
+    epl_gaussian: float = math.nan
     seed: int | None = None
 
     @property
@@ -197,7 +206,7 @@ def estimate_epl(
     shift: float = 1.0,
     n_boot: int | None = 200,
     confidence: float = 0.9,
-    ci_kind: str = "percentile",
+    ci_kind: str = "basic",
     n_null: int | None = 100,
     null_quantile: float = 0.95,
     seed: Seed = None,
@@ -274,10 +283,12 @@ def estimate_epl(
     estimate = float(np.max(np.abs(epl_x)))
     slope = float(least_squares_slope(x, epl_x)) if x.size >= 2 else math.nan
     inv_s2 = inverse_sigma2(slope, h, delta)
+    centre = float(round(float(np.dot(points, counts)) / float(counts.sum())))
     out: dict[str, Any] = {
         "slope": slope,
         "inv_sigma2_hat": inv_s2,
         "rho_hat": 0.5 * delta * delta * inv_s2,
+        "epl_gaussian": float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)))) * 0.5 * inv_s2,
     }
     rng_boot, rng_null = _rngs(seed)
     if b is not None:
@@ -297,6 +308,7 @@ def estimate_epl(
                 ci_low=q_lo,
                 ci_high=q_hi,
                 boot_mean=float(ok.mean()),
+                epl_debiased=max(0.0, 2.0 * estimate - float(ok.mean())),
                 boot_se=float(ok.std(ddof=1)) if ok.size > 1 else math.nan,
             )
         if x.size >= 2:
@@ -306,11 +318,7 @@ def estimate_epl(
                 out["slope_se"] = float(s.std(ddof=1))
         out["n_boot"] = b
     if nn is not None:
-        out.update(
-            _reference_floor(
-                sd, float(np.dot(points, counts) / counts.sum()), n, h, x, delta, nn, nq, rng_null
-            )
-        )
+        out.update(_reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
     return EPLEstimate(estimate, "ok", n, h, x, epl_x, window, **meta, **out)
 
 
@@ -325,12 +333,12 @@ def _reference_floor(
     quantile: float,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """EPL of ``draws`` samples of n from N_Z(c, sd²) (c = round(mean)) on the same x, h, Δ."""
+    """EPL of ``draws`` samples of n from N_Z(c, sd²) (c = ``mean``, an integer) on the same x, h, Δ."""
     from auditlib.mechanisms import DiscreteGaussian
 
     s2 = max(sd * sd, 1e-6)
     dg = DiscreteGaussian(s2)
-    c = float(round(mean))
+    c = float(mean)
     k = np.arange(-dg.support_radius, dg.support_radius + 1, dtype=np.float64)
     pmf = dg.pmf(k)
     pts = k + c
