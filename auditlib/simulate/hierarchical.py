@@ -41,6 +41,7 @@ from auditlib.geography.spine import LEVELS as SPINE_LEVELS
 from auditlib.geography.spine import Spine
 from auditlib.mechanisms import TwoSidedGeometric
 from auditlib.mechanisms.base import check_rng, positive_finite
+from auditlib.simulate.release import ResidualBlock
 
 #: keyed stream of the noise of one replicate: (HIERARCHICAL_NOISE, algorithm key, replicate)
 HIERARCHICAL_NOISE = 11
@@ -290,3 +291,38 @@ def simulate_residuals(
         for j in levels:
             out[j][row] = rel.residual(j)
     return out
+
+
+def residual_block(
+    tree: CountTree | FlaxmanPopulation,
+    algorithm: Algorithm,
+    epsilon: float,
+    *,
+    level: int,
+    seed: int,
+    replicates: int | Sequence[int] = 1,
+    n_runs: int = 4,
+    query_id: int = 0,
+) -> ResidualBlock:
+    """One released level's residuals as a :class:`~auditlib.simulate.release.ResidualBlock` (the
+    layout the result store writes): one query (``query_id``, the total count), one cell, one item
+    per unit."""
+    t = CountTree.from_population(tree) if isinstance(tree, FlaxmanPopulation) else tree
+    if level not in released_levels(t, algorithm):
+        raise InvalidParameterError(
+            f"Invalid level: {level}; {algorithm} releases {released_levels(t, algorithm)}"
+        )
+    res = simulate_residuals(
+        t, algorithm, epsilon, seed=seed, replicates=replicates, n_runs=n_runs
+    )[level]
+    truth = t.counts[level]
+    if truth.size and truth.max() > np.iinfo(np.int32).max:
+        raise InvalidParameterError(f"Invalid level {level}: counts exceed int32")
+    n = truth.size
+    return ResidualBlock(
+        residual=res.astype(np.float32, copy=False),
+        truth=truth.astype(np.int32),
+        query_index=np.full(n, query_id, dtype=np.int16),
+        unit_index=np.arange(n, dtype=np.int32),
+        cell_index=np.zeros(n, dtype=np.int32),
+    )

@@ -22,6 +22,7 @@ from auditlib.simulate.hierarchical import (
     rake,
     rdpc,
     release,
+    residual_block,
     simulate_residuals,
 )
 from auditlib.simulate.neighbours import (
@@ -313,3 +314,15 @@ def test_direct_samples_see_the_moved_person() -> None:
     assert r.dp_d.shape == r.dp_d_prime.shape == (5,)
     with pytest.raises(InvalidParameterError, match="level: 1"):
         direct_samples(pair, "gdpc", 1.0, level=1, unit=0, replicates=5, seed=1)
+
+
+def test_residual_block_has_the_store_layout() -> None:
+    blk = residual_block(POP, "rdpc", 0.3, level=2, seed=21, replicates=range(2, 6), query_id=3)
+    assert blk.residual.shape == (4, 225) and blk.residual.dtype == np.float32
+    np.testing.assert_array_equal(blk.truth, POP.total_counts()[2])
+    assert blk.truth.dtype == np.int32 and (blk.query_index == 3).all()
+    np.testing.assert_array_equal(blk.unit_index, np.arange(225))
+    whole = simulate_residuals(POP, "rdpc", 0.3, seed=21, replicates=6)
+    np.testing.assert_array_equal(blk.residual, whole[2][2:6])
+    with pytest.raises(InvalidParameterError, match="level: 2"):
+        residual_block(POP, "gdpc", 0.3, level=2, seed=1)
