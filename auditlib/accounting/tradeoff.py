@@ -53,6 +53,12 @@ from auditlib.exceptions import InvalidParameterError
 _CHUNK = 4_000_000
 """Largest (alpha x atoms) block evaluated at once."""
 
+_LOSS_CAP = 700.0
+"""Lines of atoms with a larger loss are left out (``e^l`` would overflow). Such a line is negative
+for every ``alpha > e^-700`` and at most 1 at ``alpha = 0``, so the maximum over the others still
+bounds ``f`` from above once ``f(alpha) <= 1 - alpha`` is applied at ``alpha <= 1e-290``; a maximum
+over fewer lines remains a lower bound."""
+
 
 def check_alpha(alpha: ArrayLike) -> np.ndarray:
     """Float array of type I errors in ``[0, 1]``."""
@@ -74,18 +80,23 @@ def _lines(hs: HockeyStick) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     measure, the exponentials and the two cumulative sums, the float error of the losses, and the
     boundary atom whose loss may differ from ``l_k`` by that error). The dropped mass is not in it.
     """
-    loss = hs.loss
-    mu = hs.values
+    keep = hs.loss <= _LOSS_CAP
+    loss = hs.loss[keep]
+    mu = hs.values[keep]
     with np.errstate(divide="ignore"):
         log_mu = np.log(mu)
     q = np.where(mu > 0, np.exp(log_mu - loss), 0.0)  # mu e^(-L): Q-mass of the kept atoms
-    # tails strictly above each atom: sum_{t > k}
-    sp = np.concatenate([np.cumsum(mu[::-1])[::-1][1:], [0.0]])
-    sq = np.concatenate([np.cumsum(q[::-1])[::-1][1:], [0.0]])
+    # tails strictly above each atom, sum_{t > k} (atoms beyond the cap included in the first)
+    mu_far, loss_far = hs.values[~keep], hs.loss[~keep]
+    beyond = float(mu_far.sum())
+    pos = mu_far > 0
+    q_beyond = float(np.exp(np.log(mu_far[pos]) - loss_far[pos]).sum())
+    sp = np.concatenate([np.cumsum(mu[::-1])[::-1][1:], [0.0]]) + beyond
+    sq = np.concatenate([np.cumsum(q[::-1])[::-1][1:], [0.0]]) + q_beyond
     e = np.exp(loss)
     delta_hat = np.maximum(sp - e * sq, 0.0)
-    n = int(loss.size)
-    r_sum = summation_radius(n)
+    n = int(hs.loss.size)
+    r_sum = summation_radius(n + 1)
     e_x = hs.loss_error + 4.0 * U * (2.0 * hs.loss_abs_max)  # error of l_k - L_t
     r_p = hs.radius + r_sum
     r_q = hs.radius + 2.0 * LIBM_LOG + 4.0 * U_LOG + r_sum + e_x
@@ -103,7 +114,9 @@ def _max_lines(
     sign: float,
 ) -> np.ndarray:
     """``max_k (1 - delta_hat_k - shift - e_k alpha + sign * 8U * magnitude)`` for each alpha."""
-    out = np.empty(alpha.size)
+    out = np.full(alpha.size, -np.inf)
+    if e.size == 0:
+        return out
     step = max(1, _CHUNK // max(1, e.size))
     base = 1.0 - delta_hat - shift
     for i in range(0, alpha.size, step):
@@ -133,6 +146,7 @@ def tradeoff(composition: DiscreteGaussianComposition, alpha: ArrayLike) -> Brac
         _, e_dn, d_dn, err_dn = _lines(hs_down)
     upper = _max_lines(flat, e_dn, d_dn, -err_dn, 1.0)
     upper = np.minimum(upper, 1.0 - flat + 4.0 * U)
+    upper = np.where(flat <= 1e-290, 1.0 - flat, upper)
     upper = np.minimum(np.maximum(upper, 0.0), 1.0)
     lower = np.minimum(np.maximum(lower, 0.0), upper)
     lo: np.ndarray | float = float(lower[0]) if a.ndim == 0 else lower.reshape(a.shape)
@@ -188,11 +202,16 @@ def zcdp_tradeoff(rho: float, alpha: ArrayLike) -> np.ndarray | float:
 
     def value(eps: float, al: float) -> float:
         d = float(bureau_delta(r, eps))
-        return max(0.0, 1.0 - d - math.exp(eps) * al, math.exp(-eps) * (1.0 - d - al))
+        first = 1.0 - d - math.exp(eps) * al if eps < 700.0 else -math.inf
+        return max(0.0, first, math.exp(-eps) * (1.0 - d - al))
 
     out = np.empty(flat.size)
-    e_grid = np.exp(grid)
+    with np.errstate(over="ignore"):
+        e_grid = np.exp(grid)
     for i, al in enumerate(flat.tolist()):
+        if al == 0.0:  # delta(eps) -> 0 as eps -> infinity: the supremum is 1
+            out[i] = 1.0
+            continue
         vals = np.maximum.reduce(
             [np.zeros_like(grid), 1.0 - d_grid - e_grid * al, (1.0 - d_grid - al) / e_grid]
         )
@@ -208,6 +227,7 @@ def zcdp_tradeoff(rho: float, alpha: ArrayLike) -> np.ndarray | float:
             )
             best = max(best, -float(res.fun))
         out[i] = min(best, 1.0 - al)
+    out = np.maximum(out, 0.0) + 0.0  # no negative zeros
     return float(out[0]) if a.ndim == 0 else out.reshape(a.shape)
 
 

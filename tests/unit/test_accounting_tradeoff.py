@@ -114,6 +114,15 @@ def test_zcdp_tradeoff_endpoints_and_vectorization() -> None:
     assert isinstance(zcdp_tradeoff(1.0, 0.5), float)
 
 
+def test_tiny_variances_do_not_overflow() -> None:
+    # losses beyond e^700: those lines are left out, the bounds stay valid
+    for s2 in (Fraction(1, 100), Fraction(1, 1000)):
+        b = tradeoff(DiscreteGaussianComposition([(s2, 2)]), [0.0, 1e-5, 0.5, 1.0])
+        assert np.all(b.lower <= b.upper) and b.upper[0] == 1.0 and b.upper[2] <= 1e-12
+    z = zcdp_tradeoff(800.0, [0.0, 0.5])
+    assert z[0] == 1.0 and z[1] == 0.0
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
 def test_bad_alpha_is_named(bad: float) -> None:
     comp = DiscreteGaussianComposition([(Fraction(5), 1)])
