@@ -234,6 +234,11 @@ def estimate_epl(
         value = check_positive(
             "bandwidth", value, "pass a finite number > 0 for kind 'factor' or 'absolute'."
         )
+    elif bandwidth is not None:
+        raise InvalidParameterError(
+            f"Invalid bandwidth: {bandwidth!r} with bandwidth_kind {bandwidth_kind!r}, a rule that "
+            "sets h itself; pass bandwidth=None, or kind 'factor'/'absolute' to set it."
+        )
     else:
         value = math.nan
     lo, hi = _check_percentiles(percentiles)
