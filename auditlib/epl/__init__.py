@@ -1,12 +1,18 @@
 """Empirical privacy loss (EPL) of DP releases from their residuals (Flaxman & Petti, 2020).
 
-* :func:`epl` — the estimate, as the authors computed it (``method="flaxman_petti"``) or on the
-  lattice window of the paper's text (``"percentile_window"``); returns an :class:`EPLResult`.
+* :func:`epl` — the estimate, as the authors computed it (``method="flaxman_petti"``), on the
+  lattice window of the paper's text (``"percentile_window"``) or with the wider kernel that cuts
+  the small-sample bias (``"bias_aware"``); returns an :class:`EPLResult`.
+* :func:`estimate_epl` — the bias-aware estimate with a bootstrap interval, the matched
+  discrete-Gaussian floor, the slope of EPL(x) (1/σ², ρ estimates) and every knob; returns an
+  :class:`EPLEstimate`.
 * :func:`lattice_kde` / :func:`lattice_kde_logpdf` — an exact, fast Gaussian KDE for integer
   residuals (equal to ``scipy.stats.gaussian_kde`` at the same bandwidth).
 * :func:`flaxman_petti_reference` — a plain scipy transcription, for cross-checks.
 """
 
+from auditlib.epl.bandwidth import BANDWIDTH_KINDS
+from auditlib.epl.default import BIAS_AWARE_FACTOR, CI_KINDS, EPLEstimate, estimate_epl
 from auditlib.epl.estimator import METHODS, MIN_RESIDUALS, STATUSES, EPLResult, epl
 from auditlib.epl.kde import (
     binning_error_bound,
@@ -17,12 +23,17 @@ from auditlib.epl.kde import (
 from auditlib.epl.reference import flaxman_petti_reference
 
 __all__ = [
+    "BANDWIDTH_KINDS",
+    "BIAS_AWARE_FACTOR",
+    "CI_KINDS",
     "METHODS",
     "MIN_RESIDUALS",
     "STATUSES",
+    "EPLEstimate",
     "EPLResult",
     "binning_error_bound",
     "epl",
+    "estimate_epl",
     "flaxman_petti_reference",
     "lattice_kde",
     "lattice_kde_logpdf",
