@@ -53,6 +53,9 @@ from auditlib.exceptions import InvalidParameterError
 _CHUNK = 4_000_000
 """Largest (alpha x atoms) block evaluated at once."""
 
+_BLOCK = 512
+"""Lines per block when pruning the maximum over lines (see :func:`_max_lines`)."""
+
 _LOSS_CAP = 700.0
 """Lines of atoms with a larger loss are left out (``e^l`` would overflow). Such a line is negative
 for every ``alpha > e^-700`` and at most 1 at ``alpha = 0``, so the maximum over the others still
@@ -113,18 +116,42 @@ def _max_lines(
     shift: float,
     sign: float,
 ) -> np.ndarray:
-    """``max_k (1 - delta_hat_k - shift - e_k alpha + sign * 8U * magnitude)`` for each alpha."""
+    """``max_k (1 - delta_hat_k - shift - e_k alpha + sign * 16U * (2 + delta_hat_k + e_k alpha))``.
+
+    The ``16U`` term covers the rounding of this evaluation (a product and two sums, each within
+    ``2U`` of magnitudes bounded by the bracket). Small problems are evaluated densely. Large ones
+    by blocks of ``_BLOCK`` consecutive lines: ``base_k`` and ``e_k`` both increase with ``k``, so
+    ``max(base) - min(e) alpha`` (padded for its own rounding) bounds every line of a block; blocks
+    are visited by decreasing bound and skipped once their bound cannot beat the best value found.
+    The result is the same maximum over all lines, at a fraction of the cost.
+    """
     out = np.full(alpha.size, -np.inf)
-    if e.size == 0:
+    n = int(e.size)
+    if n == 0:
         return out
-    step = max(1, _CHUNK // max(1, e.size))
-    base = 1.0 - delta_hat - shift
-    for i in range(0, alpha.size, step):
-        a = alpha[i : i + step, None]
-        prod = e[None, :] * a
-        val = base[None, :] - prod
-        mag = 2.0 + delta_hat[None, :] + prod
-        out[i : i + step] = np.max(val + sign * 8.0 * U * mag, axis=1)
+    base = 1.0 - delta_hat - shift + sign * 16.0 * U * (2.0 + delta_hat)
+    slope = e * (1.0 - sign * 16.0 * U)
+    if n * alpha.size <= _CHUNK or n <= 4 * _BLOCK:
+        step = max(1, _CHUNK // n)
+        for i in range(0, alpha.size, step):
+            a = alpha[i : i + step, None]
+            out[i : i + step] = np.max(base[None, :] - slope[None, :] * a, axis=1)
+        return out
+    n_blocks = -(-n // _BLOCK)
+    pad = n_blocks * _BLOCK - n
+    base_b = np.concatenate([base, np.full(pad, -np.inf)]).reshape(n_blocks, _BLOCK)
+    slope_b = np.concatenate([slope, np.full(pad, slope[-1])]).reshape(n_blocks, _BLOCK)
+    bmax = base_b.max(axis=1)
+    smin = slope_b.min(axis=1)
+    for i, a in enumerate(alpha.tolist()):
+        prod = smin * a
+        bound = bmax - prod + 4.0 * U * (np.abs(bmax) + prod) + 1e-300
+        best = -np.inf
+        for b in np.argsort(-bound).tolist():
+            if bound[b] <= best:
+                break
+            best = max(best, float(np.max(base_b[b] - slope_b[b] * a)))
+        out[i] = best
     return out
 
 
