@@ -8,7 +8,8 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.density` — TDDE and TKDE, the truncated density estimators, and bandwidths.
 * :mod:`~auditlib.mpl.dpl` — Algorithm 3: ε̂_{x,x′} = max_{t∈C} ℓ̂(t), its location t̂ and the curve.
 * :mod:`~auditlib.mpl.mpl` — Algorithm 4: LB with P(LB ≤ ε*_C) → 1 − α (one-sided, asymptotic).
-* :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε to validate all of the above.
+* :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
+  SVT2/4/5, noisy counts) to validate all of the above.
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -22,6 +23,9 @@ from auditlib.mpl.catalogue import (
     laplace_mechanism,
     noisy_max_pmf,
     report_noisy_max,
+    svt2,
+    svt4,
+    svt5,
 )
 from auditlib.mpl.density import (
     silverman_bandwidth,
@@ -56,6 +60,9 @@ __all__ = [
     "noisy_max_pmf",
     "report_noisy_max",
     "silverman_bandwidth",
+    "svt2",
+    "svt4",
+    "svt5",
     "tdde",
     "tkde",
     "undersmoothed_bandwidth",

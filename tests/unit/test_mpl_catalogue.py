@@ -24,8 +24,16 @@ from auditlib.mpl import (
     laplace_mechanism,
     noisy_max_pmf,
     report_noisy_max,
+    svt2,
+    svt4,
+    svt5,
 )
-from auditlib.mpl.catalogue import exponential_lambda, exponential_logpdf
+from auditlib.mpl.catalogue import (
+    exponential_lambda,
+    exponential_logpdf,
+    svt_first_above_pmf,
+    svt_no_query_noise_pmf,
+)
 
 
 @pytest.mark.parametrize("eps", [0.2, 0.7, 1.5])
@@ -133,3 +141,50 @@ def test_catalogue_rejects_bad_parameters() -> None:
         geometric_count(1.0, radius=0)
     with pytest.raises(InvalidParameterError, match="sigma2"):
         discrete_gaussian_count(float("nan"))
+
+
+# -- Sparse Vector Technique ----------------------------------------------------------------------
+
+
+def test_svt_first_above_pmf_against_quad_and_monte_carlo() -> None:
+    q = np.array((1,) * 5 + (0,) * 5, dtype=float)
+    br, bn = 2 / 0.7, 4 / 0.7
+    p = svt_first_above_pmf(q, br, bn)
+    assert p.sum() == pytest.approx(1.0, abs=1e-13)
+    rho, nu = Laplace(br), Laplace(bn)
+
+    def integrand(r: float, i: int) -> float:
+        z = 1.0 + r - q
+        tail = float(nu.sf(z[i])) if i < 10 else 1.0
+        return float(rho.pdf(r) * np.prod(nu.cdf(z[:i])) * tail)
+
+    for i in (0, 4, 5, 10):
+        ref, _ = integrate.quad(
+            integrand, -300, 300, args=(i,), points=[-1.0, 0.0], limit=500, epsabs=1e-15
+        )
+        assert p[i] == pytest.approx(ref, abs=1e-12)
+    draws = svt2(0.7).mechanism.sample(q.astype(int), 100_000, np.random.default_rng(12))
+    freq = np.bincount(draws, minlength=11) / draws.size
+    np.testing.assert_allclose(freq, p, atol=5 * math.sqrt(0.25 / draws.size))
+
+
+def test_svt2_reference_value() -> None:
+    assert svt2(0.7).epsilon_c == pytest.approx(0.632, abs=5e-4)  # REFERENCE, MPL (seed 002)
+
+
+@pytest.mark.parametrize("eps", [0.7, 1.5])
+def test_svt4_rescaled_is_eps_dp_on_the_patterns(eps: float) -> None:
+    e = svt4(eps)
+    assert e.epsilon == eps
+    assert 0.95 * eps < e.epsilon_c <= eps + 1e-12
+
+
+def test_svt5_exact_law_and_infinite_loss() -> None:
+    e1 = 0.35  # ε/2 at ε = 0.7: ρ ~ Lap(1/ε₁)
+    law = svt_no_query_noise_pmf((2,) + (1,) * 9, 1 / e1)
+    # bits [q_i ≥ 1 + ρ]: all ⊤ for ρ ≤ 0, only query 0 for 0 < ρ ≤ 1, none beyond
+    assert law == pytest.approx({1023: 0.5, 1: 0.5 * (1 - math.exp(-e1)), 0: 0.5 * math.exp(-e1)})
+    e = svt5(0.7)
+    assert e.epsilon == math.inf and e.epsilon_c == math.inf
+    # all-above / all-below patterns only shift the threshold: finite, = ε₁ · 1 = 0.35
+    assert e.epsilon_c_pairs[6] == pytest.approx(e1) and e.epsilon_c_pairs[7] == pytest.approx(e1)
