@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from fractions import Fraction
 
 import numpy as np
@@ -19,6 +20,7 @@ from auditlib.allocations import load_allocation
 from auditlib.exceptions import InvalidParameterError
 
 ALPHA = np.linspace(0.0, 1.0, 201)
+ALLOC_US = load_allocation("dhcp_20220825_paper").components("add_remove", geolevel="US")
 
 
 def dg_pmf(sigma2: float, support: np.ndarray, mean: int) -> np.ndarray:
@@ -134,3 +136,15 @@ def test_brute_force_helper_is_itself_sane() -> None:
     for s in (1.0, 4.0):
         b = brute_force_tradeoff([s], np.array([0.0, 1.0]))
         assert b[0] == pytest.approx(1.0) and b[1] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_block_pruned_maximum_equals_the_dense_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the package exports the function ``tradeoff``, which hides the module of the same name
+    module = importlib.import_module("auditlib.accounting.tradeoff")
+    comp = DiscreteGaussianComposition(ALLOC_US)
+    dense = tradeoff(comp, ALPHA)
+    monkeypatch.setattr(module, "_CHUNK", 1000)
+    monkeypatch.setattr(module, "_BLOCK", 16)
+    pruned = tradeoff(comp, ALPHA)
+    assert np.array_equal(pruned.lower, dense.lower)
+    assert np.array_equal(pruned.upper, dense.upper)
