@@ -56,6 +56,7 @@ from auditlib.epl.kde import (
 )
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.mechanisms import DiscreteGaussian
 
 #: Default bandwidth factor of the bias-aware estimate (h = factor × sd); see docs/epl.md.
 BIAS_AWARE_FACTOR = 0.3
@@ -339,8 +340,6 @@ def _reference_floor(
     rng: np.random.Generator,
 ) -> dict[str, Any]:
     """EPL of ``draws`` samples of n from N_Z(c, sd²) (c = ``mean``, an integer) on the same x, h, Δ."""
-    from auditlib.mechanisms import DiscreteGaussian
-
     s2 = max(sd * sd, 1e-6)
     dg = DiscreteGaussian(s2)
     c = float(mean)
