@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -146,7 +146,7 @@ class Calibration:
     method: str
     accounting: str
     evaluations: int
-    components: tuple[tuple[Fraction, int], ...]
+    components: tuple[tuple[Fraction, int], ...] = field(repr=False)
 
     @property
     def variance_cut(self) -> Bracket:
