@@ -16,6 +16,7 @@ See ``docs/mpl.md`` for the derivation, the assumptions and which way each step 
 
 from auditlib.mpl.catalogue import (
     KnownMechanism,
+    continuous_noisy_max,
     discrete_gaussian_count,
     exponential_epsilon,
     exponential_mechanism,
@@ -49,6 +50,7 @@ __all__ = [
     "Sampler",
     "check_samples",
     "confidence_bound",
+    "continuous_noisy_max",
     "discrete_gaussian_count",
     "dpl",
     "dpl_from_samples",

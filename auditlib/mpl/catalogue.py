@@ -9,6 +9,9 @@ judged against ``epsilon_c``, which can be below the claim (e.g. Report Noisy Ma
   ``scale`` other than 1/ε gives a *broken* mechanism that claims ε but is 1/scale-DP.
 * :func:`report_noisy_max` — argmax_i (q_i + Lap(2/ε)), 6 counting queries, 10 pattern pairs;
   exact output pmf by quadrature.
+* :func:`continuous_noisy_max` — max_i (v_i + Lap(k/ε)), k = 3, v = 0³ vs (j/10)·1³, C = [−1, 1].
+* :func:`svt2`, :func:`svt4`, :func:`svt5` — Sparse Vector Technique (Lyu et al.), T = 1, cutoff 1,
+  10 queries; SVT4 rescaled to its true ε; SVT5 is not DP (ε = ∞).
 * :func:`exponential_mechanism` — density ∝ exp(−λ|s − t|) on t ≥ 0; s = 1 vs 1 + j/10,
   C = [0, 2]; ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) and λ solved for the requested ε.
 * :func:`geometric_count`, :func:`discrete_gaussian_count` — c + noise for a count c, neighbours
@@ -215,6 +218,69 @@ def report_noisy_max(epsilon: float) -> KnownMechanism:
         claimed_epsilon=eps0,
         epsilon=eps0,
         epsilon_c_pairs=_sup_over(loss, RNM_PATTERNS, region.points),
+        loss=loss,
+    )
+
+
+# -- continuous Noisy Max (Example 1 of seed 002) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContinuousMaxSampler:
+    """max_i (v_i + Lap(scale)) as float64."""
+
+    scale: float
+
+    def __call__(self, v: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        va = np.asarray(v, dtype=np.float64)
+        noisy = _laplace(rng, self.scale, (n, va.size))
+        noisy += va
+        return np.asarray(noisy.max(axis=1), dtype=np.float64)
+
+
+def continuous_max_logpdf(
+    v: npt.ArrayLike, t: npt.ArrayLike, scale: float
+) -> npt.NDArray[np.float64]:
+    """log density of max_i (v_i + Lap(scale)): ``log Σ_i f_i(t) ∏_{j≠i} F_j(t)`` (Example 1)."""
+    va = np.asarray(v, dtype=np.float64)
+    tt = np.asarray(t, dtype=np.float64)
+    z = tt[..., None] - va
+    log_f = -np.abs(z) / scale - math.log(2.0 * scale)
+    log_cdf = np.where(
+        z < 0, math.log(0.5) + z / scale, np.log1p(-0.5 * np.exp(-np.abs(z) / scale))
+    )
+    terms = log_f + log_cdf.sum(axis=-1, keepdims=True) - log_cdf
+    return np.asarray(np.logaddexp.reduce(terms, axis=-1))
+
+
+def continuous_noisy_max(epsilon: float, *, k: int = 3, grid_size: int = 201) -> KnownMechanism:
+    """Continuous Noisy Max: max_i (v_i + Lap(k/ε)) of v ∈ [0, 1]^k, ε-DP exactly (ε = kλ).
+
+    Pairs v = 0^k vs (j/10)·1^k (j = 1..10), C = [−1, 1] (seed 002 §V, k = 3); the loss
+    j/10 · ε is attained for t ≤ 0.
+    """
+    eps0 = positive_finite("epsilon", epsilon)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidParameterError(f"Invalid k: {k!r}; the number of entries is an integer >= 1.")
+    scale = k / eps0
+    pairs = tuple(((0.0,) * k, (j / 10.0,) * k) for j in range(1, 11))
+    region = Region.interval(-1.0, 1.0, grid_size=grid_size)
+
+    def loss(v: Any, v2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        return np.asarray(
+            np.abs(continuous_max_logpdf(v, t, scale) - continuous_max_logpdf(v2, t, scale))
+        )
+
+    pts = _continuous_sup_points(region, [0.0] + [p[1][0] for p in pairs])
+    return KnownMechanism(
+        mechanism=MechanismUnderTest(
+            "continuous_noisy_max", ContinuousMaxSampler(scale), "continuous"
+        ),
+        pairs=pairs,
+        region=region,
+        claimed_epsilon=eps0,
+        epsilon=eps0,
+        epsilon_c_pairs=_sup_over(loss, pairs, pts),
         loss=loss,
     )
 

@@ -17,6 +17,7 @@ from scipy import integrate, stats
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms import Laplace
 from auditlib.mpl import (
+    continuous_noisy_max,
     discrete_gaussian_count,
     exponential_epsilon,
     exponential_mechanism,
@@ -29,6 +30,7 @@ from auditlib.mpl import (
     svt5,
 )
 from auditlib.mpl.catalogue import (
+    continuous_max_logpdf,
     exponential_lambda,
     exponential_logpdf,
     svt_first_above_pmf,
@@ -188,3 +190,35 @@ def test_svt5_exact_law_and_infinite_loss() -> None:
     assert e.epsilon == math.inf and e.epsilon_c == math.inf
     # all-above / all-below patterns only shift the threshold: finite, = ε₁ · 1 = 0.35
     assert e.epsilon_c_pairs[6] == pytest.approx(e1) and e.epsilon_c_pairs[7] == pytest.approx(e1)
+
+
+# -- continuous Noisy Max ---------------------------------------------------------------------------
+
+
+def test_continuous_noisy_max_law_and_epsilon() -> None:
+    scale = 3 / 0.7
+    v = (0.0, 0.5, 1.0)
+    mass, _ = integrate.quad(
+        lambda t: float(np.exp(continuous_max_logpdf(v, t, scale))),
+        -300,
+        300,
+        points=list(v),
+        limit=300,
+    )
+    assert mass == pytest.approx(1.0, abs=1e-9)
+    # equal entries: f = k f₁ F₁^{k−1} (Example 1 of seed 002)
+    t = np.linspace(-3, 3, 13)
+    lap = Laplace(scale)
+    np.testing.assert_allclose(
+        np.exp(continuous_max_logpdf((0.2,) * 3, t, scale)),
+        3 * lap.pdf(t - 0.2) * lap.cdf(t - 0.2) ** 2,
+        rtol=1e-12,
+    )
+    e = continuous_noisy_max(0.7)
+    np.testing.assert_allclose(e.epsilon_c_pairs, 0.7 * np.arange(1, 11) / 10, rtol=1e-9)
+    x = e.mechanism.sample(v, 5000, np.random.default_rng(13))
+
+    def cdf(s: np.ndarray) -> np.ndarray:
+        return np.prod([lap.cdf(np.asarray(s) - vi) for vi in v], axis=0)
+
+    assert stats.kstest(x, cdf).pvalue > 0.01

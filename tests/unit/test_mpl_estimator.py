@@ -21,6 +21,7 @@ from auditlib.mpl import (
     MechanismUnderTest,
     Region,
     confidence_bound,
+    continuous_noisy_max,
     dpl,
     dpl_from_samples,
     exponential_mechanism,
@@ -190,7 +191,9 @@ def test_mpl_coverage_laplace() -> None:
 
 
 @pytest.mark.parametrize(
-    "factory", [exponential_mechanism, report_noisy_max, geometric_count], ids=lambda f: f.__name__
+    "factory",
+    [exponential_mechanism, report_noisy_max, geometric_count, continuous_noisy_max],
+    ids=lambda f: f.__name__,
 )
 def test_mpl_coverage_known_mechanisms(factory) -> None:
     e = factory(0.7)
