@@ -61,6 +61,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
     plan = make_plan(spec)
+    allocation_release = plan.flaxman is None
     alloc = load_allocation(spec.audit.allocation)
     sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
     for gi, lq in enumerate(plan.level_queries):
@@ -78,18 +79,22 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             "dpaudit_version": auditlib.__version__,
             "run_id": run_id,
             "spec_toml": spec.to_toml(),
-            "allocation_id": alloc.allocation_id,
-            "allocation_source": alloc.source,
+            "allocation_id": alloc.allocation_id if allocation_release else "",
+            "allocation_source": alloc.source
+            if allocation_release
+            else f"seed 001 {spec.release.kind.upper()} release at epsilon = {spec.release.epsilon}",
             "neighbours": spec.audit.neighbours,
             "universe": spec.audit.universe,
             "region": spec.audit.region,
             "seed": spec.audit.seed,
+            "release": spec.release.kind,
+            "release_epsilon": None if allocation_release else spec.release.epsilon,
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
     a = spec.audit
     deltas = list(spec.accounting.deltas)
-    grid = eps_grid_for(spec)
+    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
     futures: list[PrefectFuture[Any]] = []
     empty = tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
         url, plan
@@ -112,8 +117,10 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in sorted(sims)
     ]
-    levels: list[str | None] = list(plan.geolevels)
-    if spec.accounting.composed:
+    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
+    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
+    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
+    if spec.accounting.composed and allocation_release:
         levels.append(None)
     accts = [
         tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
@@ -128,9 +135,12 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         done += 1
         progress.report(done, len(futures), "tasks")
     epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
-    acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
+    acct_ds = (
+        accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec) if accts else None
+    )
     store.write_group(url, S.EPL, epl_ds)
-    store.write_group(url, S.ACCOUNTING, acct_ds)
+    if acct_ds is not None:
+        store.write_group(url, S.ACCOUNTING, acct_ds)
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,

@@ -159,7 +159,9 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     run_id = audit.run_id_for(s)
     # absolute, so workers whose working directory differs (external clusters) write the same place
     staging = store.staging_path(store.absolute(url), run_id)
-    store.discard(staging, store.absolute(url))  # leftovers of an interrupted run with the same spec
+    store.discard(
+        staging, store.absolute(url)
+    )  # leftovers of an interrupted run with the same spec
     t0 = time.perf_counter()
     try:
         with (
@@ -232,6 +234,15 @@ def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wa
     from storage import schema as S
     from storage import store
 
+    if S.ACCOUNTING not in store.groups(url):
+        epl = store.open_group(url, S.EPL)
+        typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks, {wall:.1f} s")
+        for g in epl.geolevel.values:
+            typer.echo(f"{g!s:<8} EPL {float(epl.epl_pooled.sel(geolevel=g).max()):.4f}")
+        typer.echo(f"store:  {url}")
+        if report:
+            typer.echo(f"report: {report}")
+        return
     acc = store.open_group(url, S.ACCOUNTING)
     typer.echo(
         f"run {summary['run_id']}: {summary['blocks']} blocks, "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.seeds import seed_sequence
-from auditlib.simulate import QueryPlan
+from auditlib.simulate import QueryPlan, ResidualBlock
 from flows.spec import AuditSpec
 
 
@@ -20,6 +20,18 @@ class Block:
     state_key: int  # 0 = nation, 1..n = states
     label: str  # e.g. "ST02/County"
     n_items: int
+
+
+@dataclass(frozen=True)
+class FlaxmanParams:
+    """Seed 001's setting: N people over a regular J-level tree, a geometric release at ε."""
+
+    people: int
+    levels: int
+    mean_per_location: float
+    epsilon: float
+    n_runs: int
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -36,12 +48,16 @@ class AuditPlan:
     replicates: int
     noise_seed: int
     postprocess: str
+    release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (seed 001, needs ``flaxman``)
+    flaxman: FlaxmanParams | None = None
 
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
 
 
 def make_plan(spec: AuditSpec) -> AuditPlan:
+    if spec.release.kind != "allocation":
+        return _flaxman_plan(spec)
     a = spec.audit
     alloc = load_allocation(a.allocation)
     levels = spec.geolevels
@@ -105,4 +121,68 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess=spec.simulation.postprocess,
+    )
+
+
+def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
+    """Seed 001's releases: one tree ("all"), levels L0..LJ, one query (the total count)."""
+    from auditlib.geography.flaxman import children_per_unit
+
+    a, p, r = spec.audit, spec.population, spec.release
+    c = children_per_unit(p.people, p.levels, p.mean_per_location)
+    levels = spec.geolevels
+    base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
+    params = FlaxmanParams(
+        people=p.people,
+        levels=p.levels,
+        mean_per_location=p.mean_per_location,
+        epsilon=r.epsilon,
+        n_runs=r.n_runs,
+        seed=p.seed if p.seed is not None else int(base_seed[0]),
+    )
+    released = set(released_levels_of(r.kind, p.levels))
+    blocks = tuple(
+        Block(0, j, 0, f"all/{levels[j]}", c**j) for j in range(p.levels + 1) if j in released
+    )
+    empty = tuple((0, j) for j in range(p.levels + 1) if j not in released)
+    return AuditPlan(
+        states=("all",),
+        geolevels=levels,
+        queries=("total",),
+        level_queries=tuple(() for _ in levels),
+        hierarchy=SyntheticHierarchy(("State",), (), 1),
+        population=PopulationParams(seed=params.seed),
+        blocks=blocks,
+        empty=empty,
+        n_items_max=max(b.n_items for b in blocks),
+        replicates=a.replicates,
+        noise_seed=int(base_seed[1]),
+        postprocess="none",
+        release=r.kind,
+        flaxman=params,
+    )
+
+
+def released_levels_of(kind: str, levels: int) -> tuple[int, ...]:
+    """Levels a seed 001 release publishes: all of 0..J for RDPC, the leaves otherwise."""
+    return tuple(range(levels + 1)) if kind == "rdpc" else (levels,)
+
+
+def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
+    """Residuals of one level of a seed 001 release (the population is rebuilt from its seed)."""
+    from auditlib.geography.flaxman import generate_population
+    from auditlib.simulate.hierarchical import residual_block
+
+    f = plan.flaxman
+    if f is None:
+        raise ValueError("release_block needs a seed 001 plan")
+    pop = generate_population(f.people, f.levels, f.mean_per_location, seed=f.seed)
+    return residual_block(
+        pop,
+        plan.release,  # type: ignore[arg-type]
+        f.epsilon,
+        level=block.geolevel,
+        seed=plan.noise_seed,
+        replicates=plan.replicates,
+        n_runs=f.n_runs,
     )

@@ -44,13 +44,28 @@ class AuditSection(_Strict):
 
 
 class PopulationSection(_Strict):
-    kind: Literal["synthetic"] = "synthetic"
+    #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
+    #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
+    #: ``mean_per_location``)
+    kind: Literal["synthetic", "flaxman"] = "synthetic"
     states: Annotated[int, Field(gt=0, le=52)] = 3
     fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
     mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
     empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
     cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    people: Annotated[int, Field(gt=0, le=10**9)] = 100_000
+    levels: Annotated[int, Field(gt=0, le=12)] = 3
+    mean_per_location: Annotated[float, Field(gt=0)] = 100.0
+
+
+class ReleaseSection(_Strict):
+    #: "allocation": discrete Gaussian noise on every query of the allocation at every geounit
+    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": seed 001's geometric
+    #: releases of total counts (needs population.kind = "flaxman")
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc"] = "allocation"
+    epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
+    n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
 
 
 class SimulationSection(_Strict):
@@ -119,6 +134,7 @@ def _defaults(cls: type[BaseModel]) -> Any:
 class AuditSpec(_Strict):
     audit: AuditSection = Field(default_factory=_defaults(AuditSection))
     population: PopulationSection = Field(default_factory=_defaults(PopulationSection))
+    release: ReleaseSection = Field(default_factory=_defaults(ReleaseSection))
     simulation: SimulationSection = Field(default_factory=_defaults(SimulationSection))
     epl: EPLSection = Field(default_factory=_defaults(EPLSection))
     accounting: AccountingSection = Field(default_factory=_defaults(AccountingSection))
@@ -127,6 +143,26 @@ class AuditSpec(_Strict):
 
     @model_validator(mode="after")
     def _against_allocation(self) -> AuditSpec:
+        geometric = self.release.kind != "allocation"
+        if geometric != (self.population.kind == "flaxman"):
+            raise ValueError(
+                f"release.kind = {self.release.kind!r} needs population.kind = "
+                f"{'flaxman' if geometric else 'synthetic'!r} "
+                f"(got {self.population.kind!r})"
+            )
+        if geometric:
+            from auditlib.geography.flaxman import children_per_unit
+
+            p = self.population
+            try:
+                c = children_per_unit(p.people, p.levels, p.mean_per_location)
+            except Exception as exc:  # the generator names the bad value
+                raise ValueError(f"population: {exc}") from None
+            if c**p.levels > 50_000_000:
+                raise ValueError(
+                    f"population: {c}^{p.levels} leaves is too many; lower people or levels"
+                )
+            return self
         alloc = load_allocation(self.audit.allocation)
         a = self.audit
         if a.universe not in alloc.universes():
@@ -159,6 +195,8 @@ class AuditSpec(_Strict):
 
     @property
     def geolevels(self) -> tuple[str, ...]:
+        if self.release.kind != "allocation":
+            return tuple(f"L{j}" for j in range(self.population.levels + 1))
         return load_allocation(self.audit.allocation).geolevels(
             self.audit.universe, self.audit.region
         )

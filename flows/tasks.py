@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from auditlib.allocations import load_allocation
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components, epl_by_query
-from flows.plan import AuditPlan, Block
+from flows.plan import AuditPlan, Block, release_block
 from storage import store
 
 TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}
@@ -26,6 +26,10 @@ TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, 
 def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
     """Simulate every replicate of one (state, geolevel) block and write its region."""
     t0 = time.perf_counter()
+    if plan.flaxman is not None:
+        res = release_block(plan, block)
+        n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+        return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
     gname = plan.geolevels[block.geolevel]
     res = simulate_synthetic_block(
         hierarchy=plan.hierarchy,

@@ -252,6 +252,11 @@ def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
         return xr.open_zarr(url, group=group, consolidated=True, **kw)
 
 
+def groups(url: str) -> list[str]:
+    """Names of the groups a store holds."""
+    return sorted(name for name, _ in zarr.open_group(url, mode="r", zarr_format=3).groups())
+
+
 def root_attrs(url: str) -> dict[str, Any]:
     return dict(zarr.open_group(url, mode="r", zarr_format=3).attrs)
 

@@ -61,3 +61,21 @@ def test_spec_is_frozen() -> None:
 def test_deltas_are_sorted_and_deduplicated() -> None:
     s = parse_spec({"accounting": {"deltas": [1e-10, 1e-5, 1e-10]}})
     assert s.accounting.deltas == [1e-5, 1e-10]
+
+
+def test_release_and_population_kinds_must_match() -> None:
+    with pytest.raises(
+        SpecError, match=r"release\.kind = 'gdpc' needs population\.kind = 'flaxman'"
+    ):
+        parse_spec({"release": {"kind": "gdpc"}})
+    with pytest.raises(SpecError, match=r"needs population\.kind = 'synthetic'"):
+        parse_spec({"population": {"kind": "flaxman"}})
+    s = parse_spec({"release": {"kind": "adpc"}, "population": {"kind": "flaxman", "levels": 2}})
+    assert s.geolevels == ("L0", "L1", "L2")
+    with pytest.raises(SpecError, match="too many"):
+        parse_spec(
+            {
+                "release": {"kind": "gdpc"},
+                "population": {"kind": "flaxman", "people": 10**9, "mean_per_location": 1.0},
+            }
+        )

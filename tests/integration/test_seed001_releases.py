@@ -1,0 +1,61 @@
+"""Seed 001's geometric releases through the audit flow: residuals, EPL per level, no DG accounting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditlib.mechanisms import TwoSidedGeometric
+from flows.spec import parse_spec
+from storage import schema as S
+from storage import store
+
+pytestmark = pytest.mark.integration
+
+
+def spec(kind: str, eps: float) -> dict:
+    return {
+        "audit": {"replicates": 60, "seed": 3},
+        "population": {"kind": "flaxman", "people": 40_000, "levels": 2, "mean_per_location": 40.0},
+        "release": {"kind": kind, "epsilon": eps},
+        "epl": {"bandwidth_factor": 0.3},
+    }
+
+
+def run(tmp_path: Path, name: str, data: dict, address: str) -> str:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    s = parse_spec(data)
+    url = str(tmp_path / name)
+    audit_flow.with_options(task_runner=DaskTaskRunner(address=address))(s, url, run_id_for(s))
+    store.finalize(url)
+    return url
+
+
+def test_gdpc_and_rdpc_audits(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
+    eps = 0.5
+    g = run(tmp_path, "g.zarr", spec("gdpc", eps), dask_address)
+    assert S.ACCOUNTING not in store.groups(g)
+    res = store.open_group(g, S.RESIDUALS)
+    assert list(res.geolevel.values) == ["L0", "L1", "L2"]
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 31 * 31]  # C = floor(sqrt(40000 / 40)) = 31; GDPC releases leaves
+    r = res.residual.values[0, 2, :, : n[2]].ravel()
+    # GDPC residuals are G(eps): variance 2 a / (1 - a)^2 with a = e^-eps
+    assert r.var() == pytest.approx(float(TwoSidedGeometric(eps).var()), rel=0.06)
+    epl = store.open_group(g, S.EPL)
+    gd = float(epl.epl_pooled.sel(geolevel="L2", query="total"))
+    assert 0.7 * eps < gd < 1.5 * eps  # the loss of G(eps) is eps
+
+    rd = run(tmp_path, "r.zarr", spec("rdpc", eps), dask_address)
+    rres = store.open_group(rd, S.RESIDUALS)
+    assert (rres.n_items.values[0] == [1, 31, 31 * 31]).all()  # RDPC releases every level
+    repl = store.open_group(rd, S.EPL)
+    leaf = float(repl.epl_pooled.sel(geolevel="L2", query="total"))
+    # seed 001 Fig. 1: raking with J = 2 spends eps/3 per level; the leaf EPL is far below eps
+    assert leaf < 0.6 * gd
+    assert np.isfinite(repl.epl_pooled.values).all()
