@@ -9,7 +9,7 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.dpl` — Algorithm 3: ε̂_{x,x′} = max_{t∈C} ℓ̂(t), its location t̂ and the curve.
 * :mod:`~auditlib.mpl.mpl` — Algorithm 4: LB with P(LB ≤ ε*_C) → 1 − α (one-sided, asymptotic).
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
-  SVT2/4/5, noisy counts) to validate all of the above.
+  SVT2/4/5/6, continuous Noisy Max, noisy counts) to validate all of the above.
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -27,6 +27,7 @@ from auditlib.mpl.catalogue import (
     svt2,
     svt4,
     svt5,
+    svt6,
 )
 from auditlib.mpl.density import (
     silverman_bandwidth,
@@ -65,6 +66,7 @@ __all__ = [
     "svt2",
     "svt4",
     "svt5",
+    "svt6",
     "tdde",
     "tkde",
     "undersmoothed_bandwidth",

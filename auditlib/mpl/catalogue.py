@@ -10,8 +10,8 @@ judged against ``epsilon_c``, which can be below the claim (e.g. Report Noisy Ma
 * :func:`report_noisy_max` — argmax_i (q_i + Lap(2/ε)), 6 counting queries, 10 pattern pairs;
   exact output pmf by quadrature.
 * :func:`continuous_noisy_max` — max_i (v_i + Lap(k/ε)), k = 3, v = 0³ vs (j/10)·1³, C = [−1, 1].
-* :func:`svt2`, :func:`svt4`, :func:`svt5` — Sparse Vector Technique (Lyu et al.), T = 1, cutoff 1,
-  10 queries; SVT4 rescaled to its true ε; SVT5 is not DP (ε = ∞).
+* :func:`svt2`, :func:`svt4`, :func:`svt5`, :func:`svt6` — Sparse Vector Technique (Lyu et al.),
+  T = 1, 10 queries (cutoff 1 for SVT2/4); SVT4 rescaled to its true ε; SVT5/6 are not DP.
 * :func:`exponential_mechanism` — density ∝ exp(−λ|s − t|) on t ≥ 0; s = 1 vs 1 + j/10,
   C = [0, 2]; ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) and λ solved for the requested ε.
 * :func:`geometric_count`, :func:`discrete_gaussian_count` — c + noise for a count c, neighbours
@@ -450,6 +450,23 @@ class SVTSampler:
         return (above.astype(np.int64) << np.arange(qa.size, dtype=np.int64)).sum(axis=1)
 
 
+def _rho_quadrature(
+    qa: npt.NDArray[np.float64], br: float, bn: float, threshold: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Nodes and weights in ρ: Gauss–Legendre (48) on pieces ≤ min scale between the kinks."""
+    nodes, weights = np.polynomial.legendre.leggauss(48)
+    big = 40.0 * max(br, bn)
+    kinks = np.unique(np.concatenate([[-big, 0.0, big], qa - threshold]))
+    kinks = kinks[(kinks >= -big) & (kinks <= big)]
+    rs, ws = [], []
+    for a, c in itertools.pairwise(kinks.tolist()):
+        cuts = np.linspace(a, c, max(1, math.ceil((c - a) / min(br, bn))) + 1)
+        u, v = cuts[:-1, None], cuts[1:, None]
+        rs.append((0.5 * (v - u) * nodes + 0.5 * (u + v)).ravel())
+        ws.append((0.5 * (v - u) * weights).ravel())
+    return np.concatenate(rs), np.concatenate(ws)
+
+
 def svt_first_above_pmf(
     q: npt.ArrayLike, rho_scale: float, nu_scale: float, threshold: float = SVT_THRESHOLD
 ) -> npt.NDArray[np.float64]:
@@ -463,26 +480,39 @@ def svt_first_above_pmf(
     qa = np.asarray(q, dtype=np.float64)
     br, bn = positive_finite("rho_scale", rho_scale), positive_finite("nu_scale", nu_scale)
     k = qa.size
-    nodes, weights = np.polynomial.legendre.leggauss(48)
-    big = 40.0 * max(br, bn)
-    step = min(br, bn)
-    kinks = np.unique(np.concatenate([[-big, 0.0, big], qa - threshold]))
-    kinks = kinks[(kinks >= -big) & (kinks <= big)]
-    out = np.zeros(k + 1)
+    r, w = _rho_quadrature(qa, br, bn, threshold)
     nu = Laplace(bn)
-    for a, c in itertools.pairwise(kinks.tolist()):
-        cuts = np.linspace(a, c, max(1, math.ceil((c - a) / step)) + 1)
-        u, v = cuts[:-1, None], cuts[1:, None]
-        r = (0.5 * (v - u) * nodes + 0.5 * (u + v)).ravel()
-        w = (0.5 * (v - u) * weights).ravel()
-        z = threshold + r[:, None] - qa[None, :]
-        log_f = np.log(nu.cdf(z))  # ⊥ at query j
-        log_s = np.log(nu.sf(z))  # ⊤ at query j
-        prefix = np.concatenate([np.zeros((r.size, 1)), np.cumsum(log_f, axis=1)], axis=1)
-        log_rho = Laplace(br).logpdf(r)[:, None]
-        terms = np.concatenate([prefix[:, :k] + log_s, prefix[:, k:]], axis=1) + log_rho
-        out += (np.exp(terms) * w[:, None]).sum(axis=0)
-    return out
+    z = threshold + r[:, None] - qa[None, :]
+    log_f = np.log(nu.cdf(z))  # ⊥ at query j
+    log_s = np.log(nu.sf(z))  # ⊤ at query j
+    prefix = np.concatenate([np.zeros((r.size, 1)), np.cumsum(log_f, axis=1)], axis=1)
+    log_rho = Laplace(br).logpdf(r)[:, None]
+    terms = np.concatenate([prefix[:, :k] + log_s, prefix[:, k:]], axis=1) + log_rho
+    return np.asarray((np.exp(terms) * w[:, None]).sum(axis=0))
+
+
+def svt_bits_pmf(
+    q: npt.ArrayLike, rho_scale: float, nu_scale: float, threshold: float = SVT_THRESHOLD
+) -> npt.NDArray[np.float64]:
+    """Exact law of the ⊤/⊥ bit vector of SVT without cutoff (SVT6), codes 0..2^k − 1.
+
+    Given ρ the bits are independent: P(b) = ∫ f_ρ(r) ∏_i S_ν(T + r − q_i)^{b_i}
+    F_ν(T + r − q_i)^{1−b_i} dr, same quadrature as :func:`svt_first_above_pmf`.
+    """
+    qa = np.asarray(q, dtype=np.float64)
+    br, bn = positive_finite("rho_scale", rho_scale), positive_finite("nu_scale", nu_scale)
+    k = qa.size
+    if k > 16:
+        raise InvalidParameterError(
+            f"Invalid q: {k} queries; the exact law is tabulated for <= 16."
+        )
+    r, w = _rho_quadrature(qa, br, bn, threshold)
+    nu = Laplace(bn)
+    z = threshold + r[:, None] - qa[None, :]
+    log_f, log_s = np.log(nu.cdf(z)), np.log(nu.sf(z))
+    bits = ((np.arange(1 << k)[:, None] >> np.arange(k)[None, :]) & 1).astype(np.float64)
+    log_terms = bits @ log_s.T + (1.0 - bits) @ log_f.T + Laplace(br).logpdf(r)[None, :]
+    return np.asarray(np.exp(log_terms) @ w)
 
 
 def svt_no_query_noise_pmf(
@@ -562,6 +592,30 @@ def svt4(epsilon: float) -> KnownMechanism:
     e1 = nominal / 4.0
     s = SVTSampler(rho_scale=1.0 / e1, nu_scale=1.0 / (nominal - e1), first_above=True)
     return _svt_entry("svt4", s, eps0, eps0, _first_above_loss(s))
+
+
+def svt6(epsilon: float) -> KnownMechanism:
+    """SVT, Algorithm 6 of Lyu et al.: ρ ~ Lap(2/ε), ν ~ Lap(2/ε), no cutoff. Not DP (ε = ∞).
+
+    Output: the 10 ⊤/⊥ bits as an integer, C = {0..1023}. Every output has positive probability,
+    so ``epsilon_c`` on the fixed patterns is *finite* (it grows without bound with the number of
+    queries): it is the target of LB; the claim ε is refuted when LB exceeds it.
+    """
+    eps0 = positive_finite("epsilon", epsilon)
+    s = SVTSampler(rho_scale=2.0 / eps0, nu_scale=2.0 / eps0, first_above=False)
+    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
+
+    def logpmf(q: Any) -> npt.NDArray[np.float64]:
+        key = tuple(float(v) for v in q)
+        if key not in cache:
+            cache[key] = np.log(svt_bits_pmf(key, s.rho_scale, s.nu_scale))
+        return cache[key]
+
+    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        idx = np.asarray(t, dtype=np.int64)
+        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
+
+    return _svt_entry("svt6", s, eps0, math.inf, loss)
 
 
 def svt5(epsilon: float) -> KnownMechanism:

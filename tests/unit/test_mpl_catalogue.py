@@ -28,11 +28,13 @@ from auditlib.mpl import (
     svt2,
     svt4,
     svt5,
+    svt6,
 )
 from auditlib.mpl.catalogue import (
     continuous_max_logpdf,
     exponential_lambda,
     exponential_logpdf,
+    svt_bits_pmf,
     svt_first_above_pmf,
     svt_no_query_noise_pmf,
 )
@@ -222,3 +224,17 @@ def test_continuous_noisy_max_law_and_epsilon() -> None:
         return np.prod([lap.cdf(np.asarray(s) - vi) for vi in v], axis=0)
 
     assert stats.kstest(x, cdf).pvalue > 0.01
+
+
+def test_svt6_exact_law() -> None:
+    q = (1,) * 5 + (0,) * 5
+    p = svt_bits_pmf(q, 2 / 0.7, 2 / 0.7)
+    assert p.shape == (1024,) and p.sum() == pytest.approx(1.0, abs=1e-13) and p.min() > 0
+    e = svt6(0.7)
+    draws = e.mechanism.sample(q, 100_000, np.random.default_rng(14))
+    freq = np.bincount(draws, minlength=1024) / draws.size
+    assert np.max(np.abs(freq - p) / np.sqrt(p / draws.size)) < 5.0
+    assert e.epsilon == math.inf
+    # all above = a shift of the threshold by 1: at most ε/2 = 0.35, approached in the extremes
+    assert 0.34 < e.epsilon_c_pairs[6] <= 0.35
+    assert 3.0 < e.epsilon_c < 3.2  # finite on 10 queries; grows with the number of queries
