@@ -25,6 +25,7 @@ import numpy as np
 import scipy
 
 from auditlib.mpl import (
+    continuous_noisy_max,
     discrete_gaussian_count,
     exponential_mechanism,
     geometric_count,
@@ -34,6 +35,7 @@ from auditlib.mpl import (
     svt2,
     svt4,
     svt5,
+    svt6,
 )
 
 
@@ -72,6 +74,7 @@ def main() -> None:
         ("laplace", lambda: laplace_mechanism(args.epsilon), small),
         ("report_noisy_max", lambda: report_noisy_max(args.epsilon), small),
         ("exponential", lambda: exponential_mechanism(args.epsilon), small),
+        ("continuous_noisy_max", lambda: continuous_noisy_max(args.epsilon), small),
         ("geometric_count", lambda: geometric_count(args.epsilon), small),
         ("discrete_gaussian_count", lambda: discrete_gaussian_count(5.0), small),
     ]
@@ -80,6 +83,7 @@ def main() -> None:
             ("svt2 (n=1e5, N=5e5)", lambda: svt2(args.epsilon), large),
             ("svt4 (n=1e5, N=5e5)", lambda: svt4(args.epsilon), large),
             ("svt5 (n=1e5, N=5e5)", lambda: svt5(args.epsilon), large),
+            ("svt6 (n=1e5, N=5e5)", lambda: svt6(args.epsilon), large),
         ]
     seeds = np.random.SeedSequence(args.seed)
     for name, factory, (nn, nc, tau, repeat) in factories:
