@@ -237,7 +237,9 @@ def dpl_from_samples(
             m = "binned" if dim == 1 else "exact"
         fx, raw_x = tkde(x, reg.points, hs[0], tau, method=m)
         fy, raw_y = tkde(y, reg.points, hs[1], tau, method=m)
-    loss = np.abs(np.log(fx) - np.log(fy))
+    with np.errstate(divide="ignore", invalid="ignore"):  # τ = 0: ln 0 = −∞, and ∞ − ∞ := 0
+        lx, ly = np.log(fx), np.log(fy)
+        loss = np.where(lx == ly, 0.0, np.abs(lx - ly))
     i = int(np.argmax(loss))
     return DPLResult(
         eps_hat=float(loss[i]),

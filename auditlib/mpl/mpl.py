@@ -62,6 +62,14 @@ def check_alpha(alpha: object) -> float:
     return a
 
 
+def _check_positive(fx: float, fy: float, t: Any, tau: float) -> None:
+    if fx <= 0.0 or fy <= 0.0:
+        raise InvalidParameterError(
+            f"Invalid tau: {tau!r}; a density estimate at t = {t!r} is 0 (no draws there), so "
+            "the loss and its variance are undefined; use a floor tau > 0."
+        )
+
+
 @dataclass(frozen=True)
 class ConfidenceStep:
     """The second part of MPL at a fixed t: ℓ̂*(t), σ̂, c_N and LB (lines 7–21 of Algorithm 4).
@@ -125,6 +133,7 @@ def confidence_bound(
         fx, fy = float(fx_arr[0]), float(fy_arr[0])
         counts = (int(cx[0]), int(cy[0]))
         raw = (counts[0] / big_n, counts[1] / big_n)
+        _check_positive(fx, fy, t, tau)
         var = 1.0 / fx + 1.0 / fy - 2.0
         c_n = math.sqrt(big_n)
         h = None
@@ -142,11 +151,7 @@ def confidence_bound(
         ry = float(gaussian_kde_exact(y, pt2, h)[0])
         raw = (rx, ry)
         fx, fy = max(rx, tau), max(ry, tau)
-        if fx <= 0.0 or fy <= 0.0:
-            raise InvalidParameterError(
-                f"Invalid tau: {tau!r}; a kernel estimate at t = {t!r} is 0, so the loss is "
-                "undefined; use a floor tau > 0."
-            )
+        _check_positive(fx, fy, t, tau)
         var = kernel_square_integral(dim) * (1.0 / fx + 1.0 / fy)
         c_n = math.sqrt(big_n * h**dim)
         counts = None

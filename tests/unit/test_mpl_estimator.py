@@ -289,6 +289,11 @@ def test_bad_inputs_name_the_value() -> None:
         confidence_bound([0.1, 0.2], np.array([]), 0.0, kind="continuous")
     with pytest.raises(InvalidParameterError, match="3 draws where samples_x has 2"):
         confidence_bound([0.1, 0.2], [0.0, 0.1, 0.2], 0.0, kind="continuous")
+    # a zero density at t with no floor
+    with pytest.raises(InvalidParameterError, match=r"tau: 0\.0; a density estimate at t = 2 is 0"):
+        confidence_bound([0, 1], [1, 1], 2, kind="discrete", tau=0.0)
+    r = dpl_from_samples([0, 0, 1], [1, 1, 2], (0, 3), kind="discrete", tau=0.0)
+    assert r.loss.tolist() == [math.inf, pytest.approx(math.log(2)), math.inf, 0.0]
     # regions
     with pytest.raises(InvalidParameterError, match="lo < hi"):
         Region.interval(1.0, -1.0)
