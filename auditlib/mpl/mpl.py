@@ -232,6 +232,69 @@ class MPLResult:
         """max_b ε̂_b, the step-1 point estimate of ε*_C (biased up by the max over C and b)."""
         return float(self.eps_hat[self.best])
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary: every scalar, the per-pair estimates and the flags (no curves)."""
+        c = self.confidence
+        return {
+            "lb": self.lb,
+            "alpha": self.alpha,
+            "kind": self.kind,
+            "dim": self.dim,
+            "n": self.n,
+            "n_confidence": self.n_confidence,
+            "tau": self.tau,
+            "region": [list(b) for b in self.region.bounds],
+            "region_points": int(self.region.points.shape[0]),
+            "pairs": [repr(p) for p in self.pairs],
+            "eps_hat": [float(v) for v in self.eps_hat],
+            "t_hat": [_jsonable(t) for t in self.t_hat],
+            "bandwidths": None if self.bandwidths is None else self.bandwidths.tolist(),
+            "best": self.best,
+            "eps_hat_max": self.eps_hat_max,
+            "t_hat_max": _jsonable(self.t_hat_max),
+            "loss_star": c.loss,
+            "f_x": c.f_x,
+            "f_x_prime": c.f_x_prime,
+            "sigma_hat": c.sigma_hat,
+            "c_n": c.c_n,
+            "bandwidth_confidence": c.bandwidth,
+            "counts": None if c.counts is None else list(c.counts),
+            "floor_driven": self.floor_driven,
+            "edge": self.edge,
+            "sparse_support": self.sparse_support,
+        }
+
+    def to_dataset(self) -> Any:
+        """The result as an ``xarray.Dataset``: loss curves (pair × point), ε̂ and t̂ per pair,
+        the region's points as coordinates (``t`` for d = 1, ``t_0..t_{d−1}`` otherwise) and the
+        scalars of :meth:`to_dict` as attributes (lists and None as JSON strings)."""
+        import json
+
+        import xarray as xr
+
+        pts = self.region.points
+        coords: dict[str, Any] = {"pair": np.arange(len(self.pairs))}
+        if pts.ndim == 1:
+            coords["t"] = ("point", pts)
+        else:
+            for j in range(pts.shape[1]):
+                coords[f"t_{j}"] = ("point", pts[:, j])
+        data: dict[str, Any] = {
+            "loss": (("pair", "point"), self.loss_curves),
+            "eps_hat": ("pair", self.eps_hat),
+            "t_hat_index": ("pair", np.array([_index_of(pts, t) for t in self.t_hat])),
+        }
+        if self.bandwidths is not None:
+            data["bandwidth_x"] = ("pair", self.bandwidths[:, 0])
+            data["bandwidth_x_prime"] = ("pair", self.bandwidths[:, 1])
+        attrs = {
+            k: (json.dumps(v) if isinstance(v, (list, dict)) or v is None else v)
+            for k, v in self.to_dict().items()
+            if k not in ("eps_hat", "t_hat", "bandwidths")
+        }
+        attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in attrs.items()}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
     def summary(self) -> str:
         """One line for logs."""
         flags = [f for f in ("floor_driven", "edge", "sparse_support") if getattr(self, f)]
@@ -241,6 +304,16 @@ class MPLResult:
             f"sigma = {self.sigma_hat:.4f}, c_N = {self.c_n:.2f}"
             + (f"; flags: {', '.join(flags)}" if flags else "")
         )
+
+
+def _jsonable(t: Any) -> Any:
+    return list(t) if isinstance(t, tuple) else t
+
+
+def _index_of(points: npt.NDArray[Any], t: Any) -> int:
+    target = np.asarray(t)
+    hit = points == target if points.ndim == 1 else np.all(points == target, axis=1)
+    return int(np.flatnonzero(hit)[0])
 
 
 def mpl(

@@ -9,6 +9,7 @@ The slack below the nominal 1 − α = 0.95 is 0.06 for R = 200 (≈ 4 binomial 
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -159,6 +160,39 @@ def test_mpl_result_is_complete() -> None:
     assert r.lb == pytest.approx(r.loss_star + ndtri(0.05) * r.sigma_hat / r.c_n)
     assert r.c_n == pytest.approx(math.sqrt(8000 * c.bandwidth))
     assert "LB =" in r.summary()
+
+
+def test_mpl_result_serializes() -> None:
+    e = report_noisy_max(0.7)
+    r = mpl(
+        e.mechanism,
+        e.pairs,
+        n=2000,
+        n_confidence=4000,
+        region=e.region,
+        rng=np.random.default_rng(5),
+    )
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["lb"] == r.lb and d["eps_hat"] == r.eps_hat.tolist() and d["kind"] == "discrete"
+    assert d["counts"] == list(r.confidence.counts or ()) and d["bandwidths"] is None
+    ds = r.to_dataset()
+    np.testing.assert_array_equal(ds["loss"].values, r.loss_curves)
+    np.testing.assert_array_equal(ds["t"].values, np.arange(6))
+    idx = ds["t_hat_index"].values
+    assert [int(ds["t"].values[i]) for i in idx] == list(r.t_hat)
+    assert ds.attrs["lb"] == r.lb and ds.attrs["floor_driven"] == int(r.floor_driven)
+    lap = laplace_mechanism(0.7)
+    r2 = mpl(
+        lap.mechanism,
+        lap.pairs[:2],
+        n=500,
+        n_confidence=800,
+        region=lap.region,
+        rng=np.random.default_rng(5),
+    )
+    ds2 = r2.to_dataset()
+    assert r2.bandwidths is not None
+    np.testing.assert_array_equal(ds2["bandwidth_x"].values, r2.bandwidths[:, 0])
 
 
 def test_mpl_flags() -> None:
