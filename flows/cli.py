@@ -2,7 +2,8 @@
 
 Bad input (a malformed spec, an unknown allocation or geolevel, δ outside (0, 1), an existing store, an
 unreachable cluster) exits with code 2 and one line on stderr, before anything is written. A run that
-fails while computing exits with code 1 and leaves no store behind.
+fails while computing exits with code 1 and leaves no store behind. Accounting commands live in
+``flows/cli_accounting.py``.
 """
 
 from __future__ import annotations
@@ -12,52 +13,18 @@ import math
 import os
 import sys
 import time
-from enum import StrEnum
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-from auditlib import __version__
 from auditlib.exceptions import DPAuditError, InvalidParameterError
+from flows import cli_accounting  # noqa: F401  (registers account, calibrate, tradeoff)
+from flows.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, Neighbours, app, fail
 from flows.runtime import apply_prefect_defaults
 
-app = typer.Typer(
-    name="dpaudit",
-    help="Audit the privacy of differentially private statistical releases (2020 US Census).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-
-
-class Neighbours(StrEnum):
-    add_remove = "add_remove"
-    bounded = "bounded"
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    typer.echo(f"dpaudit: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"dpaudit {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool | None,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = None,
-) -> None:
-    """dpaudit: exact accounting, empirical privacy loss and simulation of DP releases."""
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "Neighbours", "app", "fail", "main"]
 
 
 @app.command()
@@ -143,26 +110,27 @@ def _check_report_target(path: str, overwrite: bool) -> None:
         raise StoreError(f"report path {str(p)!r} is a directory; give a file name")
 
 
-def _run_audit(s: Any, url: str, no_report: bool) -> None:
+def _execute(
+    flow_fn: Any, args: Callable[[str], tuple[Any, ...]], url: str, cluster: Any, run_id: str
+) -> tuple[dict[str, Any], str, bool]:
+    """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
+
+    Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
+    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise).
+    """
     import logging
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from flows import audit
     from flows import progress as progress_events
     from flows.runtime import ClusterUnreachableError, prefect_api, task_runner
     from storage import store
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
-    console = Console(stderr=True)
-    run_id = audit.run_id_for(s)
-    # absolute, so workers whose working directory differs (external clusters) write the same place
-    staging = store.staging_path(store.absolute(url), run_id)
-    store.discard(
-        staging, store.absolute(url)
-    )  # leftovers of an interrupted run with the same spec
-    t0 = time.perf_counter()
+    target = store.absolute(url)  # absolute: workers with another working directory agree on it
+    staging = store.staging_path(target, run_id)
+    store.discard(staging, target)  # leftovers of an interrupted run of the same spec
     try:
         with (
             prefect_api() as api_url,
@@ -171,7 +139,7 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=console,
+                console=Console(stderr=True),
                 transient=True,
                 redirect_stdout=False,
                 redirect_stderr=False,
@@ -184,50 +152,63 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
 
             progress_events.listen(hook)
             runner = task_runner(
-                s.cluster.scheduler,
-                s.cluster.n_workers,
-                s.cluster.threads_per_worker,
-                s.cluster.memory_limit,
+                cluster.scheduler,
+                cluster.n_workers,
+                cluster.threads_per_worker,
+                cluster.memory_limit,
             )
-            flow = audit.audit_flow.with_options(
-                task_runner=runner, timeout_seconds=s.cluster.timeout_s
-            )
-            state = flow(s, staging, run_id, return_state=True)
+            flow = flow_fn.with_options(task_runner=runner, timeout_seconds=cluster.timeout_s)
+            state = flow(*args(staging), return_state=True)
             summary = state.result()
             summary["flow_run_id"] = str(state.state_details.flow_run_id)
             embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
         store.set_root_attrs(
             staging,
             {
-                "dask_scheduler": s.cluster.scheduler or "LocalCluster",
-                "n_workers": 0 if s.cluster.scheduler else s.cluster.n_workers,
+                "run_id": run_id,
+                "dask_scheduler": cluster.scheduler or "LocalCluster",
+                "n_workers": 0 if cluster.scheduler else cluster.n_workers,
                 "prefect_api": "embedded" if embedded else api_url,
                 "prefect_flow_run_id": summary["flow_run_id"],
             },
         )
         store.finalize(staging)
-        store.publish(staging, store.absolute(url))
+        store.publish(staging, target)
     except ClusterUnreachableError as exc:
-        store.discard(staging, store.absolute(url))
+        store.discard(staging, target)
         fail(str(exc))
     except KeyboardInterrupt:
-        store.discard(staging, store.absolute(url))
+        store.discard(staging, target)
         fail("interrupted; nothing was written", EXIT_FAILED)
     except Exception as exc:
-        store.discard(staging, store.absolute(url))
-        fail(f"the audit failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
+        store.discard(staging, target)
+        fail(f"the run failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
     finally:
         progress_events.listen(None)
+    return summary, api_url, embedded
+
+
+def _print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:
+    if not embedded:
+        ui = api_url.removesuffix("/").removesuffix("/api")
+        typer.echo(f"prefect: {ui}/runs/flow-run/{flow_run_id}")
+
+
+def _run_audit(s: Any, url: str, no_report: bool) -> None:
+    from flows import audit
+
+    t0 = time.perf_counter()
+    run_id = audit.run_id_for(s)
+    summary, api_url, embedded = _execute(
+        audit.audit_flow, lambda staging: (s, staging, run_id), url, s.cluster, run_id
+    )
     if not no_report:
         from flows.report import render_report
 
         render_report(url, s.output.report)
-    _print_run_summary(
-        url, None if no_report else s.output.report, summary, time.perf_counter() - t0
-    )
-    if not embedded:
-        ui = api_url.removesuffix("/").removesuffix("/api")
-        typer.echo(f"prefect: {ui}/runs/flow-run/{summary['flow_run_id']}")
+    report = None if no_report else s.output.report
+    _print_run_summary(url, report, summary, time.perf_counter() - t0)
+    _print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
 def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
@@ -261,534 +242,67 @@ def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wa
         typer.echo(f"report: {report}")
 
 
-class AccountMethod(StrEnum):
-    auto = "auto"
-    exact = "exact"
-    bracket = "bracket"
-    zcdp_simple = "zcdp-simple"
-    zcdp_cks = "zcdp-cks"
-    paper_bound = "paper-bound"
-
-
-class CalibrationMethod(StrEnum):
-    exact = "exact"
-    paper_bound = "paper-bound"
-
-
-class CurveFormat(StrEnum):
-    csv = "csv"
-    json = "json"
-
-
-_MODES = {"auto": "auto", "exact": "exact-lattice", "bracket": "bracket-grid"}
-
-_METHOD_NOTES = {
-    "auto": "exact = certified upper bound of the exact value (exact_lower <= truth <= exact_upper), "
-    "on the exact lattice when the variances are commensurate, else on a rounded grid",
-    "exact": "exact = certified upper bound of the exact value on the exact lattice "
-    "(exact_lower <= truth <= exact_upper)",
-    "bracket": "exact = certified upper bound from the grid-rounded (bracket) mode "
-    "(exact_lower <= truth <= exact_upper)",
-    "zcdp-simple": "value = the Bureau's rho + 2 sqrt(rho ln 1/delta) conversion of rho-zCDP",
-    "zcdp-cks": "value = the Canonne-Kamath-Steinke conversion of rho-zCDP",
-    "paper-bound": "paper_bound = seed 004's delta(eps) <= P[L > eps] (drops the -e^eps Q[.] term): "
-    "an upper bound on delta, looser than exact",
-}
-
-
-def _check_deltas(deltas: list[float]) -> None:
-    for d in deltas:
-        if not (math.isfinite(d) and 0 < d < 1):
-            raise InvalidParameterError(
-                f"Invalid delta: {d!r}; must be in (0, 1), e.g. --delta 1e-10"
-            )
-
-
-def _check_epsilons(epsilons: list[float]) -> None:
-    for e in epsilons:
-        if not (math.isfinite(e) and e >= 0):
-            raise InvalidParameterError(
-                f"Invalid epsilon: {e!r}; must be finite and >= 0, e.g. --epsilon 10"
-            )
-
-
-def _select_levels(
-    allocation: str, universe: str, region: str, level: list[str] | None
-) -> tuple[Any, list[str]]:
-    from auditlib.allocations import load_allocation
-
-    alloc = load_allocation(allocation)
-    levels = level or list(alloc.geolevels(universe, region))
-    for g in levels:
-        alloc.select(universe, region, g)  # raises on an unknown level
-    return alloc, levels
-
-
 @app.command()
-def account(
+def sweep(
     allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
+        list[str] | None, typer.Option("--allocation", "-a", help="Allocation(s); default: all.")
+    ] = None,
     neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
-    level: Annotated[
-        list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
+        list[Neighbours] | None, typer.Option("--neighbours", "-n", help="Default: both.")
     ] = None,
     delta: Annotated[
         list[float] | None, typer.Option("--delta", "-d", help="δ value(s) in (0, 1).")
     ] = None,
-    epsilon: Annotated[
-        list[float] | None,
-        typer.Option("--epsilon", "-e", help="ε value(s) ≥ 0: give δ(ε) instead of ε(δ)."),
-    ] = None,
-    method: Annotated[
-        AccountMethod,
-        typer.Option(
-            "--method",
-            "-m",
-            help="auto (exact lattice if commensurate, else bracket), exact, bracket, "
-            "zcdp-simple (Bureau), zcdp-cks, paper-bound (seed 004's δ ≤ P[L > ε]).",
-        ),
-    ] = AccountMethod.auto,
-    composed: Annotated[
-        bool, typer.Option("--composed/--no-composed", help="Also all levels composed.")
-    ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    store_url: Annotated[
+        str, typer.Option("--store", help="Output store.")
+    ] = "results/accounting.zarr",
+    points: Annotated[int, typer.Option("--points", help="ε grid points of the curves.")] = 200,
+    scheduler: Annotated[
+        str, typer.Option("--scheduler", help="Dask scheduler address; empty: local cluster.")
+    ] = "",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the store.")] = False,
 ) -> None:
-    """Per-level exact ε(δ) (or δ(ε)) of a shipped allocation next to the Bureau's zCDP conversion."""
+    """Account every allocation × universe × region × level × neighbour relation on Dask."""
+    apply_prefect_defaults()
+    from auditlib.allocations import list_allocations, load_allocation
+    from flows.spec import ClusterSection
+    from flows.sweep import accounting_sweep_flow, plan_jobs
+    from storage import store
+
+    allocs = allocation or list_allocations()
+    nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
+    deltas = sorted(set(delta or [1e-5, 1e-10, 1e-11]), reverse=True)
     try:
-        if delta and epsilon:
-            raise InvalidParameterError(
-                "Invalid options: give either --delta (for ε(δ)) or --epsilon (for δ(ε)), not both"
-            )
-        deltas = delta or [1e-5, 1e-10, 1e-11]
-        _check_deltas(deltas)
-        _check_epsilons(epsilon or [])
-        alloc, levels = _select_levels(allocation, universe, region, level)
-        result = _account(
-            alloc,
-            neighbours.value,
-            universe,
-            region,
-            levels,
-            deltas,
-            composed,
-            method=method.value,
-            epsilons=epsilon,
-        )
+        for a in allocs:
+            load_allocation(a)
+        for d in deltas:
+            if not (math.isfinite(d) and 1e-20 <= d < 1):
+                raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")
+        if not 10 <= points <= 5000:
+            raise InvalidParameterError(f"Invalid --points: {points}; allowed 10..5000")
+        store.check_target(store_url, overwrite)
+        cluster = ClusterSection(scheduler=scheduler)
+        if scheduler:
+            from flows.runtime import check_reachable
+
+            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
     except DPAuditError as exc:
         fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
-    _print_account(result)
+    import hashlib
 
-
-def _account(
-    alloc: Any,
-    neighbours: str,
-    universe: str,
-    region: str,
-    levels: list[str],
-    deltas: list[float],
-    composed: bool,
-    *,
-    method: str = "auto",
-    epsilons: list[float] | None = None,
-) -> dict[str, Any]:
-    from fractions import Fraction
-
-    import numpy as np
-
-    from auditlib.accounting import (
-        DiscreteGaussianComposition,
-        bureau_delta,
-        bureau_epsilon,
-        cks_delta,
-        cks_epsilon,
-        paper_bound_epsilon,
-        tail_probability,
+    run_id = hashlib.sha256(json.dumps([allocs, nbs, deltas, points]).encode()).hexdigest()[:16]
+    t0 = time.perf_counter()
+    summary, api_url, embedded = _execute(
+        accounting_sweep_flow,
+        lambda staging: (staging, allocs, nbs, deltas, points),
+        store_url,
+        cluster,
+        run_id,
     )
-
-    def one(g: str | None) -> dict[str, Any]:
-        comps = alloc.components(neighbours, universe, region, g)
-        rho = float(sum(Fraction(c) / (2 * s) for s, c in comps))
-        s2 = [float(s) for s, _ in comps]
-        row: dict[str, Any] = {
-            "geolevel": g or "all levels composed",
-            "n_queries": len(comps),
-            "rho": rho,
-            "sigma2_min": min(s2),
-            "sigma2_max": max(s2),
-        }
-        comp = None
-        if method in ("auto", "exact", "bracket", "paper-bound"):
-            comp = DiscreteGaussianComposition(list(comps), mode=_MODES.get(method, "auto"))  # type: ignore[arg-type]
-            row["method"] = comp.method
-        else:
-            row["method"] = method
-        if epsilons is not None:
-            e = np.asarray(epsilons, dtype=float)
-            bd = np.atleast_1d(np.asarray(bureau_delta(rho, e), dtype=float))
-            cd = np.atleast_1d(np.asarray(cks_delta(rho, e), dtype=float))
-            entries = []
-            for i, eps in enumerate(epsilons):
-                entry: dict[str, Any] = {"epsilon": eps}
-                if comp is not None and method != "paper-bound":
-                    b = comp.delta(eps)
-                    entry |= {"exact": float(b.upper), "exact_lower": float(b.lower)}
-                    entry["exact_upper"] = float(b.upper)
-                elif comp is not None:
-                    b = tail_probability(comp, eps)
-                    entry |= {"paper_bound": float(b.upper), "paper_bound_lower": float(b.lower)}
-                    entry["paper_bound_upper"] = float(b.upper)
-                entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
-                entries.append(entry)
-            row["delta"] = entries
-            return row
-        d = np.asarray(deltas, dtype=float)
-        be = np.atleast_1d(np.asarray(bureau_epsilon(rho, d), dtype=float))
-        ce = np.atleast_1d(np.asarray(cks_epsilon(rho, d), dtype=float))
-        exact = comp.epsilon(d) if comp is not None and method != "paper-bound" else None
-        entries = []
-        for i, dd in enumerate(deltas):
-            entry = {"delta": dd}
-            if exact is not None:
-                lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
-                entry |= {"exact": float(hi[i]), "exact_lower": float(lo[i])}
-                entry["exact_upper"] = float(hi[i])
-            elif comp is not None:
-                b = paper_bound_epsilon(comp, dd)
-                entry |= {"paper_bound": float(b.upper), "paper_bound_lower": float(b.lower)}
-                entry["paper_bound_upper"] = float(b.upper)
-            entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
-            entries.append(entry)
-        row["epsilon"] = entries
-        return row
-
-    out: dict[str, Any] = {
-        "allocation": alloc.allocation_id,
-        "neighbours": neighbours,
-        "universe": universe,
-        "region": region,
-        "method": method,
-        "deltas": deltas if epsilons is None else [],
-        "epsilons": epsilons or [],
-        "note": _METHOD_NOTES[method] + "; bureau = rho + 2 sqrt(rho ln 1/delta) (inverted for "
-        "delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
-        "levels": [one(g) for g in levels],
-    }
-    if composed:
-        out["composed"] = one(None)
-    return out
-
-
-def _value_key(method: str) -> str | None:
-    if method in ("auto", "exact", "bracket"):
-        return "exact"
-    if method == "paper-bound":
-        return "paper_bound"
-    return None
-
-
-def _print_account(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    method = result.get("method", "auto")
-    by_eps = bool(result.get("epsilons"))
-    key = _value_key(method)
-    label = {"exact": "exact", "paper_bound": "paper bound"}.get(key or "", "")
-    sym, points = ("δ", result["epsilons"]) if by_eps else ("ε", result["deltas"])
-    at = "ε" if by_eps else "δ"
-    t = Table(
-        title=f"{result['allocation']} · {result['universe']} · {result['region']} · "
-        f"neighbours={result['neighbours']}"
-    )
-    t.add_column("geolevel")
-    t.add_column("ρ", justify="right")
-    t.add_column("σ²", justify="right")
-    for x in points:
-        if method != "zcdp-cks":
-            t.add_column(f"Bureau {sym} @{at}={x:g}", justify="right")
-        if method == "zcdp-cks":
-            t.add_column(f"CKS {sym} @{at}={x:g}", justify="right")
-        if key:
-            t.add_column(f"{label} {sym} @{at}={x:g}", justify="right")
-    t.add_column("method")
-    rows = [*result["levels"], *([result["composed"]] if "composed" in result else [])]
-    for r in rows:
-        s2 = (
-            f"{r['sigma2_min']:.2f}"
-            if math.isclose(r["sigma2_min"], r["sigma2_max"])
-            else f"{r['sigma2_min']:.2f}–{r['sigma2_max']:.2f}"
-        )
-        cells = [r["geolevel"], f"{r['rho']:.4f}", s2]
-        for e in r["delta" if by_eps else "epsilon"]:
-            fmt = "{:.4g}" if by_eps else "{:.3f}"
-            cells.append(fmt.format(e["cks" if method == "zcdp-cks" else "bureau"]))
-            if key:
-                lo, hi = e[f"{key}_lower"], e[f"{key}_upper"]
-                if by_eps:
-                    cells.append(f"{hi:.6g}" if hi - lo <= 1e-6 * hi else f"[{lo:.4g}, {hi:.4g}]")
-                else:
-                    cells.append(f"{hi:.6f}" if hi - lo < 5e-7 else f"[{lo:.4f}, {hi:.4f}]")
-        cells.append(r["method"])
-        t.add_row(*cells)
-    Console().print(t)
-    Console().print(
-        f"{label or method} {sym}: certified to the digits shown, or a certified bracket; "
-        "--json gives both ends."
-        if key
-        else f"{method}: a conversion of ρ-zCDP (an upper bound, not the exact value)."
-    )
-
-
-def _parse_target(target: str) -> float | None:
-    if target.strip().lower() == "bureau":
-        return None
-    try:
-        value = float(target)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidParameterError(
-            f"Invalid target: {target!r}; give 'bureau' or a positive epsilon, e.g. --target 20"
-        )
-    return value
-
-
-@app.command()
-def calibrate(
-    allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
-    neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
-    level: Annotated[
-        list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
-    ] = None,
-    delta: Annotated[float, typer.Option("--delta", "-d", help="δ* in (0, 1).")] = 1e-10,
-    target: Annotated[
-        str,
-        typer.Option(
-            "--target",
-            "-t",
-            help="ε to match at δ*: 'bureau' (ρ + 2√(ρ ln 1/δ*) of each row's ρ) or a number.",
-        ),
-    ] = "bureau",
-    method: Annotated[
-        CalibrationMethod,
-        typer.Option(
-            "--method", "-m", help="exact, or paper-bound (seed 004's δ ≤ P[L > ε], labelled)."
-        ),
-    ] = CalibrationMethod.exact,
-    composed: Annotated[
-        bool,
-        typer.Option("--composed/--no-composed", help="Also the common factor of all levels."),
-    ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """How much the noise variance could shrink with ε(δ*) still at the target: per level and as
-    one common factor for all levels (certified intervals)."""
-    from fractions import Fraction
-
-    from auditlib.accounting import calibrate_factor
-
-    try:
-        _check_deltas([delta])
-        target_eps = _parse_target(target)
-        alloc, levels = _select_levels(allocation, universe, region, level)
-
-        def one(g: str | None) -> dict[str, Any]:
-            comps = alloc.components(neighbours.value, universe, region, g)
-            res = calibrate_factor(comps, delta, target_eps, method=method.value)
-            s2 = sorted({s for s, _ in comps})
-            row: dict[str, Any] = {
-                "geolevel": g or "all levels composed",
-                "n_queries": len(comps),
-                "rho": float(sum(Fraction(c) / (2 * s) for s, c in comps)),
-                "sigma2_min": float(s2[0]),
-                "sigma2_max": float(s2[-1]),
-                **res.as_dict(),
-            }
-            if len(s2) == 1:
-                b = res.sigma2(s2[0])
-                row["reduced_sigma2_lower"] = float(b.lower)
-                row["reduced_sigma2_upper"] = float(b.upper)
-            return row
-
-        out: dict[str, Any] = {
-            "allocation": alloc.allocation_id,
-            "neighbours": neighbours.value,
-            "universe": universe,
-            "region": region,
-            "delta": delta,
-            "target": target,
-            "method": method.value,
-            "note": "every sigma2 times factor keeps eps(delta) at target_epsilon; the true factor "
-            "lies in [factor_lower, factor_upper]; variance_cut = 1 - factor"
-            + (
-                "; paper-bound: seed 004's delta(eps) <= P[L > eps], looser than exact"
-                if method.value == "paper-bound"
-                else ""
-            ),
-            "levels": [one(g) for g in levels],
-        }
-        if composed:
-            out["composed"] = one(None)
-    except DPAuditError as exc:
-        fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(out, indent=2))
-        return
-    _print_calibration(out)
-
-
-def _print_calibration(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(
-        title=f"{result['allocation']} · {result['universe']} · {result['region']} · "
-        f"neighbours={result['neighbours']} · δ*={result['delta']:g} · method={result['method']}"
-    )
-    for name in ("geolevel", "ρ", "σ²", "target ε", "reduced σ²", "variance cut", "accounting"):
-        t.add_column(name, justify="left" if name in ("geolevel", "accounting") else "right")
-    rows = [*result["levels"], *([result["composed"]] if "composed" in result else [])]
-    for r in rows:
-        s2 = (
-            f"{r['sigma2_min']:.2f}"
-            if math.isclose(r["sigma2_min"], r["sigma2_max"])
-            else f"{r['sigma2_min']:.2f}–{r['sigma2_max']:.2f}"
-        )
-        reduced = (
-            f"{0.5 * (r['reduced_sigma2_lower'] + r['reduced_sigma2_upper']):.4f}"
-            if "reduced_sigma2_lower" in r
-            else f"× {0.5 * (r['factor_lower'] + r['factor_upper']):.6f}"
-        )
-        cut = 50 * (r["variance_cut_lower"] + r["variance_cut_upper"])
-        t.add_row(
-            r["geolevel"],
-            f"{r['rho']:.4f}",
-            s2,
-            f"{r['target_epsilon']:.5f}",
-            reduced,
-            f"{cut:.2f} %",
-            r["accounting"],
-        )
-    Console().print(t)
-    Console().print(
-        "certified: the exact factor lies in \\[factor_lower, factor_upper] (--json); "
-        "the digits shown are within that interval."
-    )
-
-
-@app.command()
-def tradeoff(
-    allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
-    neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
-    level: Annotated[
-        str | None,
-        typer.Option("--level", "-l", help="One geolevel; default: all levels composed."),
-    ] = None,
-    alpha: Annotated[
-        list[float] | None, typer.Option("--alpha", help="Type I error value(s) in [0, 1].")
-    ] = None,
-    points: Annotated[
-        int | None, typer.Option("--points", help="Evenly spaced α grid on [0, 1] (default 101).")
-    ] = None,
-    fmt: Annotated[CurveFormat, typer.Option("--format", "-f", help="csv or json.")] = (
-        CurveFormat.csv
-    ),
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
-    ] = None,
-) -> None:
-    """f-DP trade-off curve β(α): certified exact bounds next to the curve the Bureau's zCDP
-    accounting implies."""
-    import numpy as np
-
-    from auditlib.accounting import (
-        DiscreteGaussianComposition,
-        gdp_mu_estimate,
-        zcdp_tradeoff,
-    )
-    from auditlib.accounting import tradeoff as tradeoff_curve
-
-    try:
-        if alpha and points is not None:
-            raise InvalidParameterError(
-                "Invalid options: give either --alpha values or --points, not both"
-            )
-        if points is not None and points < 2:
-            raise InvalidParameterError(f"Invalid points: {points!r}; must be >= 2")
-        for a in alpha or []:
-            if not (0.0 <= a <= 1.0):
-                raise InvalidParameterError(f"Invalid alpha: {a!r}; must be in [0, 1]")
-        if output is not None and not output.parent.is_dir():
-            raise InvalidParameterError(
-                f"Invalid output: {str(output)!r}; directory {str(output.parent)!r} not found"
-            )
-        alloc, _ = _select_levels(allocation, universe, region, [level] if level else None)
-        grid = np.asarray(alpha, dtype=float) if alpha else np.linspace(0, 1, points or 101)
-        comps = alloc.components(neighbours.value, universe, region, level)
-        comp = DiscreteGaussianComposition(list(comps))
-        beta = tradeoff_curve(comp, grid)
-        bureau = np.asarray(zcdp_tradeoff(comp.rho, grid), dtype=float)
-        mu = gdp_mu_estimate(comp)
-    except DPAuditError as exc:
-        fail(str(exc))
-    lo = np.atleast_1d(np.asarray(beta.lower, dtype=float))
-    hi = np.atleast_1d(np.asarray(beta.upper, dtype=float))
-    if fmt is CurveFormat.json:
-        text = json.dumps(
-            {
-                "allocation": alloc.allocation_id,
-                "neighbours": neighbours.value,
-                "universe": universe,
-                "region": region,
-                "geolevel": level or "all levels composed",
-                "rho": comp.rho,
-                "method": comp.method,
-                "gdp_mu_estimate": mu,
-                "note": "beta_lower <= exact beta(alpha) <= beta_upper (certified; beta_lower is a "
-                "valid f-DP guarantee); beta_bureau = the curve implied by rho-zCDP through the "
-                "Bureau's (eps, delta) conversion; gdp_mu_estimate = closest Gaussian-DP mu "
-                "(an estimate, not a bound)",
-                "alpha": grid.tolist(),
-                "beta_lower": lo.tolist(),
-                "beta_upper": hi.tolist(),
-                "beta_bureau": bureau.tolist(),
-            },
-            indent=2,
-        )
-    else:
-        lines = ["alpha,beta_lower,beta_upper,beta_bureau"]
-        lines += [
-            f"{a!r},{b0!r},{b1!r},{bz!r}"
-            for a, b0, b1, bz in zip(
-                grid.tolist(), lo.tolist(), hi.tolist(), bureau.tolist(), strict=True
-            )
-        ]
-        text = "\n".join(lines)
-    if output is None:
-        typer.echo(text)
-    else:
-        output.write_text(text + "\n", encoding="utf-8")
-        typer.echo(f"{fmt.value}: {output} ({grid.size} points, method={comp.method})", err=True)
+    n = len(plan_jobs(allocs, nbs))
+    typer.echo(f"sweep {run_id}: {n} jobs, {time.perf_counter() - t0:.1f} s")
+    typer.echo(f"store:  {store_url} (group 'accounting_sweep')")
+    _print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
 @app.command()
