@@ -9,6 +9,7 @@ The slack below the nominal 1 − α = 0.95 is 0.06 for R = 200 (≈ 4 binomial 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -107,6 +108,35 @@ def test_dpl_multivariate() -> None:
     r = dpl(mech, (0.0, 0.0), (1.0, 1.0), n=8000, region=reg, rng=np.random.default_rng(3))
     assert r.loss.shape == (81,) and isinstance(r.t_hat, tuple) and len(r.t_hat) == 2
     assert 1.4 < r.eps_hat < 2.8  # exact ε_C = 2 (one unit per coordinate)
+    m = mpl(
+        mech,
+        [((0.0, 0.0), (1.0, 1.0))],
+        n=8000,
+        n_confidence=16000,
+        region=reg,
+        rng=np.random.default_rng(4),
+    )
+    h = m.confidence.bandwidth
+    assert h is not None and m.c_n == pytest.approx(math.sqrt(16000 * h**2))  # √(N h^d)
+    assert 0.5 < m.lb <= 2.0
+
+
+def test_mpl_data_centric_report_noisy_max() -> None:
+    # ε_x of q = 0⁶ over its whole neighbourhood q' ∈ {0,1}⁶ \ {0⁶} at ε = 1.5: exact 0.743
+    # (REFERENCE), about half of ε (seed 002, Figure 5); 30 of 30 runs covered, median LB 0.667
+    e = report_noisy_max(1.5)
+    zero = (0,) * 6
+    pairs = [(zero, q) for q in itertools.product((0, 1), repeat=6) if any(q)]
+    r = mpl(
+        e.mechanism,
+        pairs,
+        n=5000,
+        n_confidence=12_500,
+        region=e.region,
+        rng=np.random.default_rng(15),
+    )
+    assert len(r.eps_hat) == 63
+    assert 0.5 < r.lb <= 0.743
 
 
 # -- the confidence step ------------------------------------------------------------------------
