@@ -52,7 +52,10 @@ def check_reachable(address: str, what: str, fix: str, timeout: float = 5.0) -> 
 @contextmanager
 def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
     """Yield the Prefect API URL: the configured one, or one embedded server for this process."""
-    url = os.environ.get("PREFECT_API_URL")
+    from prefect.settings import get_current_settings
+
+    # the environment, the active Prefect profile or an enclosing test harness may name an API
+    url = os.environ.get("PREFECT_API_URL") or get_current_settings().api.url
     if url:
         u = urlparse(url)
         port = u.port or (443 if u.scheme == "https" else 80)
