@@ -47,3 +47,18 @@ def resolve_bandwidth(kind: str, value: float | None, sd: float, n: int) -> floa
         "kind 'absolute').",
     )
     return v * sd if kind == "factor" else v
+
+
+def check_percentiles(percentiles: object) -> tuple[float, float]:
+    """The EPL window's percentiles (lo, hi) with 0 ≤ lo < hi ≤ 100, or a clear error."""
+    try:
+        lo, hi = (float(p) for p in percentiles)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"Invalid percentiles: {percentiles!r}; pass a pair (lo, hi), e.g. (5, 95)."
+        ) from None
+    if not (0.0 <= lo < hi <= 100.0):
+        raise InvalidParameterError(
+            f"Invalid percentiles: {percentiles!r}; need 0 ≤ lo < hi ≤ 100, e.g. (5, 95)."
+        )
+    return lo, hi

@@ -42,7 +42,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.bandwidth import BANDWIDTH_KINDS, check_positive, resolve_bandwidth
+from auditlib.epl.bandwidth import (
+    BANDWIDTH_KINDS,
+    check_percentiles,
+    check_positive,
+    resolve_bandwidth,
+)
 from auditlib.epl.bootstrap import KernelMatrix, multinomial_counts
 from auditlib.epl.kde import (
     _linear_binning,
@@ -177,20 +182,6 @@ def _check_fraction(name: str, value: object) -> float:
     return v
 
 
-def _check_percentiles(percentiles: object) -> tuple[float, float]:
-    try:
-        lo, hi = (float(p) for p in percentiles)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"Invalid percentiles: {percentiles!r}; pass a pair (lo, hi), e.g. (5, 95)."
-        ) from None
-    if not (0.0 <= lo < hi <= 100.0):
-        raise InvalidParameterError(
-            f"Invalid percentiles: {percentiles!r}; need 0 ≤ lo < hi ≤ 100, e.g. (5, 95)."
-        )
-    return lo, hi
-
-
 def _max_abs(e: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Row-wise max |e|; NaN for rows with a non-finite entry (a log of an empty region)."""
     m = np.max(np.abs(e), axis=-1)
@@ -242,7 +233,7 @@ def estimate_epl(
         )
     else:
         value = math.nan
-    lo, hi = _check_percentiles(percentiles)
+    lo, hi = check_percentiles(percentiles)
     mult = check_positive(
         "range_multiplier", range_multiplier, "pass a finite number > 0 (1 = the percentiles)."
     )

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from auditlib.epl.bandwidth import check_percentiles
 from auditlib.epl.default import BIAS_AWARE_FACTOR, estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
@@ -103,20 +104,6 @@ def _check_factor(bandwidth_factor: object) -> float:
     return f
 
 
-def _check_percentiles(percentiles: object) -> tuple[float, float]:
-    try:
-        lo, hi = (float(p) for p in percentiles)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"Invalid percentiles: {percentiles!r}; pass a pair (lo, hi), e.g. (5, 95)."
-        ) from None
-    if not (0.0 <= lo < hi <= 100.0):
-        raise InvalidParameterError(
-            f"Invalid percentiles: {percentiles!r}; need 0 ≤ lo < hi ≤ 100, e.g. (5, 95)."
-        )
-    return lo, hi
-
-
 def _empty(
     status: str, epl_value: float, window: tuple[float, float], h: float, n: int, **kw: Any
 ) -> EPLResult:
@@ -148,7 +135,7 @@ def epl(
     if bandwidth_factor is None:
         bandwidth_factor = BIAS_AWARE_FACTOR if method == "bias_aware" else 0.1
     factor = _check_factor(bandwidth_factor)
-    lo, hi = _check_percentiles(percentiles)
+    lo, hi = check_percentiles(percentiles)
     mult = float(range_multiplier)
     if not math.isfinite(mult) or mult <= 0.0:
         raise InvalidParameterError(
