@@ -17,31 +17,13 @@ to 5e-14.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
-import scipy
+from _machine import machine_info
 
 from auditlib.epl import epl, flaxman_petti_reference
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (
-        f"{platform.platform()} | {cpu} | {os.cpu_count()} logical CPUs | Python "
-        f"{platform.python_version()} | numpy {np.__version__} | scipy {scipy.__version__}"
-    )
 
 
 def timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]

@@ -17,12 +17,10 @@ counts 0.005-0.009 s; SVTs 0.33-0.67 s at their larger sizes. The authors' R cod
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
-import scipy
+from _machine import machine_info
 
 from auditlib.mpl import (
     continuous_noisy_max,
@@ -37,22 +35,6 @@ from auditlib.mpl import (
     svt5,
     svt6,
 )
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "
-        f"numpy {np.__version__}, scipy {scipy.__version__}; {platform.system()} {platform.release()}"
-    )
 
 
 def main() -> None:

@@ -11,8 +11,6 @@ Times are the best of ``--repeat`` repetitions (per-run figures: the mean over `
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import time
 import tracemalloc
@@ -20,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy
+from _machine import machine_info
 
 from auditlib.geography.flaxman import generate_population
 from auditlib.geography.spine import LEVELS, generate_spine
@@ -32,22 +30,6 @@ from auditlib.simulate.hierarchical import (
     release,
     simulate_residuals,
 )
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (
-        f"{platform.platform()} | {cpu} | {os.cpu_count()} logical CPUs | Python "
-        f"{platform.python_version()} | numpy {np.__version__} | scipy {scipy.__version__}"
-    )
 
 
 def timed(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
