@@ -13,6 +13,17 @@ import typer
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli_common import Neighbours, app, fail
 
+# options the accounting commands share
+AllocationOpt = Annotated[str, typer.Option("--allocation", "-a", help="Shipped allocation id.")]
+NeighboursOpt = Annotated[
+    Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
+]
+UniverseOpt = Annotated[str, typer.Option(help="persons | units.")]
+RegionOpt = Annotated[str, typer.Option(help="US | PR.")]
+LevelsOpt = Annotated[
+    list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
+]
+
 
 class AccountMethod(StrEnum):
     auto = "auto"
@@ -79,17 +90,11 @@ def _select_levels(
 
 @app.command()
 def account(
-    allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
-    neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
-    level: Annotated[
-        list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
-    ] = None,
+    allocation: AllocationOpt = "dhcp_20220825_paper",
+    neighbours: NeighboursOpt = Neighbours.add_remove,
+    universe: UniverseOpt = "persons",
+    region: RegionOpt = "US",
+    level: LevelsOpt = None,
     delta: Annotated[
         list[float] | None, typer.Option("--delta", "-d", help="δ value(s) in (0, 1).")
     ] = None,
@@ -316,17 +321,11 @@ def _parse_target(target: str) -> float | None:
 
 @app.command()
 def calibrate(
-    allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
-    neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
-    level: Annotated[
-        list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
-    ] = None,
+    allocation: AllocationOpt = "dhcp_20220825_paper",
+    neighbours: NeighboursOpt = Neighbours.add_remove,
+    universe: UniverseOpt = "persons",
+    region: RegionOpt = "US",
+    level: LevelsOpt = None,
     delta: Annotated[float, typer.Option("--delta", "-d", help="δ* in (0, 1).")] = 1e-10,
     target: Annotated[
         str,
@@ -445,14 +444,10 @@ def _print_calibration(result: dict[str, Any]) -> None:
 
 @app.command()
 def tradeoff(
-    allocation: Annotated[
-        str, typer.Option("--allocation", "-a", help="Shipped allocation id.")
-    ] = "dhcp_20220825_paper",
-    neighbours: Annotated[
-        Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
-    ] = Neighbours.add_remove,
-    universe: Annotated[str, typer.Option(help="persons | units.")] = "persons",
-    region: Annotated[str, typer.Option(help="US | PR.")] = "US",
+    allocation: AllocationOpt = "dhcp_20220825_paper",
+    neighbours: NeighboursOpt = Neighbours.add_remove,
+    universe: UniverseOpt = "persons",
+    region: RegionOpt = "US",
     level: Annotated[
         str | None,
         typer.Option("--level", "-l", help="One geolevel; default: all levels composed."),
