@@ -14,6 +14,7 @@ POPULATION = 1
 CELL_SHARES = 2
 TRUTH = 3
 NOISE = 4
+EPL_BOOTSTRAP = 5
 
 
 def seed_sequence(seed: int, *key: int) -> np.random.SeedSequence:

@@ -19,6 +19,7 @@ from auditlib.accounting import (
     cks_epsilon,
 )
 from auditlib.epl import epl as epl_estimate
+from auditlib.epl import estimate_epl
 
 
 def account_components(
@@ -56,10 +57,13 @@ def epl_by_query(
     bandwidth_factor: float,
     percentiles: tuple[float, float],
     method: str = "flaxman_petti",
+    uncertainty_seed: int | None = None,
 ) -> list[dict[str, Any] | None]:
     """EPL of each query's residuals (all replicates and cells pooled); ``None`` where unmeasured.
 
     ``residual`` is (replicates, items); ``query_index`` (items,) says which query each item measures.
+    With ``uncertainty_seed`` also the bias-aware estimate with its bootstrap interval, the matched
+    floor and the slope estimate of 1/σ² (:func:`auditlib.epl.estimate_epl`), seeded per query.
     """
     out: list[dict[str, Any] | None] = []
     for q in range(n_queries):
@@ -71,14 +75,25 @@ def epl_by_query(
         res = epl_estimate(
             r, method=method, bandwidth_factor=bandwidth_factor, percentiles=percentiles
         )
-        out.append(
-            {
-                "epl": float(res.epl),
-                "status": res.status,
-                "n": int(res.n),
-                "bandwidth": float(res.bandwidth),
-                "x": np.asarray(res.x, dtype=float),
-                "epl_x": np.asarray(res.epl_x, dtype=float),
-            }
-        )
+        row: dict[str, Any] = {
+            "epl": float(res.epl),
+            "status": res.status,
+            "n": int(res.n),
+            "bandwidth": float(res.bandwidth),
+            "x": np.asarray(res.x, dtype=float),
+            "epl_x": np.asarray(res.epl_x, dtype=float),
+        }
+        if uncertainty_seed is not None:
+            seq = np.random.SeedSequence(uncertainty_seed, spawn_key=(q,))
+            est = estimate_epl(r, percentiles=percentiles, seed=seq)
+            row.update(
+                {
+                    "bias_aware": float(est.epl),
+                    "ci_low": float(est.ci_low),
+                    "ci_high": float(est.ci_high),
+                    "null_upper": float(est.null_upper),
+                    "inv_sigma2_hat": float(est.inv_sigma2_hat),
+                }
+            )
+        out.append(row)
     return out

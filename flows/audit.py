@@ -168,6 +168,8 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
     for gi, lq in enumerate(plan.level_queries):
         for qid, qp in lq:
             sigma2[gi, qid] = qp.sigma2
+    extra_keys = ("bias_aware", "ci_low", "ci_high", "null_upper", "inv_sigma2_hat")
+    extra = {k: np.full((ng, nq), np.nan) for k in extra_keys}
     curves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for res in results:
         g = res["geolevel"]
@@ -183,6 +185,8 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             n_res[g, q] = r["n"]
             bw[g, q] = r["bandwidth"]
             curves[g, q] = (r["x"], r["epl_x"])
+            for k in extra_keys:
+                extra[k][g, q] = r.get(k, np.nan)
     npts = max((len(x) for x, _ in curves.values()), default=1)
     cx = np.full((ng, nq, npts), np.nan)
     cy = np.full((ng, nq, npts), np.nan)
@@ -200,6 +204,11 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "bandwidth": ((gl, qu), bw),
             "epl_curve_x": ((gl, qu, pt), cx),
             "epl_curve": ((gl, qu, pt), cy),
+            "epl_bias_aware": ((gl, qu), extra["bias_aware"]),
+            "epl_ci_low": ((gl, qu), extra["ci_low"]),
+            "epl_ci_high": ((gl, qu), extra["ci_high"]),
+            "epl_null_upper": ((gl, qu), extra["null_upper"]),
+            "inv_sigma2_hat": ((gl, qu), extra["inv_sigma2_hat"]),
         },
         coords={
             st: np.array(plan.states, dtype=object),
@@ -212,6 +221,10 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "bandwidth_factor": spec.epl.bandwidth_factor,
             "percentiles": ",".join(f"{p:g}" for p in spec.epl.percentiles),
             "pooling": "all replicates and cells of a query at a geolevel; per state and all states",
+            "bias_aware": "epl_bias_aware: bandwidth 0.3 sd, integer window; epl_ci_low/high: 90 % "
+            "basic bootstrap interval of it; epl_null_upper: 95 % quantile of the same estimator on "
+            "matched discrete-Gaussian noise (a small-sample reference, not a no-loss null); "
+            "inv_sigma2_hat: slope of EPL(x), an estimate of 1/sigma^2 assuming Gaussian noise",
         },
     )
 

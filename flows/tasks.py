@@ -13,6 +13,7 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from auditlib import seeds
 from auditlib.allocations import load_allocation
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components, epl_by_query
@@ -77,6 +78,9 @@ def epl_geolevel(
         len(plan.queries),
         bandwidth_factor=bandwidth_factor,
         percentiles=percentiles,
+        uncertainty_seed=int(
+            seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel).generate_state(1)[0]
+        ),
     )
     return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled}
 

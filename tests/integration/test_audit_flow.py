@@ -76,6 +76,14 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
     ok = epl.epl_status.values == "ok"
     assert ok.sum() > 0 and np.isfinite(epl.epl_pooled.values[ok]).all()
     assert (epl.epl_pooled.values[ok] > 0).all()
+    # the bias-aware estimate comes with an interval and a matched floor
+    lo, hi = epl.epl_ci_low.values[ok], epl.epl_ci_high.values[ok]
+    assert np.isfinite(lo).all() and (lo <= hi).all()
+    assert np.isfinite(epl.epl_null_upper.values[ok]).all()
+    # with the most residuals (Block level), the slope estimate of 1/sigma^2 is in the right range
+    blk = epl.sel(geolevel="Block")
+    ratio = blk.inv_sigma2_hat.values * blk.sigma2.values
+    assert 0.3 < float(np.nanmedian(ratio)) < 3.0
 
     acc = store.open_group(url, S.ACCOUNTING)
     for (g, d), e in EXACT.items():
