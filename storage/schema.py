@@ -10,7 +10,9 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``n_items(state, geolevel)``; ``sigma2(geolevel, query)``. One chunk per (state, geolevel).
 - ``epl``: per-state ``epl(state, geolevel, query)``; pooled ``epl_pooled``, ``epl_status``,
   ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
-  ``epl_curve`` (geolevel, query, point).
+  ``epl_curve`` (geolevel, query, point); the bias-aware estimate ``epl_bias_aware`` with its
+  bootstrap interval ``epl_ci_low``/``epl_ci_high``, matched floor ``epl_null_upper`` and the slope
+  estimate ``inv_sigma2_hat`` (geolevel, query).
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); ``composed_*`` (delta) and
