@@ -505,6 +505,12 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
     pooled, status, n_res = var("epl_pooled"), var("epl_status"), var("n_residuals")
     sigma2, bw, per_state = var("sigma2"), var("bandwidth"), var("epl")
     cx = var("epl_curve_x")
+    ba, ci_lo, ci_hi = var("epl_bias_aware"), var("epl_ci_low"), var("epl_ci_high")
+    floor, slope_hat = var("epl_null_upper"), var("inv_sigma2_hat")
+
+    def cell(a: np.ndarray | None, i: int, q: int) -> float:
+        return float(a[i, q]) if a is not None else math.nan
+
     status_s = (
         np.array(_strs(status), dtype=object).reshape(status.shape) if status is not None else None
     )
@@ -534,6 +540,13 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
                 if x.size:
                     window = f"[{fmt_num(x.min(), 3)}, {fmt_num(x.max(), 3)}]"
             slope = 1.0 / s2 if _isfinite(s2) and s2 > 0 else math.nan
+            b = cell(ba, i, q)
+            bias_aware = "—"
+            if _isfinite(b):
+                bias_aware = fmt_num(b, 4)
+                lo, hi = cell(ci_lo, i, q), cell(ci_hi, i, q)
+                if _isfinite(lo) and _isfinite(hi):
+                    bias_aware += f" [{fmt_num(lo, 3)}, {fmt_num(hi, 3)}]"
             rows.append(
                 {
                     "geolevel": level,
@@ -547,6 +560,9 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
                     "bandwidth": fmt_num(float(bw[i, q]) if bw is not None else math.nan, 3),
                     "window": window,
                     "spread": spread,
+                    "bias_aware": bias_aware,
+                    "floor": fmt_num(cell(floor, i, q), 3),
+                    "slope_hat": fmt_num(cell(slope_hat, i, q), 3),
                 }
             )
             if st == "ok" and _isfinite(p) and (best is None or p > best[0]):
