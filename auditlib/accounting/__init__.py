@@ -11,6 +11,9 @@
 * :func:`calibrate_factor`, :func:`calibrate_sigma2` -- certified variance factor (or reduced
   sigma2) at which eps(delta*) meets a target; :func:`tail_probability` and
   :func:`paper_bound_epsilon` -- seed 004's bound ``delta(eps) <= P[L > eps]``.
+* :class:`PrivacyLossComposition` -- the same brackets for mixed compositions of
+  :class:`DiscreteGaussianLoss`, :class:`GeometricLoss`, :class:`LaplaceLoss` and
+  :class:`GaussianLoss` components (exact lattice when commensurate, else the bracket grid).
 * :class:`Bracket` -- the certified interval every accountant returns.
 
 The derivation and the error budget are in ``docs/accounting.md``.
@@ -24,7 +27,14 @@ from auditlib.accounting.calibrate import (
     paper_bound_epsilon,
     tail_probability,
 )
+from auditlib.accounting.composition import PrivacyLossComposition
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.losses import (
+    DiscreteGaussianLoss,
+    GaussianLoss,
+    GeometricLoss,
+    LaplaceLoss,
+)
 from auditlib.accounting.tradeoff import (
     gaussian_tradeoff,
     gdp_mu_estimate,
@@ -38,6 +48,11 @@ __all__ = [
     "Bracket",
     "Calibration",
     "DiscreteGaussianComposition",
+    "DiscreteGaussianLoss",
+    "GaussianLoss",
+    "GeometricLoss",
+    "LaplaceLoss",
+    "PrivacyLossComposition",
     "bureau_delta",
     "bureau_epsilon",
     "calibrate_factor",
