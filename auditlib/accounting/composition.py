@@ -47,6 +47,7 @@ from auditlib.accounting.losses import (
     DiscreteGaussianLoss,
     GaussianLoss,
     GeometricLoss,
+    GridLaw,
     LaplaceLoss,
     LossComponent,
 )
@@ -94,10 +95,17 @@ def _plan(spans: Sequence[float], variances: Sequence[float], nnz: Sequence[floa
     return length, work
 
 
+def _grid_order(comps: Sequence[LossComponent], h: float) -> list[LossComponent]:
+    """Accumulation order on the grid ``h``: largest support first (each later, smaller or sparser
+    component then costs its support size times the accumulated length)."""
+    return sorted(comps, key=lambda c: -c.support_size(h))
+
+
 def _grid_cost(comps: Sequence[LossComponent], h: float) -> tuple[float, float]:
     """Estimated lattice length and work (both passes) on the grid ``h``."""
+    comps = _grid_order(comps, h)
     spans = [c.span() for c in comps]
-    nnz = [s / h + 2 for s in spans]
+    nnz = [c.support_size(h) for c in comps]
     extra = 0.0
     for c in comps:
         if isinstance(c, LaplaceLoss):  # the count-fold power of an n-point measure
@@ -107,16 +115,13 @@ def _grid_cost(comps: Sequence[LossComponent], h: float) -> tuple[float, float]:
     return max(length, max(nnz)), 2.0 * (work + extra)
 
 
-def _accumulate(parts: Sequence[tuple[np.ndarray, LatticeMeasure]]) -> LatticeMeasure:
+def _accumulate(parts: Sequence[GridLaw]) -> LatticeMeasure:
     """Direct convolution of measures given at integer positions (trimmed after each step)."""
     acc = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
-    for positions, m in parts:
-        acc = trim(add_sparse(acc, positions, m.values, m.radius, m.dropped), TAIL_MASS)
+    for part in parts:
+        acc = add_sparse(acc, part.positions, part.values, part.radius, part.dropped)
+        acc = trim(acc, TAIL_MASS)
     return acc
-
-
-def _dense(m: LatticeMeasure) -> tuple[np.ndarray, LatticeMeasure]:
-    return m.offset + np.arange(m.size, dtype=np.int64), m
 
 
 class PrivacyLossComposition:
@@ -201,7 +206,8 @@ class PrivacyLossComposition:
                 _, g, m = lattices[i]
                 n = g / step
                 assert n.denominator == 1
-                parts.append((int(n) * (m.offset + np.arange(m.size, dtype=np.int64)), m))
+                positions = int(n) * (m.offset + np.arange(m.size, dtype=np.int64))
+                parts.append(GridLaw(positions, m.values, m.radius, m.dropped))
             c0 = sum((c for c, _, _ in lattices), Fraction(0))
             self._upper = self._lower = HockeyStick(c0, step, _accumulate(parts))
         else:
@@ -218,10 +224,10 @@ class PrivacyLossComposition:
             self.grid = float(h)
             self.rounding_width = self.weight * self.grid
             ups, downs = [], []
-            for comp in sorted(comps, key=lambda c: c.span()):
+            for comp in _grid_order(comps, float(h)):
                 up, down = comp.rounded(h)
-                ups.append(_dense(up))
-                downs.append(_dense(down))
+                ups.append(up)
+                downs.append(down)
             self._upper = HockeyStick(Fraction(0), h, _accumulate(ups))
             self._lower = HockeyStick(Fraction(0), h, _accumulate(downs))
         self.truncated_mass = max(self._upper.dropped, self._lower.dropped)

@@ -36,6 +36,7 @@ import numbers
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,21 @@ _MAX_CELL_RADIUS = 1e-6
 bounded mass goes to ``dropped``): only cells of negligible mass far in the tails are affected."""
 
 
+@dataclass(frozen=True)
+class GridLaw:
+    """A certified measure on the grid ``h Z`` given at sorted, distinct integer ``positions`` (the
+    loss ``k h`` at position ``k``), with the invariants of :class:`LatticeMeasure`."""
+
+    positions: np.ndarray
+    values: np.ndarray
+    radius: float
+    dropped: float
+
+    @classmethod
+    def from_dense(cls, m: LatticeMeasure) -> GridLaw:
+        return cls(m.offset + np.arange(m.size, dtype=np.int64), m.values, m.radius, m.dropped)
+
+
 def _check_count(count: Any) -> int:
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
         raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
@@ -77,19 +93,18 @@ def _ceil_div(num: int, den: int) -> int:
 
 def _round_lattice(
     c: Fraction, g: Fraction, m: LatticeMeasure, h: Fraction
-) -> tuple[LatticeMeasure, LatticeMeasure]:
+) -> tuple[GridLaw, GridLaw]:
     """An exact lattice law ``L = c + g t`` pushed up / down onto ``h Z`` (exact integer rounding)."""
     a, b = c / h, g / h  # L / h = a + b t
     den = math.lcm(a.denominator, b.denominator)
     an, bn = a.numerator * (den // a.denominator), b.numerator * (den // b.denominator)
     nums = [an + bn * t for t in range(m.offset, m.offset + m.size)]
-    out = []
-    for idx in ([_ceil_div(x, den) for x in nums], [x // den for x in nums]):
-        pos, vals, r_add = aggregate(idx, m)
-        full = np.zeros(int(pos[-1] - pos[0]) + 1)
-        full[pos - pos[0]] = vals
-        out.append(LatticeMeasure(int(pos[0]), full, m.radius + r_add, m.dropped))
-    return out[0], out[1]
+    pos_up, vals_up, r_up = aggregate([_ceil_div(x, den) for x in nums], m)
+    pos_dn, vals_dn, r_dn = aggregate([x // den for x in nums], m)
+    return (
+        GridLaw(pos_up, vals_up, m.radius + r_up, m.dropped),
+        GridLaw(pos_dn, vals_dn, m.radius + r_dn, m.dropped),
+    )
 
 
 def _cells_to_grid(
@@ -135,12 +150,21 @@ class DiscreteGaussianLoss:
         return DiscreteGaussianLoss(self.sigma2, count)
 
     def lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
+        return self._lattice
+
+    @cached_property
+    def _lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
         s2 = Fraction(self.sigma2)
         m = power(discrete_gaussian_measure(s2, TAIL_MASS), self.count, TAIL_MASS)
         return Fraction(self.count, 2) / s2, 1 / s2, m
 
-    def rounded(self, h: Fraction) -> tuple[LatticeMeasure, LatticeMeasure]:
+    def rounded(self, h: Fraction) -> tuple[GridLaw, GridLaw]:
         return _round_lattice(*self.lattice(), h)
+
+    def support_size(self, h: float) -> float:
+        """Number of grid points of :meth:`rounded` (at most), for cost estimates."""
+        _, g, m = self.lattice()
+        return min(float(m.size), m.size * float(g) / h + 2)
 
     def proxy_variance(self) -> float:
         return self.count / float(self.sigma2)
@@ -178,13 +202,22 @@ class GeometricLoss:
 
     def lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
         """``L = -count eps0 + 2 eps0 J`` with ``J ~ Binomial(count, p)``."""
+        return self._lattice
+
+    @cached_property
+    def _lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
         p, q, radius = self.plus_probability()
         one = LatticeMeasure(0, np.array([q, p]), radius, 0.0)
         e0 = Fraction(self.epsilon)
         return -self.count * e0, 2 * e0, power(one, self.count, TAIL_MASS)
 
-    def rounded(self, h: Fraction) -> tuple[LatticeMeasure, LatticeMeasure]:
+    def rounded(self, h: Fraction) -> tuple[GridLaw, GridLaw]:
         return _round_lattice(*self.lattice(), h)
+
+    def support_size(self, h: float) -> float:
+        """Number of grid points of :meth:`rounded` (at most), for cost estimates."""
+        _, g, m = self.lattice()
+        return min(float(m.size), m.size * float(g) / h + 2)
 
     def proxy_variance(self) -> float:
         return self.count * float(self.epsilon) ** 2
@@ -239,9 +272,15 @@ class LaplaceLoss:
         radius = max(radius, ef * U * (1 + 1e-9) + LIBM_LOG + U_LOG)
         return _cells_to_grid(j0, cells, [top, bottom], radius, 0.0)
 
-    def rounded(self, h: Fraction) -> tuple[LatticeMeasure, LatticeMeasure]:
+    def rounded(self, h: Fraction) -> tuple[GridLaw, GridLaw]:
         up, down = self.rounded_one(h)
-        return power(up, self.count, TAIL_MASS), power(down, self.count, TAIL_MASS)
+        return (
+            GridLaw.from_dense(power(up, self.count, TAIL_MASS)),
+            GridLaw.from_dense(power(down, self.count, TAIL_MASS)),
+        )
+
+    def support_size(self, h: float) -> float:
+        return self.span() / h + 2
 
     def proxy_variance(self) -> float:
         return self.count / float(self.scale) ** 2
@@ -276,7 +315,7 @@ class GaussianLoss:
     def lattice(self) -> None:
         return None
 
-    def rounded(self, h: Fraction) -> tuple[LatticeMeasure, LatticeMeasure]:
+    def rounded(self, h: Fraction) -> tuple[GridLaw, GridLaw]:
         """Cells ``(j h, (j+1) h)`` of ``L ~ N(mu^2/2, mu^2)`` with masses ``Phi(z_c) - Phi(z_a)``,
         ``z = l/mu - mu/2``, both evaluated on the side of the smaller tail; cells beyond
         ``|z| > Z`` (``Phi(-Z) < 2.5e-31``) are dropped with their certified tail mass."""
@@ -311,7 +350,13 @@ class GaussianLoss:
         dropped += float(t_a[0] * (1 + rel[0]) + t_c[-1] * (1 + rel[-1]))
         dropped *= 1 + summation_radius(int(mass.size)) + 1e-12
         up, down = _cells_to_grid(j0, mass, [], radius, dropped)
-        return trim(up, TAIL_MASS), trim(down, TAIL_MASS)
+        return (
+            GridLaw.from_dense(trim(up, TAIL_MASS)),
+            GridLaw.from_dense(trim(down, TAIL_MASS)),
+        )
+
+    def support_size(self, h: float) -> float:
+        return self.span() / h + 2
 
     def proxy_variance(self) -> float:
         return self.mu**2
