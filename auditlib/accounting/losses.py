@@ -194,10 +194,11 @@ class GeometricLoss:
 
     def plus_probability(self) -> tuple[float, float, float]:
         """``p = P(L = +eps0) = 1/(1 + e^(-eps0))``, ``1 - p = e^(-eps0)/(1 + e^(-eps0))`` and their
-        common log-radius (argument rounding ``eps0 U``, ``exp``, one addition, one division)."""
+        common log-radius: ``r = e^(-eps0)`` errs by ``eps0 U`` (argument) plus ``exp``'s error,
+        ``1 + r`` by as much plus one rounding, and ``r / (1 + r)`` adds both and one rounding."""
         e0 = float(self.epsilon)
         r = math.exp(-e0)
-        radius = e0 * U * (1 + 1e-9) + LIBM_LOG + 3 * U_LOG
+        radius = 2.0 * (e0 * U * (1 + 1e-9) + LIBM_LOG) + 3 * U_LOG
         return 1.0 / (1.0 + r), r / (1.0 + r), radius
 
     def lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
