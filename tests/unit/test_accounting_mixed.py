@@ -293,3 +293,54 @@ def test_bad_inputs_name_the_value(make: Callable[[], object], text: str) -> Non
 def test_too_fine_grid_is_refused() -> None:
     with pytest.raises(AccountingError, match="too fine"):
         PrivacyLossComposition([LaplaceLoss(1.0, 50)], grid=1e-6)
+
+
+# -- genuinely mixed compositions against conditioning on one component ----------------------------
+#
+# delta of L1 + L2 is E_{L1}[delta_2(eps - L1)], with delta_2 extended to negative arguments. For one
+# Laplace release delta_1(x) = 1 - e^x when x < -1/b (all of the law lies above x and E_P[e^-L] = 1),
+# the closed form above on [-1/b, 1/b], and 0 beyond; the analytic Gaussian formula holds for every
+# real x.
+
+
+def laplace_delta_any(x: float, b: float) -> float:
+    if x < -1.0 / b:
+        return -math.expm1(x)
+    return laplace_delta(x, b)
+
+
+def test_geometric_plus_gaussian_closed_form() -> None:
+    e0, mu = 0.4, 1.0
+    p = 1.0 / (1.0 + math.exp(-e0))
+    comp = PrivacyLossComposition([GaussianLoss(1.0), GeometricLoss(e0)], grid=1e-4)
+    widths = []
+    for eps in (0.0, 0.5, 1.5, 3.0):
+        ref = p * gaussian_delta(eps - e0, mu) + (1 - p) * gaussian_delta(eps + e0, mu)
+        got = comp.delta(eps)
+        assert got.lower - 1e-13 <= ref <= got.upper + 1e-13
+        widths.append(got.width / ref)
+    assert max(widths) < 1e-3
+
+
+def test_two_laplace_and_laplace_plus_gaussian_by_quadrature() -> None:
+    from scipy.integrate import quad
+
+    b, mu = 1.0, 1.0
+
+    def expect_over_laplace(fn: Callable[[float], float], eps: float) -> float:
+        top = 0.5 * fn(eps - 1.0 / b)
+        bottom = 0.5 * math.exp(-1.0 / b) * fn(eps + 1.0 / b)
+        dens = lambda y: 0.25 * math.exp((y - 1.0 / b) / 2.0) * fn(eps - y)  # noqa: E731
+        kinks = [x for x in (eps - 1.0 / b, eps + 1.0 / b) if -1.0 / b < x < 1.0 / b]
+        inner, err = quad(dens, -1.0 / b, 1.0 / b, points=kinks or None, limit=200)
+        assert err < 1e-11
+        return top + bottom + inner
+
+    two = PrivacyLossComposition([LaplaceLoss(b, 2)], grid=5e-4)
+    mixed = PrivacyLossComposition([LaplaceLoss(b), GaussianLoss(1.0 / mu)], grid=5e-4)
+    for eps in (0.0, 0.7, 1.4):
+        ref2 = expect_over_laplace(lambda x: laplace_delta_any(x, b), eps)
+        assert two.delta(eps).lower - 1e-10 <= ref2 <= two.delta(eps).upper + 1e-10
+        refm = expect_over_laplace(lambda x: gaussian_delta(x, mu), eps)
+        assert mixed.delta(eps).lower - 1e-10 <= refm <= mixed.delta(eps).upper + 1e-10
+        assert mixed.delta(eps).width < 2e-3 * refm
