@@ -120,6 +120,27 @@ def _execute(
     """
     import logging
 
+    from auditlib.exceptions import StoreError
+    from storage import store
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
+    target = store.absolute(url)  # absolute: workers with another working directory agree on it
+    staging = store.staging_path(target, run_id)
+    try:
+        with store.exclusive(target):  # one run per store at a time
+            return _execute_locked(flow_fn, args, cluster, run_id, target, staging)
+    except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
+        fail(str(exc))
+
+
+def _execute_locked(
+    flow_fn: Any,
+    args: Callable[[str], tuple[Any, ...]],
+    cluster: Any,
+    run_id: str,
+    target: str,
+    staging: str,
+) -> tuple[dict[str, Any], str, bool]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -127,9 +148,6 @@ def _execute(
     from flows.runtime import ClusterUnreachableError, prefect_api, task_runner
     from storage import store
 
-    logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
-    target = store.absolute(url)  # absolute: workers with another working directory agree on it
-    staging = store.staging_path(target, run_id)
     store.discard(staging, target)  # leftovers of an interrupted run of the same spec
     try:
         with (

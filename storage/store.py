@@ -12,7 +12,8 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,58 @@ def check_target(url: str, overwrite: bool) -> None:
         raise StoreError(
             f"output store {str(p)!r} exists and is not a directory; remove or rename it"
         )
+
+
+def lock_path(url: str) -> Path:
+    p = Path(url)
+    return p.with_name(f".{p.name}.lock")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+@contextmanager
+def exclusive(url: str) -> Iterator[None]:
+    """Hold the target's lock file for the whole run: a second run on the same store is refused.
+
+    The lock holds the writer's PID; a lock whose process is gone (a killed run) is taken over.
+    Remote stores are not locked (one writer per store is the caller's responsibility there).
+    """
+    if is_remote(url):
+        yield
+        return
+    lock = lock_path(url)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or "0")
+            except (OSError, ValueError):
+                pid = 0
+            if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+                raise StoreError(
+                    f"another dpaudit run (pid {pid}) is writing {url!r}; wait for it to finish, "
+                    f"or remove {str(lock)!r} if that process is not dpaudit"
+                ) from None
+            lock.unlink(missing_ok=True)  # stale: its writer is gone
+    else:  # pragma: no cover - lost a race twice
+        raise StoreError(f"could not lock {url!r}; another run is starting on it")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def staging_path(url: str, run_id: str) -> str:

@@ -125,3 +125,20 @@ def test_console_script_exit_code(tmp_path: Path) -> None:
 def test_report_of_a_missing_store(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", str(tmp_path / "none.zarr")])
     assert res.exit_code == 2 and "not found" in res.stderr
+
+
+def test_run_refuses_a_store_another_run_is_writing(tmp_path: Path) -> None:
+    from storage import store
+
+    spec = write_spec(tmp_path, "")
+    lock = store.lock_path(str(tmp_path / "out.zarr"))
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock.write_text(str(live.pid))
+        res = runner.invoke(app, ["run", str(spec)])
+    finally:
+        live.kill()
+        live.wait()
+    assert res.exit_code == 2
+    assert f"another dpaudit run (pid {live.pid}) is writing" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.zarr.lock", "spec.toml"]
