@@ -323,6 +323,86 @@ def sweep(
     _print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
+@app.command(name="mpl-coverage")
+def mpl_coverage(
+    mechanism: Annotated[
+        list[str] | None,
+        typer.Option("--mechanism", "-m", help="Catalogue mechanism(s); default: laplace."),
+    ] = None,
+    epsilon: Annotated[
+        list[float] | None,
+        typer.Option("--epsilon", "-e", help="Claimed ε₀ (default 0.2 0.7 1.5)."),
+    ] = None,
+    repetitions: Annotated[int, typer.Option("--reps", help="Repetitions per cell.")] = 100,
+    n: Annotated[int, typer.Option("--n", help="Draws per input, step 1.")] = 20_000,
+    n_confidence: Annotated[
+        int, typer.Option("--N", help="Fresh draws, confidence step.")
+    ] = 50_000,
+    alpha: Annotated[float, typer.Option("--alpha", help="1 − confidence level.")] = 0.05,
+    seed: Annotated[int, typer.Option("--seed")] = 2022,
+    store_url: Annotated[str, typer.Option("--store")] = "results/mpl.zarr",
+    scheduler: Annotated[
+        str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")
+    ] = "",
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+) -> None:
+    """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
+    apply_prefect_defaults()
+    from auditlib.mpl.coverage import CATALOGUE
+    from flows.mpl import GROUP, mpl_coverage_flow
+    from flows.spec import ClusterSection
+    from storage import store
+
+    mechs = mechanism or ["laplace"]
+    eps = epsilon or [0.2, 0.7, 1.5]
+    try:
+        for m in mechs:
+            if m not in CATALOGUE:
+                raise InvalidParameterError(
+                    f"Unknown mechanism: {m!r}; allowed: {', '.join(CATALOGUE)}"
+                )
+        for e in eps:
+            if not (math.isfinite(e) and e > 0):
+                raise InvalidParameterError(f"Invalid epsilon: {e!r}; must be > 0")
+        if not 0 < alpha < 1:
+            raise InvalidParameterError(f"Invalid alpha: {alpha!r}; must be in (0, 1)")
+        if repetitions < 1 or n < 10 or n_confidence < 10:
+            raise InvalidParameterError(
+                f"Invalid sizes: reps={repetitions}, n={n}, N={n_confidence}; need reps >= 1, "
+                "n and N >= 10"
+            )
+        store.check_target(store_url, overwrite)
+        cluster = ClusterSection(scheduler=scheduler)
+        if scheduler:
+            from flows.runtime import check_reachable
+
+            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+    except DPAuditError as exc:
+        fail(str(exc))
+    import hashlib
+
+    key = [mechs, eps, repetitions, n, n_confidence, alpha, seed]
+    run_id = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    summary, api_url, embedded = _execute(
+        mpl_coverage_flow,
+        lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed),
+        store_url,
+        cluster,
+        run_id,
+    )
+    ds = store.open_group(store_url, GROUP)
+    typer.echo(f"{'mechanism':<22} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > eps0':>10}")
+    for m in ds.mechanism.values:
+        for e0 in ds.epsilon0.values:
+            c = ds.sel(mechanism=m, epsilon0=e0)
+            typer.echo(
+                f"{m!s:<22} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
+                f"{float(c.exceeds_claim):10.3f}"
+            )
+    typer.echo(f"store:  {store_url} (group {GROUP!r})")
+    _print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
 @app.command()
 def report(
     store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
