@@ -23,7 +23,7 @@ independent component losses and ``delta(eps) = E_P[(1 - e^(eps - L))_+]``, as f
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -56,9 +56,9 @@ from auditlib.exceptions import AccountingError, InvalidParameterError
 _COMPONENT_TYPES = (DiscreteGaussianLoss, GeometricLoss, LaplaceLoss, GaussianLoss)
 
 
-def _merge(components: Sequence[Any]) -> tuple[LossComponent, ...]:
+def _merge(components: Iterable[Any]) -> tuple[LossComponent, ...]:
     """Validated components, equal mechanisms merged (counts added), in a canonical order."""
-    if isinstance(components, str | bytes) or not isinstance(components, Sequence):
+    if isinstance(components, str | bytes) or not isinstance(components, Iterable):
         raise InvalidParameterError(
             f"components must be a sequence of loss components, got {components!r}"
         )
@@ -155,7 +155,7 @@ class PrivacyLossComposition:
 
     def __init__(
         self,
-        components: Sequence[LossComponent],
+        components: Iterable[LossComponent],
         *,
         grid: float | None = None,
         max_lattice: int = 5_000_000,

@@ -233,7 +233,9 @@ def test_split_counts_merge() -> None:
             DiscreteGaussianLoss(4),
         ]
     )
-    assert one.method == many.method == "exact-lattice"
+    gen = PrivacyLossComposition(c for c in [GeometricLoss(0.5, 4), DiscreteGaussianLoss(4, 2)])
+    assert one.method == many.method == gen.method == "exact-lattice"
+    assert one.delta(1.0) == gen.delta(1.0)
     assert one.delta(1.0) == many.delta(1.0)
 
 
@@ -276,6 +278,7 @@ def test_geometric_and_discrete_gaussian_share_a_lattice() -> None:
         (lambda: LaplaceLoss(1.0, 2.5), "count must be an integer >= 1, got 2.5"),
         (lambda: GeometricLoss("1"), "epsilon must be a real number, got '1'"),
         (lambda: PrivacyLossComposition([]), r"got \[\]"),
+        (lambda: PrivacyLossComposition("laplace"), "got 'laplace'"),  # type: ignore[arg-type]
         (lambda: PrivacyLossComposition([(4, 1)]), r"components\[0\] must be .*got \(4, 1\)"),
         (lambda: PrivacyLossComposition([GaussianLoss(1)], grid=0.01).epsilon(0.0), "got 0.0"),
         (lambda: PrivacyLossComposition([GaussianLoss(1)], grid=0.01).epsilon(1.0), "got 1.0"),
