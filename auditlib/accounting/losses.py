@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
@@ -79,12 +78,6 @@ def _check_count(count: Any) -> int:
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
         raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
     return int(count)
-
-
-def _positive(value: Any, name: str) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
-    return to_positive_fraction(value, name)
 
 
 def _ceil_div(num: int, den: int) -> int:
@@ -139,7 +132,7 @@ class DiscreteGaussianLoss:
     count: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma2", _positive(self.sigma2, "sigma2"))
+        object.__setattr__(self, "sigma2", to_positive_fraction(self.sigma2, "sigma2"))
         object.__setattr__(self, "count", _check_count(self.count))
 
     @property
@@ -182,7 +175,7 @@ class GeometricLoss:
     count: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _positive(self.epsilon, "epsilon"))
+        object.__setattr__(self, "epsilon", to_positive_fraction(self.epsilon, "epsilon"))
         object.__setattr__(self, "count", _check_count(self.count))
 
     @property
@@ -235,7 +228,7 @@ class LaplaceLoss:
     count: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", _positive(self.scale, "scale"))
+        object.__setattr__(self, "scale", to_positive_fraction(self.scale, "scale"))
         object.__setattr__(self, "count", _check_count(self.count))
 
     @property
@@ -298,7 +291,7 @@ class GaussianLoss:
     count: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", _positive(self.sigma, "sigma"))
+        object.__setattr__(self, "sigma", to_positive_fraction(self.sigma, "sigma"))
         object.__setattr__(self, "count", _check_count(self.count))
 
     @property
