@@ -18,6 +18,7 @@ from auditlib.accounting import (
     bureau_epsilon,
     cks_epsilon,
 )
+from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
 from auditlib.epl import epl as epl_estimate
 from auditlib.epl import estimate_epl
 
@@ -26,8 +27,13 @@ def account_components(
     components: Sequence[tuple[Fraction, int]],
     deltas: Sequence[float],
     eps_grid: np.ndarray,
+    alpha_grid: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Exact (certified) ε(δ) of a DG composition next to the Bureau's and CKS's zCDP conversions."""
+    """Exact (certified) ε(δ) of a DG composition next to the Bureau's and CKS's zCDP conversions.
+
+    With ``alpha_grid`` also the f-DP trade-off curves: the exact one's certified lower end (a valid
+    guarantee) and the one implied by the Bureau's zCDP accounting.
+    """
     comp = DiscreteGaussianComposition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
@@ -46,6 +52,14 @@ def account_components(
         "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
         "delta_exact_upper": np.asarray(curve.upper, dtype=float),
         "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
+        **(
+            {}
+            if alpha_grid is None
+            else {
+                "tradeoff_exact_lower": np.asarray(tradeoff(comp, alpha_grid).lower, dtype=float),
+                "tradeoff_bureau": np.asarray(zcdp_tradeoff(rho, alpha_grid), dtype=float),
+            }
+        ),
     }
 
 

@@ -29,6 +29,9 @@ from flows.spec import AuditSpec
 from storage import schema as S
 from storage import store
 
+#: significance levels α of the stored trade-off curves β(α)
+ALPHA_GRID = np.concatenate([np.geomspace(1e-6, 1e-2, 30), np.linspace(0.0125, 1.0, 80)])
+
 
 def run_id_for(spec: AuditSpec) -> str:
     """A stable id of the run: a hash of the validated spec."""
@@ -124,7 +127,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         levels.append(None)
     accts = [
         tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation, a.neighbours, a.universe, a.region, g, deltas, grid
+            a.allocation, a.neighbours, a.universe, a.region, g, deltas, grid, ALPHA_GRID
         )
         for g in levels
     ]
@@ -254,6 +257,8 @@ def accounting_dataset(
         "eps_cks": ((gl, dl), stack("eps_cks")),
         "delta_exact_upper": ((gl, eg), stack("delta_exact_upper")),
         "delta_bureau": ((gl, eg), stack("delta_bureau")),
+        "tradeoff_exact_lower": ((gl, S.ALPHA), stack("tradeoff_exact_lower")),
+        "tradeoff_bureau": ((gl, S.ALPHA), stack("tradeoff_bureau")),
     }
     methods = sorted({by_level[g]["method"] for g in levels})
     if None in by_level:
@@ -267,17 +272,26 @@ def accounting_dataset(
                 "composed_delta_exact_upper": ((eg,), c["delta_exact_upper"]),
                 "composed_delta_bureau": ((eg,), c["delta_bureau"]),
                 "composed_rho": ((), c["rho"]),
+                "composed_tradeoff_exact_lower": ((S.ALPHA,), c["tradeoff_exact_lower"]),
+                "composed_tradeoff_bureau": ((S.ALPHA,), c["tradeoff_bureau"]),
             }
         )
         methods = sorted({*methods, c["method"]})
     return xr.Dataset(
         data,
-        coords={gl: np.array(levels, dtype=object), dl: np.array(deltas), eg: grid},
+        coords={
+            gl: np.array(levels, dtype=object),
+            dl: np.array(deltas),
+            eg: grid,
+            S.ALPHA: ALPHA_GRID,
+        },
         attrs={
             "method": ",".join(methods),
             "neighbours": spec.audit.neighbours,
             "allocation": spec.audit.allocation,
             "bureau_conversion": "eps = rho + 2 sqrt(rho ln(1/delta))",
             "cks_conversion": "Canonne-Kamath-Steinke (2020) Prop. 12",
+            "tradeoff": "tradeoff_exact_lower: certified lower end of the exact f-DP curve beta(alpha) "
+            "(a valid guarantee); tradeoff_bureau: the curve implied by the Bureau's zCDP accounting",
         },
     )

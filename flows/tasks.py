@@ -94,9 +94,10 @@ def account(
     geolevel: str | None,
     deltas: list[float],
     eps_grid: np.ndarray,
+    alpha_grid: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed)."""
     comps = load_allocation(allocation).components(neighbours, universe, region, geolevel)
-    out = account_components(comps, deltas, eps_grid)
+    out = account_components(comps, deltas, eps_grid, alpha_grid)
     out["geolevel"] = geolevel
     return out

@@ -15,8 +15,8 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   estimate ``inv_sigma2_hat`` (geolevel, query).
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
-  ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); ``composed_*`` (delta) and
-  ``composed_rho``.
+  ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
+  ``tradeoff_bureau`` (geolevel, alpha); ``composed_*`` (delta, eps_grid, alpha) and ``composed_rho``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ QUERY = "query"
 POINT = "point"
 DELTA = "delta"
 EPS_GRID = "eps_grid"
+ALPHA = "alpha"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 

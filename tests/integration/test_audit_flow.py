@@ -92,6 +92,10 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
         assert float(row.eps_exact_upper) == pytest.approx(e, abs=1e-4)
     for (g, d), e in BUREAU.items():
         assert float(acc.sel(geolevel=g, delta=d).eps_bureau) == pytest.approx(e, abs=5e-4)
+    # f-DP, REFERENCE.md: State beta(alpha = 0.05) = 0.591 exact vs 0.031 implied by the Bureau's zCDP
+    st = acc.sel(geolevel="State", alpha=0.05)
+    assert float(st.tradeoff_exact_lower) == pytest.approx(0.591, abs=1e-3)
+    assert float(st.tradeoff_bureau) == pytest.approx(0.031, abs=1e-3)
     # all 8 levels composed, REFERENCE.md: exact eps(1e-10) = 20.3246897508
     assert float(acc.composed_eps_exact_upper.sel(delta=1e-10)) == pytest.approx(20.32469, abs=1e-4)
 
