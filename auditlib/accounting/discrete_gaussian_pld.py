@@ -31,27 +31,19 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
-from auditlib.accounting._floats import ABSOLUTE_SLACK
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
-from auditlib.accounting._profile import HockeyStick, epsilon_bracket
+from auditlib.accounting._profile import HockeyStick
+from auditlib.accounting._queries import ProfileQueries
 from auditlib.accounting._validation import (
-    check_delta,
-    check_epsilon,
     parse_components,
     to_positive_fraction,
 )
-from auditlib.accounting.bracket import Bracket
 from auditlib.exceptions import AccountingError, InvalidParameterError
 
 TAIL_MASS = 1e-30
 """Two-sided probability mass each truncation may drop (each discrete Gaussian, each convolution)."""
-
-CERTIFY_FACTOR = 1e3
-"""``eps(delta)`` is refused when ``delta <= CERTIFY_FACTOR * truncated mass``: below that the
-dropped mass, not the mechanism, would set the upper end of the bracket."""
 
 EPSILON_WIDTH_TARGET = 1e-6
 """The default bracket-mode grid aims at an eps bracket no wider than this (when feasible)."""
@@ -119,7 +111,7 @@ def _add_rounded(acc: LatticeMeasure, m: LatticeMeasure, index: list[int]) -> La
     return trim(add_sparse(acc, pos, vals, m.radius + r_add, m.dropped), TAIL_MASS)
 
 
-class DiscreteGaussianComposition:
+class DiscreteGaussianComposition(ProfileQueries):
     """Certified ``delta(eps)`` and ``eps(delta)`` of composed discrete Gaussian count queries.
 
     Parameters
@@ -282,42 +274,6 @@ class DiscreteGaussianComposition:
         return Fraction(h)
 
     # -- queries --------------------------------------------------------------------------------
-
-    def delta(self, epsilon: ArrayLike) -> Bracket:
-        """Certified bracket on ``delta(eps) = E_P[(1 - e^(eps - L))_+]`` (vectorized over eps)."""
-        eps = check_epsilon(epsilon)
-        lower = np.array([self._lower.lower(float(e)) for e in eps.ravel()]).reshape(eps.shape)
-        upper = np.array([self._upper.upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
-        return self._bracket(lower, upper, "delta")
-
-    def epsilon(self, delta: ArrayLike) -> Bracket:
-        """Certified bracket on ``eps(delta) = inf{eps >= 0 : delta(eps) <= delta}``.
-
-        Raises :class:`AccountingError` if ``delta`` is so small that the truncated mass would
-        decide the answer (``delta <= 1e3 * truncated_mass``, about ``1e-25``).
-        """
-        d = check_delta(delta)
-        floor = CERTIFY_FACTOR * (self.truncated_mass + ABSOLUTE_SLACK)
-        if np.any(d <= floor):
-            bad = float(d[d <= floor].flat[0])
-            raise AccountingError(
-                f"delta={bad!r} is below what this accountant can certify: its lattice dropped up to"
-                f" {self.truncated_mass:.3g} of probability mass (tails below {TAIL_MASS:g} per"
-                f" truncation), so only delta > {floor:.3g} has a meaningful upper bound on eps"
-            )
-        eps_max = self._upper.loss_max + 1.0
-        pairs = [
-            epsilon_bracket(float(x), self._lower.lower, self._upper.upper, eps_max)
-            for x in d.ravel()
-        ]
-        lower = np.array([p[0] for p in pairs]).reshape(d.shape)
-        upper = np.array([p[1] for p in pairs]).reshape(d.shape)
-        return self._bracket(lower, upper, "epsilon")
-
-    def _bracket(self, lower: np.ndarray, upper: np.ndarray, quantity: str) -> Bracket:
-        lo: np.ndarray | float = float(lower) if lower.ndim == 0 else lower
-        hi: np.ndarray | float = float(upper) if upper.ndim == 0 else upper
-        return Bracket(lo, hi, self.method, quantity, self.truncated_mass, self.grid)
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,67 @@
+"""The queries every accountant answers from its two bounding hockey-stick sums.
+
+An accountant holds ``_lower`` and ``_upper`` (:class:`~auditlib.accounting._profile.HockeyStick`
+objects bounding δ(ε) from below and above), its ``truncated_mass``, ``method`` and ``grid``; this
+mixin turns them into certified brackets on δ(ε) and ε(δ).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from auditlib.accounting._floats import ABSOLUTE_SLACK
+from auditlib.accounting._profile import epsilon_bracket
+from auditlib.accounting._validation import check_delta, check_epsilon
+from auditlib.accounting.bracket import Bracket
+from auditlib.exceptions import AccountingError
+
+CERTIFY_FACTOR = 1e3
+"""``eps(delta)`` is refused when ``delta <= CERTIFY_FACTOR * truncated mass``: below that the
+dropped mass, not the mechanism, would set the upper end of the bracket."""
+
+
+class ProfileQueries:
+    _lower: Any
+    _upper: Any
+    truncated_mass: float
+    method: str
+    grid: Any
+
+    def delta(self, epsilon: ArrayLike) -> Bracket:
+        """Certified bracket on ``delta(eps) = E_P[(1 - e^(eps - L))_+]`` (vectorized over eps)."""
+        eps = check_epsilon(epsilon)
+        lower = np.array([self._lower.lower(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        upper = np.array([self._upper.upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        return self._bracket(lower, upper, "delta")
+
+    def epsilon(self, delta: ArrayLike) -> Bracket:
+        """Certified bracket on ``eps(delta) = inf{eps >= 0 : delta(eps) <= delta}``.
+
+        Raises :class:`AccountingError` if ``delta <= 1e3 * truncated_mass`` (the dropped tail mass,
+        not the mechanisms, would decide the answer; about ``1e-25`` for discrete Gaussians).
+        """
+        d = check_delta(delta)
+        floor = CERTIFY_FACTOR * (self.truncated_mass + ABSOLUTE_SLACK)
+        if np.any(d <= floor):
+            bad = float(d[d <= floor].flat[0])
+            raise AccountingError(
+                f"delta={bad!r} is below what this accountant can certify: its lattice dropped up to"
+                f" {self.truncated_mass:.3g} of probability mass, so only delta > {floor:.3g} has a"
+                " meaningful upper bound on eps"
+            )
+        eps_max = max(self._upper.loss_max, 0.0) + 1.0
+        pairs = [
+            epsilon_bracket(float(x), self._lower.lower, self._upper.upper, eps_max)
+            for x in d.ravel()
+        ]
+        lower = np.array([p[0] for p in pairs]).reshape(d.shape)
+        upper = np.array([p[1] for p in pairs]).reshape(d.shape)
+        return self._bracket(lower, upper, "epsilon")
+
+    def _bracket(self, lower: np.ndarray, upper: np.ndarray, quantity: str) -> Bracket:
+        lo: np.ndarray | float = float(lower) if lower.ndim == 0 else lower
+        hi: np.ndarray | float = float(upper) if upper.ndim == 0 else upper
+        return Bracket(lo, hi, self.method, quantity, self.truncated_mass, self.grid)
