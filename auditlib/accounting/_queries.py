@@ -1,4 +1,4 @@
-"""The queries every accountant answers from its two bounding hockey-stick sums.
+"""The queries every accountant answers from its two bounding hockey-stick sums, and its grid.
 
 An accountant holds ``_lower`` and ``_upper`` (:class:`~auditlib.accounting._profile.HockeyStick`
 objects bounding δ(ε) from below and above), its ``truncated_mass``, ``method`` and ``grid``; this
@@ -7,6 +7,9 @@ mixin turns them into certified brackets on δ(ε) and ε(δ).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -65,3 +68,28 @@ class ProfileQueries:
         lo: np.ndarray | float = float(lower) if lower.ndim == 0 else lower
         hi: np.ndarray | float = float(upper) if upper.ndim == 0 else upper
         return Bracket(lo, hi, self.method, quantity, self.truncated_mass, self.grid)
+
+
+def finest_feasible_grid(
+    target: float, feasible: Callable[[float], bool], budgets: str
+) -> Fraction:
+    """``target`` if the grid it gives fits the budgets, else the finest grid that does.
+
+    Doubles from ``target`` until a grid fits, bisects (geometrically) the last step, and rounds the
+    result up to 3 significant digits. ``budgets`` names them in the error when nothing fits.
+    """
+    h = target
+    if not feasible(h):
+        lo, hi = h, h
+        for _ in range(200):
+            if feasible(hi):
+                break
+            lo, hi = hi, hi * 2.0
+        else:
+            raise AccountingError(f"no grid fits {budgets}; raise the budgets")
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+        exponent = math.floor(math.log10(hi)) - 2  # 3 significant digits, rounded up
+        h = math.ceil(hi / 10.0**exponent) * 10.0**exponent
+    return Fraction(h)

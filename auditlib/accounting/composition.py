@@ -31,7 +31,7 @@ import numpy as np
 
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, trim
 from auditlib.accounting._profile import HockeyStick
-from auditlib.accounting._queries import ProfileQueries
+from auditlib.accounting._queries import ProfileQueries, finest_feasible_grid
 from auditlib.accounting._validation import to_positive_fraction
 from auditlib.accounting.discrete_gaussian_pld import (
     _SUBGAUSS_HALF_WIDTH,
@@ -240,26 +240,11 @@ class PrivacyLossComposition(ProfileQueries):
             length, work = _grid_cost(comps, h)
             return length <= max_lattice and work <= max_work
 
-        h = 0.9 * EPSILON_WIDTH_TARGET / self.weight
-        if not feasible(h):
-            lo, hi = h, h
-            for _ in range(200):
-                if feasible(hi):
-                    break
-                lo, hi = hi, hi * 2.0
-            else:
-                raise AccountingError(
-                    f"no grid fits max_lattice={max_lattice} and max_work={max_work:.3g}; raise"
-                    " the budgets"
-                )
-            for _ in range(40):
-                mid = math.sqrt(lo * hi)
-                lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
-            exponent = math.floor(math.log10(hi)) - 2  # 3 significant digits, rounded up
-            h = math.ceil(hi / 10.0**exponent) * 10.0**exponent
-        return Fraction(h)
-
-    # -- queries --------------------------------------------------------------------------------
+        return finest_feasible_grid(
+            0.9 * EPSILON_WIDTH_TARGET / self.weight,
+            feasible,
+            f"max_lattice={max_lattice} and max_work={max_work:.3g}",
+        )
 
     def __repr__(self) -> str:
         return (

@@ -35,7 +35,7 @@ import numpy as np
 from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
 from auditlib.accounting._profile import HockeyStick
-from auditlib.accounting._queries import ProfileQueries
+from auditlib.accounting._queries import ProfileQueries, finest_feasible_grid
 from auditlib.accounting._validation import (
     parse_components,
     to_positive_fraction,
@@ -254,26 +254,12 @@ class DiscreteGaussianComposition(ProfileQueries):
             length, work = _estimate_grid(groups, h)
             return length <= max_lattice and work <= max_work
 
-        h = 0.9 * EPSILON_WIDTH_TARGET / len(groups)
-        if not feasible(h):
-            lo, hi = h, h
-            for _ in range(200):
-                if feasible(hi):
-                    break
-                lo, hi = hi, hi * 2.0
-            else:
-                raise AccountingError(
-                    f"no grid fits max_lattice={max_lattice} and max_work={max_work:.3g} for"
-                    f" {len(groups)} distinct variances; raise the budgets"
-                )
-            for _ in range(40):
-                mid = math.sqrt(lo * hi)
-                lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
-            exponent = math.floor(math.log10(hi)) - 2  # 3 significant digits, rounded up
-            h = math.ceil(hi / 10.0**exponent) * 10.0**exponent
-        return Fraction(h)
-
-    # -- queries --------------------------------------------------------------------------------
+        return finest_feasible_grid(
+            0.9 * EPSILON_WIDTH_TARGET / len(groups),
+            feasible,
+            f"max_lattice={max_lattice} and max_work={max_work:.3g} for {len(groups)} distinct"
+            " variances",
+        )
 
     def __repr__(self) -> str:
         return (
