@@ -22,6 +22,8 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_LOGGING_LEVEL": "WARNING",
+    # keep the terminal for the progress bar: Dask's scheduler and nanny chatter at warning level
+    "DASK_LOGGING__DISTRIBUTED": "warning",
 }
 
 
