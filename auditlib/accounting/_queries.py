@@ -93,3 +93,16 @@ def finest_feasible_grid(
         exponent = math.floor(math.log10(hi)) - 2  # 3 significant digits, rounded up
         h = math.ceil(hi / 10.0**exponent) * 10.0**exponent
     return Fraction(h)
+
+
+def check_grid_budget(
+    h: float, length: float, work: float, max_lattice: int, max_work: float
+) -> None:
+    """Refuse a grid whose direct convolution would exceed the budgets (FFT is never used)."""
+    if length > max_lattice or work > max_work:
+        raise AccountingError(
+            f"grid {h:.3g} is too fine for direct convolution: about {length:.3g}"
+            f" lattice points (max_lattice={max_lattice}) and {work:.3g} multiply-adds"
+            f" (max_work={max_work:.3g}); FFT is not used because its round-off is not"
+            " certified. Use a coarser grid or raise the budgets."
+        )

@@ -31,7 +31,7 @@ import numpy as np
 
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, trim
 from auditlib.accounting._profile import HockeyStick
-from auditlib.accounting._queries import ProfileQueries, finest_feasible_grid
+from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
 from auditlib.accounting._validation import to_positive_fraction
 from auditlib.accounting.discrete_gaussian_pld import (
     _SUBGAUSS_HALF_WIDTH,
@@ -211,13 +211,7 @@ class PrivacyLossComposition(ProfileQueries):
             self.method = "bracket-grid"
             h = h_user if h_user is not None else self._default_grid(comps, max_lattice, max_work)
             length, work = _grid_cost(comps, float(h))
-            if length > max_lattice or work > max_work:
-                raise AccountingError(
-                    f"grid {float(h):.3g} is too fine for direct convolution: about {length:.3g}"
-                    f" lattice points (max_lattice={max_lattice}) and {work:.3g} multiply-adds"
-                    f" (max_work={max_work:.3g}); FFT is not used because its round-off is not"
-                    " certified. Use a coarser grid or raise the budgets."
-                )
+            check_grid_budget(float(h), length, work, max_lattice, max_work)
             self.grid = float(h)
             self.rounding_width = self.weight * self.grid
             ups, downs = [], []

@@ -35,7 +35,7 @@ import numpy as np
 from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
 from auditlib.accounting._profile import HockeyStick
-from auditlib.accounting._queries import ProfileQueries, finest_feasible_grid
+from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
 from auditlib.accounting._validation import (
     parse_components,
     to_positive_fraction,
@@ -200,13 +200,7 @@ class DiscreteGaussianComposition(ProfileQueries):
             self.method = "bracket-grid"
             h = h_user if h_user is not None else self._default_grid(groups, max_lattice, max_work)
             length, work = _estimate_grid(groups, float(h))
-            if length > max_lattice or work > max_work:
-                raise AccountingError(
-                    f"grid {float(h):.3g} is too fine for direct convolution: about {length:.3g}"
-                    f" lattice points (max_lattice={max_lattice}) and {work:.3g} multiply-adds"
-                    f" (max_work={max_work:.3g}); FFT is not used because its round-off is not"
-                    " certified. Use a coarser grid or raise the budgets."
-                )
+            check_grid_budget(float(h), length, work, max_lattice, max_work)
             self.grid = float(h)
             up, down = self._accumulate_rounded(groups, h)
             self._upper = HockeyStick(Fraction(0), h, up)
