@@ -60,6 +60,12 @@ _METHOD_NOTES = {
 }
 
 
+def _bracket_entry(name: str, lower: Any, upper: Any) -> dict[str, float]:
+    """JSON keys of a certified bracket: ``name`` (its conservative upper end), ``name_lower``,
+    ``name_upper``."""
+    return {name: float(upper), f"{name}_lower": float(lower), f"{name}_upper": float(upper)}
+
+
 def _check_deltas(deltas: list[float]) -> None:
     for d in deltas:
         if not (math.isfinite(d) and 0 < d < 1):
@@ -197,12 +203,10 @@ def _account(
                 entry: dict[str, Any] = {"epsilon": eps}
                 if comp is not None and method != "paper-bound":
                     b = comp.delta(eps)
-                    entry |= {"exact": float(b.upper), "exact_lower": float(b.lower)}
-                    entry["exact_upper"] = float(b.upper)
+                    entry |= _bracket_entry("exact", b.lower, b.upper)
                 elif comp is not None:
                     b = tail_probability(comp, eps)
-                    entry |= {"paper_bound": float(b.upper), "paper_bound_lower": float(b.lower)}
-                    entry["paper_bound_upper"] = float(b.upper)
+                    entry |= _bracket_entry("paper_bound", b.lower, b.upper)
                 entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
                 entries.append(entry)
             row["delta"] = entries
@@ -216,12 +220,10 @@ def _account(
             entry = {"delta": dd}
             if exact is not None:
                 lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
-                entry |= {"exact": float(hi[i]), "exact_lower": float(lo[i])}
-                entry["exact_upper"] = float(hi[i])
+                entry |= _bracket_entry("exact", lo[i], hi[i])
             elif comp is not None:
                 b = paper_bound_epsilon(comp, dd)
-                entry |= {"paper_bound": float(b.upper), "paper_bound_lower": float(b.lower)}
-                entry["paper_bound_upper"] = float(b.upper)
+                entry |= _bracket_entry("paper_bound", b.lower, b.upper)
             entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
             entries.append(entry)
         row["epsilon"] = entries
