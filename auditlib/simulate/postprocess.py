@@ -1,0 +1,244 @@
+"""Post-processing of noisy measurements into non-negative, consistent, integer histograms.
+
+Every operation is vectorized over many independent *segments* (a segment is a set of variables
+whose sum is fixed: one parent's children in one cell, or one state's cells): the variables are a flat
+array, ``segment`` gives each variable's segment id, ``target`` each segment's sum.
+
+- :func:`project_simplex` — the exact Euclidean projection onto ``{x ≥ 0, Σ_segment x = target}``
+  (sort-based, Held–Wolfe–Crowder / Duchi et al. 2008), for all segments at once.
+- :func:`solve_wls` — weighted least squares of unit histograms to noisy marginal measurements,
+  ``min Σ_units Σ_q (1/σ_q²) ‖Q_q x − y_q‖²`` over the same feasible set. When ``Σ_q Q_qᵀQ_q/σ_q²``
+  is a multiple of the identity (only the detailed cells measured, or a one-cell histogram) this is
+  exactly a projection; otherwise projected gradient with Nesterov momentum and adaptive restart
+  (FISTA), every iterate exactly feasible, stopped when the projected-gradient step is below ``tol``
+  people in every cell.
+- :func:`round_preserving` — largest-remainder rounding per segment: integers, non-negative, within 1
+  of the real solution, summing exactly to the (integer) target of every segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib.exceptions import InvalidParameterError, UnknownNameError
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def _check_segments(
+    n: int, segment: npt.ArrayLike, target: npt.ArrayLike
+) -> tuple[IntArray, FloatArray]:
+    seg = np.asarray(segment, dtype=np.int64).ravel()
+    tgt = np.asarray(target, dtype=np.float64).ravel()
+    if seg.size != n:
+        raise InvalidParameterError(f"Invalid segment: {seg.size} ids for {n} values")
+    if seg.size and (seg.min() < 0 or seg.max() >= tgt.size):
+        raise InvalidParameterError(
+            f"Invalid segment ids in [{seg.min()}, {seg.max()}]; need 0..{tgt.size - 1}"
+        )
+    if not np.isfinite(tgt).all() or (tgt < 0).any():
+        bad = tgt[~(np.isfinite(tgt) & (tgt >= 0))][0]
+        raise InvalidParameterError(f"Invalid segment target {bad}; targets must be finite, >= 0")
+    counts = np.bincount(seg, minlength=tgt.size)
+    empty = (counts == 0) & (tgt > 0)
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0])
+        raise InvalidParameterError(
+            f"Inconsistent hierarchy: segment {i} has target {tgt[i]:g} but no variables "
+            "(a parent with people and no children)"
+        )
+    return seg, tgt
+
+
+def _sort_within(values: FloatArray, seg: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """Order sorting ``values`` descending within segments; each sorted entry's 0-based rank; and
+    the start (in sorted order) of every segment's run."""
+    order = np.lexsort((-values, seg))
+    s = seg[order]
+    start = np.ones(s.size, dtype=bool)
+    start[1:] = s[1:] != s[:-1]
+    first = np.flatnonzero(start)
+    run_start = np.repeat(first, np.diff(np.append(first, s.size)))
+    rank = np.arange(s.size) - run_start
+    return order, rank, run_start
+
+
+def project_simplex(y: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> FloatArray:
+    """Euclidean projection of ``y`` onto ``{x ≥ 0, Σ_{segment s} x = target[s]}`` for every s.
+
+    Exact up to floating point: ``x = max(y − τ_s, 0)`` with the threshold τ_s found by sorting each
+    segment's values. Segments with target 0 come out all zero.
+    """
+    v = np.asarray(y, dtype=np.float64).ravel()
+    seg, tgt = _check_segments(v.size, segment, target)
+    if not np.isfinite(v).all():
+        raise InvalidParameterError("Invalid y: values must be finite")
+    if v.size == 0:
+        return v.copy()
+    order, rank, run_start = _sort_within(v, seg)
+    u = v[order]
+    s = seg[order]
+    c = np.cumsum(u)
+    before = np.where(run_start > 0, c[run_start - 1], 0.0)
+    css = c - before  # cumulative sum within the segment
+    j = rank + 1.0
+    ok = u - (css - tgt[s]) / j > 0
+    # the condition holds on a prefix of each sorted segment: ρ = its length (at least 1)
+    rho = np.maximum(np.bincount(s, weights=ok, minlength=tgt.size).astype(np.int64), 1)
+    nseg = np.bincount(seg, minlength=tgt.size)
+    first = np.zeros(tgt.size, dtype=np.int64)
+    first[1:] = np.cumsum(nseg)[:-1]
+    has = nseg > 0
+    tau = np.zeros(tgt.size)
+    pos = first[has] + rho[has] - 1
+    tau[has] = (css[pos] - tgt[has]) / rho[has]
+    return np.maximum(v - tau[seg], 0.0)
+
+
+def round_preserving(x: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> IntArray:
+    """Largest-remainder rounding of a non-negative ``x`` whose segments sum to integer targets.
+
+    Each value is floored; each segment's deficit ``target − Σ floor`` (between 0 and the segment's
+    size) goes, one unit each, to its values with the largest fractional parts (ties: lower index).
+    The result is integer, ``≥ 0``, within 1 of ``x``, and sums exactly to every target.
+    """
+    v = np.asarray(x, dtype=np.float64).ravel()
+    seg, tgt = _check_segments(v.size, segment, target)
+    if (tgt != np.round(tgt)).any():
+        raise InvalidParameterError("Invalid target: rounding needs integer segment targets")
+    if not np.isfinite(v).all() or (v < -1e-6).any():
+        raise InvalidParameterError("Invalid x: values must be finite and >= 0")
+    v = np.maximum(v, 0.0)
+    fl = np.floor(v)
+    frac = v - fl
+    out = fl.astype(np.int64)
+    nseg = np.bincount(seg, minlength=tgt.size)
+    deficit = tgt.astype(np.int64) - np.bincount(seg, weights=fl, minlength=tgt.size).astype(
+        np.int64
+    )
+    if (deficit < 0).any() or (deficit > nseg).any():
+        i = int(np.flatnonzero((deficit < 0) | (deficit > nseg))[0])
+        raise InvalidParameterError(
+            f"Invalid x: segment {i} sums to {v[seg == i].sum():g}, not its target {tgt[i]:g}"
+        )
+    order, rank, _ = _sort_within(frac, seg)
+    bump = rank < deficit[seg[order]]
+    out[order[bump]] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Noisy marginals of many units' histograms, stacked: ``y ≈ x @ M.T`` row by row, each column
+    with weight ``1/σ²`` of its query."""
+
+    matrix: FloatArray  # (m, n_cells): the measured queries' 0/1 rows, stacked
+    weight: FloatArray  # (m,): 1/σ² of each row's query
+    y: FloatArray  # (n_units, m): noisy measurements
+
+    @classmethod
+    def stack(
+        cls,
+        query_matrices: Mapping[str, npt.ArrayLike],
+        measured: Sequence[tuple[str, float]],
+        noisy: Sequence[npt.ArrayLike],
+    ) -> Measurements:
+        """From the measured (query, σ²) pairs and each query's noisy (n_units, n_query_cells)."""
+        mats, wts = [], []
+        for name, sigma2 in measured:
+            mats.append(query_matrix(query_matrices, name))
+            if not (np.isfinite(sigma2) and sigma2 > 0):
+                raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {name!r}; need > 0")
+            wts.append(np.full(mats[-1].shape[0], 1.0 / sigma2))
+        if not mats:
+            raise InvalidParameterError("Invalid measurements: no query measured")
+        ys = [np.asarray(v, dtype=np.float64) for v in noisy]
+        if len(ys) != len(mats) or any(
+            v.ndim != 2 or v.shape != (ys[0].shape[0], m.shape[0])
+            for v, m in zip(ys, mats, strict=True)
+        ):
+            raise InvalidParameterError(
+                "Invalid noisy measurements: need (n_units, cells) per query"
+            )
+        return cls(np.vstack(mats), np.concatenate(wts), np.hstack(ys))
+
+    @property
+    def hessian(self) -> FloatArray:
+        """``Σ_q Q_qᵀ Q_q / σ_q²`` (n_cells, n_cells): the objective's curvature for one unit."""
+        return np.asarray((self.matrix.T * self.weight) @ self.matrix)
+
+
+def query_matrix(query_matrices: Mapping[str, npt.ArrayLike], name: str) -> FloatArray:
+    if name not in query_matrices:
+        raise UnknownNameError(
+            f"Unknown query: {name!r}; the attribute schema has {', '.join(query_matrices)}"
+        )
+    m = np.asarray(query_matrices[name], dtype=np.float64)
+    if m.ndim != 2 or not np.isin(m, (0.0, 1.0)).all():
+        raise InvalidParameterError(
+            f"Invalid query matrix for {name!r}: need a 0/1 array (query cells, detailed cells)"
+        )
+    return m
+
+
+@dataclass(frozen=True)
+class WLSResult:
+    x: FloatArray  # (n_units, n_cells), feasible
+    iterations: int  # 0: solved exactly by one projection
+    step: float  # last projected-gradient step, in people (max over cells): the stopping measure
+    exact: bool
+
+
+def solve_wls(
+    meas: Measurements,
+    segment: npt.ArrayLike,
+    target: npt.ArrayLike,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = 20_000,
+) -> WLSResult:
+    """Non-negative weighted least squares of every unit's histogram to its measurements, subject to
+    fixed sums of the segments (``segment`` has shape (n_units, n_cells)).
+
+    Exact (one projection) when the curvature is a multiple of the identity; otherwise FISTA with
+    adaptive restart from the projected unconstrained solution, stopped when the projected-gradient
+    step ``‖x − P(x − ∇f/L)‖_∞ ≤ tol`` (people). Raises if ``max_iter`` is reached first.
+    """
+    h = meas.hessian
+    n_units, n_cells = meas.y.shape[0], h.shape[0]
+    seg = np.asarray(segment, dtype=np.int64)
+    if seg.shape != (n_units, n_cells):
+        raise InvalidParameterError(
+            f"Invalid segment shape {seg.shape}; expected ({n_units}, {n_cells})"
+        )
+    if not tol > 0:
+        raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
+    b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
+    c = h[0, 0]
+    if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
+        x = project_simplex(b / c, seg, target).reshape(n_units, n_cells)
+        return WLSResult(x, 0, 0.0, True)
+    lip = float(np.linalg.eigvalsh(h)[-1])
+    start = np.linalg.lstsq(h, b.T, rcond=None)[0].T
+    x = project_simplex(start, seg, target).reshape(n_units, n_cells)
+    z, t, step = x, 1.0, np.inf
+    for it in range(1, max_iter + 1):
+        grad = z @ h - b
+        x_new = project_simplex(z - grad / lip, seg, target).reshape(n_units, n_cells)
+        step = float(np.abs(x_new - z).max(initial=0.0))
+        if np.sum((z - x_new) * (x_new - x)) > 0:  # momentum points uphill: restart
+            t = 1.0
+        t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        z = x_new + ((t - 1) / t_new) * (x_new - x)
+        x, t = x_new, t_new
+        if step <= tol:
+            return WLSResult(x, it, step, False)
+    raise InvalidParameterError(
+        f"WLS did not converge: step {step:.3g} > tol {tol} after max_iter = {max_iter}; "
+        "raise max_iter or tol"
+    )

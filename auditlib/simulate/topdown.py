@@ -1,0 +1,264 @@
+"""A TopDown-style release of one state: noisy measurements at every level, then top-down
+post-processing to non-negative, consistent, integer histograms.
+
+Given the true detailed histogram of every block (n_blocks, n_cells), the hierarchy above the blocks
+(State first) and, per level, the measured queries with their discrete Gaussian variances σ²:
+
+1. **Measure**: every query ``Q`` (a 0/1 matrix, query cells × detailed cells) measured at a level
+   gets ``N_Z(0, σ²)`` noise on every cell of every geounit of that level.
+2. **State**: the state's detailed histogram is the weighted least-squares fit (weights 1/σ²) to its
+   measurements over ``{x ≥ 0, Σ x = true state total}`` (the state population is invariant), then
+   rounded preserving that total.
+3. **Down the hierarchy**: for every parent, its children's histograms are fitted to their
+   measurements subject to ``x ≥ 0`` and, in every cell, the children summing to the parent's final
+   (integer) histogram; then rounded cell by cell (largest remainder) so that the sums stay exact.
+
+Every released marginal is computed from the final detailed histograms, so marginals are consistent
+with each other and across levels. All parents of a level are solved at once
+(:mod:`auditlib.simulate.postprocess`). The national level, when there is one, is the sum of the
+states (each state is its own run, as state-parallel as the data). What is simplified relative to the
+Census Bureau's TopDown is listed in ``docs/simulation.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.mechanisms import DiscreteGaussian
+from auditlib.simulate.postprocess import (
+    Measurements,
+    query_matrix,
+    round_preserving,
+    solve_wls,
+)
+from auditlib.simulate.release import ResidualBlock
+
+#: keyed stream of TopDown noise: (TOPDOWN_NOISE, state, geolevel, replicate)
+TOPDOWN_NOISE = 15
+
+IntArray = npt.NDArray[np.int64]
+#: per level (top first): the measured (query name, σ²) pairs
+Measured = Sequence[Sequence[tuple[str, float]]]
+
+#: the one-cell schema of total counts
+TOTAL_QUERIES: dict[str, npt.NDArray[np.float64]] = {"total": np.ones((1, 1))}
+
+
+@dataclass(frozen=True)
+class StateHierarchy:
+    """Levels of one TopDown run, top first; ``parents[i]`` maps the units of ``levels[i + 1]`` to
+    their parent at ``levels[i]``. The top level has ``n_top`` units (1: one state)."""
+
+    levels: tuple[str, ...]
+    parents: tuple[IntArray, ...]
+    n_top: int = 1
+
+    def __post_init__(self) -> None:
+        if len(self.parents) != len(self.levels) - 1 or not self.levels:
+            raise InvalidParameterError(
+                f"Inconsistent hierarchy: {len(self.levels)} levels need "
+                f"{max(len(self.levels) - 1, 0)} parent arrays, got {len(self.parents)}"
+            )
+        n_up = self.n_top
+        for name, p in zip(self.levels[1:], self.parents, strict=True):
+            if p.ndim != 1 or p.size == 0 or p.min() < 0 or p.max() >= n_up:
+                raise InvalidParameterError(
+                    f"Inconsistent hierarchy: parents of {name!r} must be indices 0..{n_up - 1}"
+                )
+            missing = np.bincount(p, minlength=n_up) == 0
+            if missing.any():
+                raise InvalidParameterError(
+                    f"Inconsistent hierarchy: unit {int(np.flatnonzero(missing)[0])} above "
+                    f"{name!r} has no children; every unit needs at least one"
+                )
+            n_up = p.size
+
+    @classmethod
+    def from_fanouts(cls, levels: Sequence[str], fanouts: Sequence[int]) -> StateHierarchy:
+        """A regular hierarchy of one state: ``fanouts[i]`` children per unit of ``levels[i]``."""
+        if len(fanouts) != len(levels) - 1 or any(f < 1 for f in fanouts):
+            raise InvalidParameterError(
+                f"Invalid fanouts {tuple(fanouts)} for levels {tuple(levels)}: one >= 1 per level "
+                "below the top"
+            )
+        parents, n = [], 1
+        for f in fanouts:
+            parents.append(np.repeat(np.arange(n, dtype=np.int64), f))
+            n *= f
+        return cls(tuple(levels), tuple(parents))
+
+    def n_units(self, i: int) -> int:
+        return self.n_top if i == 0 else int(self.parents[i - 1].size)
+
+    def aggregate(self, block_hist: npt.ArrayLike) -> list[IntArray]:
+        """Histograms of every level (top first) from the bottom level's, by exact sums."""
+        h = np.asarray(block_hist)
+        n_bottom = self.n_units(len(self.levels) - 1)
+        if h.ndim != 2 or h.shape[0] != n_bottom:
+            raise InvalidParameterError(
+                f"Invalid block histograms of shape {h.shape}; expected ({n_bottom}, n_cells)"
+            )
+        if not np.issubdtype(h.dtype, np.integer) or (h < 0).any():
+            raise InvalidParameterError("Invalid block histograms: counts must be integers >= 0")
+        out = [h.astype(np.int64)]
+        for i in range(len(self.levels) - 1, 0, -1):
+            p, n_up = self.parents[i - 1], self.n_units(i - 1)
+            up = np.stack(
+                [np.bincount(p, weights=out[0][:, k], minlength=n_up) for k in range(h.shape[1])],
+                axis=1,
+            ).astype(np.int64)
+            out.insert(0, up)
+        return out
+
+
+def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
+    """One state of a :class:`auditlib.geography.Spine` as its own hierarchy, with its block
+    populations as a one-cell histogram (n_blocks, 1)."""
+    from auditlib.geography.spine import LEVELS, Spine
+
+    if not isinstance(spine, Spine):
+        raise InvalidParameterError("spine_state needs an auditlib.geography.Spine")
+    if not 0 <= state < spine.n_states:
+        raise InvalidParameterError(f"Invalid state: {state}; allowed 0..{spine.n_states - 1}")
+    lo, hi = state, state + 1  # range of the state's units at the level above
+    parents = []
+    for level in LEVELS[1:]:
+        p = spine.parents[level]
+        a, b = np.searchsorted(p, [lo, hi])
+        parents.append(p[a:b].astype(np.int64) - lo)
+        lo, hi = int(a), int(b)
+    pops = spine.block_population[lo:hi].astype(np.int64)[:, None]
+    return StateHierarchy(LEVELS, tuple(parents)), pops
+
+
+@dataclass(frozen=True)
+class TopDownRelease:
+    levels: tuple[str, ...]
+    truth: list[IntArray]  # per level: (n_units, n_cells) true histograms
+    dp: list[IntArray]  # per level: (n_units, n_cells) released histograms
+    iterations: list[int]  # per level: solver iterations (0: exact projection)
+
+    def marginal(self, level: int, q: npt.ArrayLike) -> tuple[IntArray, IntArray]:
+        """(released, true) marginal (n_units, query cells) of a query matrix at ``level``."""
+        m = np.asarray(q, dtype=np.int64)
+        return self.dp[level] @ m.T, self.truth[level] @ m.T
+
+
+def _check_measured(
+    hierarchy: StateHierarchy, query_matrices: Mapping[str, npt.ArrayLike], measured: Measured
+) -> None:
+    if len(measured) != len(hierarchy.levels):
+        raise InvalidParameterError(
+            f"Invalid measured: {len(measured)} levels given, the hierarchy has "
+            f"{len(hierarchy.levels)} ({', '.join(hierarchy.levels)})"
+        )
+    for name, level in zip(hierarchy.levels, measured, strict=True):
+        if not level:
+            raise InvalidParameterError(f"Invalid measured: no query measured at {name!r}")
+        for q, _ in level:
+            if q not in query_matrices:
+                raise UnknownNameError(
+                    f"Unknown query: {q!r} at {name!r}; the attribute schema has "
+                    f"{', '.join(query_matrices)}"
+                )
+
+
+def topdown(
+    hierarchy: StateHierarchy,
+    block_hist: npt.ArrayLike,
+    query_matrices: Mapping[str, npt.ArrayLike],
+    measured: Measured,
+    rngs: Sequence[np.random.Generator],
+    *,
+    tol: float = 1e-3,
+) -> TopDownRelease:
+    """One TopDown-style release; ``rngs[i]`` draws the noise of level ``i`` (top first)."""
+    _check_measured(hierarchy, query_matrices, measured)
+    if len(rngs) != len(hierarchy.levels):
+        raise InvalidParameterError(f"Invalid rngs: need one per level ({len(hierarchy.levels)})")
+    truth = hierarchy.aggregate(block_hist)
+    n_cells = truth[0].shape[1]
+    for q in {q for level in measured for q, _ in level}:
+        if query_matrix(query_matrices, q).shape[1] != n_cells:
+            raise InvalidParameterError(
+                f"Invalid query matrix for {q!r}: {query_matrix(query_matrices, q).shape[1]} "
+                f"columns, the histograms have {n_cells} cells"
+            )
+    mechs: dict[float, DiscreteGaussian] = {}
+    dp: list[IntArray] = []
+    iters: list[int] = []
+    cells = np.arange(n_cells, dtype=np.int64)
+    for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
+        noisy = []
+        for q, sigma2 in level:
+            m = query_matrix(query_matrices, q).astype(np.int64)
+            mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
+            exact = truth[i] @ m.T
+            noisy.append(exact + mech.rvs(size=exact.shape, rng=g))
+        meas = Measurements.stack(query_matrices, level, noisy)
+        n = hierarchy.n_units(i)
+        if i == 0:  # invariant: each top unit's total is exact
+            seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
+            target = truth[0].sum(axis=1)
+        else:
+            seg = hierarchy.parents[i - 1][:, None] * n_cells + cells
+            target = dp[i - 1].ravel()
+        sol = solve_wls(meas, seg, target, tol=tol)
+        dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
+        iters.append(sol.iterations)
+    return TopDownRelease(hierarchy.levels, truth, dp, iters)
+
+
+def residual_blocks(
+    hierarchy: StateHierarchy,
+    block_hist: npt.ArrayLike,
+    query_matrices: Mapping[str, npt.ArrayLike],
+    measured: Measured,
+    query_ids: Mapping[str, int],
+    level_rngs: Callable[[int], Sequence[np.random.Generator]],
+    replicates: int,
+    *,
+    tol: float = 1e-3,
+) -> list[ResidualBlock]:
+    """Residuals DP − truth of ``replicates`` TopDown releases, one block per level (top first).
+
+    A level's block holds every cell (zero cells included) of every query measured at that level,
+    items ordered query-major, then unit, then cell; ``level_rngs(r)`` gives replicate r's
+    generators (one per level)."""
+    if replicates < 1:
+        raise InvalidParameterError(f"Invalid replicates: {replicates}; must be >= 1")
+    for level in measured:
+        for q, _ in level:
+            if q not in query_ids:
+                raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
+    runs = [
+        topdown(hierarchy, block_hist, query_matrices, measured, level_rngs(r), tol=tol)
+        for r in range(replicates)
+    ]
+    out = []
+    for i, level in enumerate(measured):
+        truths, dps, qidx, unit, cell = [], [], [], [], []
+        for q, _ in level:
+            m = query_matrix(query_matrices, q).astype(np.int64)
+            t = runs[0].truth[i] @ m.T
+            truths.append(t.ravel())
+            dps.append(np.stack([(run.dp[i] @ m.T).ravel() for run in runs]))
+            qidx.append(np.full(t.size, query_ids[q], dtype=np.int16))
+            unit.append(np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]))
+            cell.append(np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]))
+        truth = np.concatenate(truths)
+        out.append(
+            ResidualBlock(
+                residual=(np.hstack(dps) - truth).astype(np.float32),
+                truth=truth.astype(np.int32),
+                query_index=np.concatenate(qidx),
+                unit_index=np.concatenate(unit),
+                cell_index=np.concatenate(cell),
+            )
+        )
+    return out

@@ -1,0 +1,252 @@
+"""TopDown-style release: the projection, the WLS solver and the rounding against independent
+references (scipy SLSQP, KKT conditions, hand-worked cases), and the release's guarantees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from auditlib import seeds
+from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.simulate.postprocess import (
+    Measurements,
+    project_simplex,
+    round_preserving,
+    solve_wls,
+)
+from auditlib.simulate.topdown import (
+    TOPDOWN_NOISE,
+    TOTAL_QUERIES,
+    StateHierarchy,
+    residual_blocks,
+    spine_state,
+    topdown,
+)
+
+# a 4-cell schema: two attributes of 2 levels each (cells a0b0, a0b1, a1b0, a1b1)
+QUERIES = {
+    "total": np.ones((1, 4)),
+    "a": np.kron(np.eye(2), np.ones((1, 2))),
+    "b": np.kron(np.ones((1, 2)), np.eye(2)),
+    "detailed": np.eye(4),
+}
+
+
+def _slsqp(fun, n, seg, target, jac=None):
+    a = np.zeros((target.size, n))
+    a[seg, np.arange(n)] = 1.0
+    x0 = np.maximum(a.T @ (target / np.maximum(a.sum(axis=1), 1)), 0)
+    r = minimize(
+        fun,
+        x0,
+        jac=jac,
+        method="SLSQP",
+        bounds=[(0, None)] * n,
+        constraints=[{"type": "eq", "fun": lambda v: a @ v - target}],
+        options={"ftol": 1e-12, "maxiter": 2000},
+    )
+    assert r.success, r.message
+    return r.x
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_projection_matches_slsqp_and_kkt(seed):
+    rng = np.random.default_rng(seed)
+    seg = np.repeat(np.arange(4), [1, 3, 5, 6])
+    rng.shuffle(seg)  # segments need not be contiguous
+    y = rng.normal(1.0, 4.0, seg.size)
+    target = np.array([2.0, 0.0, 7.5, 30.0])
+    x = project_simplex(y, seg, target)
+    ref = _slsqp(lambda v: 0.5 * np.sum((v - y) ** 2), y.size, seg, target, lambda v: v - y)
+    np.testing.assert_allclose(x, ref, atol=1e-6)
+    # KKT: x = max(y - τ_s, 0) with one τ per segment
+    for s in range(4):
+        m = seg == s
+        assert x[m].sum() == pytest.approx(target[s], abs=1e-9)
+        pos = x[m] > 0
+        if pos.any():
+            tau = (y[m] - x[m])[pos]
+            np.testing.assert_allclose(tau, tau[0], atol=1e-9)
+            assert (y[m][~pos] <= tau[0] + 1e-9).all()
+
+
+def test_projection_hand_worked():
+    # y = (3, 1, -1), sum 2: τ = 1 on the top entry alone -> (2, 0, 0)
+    np.testing.assert_allclose(project_simplex([3.0, 1.0, -1.0], [0, 0, 0], [2.0]), [2, 0, 0])
+    # y = (1, 1), sum 4: τ = -1 -> (2, 2); target 0 -> zeros
+    np.testing.assert_allclose(project_simplex([1.0, 1.0], [0, 0], [4.0]), [2, 2])
+    np.testing.assert_allclose(project_simplex([5.0, -2.0], [0, 0], [0.0]), [0, 0])
+
+
+def test_rounding_hand_worked_and_properties():
+    # floors (0, 1, 2) sum 3, deficit 1 goes to the larger remainder; ties to the lower index
+    np.testing.assert_array_equal(round_preserving([0.5, 1.5, 2.0], [0, 0, 0], [4]), [1, 1, 2])
+    np.testing.assert_array_equal(round_preserving([0.2, 0.7, 2.1], [0, 0, 0], [3]), [0, 1, 2])
+    rng = np.random.default_rng(3)
+    seg = rng.integers(0, 50, 2000)
+    raw = rng.gamma(0.3, 5.0, seg.size)
+    target = np.round(np.bincount(seg, weights=raw, minlength=50))
+    x = project_simplex(raw, seg, target)
+    r = round_preserving(x, seg, target)
+    assert r.dtype == np.int64 and (r >= 0).all()
+    np.testing.assert_array_equal(np.bincount(seg, weights=r, minlength=50), target)
+    assert np.abs(r - x).max() < 1
+
+
+def test_rounding_rejects_bad_input():
+    with pytest.raises(InvalidParameterError, match="integer"):
+        round_preserving([0.5, 0.5], [0, 0], [1.5])
+    with pytest.raises(InvalidParameterError, match="not its target"):
+        round_preserving([0.5, 0.5], [0, 0], [3])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_wls_matches_slsqp(seed):
+    rng = np.random.default_rng(seed)
+    n_units, measured = 6, [("total", 1.0), ("a", 4.0), ("b", 2.0), ("detailed", 25.0)]
+    noisy = [rng.normal(3.0, 4.0, (n_units, QUERIES[q].shape[0])) for q, _ in measured]
+    meas = Measurements.stack(QUERIES, measured, noisy)
+    parent = np.repeat([0, 1], 3)
+    seg = parent[:, None] * 4 + np.arange(4)
+    target = np.array([3.0, 0.0, 5.0, 7.0, 8.0, 1.0, 0.0, 2.0])
+    sol = solve_wls(meas, seg, target, tol=1e-9)
+    assert sol.iterations > 0 and not sol.exact
+
+    def f(v):
+        r = v.reshape(n_units, 4) @ meas.matrix.T - meas.y
+        return 0.5 * np.sum(r**2 * meas.weight)
+
+    def grad(v):
+        r = v.reshape(n_units, 4) @ meas.matrix.T - meas.y
+        return ((r * meas.weight) @ meas.matrix).ravel()
+
+    ref = _slsqp(f, n_units * 4, seg.ravel(), target, grad)
+    assert f(sol.x.ravel()) <= f(ref) + 1e-7
+    np.testing.assert_allclose(sol.x.ravel(), ref, atol=1e-4)
+
+
+def test_wls_detailed_only_is_one_projection():
+    rng = np.random.default_rng(0)
+    y = rng.normal(2.0, 3.0, (5, 4))
+    meas = Measurements.stack(QUERIES, [("detailed", 3.0)], [y])
+    seg = np.zeros((5, 1), dtype=np.int64) * 4 + np.arange(4)
+    sol = solve_wls(meas, seg, [4.0, 0.0, 9.0, 2.0])
+    assert sol.exact and sol.iterations == 0
+    np.testing.assert_allclose(sol.x.ravel(), project_simplex(y.ravel(), seg, [4, 0, 9, 2]))
+
+
+HIER = StateHierarchy.from_fanouts(("State", "County", "Tract", "Block"), (3, 4, 5))
+MEASURED = [[("total", 1.0), ("detailed", 4.0)]] + [
+    [("total", 2.0), ("a", 3.0), ("detailed", 9.0)]
+] * 3
+
+
+def _blocks(seed=1):
+    return np.random.default_rng(seed).poisson(2.0, size=(60, 4))
+
+
+def _rngs(seed, state=1, r=0):
+    return [seeds.rng(seed, TOPDOWN_NOISE, state, i, r) for i in range(4)]
+
+
+def test_release_guarantees():
+    rel = topdown(HIER, _blocks(), QUERIES, MEASURED, _rngs(7))
+    for i, dp in enumerate(rel.dp):
+        assert dp.dtype == np.int64 and (dp >= 0).all()
+        if i > 0:  # children sum to their parent in every cell
+            p = HIER.parents[i - 1]
+            sums = np.stack([np.bincount(p, weights=dp[:, k]) for k in range(4)], axis=1)
+            np.testing.assert_array_equal(sums, rel.dp[i - 1])
+    assert rel.dp[0].sum() == rel.truth[0].sum()  # the invariant state total
+    # marginals consistent: a parent's released marginal is the sum of its children's
+    dp_a, _ = rel.marginal(2, QUERIES["a"])
+    up_a, _ = rel.marginal(1, QUERIES["a"])
+    np.testing.assert_array_equal(
+        np.stack([np.bincount(HIER.parents[1], weights=dp_a[:, k]) for k in range(2)], 1), up_a
+    )
+    assert (rel.dp[3] != rel.truth[3]).any()  # noise did something
+
+
+def test_release_is_exact_without_noise_and_deterministic():
+    tiny = [[(q, 1e-4) for q, _ in level] for level in MEASURED]  # N_Z(0, 1e-4) is 0 w.p. ≈ 1
+    rel = topdown(HIER, _blocks(), QUERIES, tiny, _rngs(7))
+    for dp, t in zip(rel.dp, rel.truth, strict=True):
+        np.testing.assert_array_equal(dp, t)
+    a = topdown(HIER, _blocks(), QUERIES, MEASURED, _rngs(7))
+    b = topdown(HIER, _blocks(), QUERIES, MEASURED, _rngs(7))
+    c = topdown(HIER, _blocks(), QUERIES, MEASURED, _rngs(8))
+    for x, y in zip(a.dp, b.dp, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert any((x != y).any() for x, y in zip(a.dp, c.dp, strict=True))
+
+
+def test_total_only_residual_variance():
+    """Two levels, counts far from 0 (non-negativity never binds): children's L2 estimate is
+    y_c − mean(y) + parent, so the residual variance is σ²(1 − 1/f) (+ rounding, ≤ 1/4)."""
+    f, sigma2, n = 4, 9.0, 3000
+    h = StateHierarchy(("State", "Block"), (np.repeat(np.arange(n), f),), n_top=n)
+    blocks = np.full((n * f, 1), 1000)
+    res = residual_blocks(
+        h,
+        blocks,
+        TOTAL_QUERIES,
+        [[("total", sigma2)], [("total", sigma2)]],
+        {"total": 0},
+        lambda r: [seeds.rng(5, TOPDOWN_NOISE, 1, i, r) for i in range(2)],
+        1,
+    )
+    assert (res[0].residual == 0).all()  # the invariant
+    v = res[1].residual.var()
+    expected = sigma2 * (1 - 1 / f)
+    assert abs(v - expected) < 0.6  # ≈ 4 standard errors plus the rounding term
+    assert abs(v - sigma2) > 1.5  # the unprojected noise variance is rejected
+
+
+def test_residual_block_layout():
+    res = residual_blocks(
+        HIER,
+        _blocks(),
+        QUERIES,
+        MEASURED,
+        {"total": 0, "a": 1, "b": 2, "detailed": 3},
+        lambda r: _rngs(3, r=r),
+        2,
+    )
+    assert [b.n_items for b in res] == [5, 3 * 7, 12 * 7, 60 * 7]
+    b = res[1]
+    assert b.residual.shape == (2, 21) and b.residual.dtype == np.float32
+    np.testing.assert_array_equal(b.query_index[:3], [0, 0, 0])
+    np.testing.assert_array_equal(b.unit_index[3:9], [0, 0, 1, 1, 2, 2])
+    assert (res[0].residual[:, 0] == 0).all()  # state total invariant
+
+
+def test_spine_states():
+    from auditlib.geography import generate_spine, tallies_2020
+
+    spine = generate_spine(3, totals={"US": tallies_2020()["US"].scaled(0.002)})
+    pops = spine.populations()
+    for s in (0, spine.n_states - 1):
+        h, bp = spine_state(spine, s)
+        assert h.levels == ("State", "County", "Tract", "Block_Group", "Block")
+        assert int(bp.sum()) == int(pops["State"][s])
+        rel = topdown(h, bp, TOTAL_QUERIES, [[("total", 5.0)]] * 5, _rngs(1, s)[:1] * 5)
+        assert rel.dp[0][0, 0] == pops["State"][s]
+        assert rel.dp[-1].sum() == pops["State"][s] and (rel.dp[-1] >= 0).all()
+
+
+def test_bad_inputs():
+    with pytest.raises(InvalidParameterError, match="integers >= 0"):
+        topdown(HIER, -_blocks(), QUERIES, MEASURED, _rngs(1))
+    with pytest.raises(UnknownNameError, match="'race'"):
+        topdown(HIER, _blocks(), QUERIES, [[("race", 1.0)]] * 4, _rngs(1))
+    with pytest.raises(InvalidParameterError, match="has no children"):
+        StateHierarchy(("State", "County", "Block"), (np.array([0, 0]), np.array([0, 0, 0])))
+    with pytest.raises(InvalidParameterError, match=r"indices 0\.\.0"):
+        StateHierarchy(("State", "County"), (np.array([0, 1]),))
+    with pytest.raises(InvalidParameterError, match="expected \\(60, n_cells\\)"):
+        topdown(HIER, _blocks()[:50], QUERIES, MEASURED, _rngs(1))
+    with pytest.raises(InvalidParameterError, match="3 levels given"):
+        topdown(HIER, _blocks(), QUERIES, MEASURED[:3], _rngs(1))
+    with pytest.raises(InvalidParameterError, match="Invalid sigma2"):
+        topdown(HIER, _blocks(), QUERIES, [[("total", -1.0)]] * 4, _rngs(1))
