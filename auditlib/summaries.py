@@ -19,8 +19,8 @@ from auditlib.accounting import (
     cks_epsilon,
 )
 from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
+from auditlib.epl import SURFACE_POINTS, epl_surface, estimate_epl
 from auditlib.epl import epl as epl_estimate
-from auditlib.epl import estimate_epl
 
 
 def account_components(
@@ -72,12 +72,16 @@ def epl_by_query(
     percentiles: tuple[float, float],
     method: str = "flaxman_petti",
     uncertainty_seed: int | None = None,
+    surface_seed: int | None = None,
+    surface_points: int = SURFACE_POINTS,
 ) -> list[dict[str, Any] | None]:
     """EPL of each query's residuals (all replicates and cells pooled); ``None`` where unmeasured.
 
     ``residual`` is (replicates, items); ``query_index`` (items,) says which query each item measures.
     With ``uncertainty_seed`` also the bias-aware estimate with its bootstrap interval, the matched
     floor and the slope estimate of 1/σ² (:func:`auditlib.epl.estimate_epl`), seeded per query.
+    With ``surface_seed`` also the bias-aware EPL(x) curve with its pointwise bootstrap band
+    (:func:`auditlib.epl.epl_surface`, at most ``surface_points`` points) under ``"surface"``.
     """
     out: list[dict[str, Any] | None] = []
     for q in range(n_queries):
@@ -109,5 +113,9 @@ def epl_by_query(
                     "inv_sigma2_hat": float(est.inv_sigma2_hat),
                 }
             )
+        if surface_seed is not None:
+            seq = np.random.SeedSequence(surface_seed, spawn_key=(q,))
+            surf = epl_surface(r, percentiles=percentiles, max_points=surface_points, seed=seq)
+            row["surface"] = surf.to_arrays()
         out.append(row)
     return out

@@ -190,6 +190,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             curves[g, q] = (r["x"], r["epl_x"])
             for k in extra_keys:
                 extra[k][g, q] = r.get(k, np.nan)
+    surf = _surfaces(ns, ng, nq, results)
     npts = max((len(x) for x, _ in curves.values()), default=1)
     cx = np.full((ng, nq, npts), np.nan)
     cy = np.full((ng, nq, npts), np.nan)
@@ -212,12 +213,14 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "epl_ci_high": ((gl, qu), extra["ci_high"]),
             "epl_null_upper": ((gl, qu), extra["null_upper"]),
             "inv_sigma2_hat": ((gl, qu), extra["inv_sigma2_hat"]),
+            **surf,
         },
         coords={
             st: np.array(plan.states, dtype=object),
             gl: np.array(plan.geolevels, dtype=object),
             qu: np.array(plan.queries, dtype=object),
             pt: np.arange(npts),
+            S.SURFACE_POINT: np.arange(next(iter(surf.values()))[1].shape[-1]),
         },
         attrs={
             "method": spec.epl.method,
@@ -228,8 +231,41 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "basic bootstrap interval of it; epl_null_upper: 95 % quantile of the same estimator on "
             "matched discrete-Gaussian noise (a small-sample reference, not a no-loss null); "
             "inv_sigma2_hat: slope of EPL(x), an estimate of 1/sigma^2 assuming Gaussian noise",
+            "surface": "surface*: the bias-aware EPL(x) = log p(x)/p(x+1) at surface*_x with its "
+            "pointwise 90 % basic bootstrap band (multinomial on lattice counts, window and h fixed), "
+            "per state and pooled; thinned to at most 101 points (ends and argmax kept)",
         },
     )
+
+
+def _surfaces(ns: int, ng: int, nq: int, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-state and pooled EPL(x) surfaces as padded float32 arrays (NaN where unmeasured)."""
+    keys = ("x", "epl_x", "low", "high")
+    names = ("x", "", "low", "high")
+    rows: dict[tuple[int | None, int, int], dict[str, np.ndarray]] = {}
+    for res in results:
+        g = res["geolevel"]
+        for s, per_q in res["per_state"].items():
+            for q, r in enumerate(per_q):
+                if r is not None and "surface" in r:
+                    rows[s, g, q] = r["surface"]
+        for q, r in enumerate(res["pooled"]):
+            if r is not None and "surface" in r:
+                rows[None, g, q] = r["surface"]
+    npts = max((len(v["x"]) for v in rows.values()), default=1) or 1
+    per_state = {k: np.full((ns, ng, nq, npts), np.nan, dtype=np.float32) for k in keys}
+    pooled = {k: np.full((ng, nq, npts), np.nan, dtype=np.float32) for k in keys}
+    for (s, g, q), v in rows.items():
+        for k in keys:
+            target = pooled[k][g, q] if s is None else per_state[k][s, g, q]
+            target[: len(v[k])] = v[k]
+    out: dict[str, Any] = {}
+    dims = (S.STATE, S.GEOLEVEL, S.QUERY, S.SURFACE_POINT)
+    for k, name in zip(keys, names, strict=True):
+        suffix = f"_{name}" if name else ""
+        out[f"surface{suffix}"] = (dims, per_state[k])
+        out[f"surface_pooled{suffix}"] = (dims[1:], pooled[k])
+    return out
 
 
 def accounting_dataset(

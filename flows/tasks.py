@@ -62,13 +62,23 @@ def epl_geolevel(
     bandwidth_factor: float,
     percentiles: tuple[float, float],
 ) -> dict[str, Any]:
-    """EPL of every query at one geolevel: per state, and pooled over states."""
+    """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
+    pooled over states."""
     per_state: dict[int, list[dict[str, Any] | None]] = {}
     pooled_res, pooled_q = [], []
     for b in plan.blocks_at(geolevel):
         r, q = store.read_residuals(url, b.state, b.geolevel)
         per_state[b.state] = epl_by_query(
-            r, q, len(plan.queries), bandwidth_factor=bandwidth_factor, percentiles=percentiles
+            r,
+            q,
+            len(plan.queries),
+            bandwidth_factor=bandwidth_factor,
+            percentiles=percentiles,
+            surface_seed=int(
+                seeds.seed_sequence(
+                    plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + b.state
+                ).generate_state(1)[0]
+            ),
         )
         pooled_res.append(r)
         pooled_q.append(q)
@@ -80,6 +90,11 @@ def epl_geolevel(
         percentiles=percentiles,
         uncertainty_seed=int(
             seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel).generate_state(1)[0]
+        ),
+        surface_seed=int(
+            seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 0).generate_state(
+                1
+            )[0]
         ),
     )
     return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled}

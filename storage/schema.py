@@ -12,7 +12,12 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
   ``epl_curve`` (geolevel, query, point); the bias-aware estimate ``epl_bias_aware`` with its
   bootstrap interval ``epl_ci_low``/``epl_ci_high``, matched floor ``epl_null_upper`` and the slope
-  estimate ``inv_sigma2_hat`` (geolevel, query).
+  estimate ``inv_sigma2_hat`` (geolevel, query). EPL(x) surfaces of the bias-aware estimate with a
+  pointwise bootstrap band (90 %, basic): ``surface_x``, ``surface``, ``surface_low``,
+  ``surface_high`` (state, geolevel, query, surface_point) per state and ``surface_pooled_x``,
+  ``surface_pooled``, ``surface_pooled_low``, ``surface_pooled_high`` (geolevel, query,
+  surface_point) over all states; float32, NaN padding, at most 101 points per curve (thinned
+  evenly, ends and argmax kept).
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
@@ -32,6 +37,7 @@ REPLICATE = "replicate"
 ITEM = "item"
 QUERY = "query"
 POINT = "point"
+SURFACE_POINT = "surface_point"
 DELTA = "delta"
 EPS_GRID = "eps_grid"
 ALPHA = "alpha"

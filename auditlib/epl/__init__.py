@@ -8,6 +8,7 @@
   :class:`EPLEstimate`.
 * :func:`lattice_kde` / :func:`lattice_kde_logpdf` — an exact, fast Gaussian KDE for integer
   residuals (equal to ``scipy.stats.gaussian_kde`` at the same bandwidth).
+* :func:`epl_surface` — EPL(x) on its grid with a pointwise bootstrap band, for stores.
 * :func:`flaxman_petti_reference` — a plain scipy transcription, for cross-checks.
 """
 
@@ -21,6 +22,7 @@ from auditlib.epl.kde import (
     scipy_bandwidth,
 )
 from auditlib.epl.reference import flaxman_petti_reference
+from auditlib.epl.surface import SURFACE_POINTS, EPLSurface, epl_surface
 
 __all__ = [
     "BANDWIDTH_KINDS",
@@ -29,10 +31,13 @@ __all__ = [
     "METHODS",
     "MIN_RESIDUALS",
     "STATUSES",
+    "SURFACE_POINTS",
     "EPLEstimate",
     "EPLResult",
+    "EPLSurface",
     "binning_error_bound",
     "epl",
+    "epl_surface",
     "estimate_epl",
     "flaxman_petti_reference",
     "lattice_kde",

@@ -69,6 +69,8 @@ CI_KINDS = ("percentile", "basic")
 #: Distinct non-integer values above which the bootstrap works on a linearly binned lattice.
 _MAX_DISTINCT = 20_000
 
+_EMPTY: npt.NDArray[np.float64] = np.empty(0, dtype=np.float64)
+
 Seed = int | np.random.SeedSequence | np.random.Generator | None
 
 
@@ -124,6 +126,13 @@ class EPLEstimate:
     rho_hat: float = math.nan
     epl_gaussian: float = math.nan
     seed: int | None = None
+    # pointwise bootstrap band of EPL(x) (same ``confidence`` and ``ci_kind``; empty without draws)
+    band_low: npt.NDArray[np.float64] = field(
+        default_factory=lambda: _EMPTY, compare=False, repr=False
+    )
+    band_high: npt.NDArray[np.float64] = field(
+        default_factory=lambda: _EMPTY, compare=False, repr=False
+    )
 
     @property
     def argmax(self) -> float:
@@ -141,7 +150,7 @@ class EPLEstimate:
         """JSON-friendly summary (no arrays)."""
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
-            if name in ("x", "epl_x"):
+            if name in ("x", "epl_x", "band_low", "band_high"):
                 continue
             v = getattr(self, name)
             out[name] = list(v) if isinstance(v, tuple) else v
@@ -308,6 +317,7 @@ def estimate_epl(
                 epl_debiased=max(0.0, 2.0 * estimate - float(ok.mean())),
                 boot_se=float(ok.std(ddof=1)) if ok.size > 1 else math.nan,
             )
+        out.update(_pointwise_band(epl_x, e, a, ci_kind))
         if x.size >= 2:
             s = least_squares_slope(x, e)
             s = s[np.isfinite(s)]
@@ -317,6 +327,27 @@ def estimate_epl(
     if nn is not None:
         out.update(_reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
     return EPLEstimate(estimate, "ok", n, h, x, epl_x, window, **meta, **out)
+
+
+def _pointwise_band(
+    epl_x: npt.NDArray[np.float64], e: npt.NDArray[np.float64], a: float, ci_kind: str
+) -> dict[str, npt.NDArray[np.float64]]:
+    """Pointwise interval of EPL(x) from the bootstrap curves ``e`` (B × Q), tail mass ``a`` each.
+
+    Non-finite bootstrap values (a resample with an empty region) are left out per point; a point
+    with fewer than two finite values gets NaN.
+    """
+    finite = np.isfinite(e)
+    ok = finite.sum(axis=0) >= 2
+    safe = np.where(finite, e, np.nan)
+    with np.errstate(invalid="ignore"):
+        q = np.full((2, e.shape[1]), np.nan)
+        if ok.any():
+            q[:, ok] = np.nanquantile(safe[:, ok], [a, 1.0 - a], axis=0)
+    lo, hi = q[0], q[1]
+    if ci_kind == "basic":
+        lo, hi = 2.0 * epl_x - hi, 2.0 * epl_x - lo
+    return {"band_low": lo, "band_high": hi}
 
 
 def _reference_floor(

@@ -84,6 +84,14 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
     blk = epl.sel(geolevel="Block")
     ratio = blk.inv_sigma2_hat.values * blk.sigma2.values
     assert 0.3 < float(np.nanmedian(ratio)) < 3.0
+    # EPL(x) surfaces per (state, geolevel, query) with a pointwise band around the curve
+    sx, sy = epl.surface_x.values, epl.surface.values
+    assert sx.shape[:3] == (3, len(res.geolevel), len(epl["query"])) and sx.shape[3] <= 102
+    have = np.isfinite(sy)
+    assert have.any() and (np.isfinite(sx) == have).all()
+    lo_b, hi_b = epl.surface_low.values[have], epl.surface_high.values[have]
+    assert (lo_b <= hi_b).all() and np.mean((lo_b <= sy[have]) & (sy[have] <= hi_b)) > 0.5
+    assert not have[1:, 0].any()  # states hold no US-level residuals
 
     acc = store.open_group(url, S.ACCOUNTING)
     for (g, d), e in EXACT.items():
@@ -123,3 +131,4 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
     np.testing.assert_array_equal(acc.eps_exact_upper.values, acc2.eps_exact_upper.values)
     epl2 = store.open_group(url2, S.EPL)
     np.testing.assert_array_equal(epl.epl_pooled.values, epl2.epl_pooled.values)
+    np.testing.assert_array_equal(epl.surface_high.values, epl2.surface_high.values)
