@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from prefect import flow
-from prefect.futures import PrefectFuture, as_completed
+from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
 from auditlib.allocations import load_allocation
 from flows import progress, tasks
 from flows.plan import AuditPlan, make_plan
+from flows.runtime import fail_orphaned_task_runs
 from flows.spec import AuditSpec
 from storage import schema as S
 from storage import store
@@ -59,7 +60,13 @@ def eps_grid_for(spec: AuditSpec) -> np.ndarray:
     return np.linspace(0.0, top * 1.05, spec.accounting.eps_grid_points)
 
 
-@flow(name="dpaudit-audit", flow_run_name="audit {run_id}", validate_parameters=False)
+@flow(
+    name="dpaudit-audit",
+    flow_run_name="audit {run_id}",
+    validate_parameters=False,
+    on_failure=[fail_orphaned_task_runs],
+    on_crashed=[fail_orphaned_task_runs],
+)
 def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
@@ -134,7 +141,13 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     futures = [empty, *[f for fs in sims.values() for f in fs], *epls, *accts]
     done = 0
     for f in as_completed(futures):
-        f.result()  # raises on failure
+        try:
+            f.result()  # raises on failure
+        except BaseException:
+            # let the other tasks finish first: then the only unfinished task runs left in the API
+            # are those whose worker died, and the failure hook can mark them
+            wait(futures)
+            raise
         done += 1
         progress.report(done, len(futures), "tasks")
     epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)

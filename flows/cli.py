@@ -145,7 +145,13 @@ def _execute_locked(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from flows import progress as progress_events
-    from flows.runtime import ClusterUnreachableError, prefect_api, task_runner
+    from flows.runtime import (
+        ClusterConfigError,
+        ClusterUnreachableError,
+        cluster_runner,
+        describe_failure,
+        prefect_api,
+    )
     from storage import store
 
     store.discard(staging, target)  # leftovers of an interrupted run of the same spec
@@ -169,14 +175,9 @@ def _execute_locked(
                 progress.update(bar, completed=done, total=total, description=what)
 
             progress_events.listen(hook)
-            runner = task_runner(
-                cluster.scheduler,
-                cluster.n_workers,
-                cluster.threads_per_worker,
-                cluster.memory_limit,
-            )
-            flow = flow_fn.with_options(task_runner=runner, timeout_seconds=cluster.timeout_s)
-            state = flow(*args(staging), return_state=True)
+            with cluster_runner(cluster) as runner:
+                flow = flow_fn.with_options(task_runner=runner, timeout_seconds=cluster.timeout_s)
+                state = flow(*args(staging), return_state=True)
             summary = state.result()
             summary["flow_run_id"] = str(state.state_details.flow_run_id)
             embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
@@ -184,7 +185,9 @@ def _execute_locked(
             staging,
             {
                 "run_id": run_id,
-                "dask_scheduler": cluster.scheduler or "LocalCluster",
+                "dask_scheduler": cluster.scheduler
+                or getattr(cluster, "cluster_class", None)
+                or "LocalCluster",
                 "n_workers": 0 if cluster.scheduler else cluster.n_workers,
                 "prefect_api": "embedded" if embedded else api_url,
                 "prefect_flow_run_id": summary["flow_run_id"],
@@ -192,7 +195,7 @@ def _execute_locked(
         )
         store.finalize(staging)
         store.publish(staging, target)
-    except ClusterUnreachableError as exc:
+    except (ClusterUnreachableError, ClusterConfigError) as exc:
         store.discard(staging, target)
         fail(str(exc))
     except KeyboardInterrupt:
@@ -200,7 +203,7 @@ def _execute_locked(
         fail("interrupted; nothing was written", EXIT_FAILED)
     except Exception as exc:
         store.discard(staging, target)
-        fail(f"the run failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
+        fail(f"the run failed: {describe_failure(exc)}", EXIT_FAILED)
     finally:
         progress_events.listen(None)
     return summary, api_url, embedded

@@ -3,7 +3,10 @@
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
   Dask worker process reports to it (instead of each starting its own); logs are drained before it stops.
 - ``cluster.scheduler`` empty: a local Dask cluster of processes; otherwise that scheduler, checked to be
-  reachable before anything is written.
+  reachable before anything is written. ``cluster.class``: that cluster class (by import path) built
+  with ``cluster.kwargs`` before the flow starts, so a class that cannot start is a configuration error.
+- A failed flow run leaves no task run Running in the API (:func:`fail_orphaned_task_runs`): a task
+  whose worker died on every attempt (Dask's ``KilledWorker``) never reports its end to Prefect.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ PREFECT_DEFAULTS = {
 
 class ClusterUnreachableError(DPAuditError, ConnectionError):
     """The configured Dask scheduler or Prefect API does not answer."""
+
+
+class ClusterConfigError(DPAuditError, ValueError):
+    """The configured Dask cluster class cannot be built with its kwargs."""
 
 
 def apply_prefect_defaults() -> None:
@@ -118,3 +125,93 @@ def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_
             "dashboard_address": None,
         }
     )
+
+
+@contextmanager
+def cluster_runner(cluster: Any) -> Iterator[Any]:
+    """A DaskTaskRunner for a ``ClusterSection``: external scheduler, cluster class or local cluster.
+
+    A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
+    flow runs, as a :class:`ClusterConfigError` naming them.
+    """
+    from prefect_dask import DaskTaskRunner
+
+    adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None
+    path = getattr(cluster, "cluster_class", None)
+    if not path:
+        runner = task_runner(
+            cluster.scheduler, cluster.n_workers, cluster.threads_per_worker, cluster.memory_limit
+        )
+        if adapt and not cluster.scheduler:
+            runner.adapt_kwargs = adapt
+        yield runner
+        return
+    from flows.spec import import_cluster_class
+
+    kwargs = dict(cluster.kwargs or {})
+    try:
+        cls = import_cluster_class(path)
+        built = cls(**kwargs)
+    except Exception as exc:
+        raise ClusterConfigError(
+            f"cluster.class = {path!r} did not start with cluster.kwargs = {kwargs!r} "
+            f"({type(exc).__name__}: {exc}); fix cluster.kwargs (see that class's documentation)"
+        ) from None
+    try:
+        if adapt:
+            built.adapt(**adapt)
+        yield DaskTaskRunner(address=built.scheduler_address)
+    finally:
+        built.close()
+
+
+#: task-run states that a finished flow run should not have left behind
+_UNFINISHED = ("PENDING", "RUNNING", "SCHEDULED")
+
+
+def fail_orphaned_task_runs(flow: Any, flow_run: Any, state: Any) -> None:
+    """Flow hook (``on_failure``/``on_crashed``): set the run's unfinished task runs to Failed.
+
+    A task that kills its Dask worker (out of memory, a segfault) is retried by Dask on other workers
+    until ``KilledWorker``; Prefect never hears of its end and would show it Running for ever. The
+    flow waits for its other tasks before failing, so what is unfinished here is exactly those.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        TaskRunFilter,
+        TaskRunFilterState,
+        TaskRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Failed
+
+    reason = (getattr(state, "message", None) or "the flow run failed").splitlines()[0][:500]
+    message = f"the flow run ended ({reason}) while this task had not finished (its worker died?)"
+    with get_client(sync_client=True) as client:
+        for _ in range(10_000):  # pages of the API's limit; each page leaves the filter once failed
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])),
+                task_run_filter=TaskRunFilter(
+                    state=TaskRunFilterState(
+                        type=TaskRunFilterStateType(any_=[StateType(t) for t in _UNFINISHED])
+                    )
+                ),
+                limit=200,
+            )
+            if not runs:
+                return
+            for tr in runs:
+                client.set_task_run_state(tr.id, Failed(message=message), force=True)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed run; a task that killed its workers gets the likely cause and fix."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if type(exc).__name__ == "KilledWorker":
+        text += (
+            " (a task killed every worker that ran it: out of memory? raise cluster.memory_limit "
+            "or make blocks smaller)"
+        )
+    return text
