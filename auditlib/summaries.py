@@ -16,9 +16,11 @@ from auditlib.accounting import (
     DiscreteGaussianComposition,
     bureau_delta,
     bureau_epsilon,
+    calibrate_factor,
     cks_epsilon,
 )
 from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
+from auditlib.accuracy import CountAccuracy, count_accuracy
 from auditlib.epl import SURFACE_POINTS, epl_surface, estimate_epl
 from auditlib.epl import epl as epl_estimate
 
@@ -28,11 +30,14 @@ def account_components(
     deltas: Sequence[float],
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None = None,
+    calibration_delta: float | None = None,
 ) -> dict[str, Any]:
     """Exact (certified) ε(δ) of a DG composition next to the Bureau's and CKS's zCDP conversions.
 
     With ``alpha_grid`` also the f-DP trade-off curves: the exact one's certified lower end (a valid
-    guarantee) and the one implied by the Bureau's zCDP accounting.
+    guarantee) and the one implied by the Bureau's zCDP accounting. With ``calibration_delta`` also
+    seed 004's reduced noise (Table 1): the certified common factor ``c`` of every σ² at which the
+    exact ε(δ*) equals the Bureau's ε(δ*) of the unscaled composition, and the variance cut ``1 − c``.
     """
     comp = DiscreteGaussianComposition(list(components))
     d = np.asarray(deltas, dtype=float)
@@ -52,6 +57,7 @@ def account_components(
         "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
         "delta_exact_upper": np.asarray(curve.upper, dtype=float),
         "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
+        **({} if calibration_delta is None else calibrate(components, calibration_delta)),
         **(
             {}
             if alpha_grid is None
@@ -61,6 +67,66 @@ def account_components(
             }
         ),
     }
+
+
+def calibrate(components: Sequence[tuple[Fraction, int]], delta: float) -> dict[str, Any]:
+    """Seed 004's reduced noise of a composition at ``delta`` (keys ``calibration_*``).
+
+    The true factor lies in ``[factor_lower, factor_upper]``; ``factor_upper`` is the conservative
+    one (more noise, ε(δ*) certainly at most the Bureau's), so the reduced σ² range uses it.
+    """
+    cal = calibrate_factor(list(components), delta)
+    s2 = [float(s) for s, _ in components]
+    hi = float(cal.factor.upper)
+    return {
+        "calibration_target_eps": float(cal.target_epsilon),
+        "calibration_factor_lower": float(cal.factor.lower),
+        "calibration_factor_upper": hi,
+        "variance_cut_lower": float(cal.variance_cut.lower),
+        "variance_cut_upper": float(cal.variance_cut.upper),
+        "reduced_sigma2_min": hi * min(s2),
+        "reduced_sigma2_max": hi * max(s2),
+    }
+
+
+#: true counts at which the accuracy after clipping at 0 is reported (the large-count limit is the
+#: accuracy without post-processing)
+ACCURACY_COUNTS = np.arange(0, 11)
+
+
+def accuracy_by_query(
+    sigma2: np.ndarray, factor: np.ndarray, counts: np.ndarray = ACCURACY_COUNTS
+) -> dict[str, np.ndarray]:
+    """Exact MSE and MAE of each query's noisy count under the Bureau's σ² and the reduced ``c σ²``.
+
+    ``sigma2`` is (geolevel, query), NaN where a query is not measured; ``factor`` (geolevel,) the
+    variance factor of each level (NaN: no reduced noise). Returns arrays over (geolevel, query,
+    noise) with noise = (bureau, reduced): ``sigma2``, ``mse``, ``mae`` (no post-processing), and
+    over (geolevel, query, noise, count): ``mse_clipped``, ``mae_clipped`` (clipped at 0).
+    """
+    s2 = np.asarray(sigma2, dtype=float)
+    c = np.asarray(factor, dtype=float)
+    ng, nq = s2.shape
+    noise_s2 = np.stack([s2, s2 * c[:, None]], axis=-1)
+    out = {
+        "sigma2": noise_s2,
+        "mse": np.full(noise_s2.shape, np.nan),
+        "mae": np.full(noise_s2.shape, np.nan),
+        "mse_clipped": np.full((*noise_s2.shape, len(counts)), np.nan),
+        "mae_clipped": np.full((*noise_s2.shape, len(counts)), np.nan),
+    }
+    cache: dict[float, CountAccuracy] = {}
+    for idx in np.ndindex(ng, nq, 2):
+        v = float(noise_s2[idx])
+        if not (np.isfinite(v) and v > 0):
+            continue
+        if v not in cache:
+            cache[v] = count_accuracy(v, counts)
+        a = cache[v]
+        out["mse"][idx], out["mae"][idx] = a.mse, a.mae
+        out["mse_clipped"][idx] = a.mse_clipped
+        out["mae_clipped"][idx] = a.mae_clipped
+    return out
 
 
 def epl_by_query(

@@ -23,12 +23,24 @@ from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
 from auditlib.allocations import load_allocation
+from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows import progress, tasks
 from flows.plan import AuditPlan, make_plan
 from flows.runtime import fail_orphaned_task_runs
 from flows.spec import AuditSpec
 from storage import schema as S
 from storage import store
+
+#: per-level (and composed) keys of seed 004's reduced noise in the accounting group
+CALIBRATION_KEYS = (
+    "calibration_target_eps",
+    "calibration_factor_lower",
+    "calibration_factor_upper",
+    "variance_cut_lower",
+    "variance_cut_upper",
+    "reduced_sigma2_min",
+    "reduced_sigma2_max",
+)
 
 #: significance levels α of the stored trade-off curves β(α)
 ALPHA_GRID = np.concatenate([np.geomspace(1e-6, 1e-2, 30), np.linspace(0.0125, 1.0, 80)])
@@ -58,6 +70,11 @@ def eps_grid_for(spec: AuditSpec) -> np.ndarray:
     rhos = [float(alloc.rho(a.universe, a.region, g)) for g in spec.geolevels]
     top = float(bureau_epsilon(max(rhos), min(spec.accounting.deltas)))
     return np.linspace(0.0, top * 1.05, spec.accounting.eps_grid_points)
+
+
+def calibration_delta_for(spec: AuditSpec) -> float:
+    """δ* of the reduced noise: the spec's smallest δ (seed 004's Table 1 uses 1e-11)."""
+    return float(min(spec.accounting.deltas))
 
 
 @flow(
@@ -134,7 +151,15 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         levels.append(None)
     accts = [
         tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation, a.neighbours, a.universe, a.region, g, deltas, grid, ALPHA_GRID
+            a.allocation,
+            a.neighbours,
+            a.universe,
+            a.region,
+            g,
+            deltas,
+            grid,
+            ALPHA_GRID,
+            calibration_delta_for(spec),
         )
         for g in levels
     ]
@@ -157,6 +182,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     store.write_group(url, S.EPL, epl_ds)
     if acct_ds is not None:
         store.write_group(url, S.ACCOUNTING, acct_ds)
+        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,
@@ -309,6 +335,10 @@ def accounting_dataset(
         "tradeoff_exact_lower": ((gl, S.ALPHA), stack("tradeoff_exact_lower")),
         "tradeoff_bureau": ((gl, S.ALPHA), stack("tradeoff_bureau")),
     }
+    calibrated = all("calibration_factor_upper" in by_level[g] for g in levels)
+    if calibrated:
+        for key in CALIBRATION_KEYS:
+            data[key] = ((gl,), stack(key))
     methods = sorted({by_level[g]["method"] for g in levels})
     if None in by_level:
         c = by_level[None]
@@ -325,6 +355,9 @@ def accounting_dataset(
                 "composed_tradeoff_bureau": ((S.ALPHA,), c["tradeoff_bureau"]),
             }
         )
+        if calibrated and "calibration_factor_upper" in c:
+            for key in CALIBRATION_KEYS:
+                data[f"composed_{key}"] = ((), c[key])
         methods = sorted({*methods, c["method"]})
     return xr.Dataset(
         data,
@@ -342,5 +375,54 @@ def accounting_dataset(
             "cks_conversion": "Canonne-Kamath-Steinke (2020) Prop. 12",
             "tradeoff": "tradeoff_exact_lower: certified lower end of the exact f-DP curve beta(alpha) "
             "(a valid guarantee); tradeoff_bureau: the curve implied by the Bureau's zCDP accounting",
+            **(
+                {
+                    "calibration_delta": calibration_delta_for(spec),
+                    "calibration": "seed 004 Table 1: every sigma2 of a level (composed: of all "
+                    "levels) times a common factor c so that the exact eps(calibration_delta) equals "
+                    "the Bureau's eps at that delta; the true c lies in [calibration_factor_lower, "
+                    "calibration_factor_upper]; variance_cut = 1 - c; reduced_sigma2_min/max use "
+                    "the conservative calibration_factor_upper",
+                }
+                if calibrated
+                else {}
+            ),
+        },
+    )
+
+
+def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> xr.Dataset:
+    """Exact MSE/MAE of each query's count under the Bureau's and the reduced noise (seed 004 §3.4).
+
+    The reduced noise multiplies the Bureau's σ² by the level's conservative calibration factor.
+    """
+    levels = [str(g) for g in acct[S.GEOLEVEL].values]
+    gi = [plan.geolevels.index(g) for g in levels]
+    factor = (
+        np.asarray(acct["calibration_factor_upper"].values, dtype=float)
+        if "calibration_factor_upper" in acct
+        else np.full(len(levels), np.nan)
+    )
+    acc = accuracy_by_query(sigma2[gi], factor, ACCURACY_COUNTS)
+    gl, qu, no, co = S.GEOLEVEL, S.QUERY, S.NOISE, S.COUNT
+    return xr.Dataset(
+        {
+            "sigma2": ((gl, qu, no), acc["sigma2"]),
+            "mse": ((gl, qu, no), acc["mse"]),
+            "mae": ((gl, qu, no), acc["mae"]),
+            "mse_clipped": ((gl, qu, no, co), acc["mse_clipped"]),
+            "mae_clipped": ((gl, qu, no, co), acc["mae_clipped"]),
+        },
+        coords={
+            gl: np.array(levels, dtype=object),
+            qu: np.array(plan.queries, dtype=object),
+            no: np.array(["bureau", "reduced"], dtype=object),
+            co: ACCURACY_COUNTS,
+        },
+        attrs={
+            "method": "exact sums over the discrete Gaussian pmf (auditlib.accuracy)",
+            "post_processing": "mse/mae: none (= the large-count limit); mse_clipped/mae_clipped: "
+            "release max(0, count + noise) at true count `count`",
+            "reduced": "sigma2 times the level's calibration_factor_upper (accounting group)",
         },
     )

@@ -110,9 +110,11 @@ def account(
     deltas: list[float],
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None = None,
+    calibration_delta: float | None = None,
 ) -> dict[str, Any]:
-    """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed)."""
+    """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
+    ``calibration_delta`` also seed 004's reduced noise at that δ."""
     comps = load_allocation(allocation).components(neighbours, universe, region, geolevel)
-    out = account_components(comps, deltas, eps_grid, alpha_grid)
+    out = account_components(comps, deltas, eps_grid, alpha_grid, calibration_delta)
     out["geolevel"] = geolevel
     return out

@@ -22,6 +22,14 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
   ``tradeoff_bureau`` (geolevel, alpha); ``composed_*`` (delta, eps_grid, alpha) and ``composed_rho``.
+  Seed 004's reduced noise (Table 1) at δ* = attr ``calibration_delta`` (the spec's smallest δ), per
+  geolevel and ``composed_*``: ``calibration_target_eps`` (the Bureau's ε(δ*)), the certified factor
+  ``calibration_factor_lower``/``_upper`` of every σ², ``variance_cut_lower``/``_upper`` (1 − factor)
+  and ``reduced_sigma2_min``/``_max`` (σ² range times the conservative ``calibration_factor_upper``).
+- ``accuracy`` (with ``accounting``): exact errors of one query's count (seed 004 §3.4) under the
+  Bureau's and the reduced noise: ``sigma2``, ``mse``, ``mae`` (geolevel, query, noise) without
+  post-processing (the large-count limit); ``mse_clipped``, ``mae_clipped`` (geolevel, query, noise,
+  count) of ``max(0, count + noise)``; ``noise`` is ``bureau`` / ``reduced``; NaN: not measured.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 RESIDUALS = "residuals"
 EPL = "epl"
 ACCOUNTING = "accounting"
+ACCURACY = "accuracy"
 GROUPS = (RESIDUALS, EPL, ACCOUNTING)
 
 STATE = "state"
@@ -41,6 +50,8 @@ SURFACE_POINT = "surface_point"
 DELTA = "delta"
 EPS_GRID = "eps_grid"
 ALPHA = "alpha"
+NOISE = "noise"
+COUNT = "count"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 
