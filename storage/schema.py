@@ -17,6 +17,20 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
   ``tradeoff_bureau`` (geolevel, alpha); ``composed_*`` (delta, eps_grid, alpha) and ``composed_rho``.
+- ``mpl`` (only with ``[mpl] enabled``): maximum privacy loss (seed 002) of one released cell count
+  per geolevel — the geolevel's least noisy query (largest ρ_q, σ² under the run's neighbours) — on
+  D vs D′ (``mpl_pair``: one person added / removed / moved in). Per geolevel: ``query``,
+  ``sigma2``, ``count`` (the cell's true count in D), ``lb`` (lower confidence bound on ε*_C, level
+  1 − ``alpha``), ``eps_hat`` (step-1 maximum over pairs and C), ``t_hat`` (the chosen output),
+  ``best_pair``, ``loss_star`` (ℓ̂*(t̂) on the fresh draws), ``f_x``, ``f_x_prime`` (f̂ at t̂),
+  ``sigma_hat``, ``c_n``, ``bandwidth`` (confidence step; NaN for discrete outputs),
+  ``floor_driven``, ``edge``, ``sparse_support`` (guard-rail flags), ``epsilon_c`` (the exact
+  ε*_C over the pairs and C; NaN if unknown); per (geolevel, mpl_pair): ``eps_hat_pair``,
+  ``t_hat_pair``, ``bandwidth_x``, ``bandwidth_x_prime`` (step 1; NaN for discrete); the loss curves
+  ``loss_curve`` (geolevel, mpl_pair, point) on the grid ``loss_t`` (geolevel, point), NaN padding;
+  the hockey-stick divergence at ``mpl_eps``: ``delta_hat`` (plug-in), ``delta_lb`` (lower
+  confidence bound) and ``delta_exact`` (geolevel, mpl_eps). Attrs: ``alpha``, ``n``,
+  ``n_confidence``, ``tau``, ``radius_sd``, ``neighbours``, ``method``.
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from __future__ import annotations
 RESIDUALS = "residuals"
 EPL = "epl"
 ACCOUNTING = "accounting"
+MPL = "mpl"
 GROUPS = (RESIDUALS, EPL, ACCOUNTING)
 
 STATE = "state"
@@ -35,6 +50,8 @@ POINT = "point"
 DELTA = "delta"
 EPS_GRID = "eps_grid"
 ALPHA = "alpha"
+MPL_PAIR = "mpl_pair"
+MPL_EPS = "mpl_eps"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 
