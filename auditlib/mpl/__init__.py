@@ -10,6 +10,8 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.mpl` — Algorithm 4: LB with P(LB ≤ ε*_C) → 1 − α (one-sided, asymptotic).
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
   SVT2/4/5/6, continuous Noisy Max, noisy counts) to validate all of the above.
+* :mod:`~auditlib.mpl.census` — census releases under test: a released count of a database D vs
+  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C.
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -28,6 +30,13 @@ from auditlib.mpl.catalogue import (
     svt4,
     svt5,
     svt6,
+)
+from auditlib.mpl.census import (
+    allocation_count,
+    allocation_query_count,
+    census_database,
+    gdpc_count,
+    neighbour_pairs,
 )
 from auditlib.mpl.density import (
     silverman_bandwidth,
@@ -49,6 +58,9 @@ __all__ = [
     "OutputKind",
     "Region",
     "Sampler",
+    "allocation_count",
+    "allocation_query_count",
+    "census_database",
     "check_samples",
     "confidence_bound",
     "continuous_noisy_max",
@@ -57,9 +69,11 @@ __all__ = [
     "dpl_from_samples",
     "exponential_epsilon",
     "exponential_mechanism",
+    "gdpc_count",
     "geometric_count",
     "laplace_mechanism",
     "mpl",
+    "neighbour_pairs",
     "noisy_max_pmf",
     "report_noisy_max",
     "silverman_bandwidth",
