@@ -30,6 +30,20 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   Bureau's and the reduced noise: ``sigma2``, ``mse``, ``mae`` (geolevel, query, noise) without
   post-processing (the large-count limit); ``mse_clipped``, ``mae_clipped`` (geolevel, query, noise,
   count) of ``max(0, count + noise)``; ``noise`` is ``bureau`` / ``reduced``; NaN: not measured.
+- ``mpl`` (only with ``[mpl] enabled``): maximum privacy loss (seed 002) of one released cell count
+  per geolevel — the geolevel's least noisy query (largest ρ_q, σ² under the run's neighbours) — on
+  D vs D′ (``mpl_pair``: one person added / removed / moved in). Per geolevel: ``query``,
+  ``sigma2``, ``count`` (the cell's true count in D), ``lb`` (lower confidence bound on ε*_C, level
+  1 − ``alpha``), ``eps_hat`` (step-1 maximum over pairs and C), ``t_hat`` (the chosen output),
+  ``best_pair``, ``loss_star`` (ℓ̂*(t̂) on the fresh draws), ``f_x``, ``f_x_prime`` (f̂ at t̂),
+  ``sigma_hat``, ``c_n``, ``bandwidth`` (confidence step; NaN for discrete outputs),
+  ``floor_driven``, ``edge``, ``sparse_support`` (guard-rail flags), ``epsilon_c`` (the exact
+  ε*_C over the pairs and C; NaN if unknown); per (geolevel, mpl_pair): ``eps_hat_pair``,
+  ``t_hat_pair``, ``bandwidth_x``, ``bandwidth_x_prime`` (step 1; NaN for discrete); the loss curves
+  ``loss_curve`` (geolevel, mpl_pair, point) on the grid ``loss_t`` (geolevel, point), NaN padding;
+  the hockey-stick divergence at ``mpl_eps``: ``delta_hat`` (plug-in), ``delta_lb`` (lower
+  confidence bound) and ``delta_exact`` (geolevel, mpl_eps). Attrs: ``alpha``, ``n``,
+  ``n_confidence``, ``tau``, ``radius_sd``, ``neighbours``, ``method``.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ RESIDUALS = "residuals"
 EPL = "epl"
 ACCOUNTING = "accounting"
 ACCURACY = "accuracy"
+MPL = "mpl"
 GROUPS = (RESIDUALS, EPL, ACCOUNTING)
 
 STATE = "state"
@@ -52,6 +67,8 @@ EPS_GRID = "eps_grid"
 ALPHA = "alpha"
 NOISE = "noise"
 COUNT = "count"
+MPL_PAIR = "mpl_pair"
+MPL_EPS = "mpl_eps"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 

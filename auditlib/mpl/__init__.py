@@ -8,8 +8,12 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.density` — TDDE and TKDE, the truncated density estimators, and bandwidths.
 * :mod:`~auditlib.mpl.dpl` — Algorithm 3: ε̂_{x,x′} = max_{t∈C} ℓ̂(t), its location t̂ and the curve.
 * :mod:`~auditlib.mpl.mpl` — Algorithm 4: LB with P(LB ≤ ε*_C) → 1 − α (one-sided, asymptotic).
+* :mod:`~auditlib.mpl.hockey` — the hockey-stick δ(ε) of a pair from the same draws, with a
+  finite-sample lower bound (for (ε, δ) users).
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
   SVT2/4/5/6, continuous Noisy Max, noisy counts) to validate all of the above.
+* :mod:`~auditlib.mpl.census` — census releases under test: a released count of a database D vs
+  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C.
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -29,6 +33,13 @@ from auditlib.mpl.catalogue import (
     svt5,
     svt6,
 )
+from auditlib.mpl.census import (
+    allocation_count,
+    allocation_query_count,
+    census_database,
+    gdpc_count,
+    neighbour_pairs,
+)
 from auditlib.mpl.density import (
     silverman_bandwidth,
     tdde,
@@ -36,6 +47,7 @@ from auditlib.mpl.density import (
     undersmoothed_bandwidth,
 )
 from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, dpl, dpl_from_samples
+from auditlib.mpl.hockey import HockeyStick, hockey_stick, hockey_stick_exact
 from auditlib.mpl.mpl import ConfidenceStep, MPLResult, confidence_bound, mpl
 from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, Sampler, check_samples
 
@@ -43,12 +55,16 @@ __all__ = [
     "DEFAULT_TAU",
     "ConfidenceStep",
     "DPLResult",
+    "HockeyStick",
     "KnownMechanism",
     "MPLResult",
     "MechanismUnderTest",
     "OutputKind",
     "Region",
     "Sampler",
+    "allocation_count",
+    "allocation_query_count",
+    "census_database",
     "check_samples",
     "confidence_bound",
     "continuous_noisy_max",
@@ -57,9 +73,13 @@ __all__ = [
     "dpl_from_samples",
     "exponential_epsilon",
     "exponential_mechanism",
+    "gdpc_count",
     "geometric_count",
+    "hockey_stick",
+    "hockey_stick_exact",
     "laplace_mechanism",
     "mpl",
+    "neighbour_pairs",
     "noisy_max_pmf",
     "report_noisy_max",
     "silverman_bandwidth",

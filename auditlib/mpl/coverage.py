@@ -26,6 +26,7 @@ from auditlib.mpl.catalogue import (
     svt5,
     svt6,
 )
+from auditlib.mpl.census import gdpc_count
 from auditlib.mpl.mpl import mpl
 
 MPL_COVERAGE = 20  # stream id of coverage repetitions
@@ -44,6 +45,7 @@ CATALOGUE: dict[str, Callable[[float], KnownMechanism]] = {
     "exponential": exponential_mechanism,
     "continuous_noisy_max": continuous_noisy_max,
     "geometric_count": geometric_count,
+    "gdpc_count": gdpc_count,
     "svt2": svt2,
     "svt4": svt4,
     "svt5": svt5,

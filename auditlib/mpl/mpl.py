@@ -39,7 +39,8 @@ from auditlib.mpl.density import (
     tdde,
     undersmoothed_bandwidth,
 )
-from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, as_region, dpl
+from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, as_region, dpl_from_samples
+from auditlib.mpl.hockey import HockeyStick, check_epsilons, hockey_stick
 from auditlib.mpl.protocol import (
     MechanismUnderTest,
     OutputKind,
@@ -190,6 +191,9 @@ class MPLResult:
     e.g. a mechanism with ε = ∞ or a region where one input never lands); ``edge`` — t̂ is on the
     edge of C (the supremum may lie beyond C: widen C); ``sparse_support`` — discrete outputs with
     fewer than ``SPARSE_COUNT`` of the N draws at t̂ in either sample.
+
+    ``hockey_stick`` (with ``delta_epsilons``): δ(ε) of the best pair from the same draws — step 1
+    locates the events, the N fresh draws estimate and bound (:mod:`auditlib.mpl.hockey`).
     """
 
     lb: float
@@ -211,6 +215,7 @@ class MPLResult:
     floor_driven: bool
     edge: bool
     sparse_support: bool
+    hockey_stick: HockeyStick | None = None
 
     @property
     def loss_star(self) -> float:
@@ -262,6 +267,17 @@ class MPLResult:
             "floor_driven": self.floor_driven,
             "edge": self.edge,
             "sparse_support": self.sparse_support,
+            **self._delta_dict(),
+        }
+
+    def _delta_dict(self) -> dict[str, Any]:
+        h = self.hockey_stick
+        if h is None:
+            return {}
+        return {
+            "delta_epsilon": h.epsilon.tolist(),
+            "delta_hat": h.delta_hat.tolist(),
+            "delta_lb": h.delta_lb.tolist(),
         }
 
     def to_dataset(self) -> Any:
@@ -284,13 +300,17 @@ class MPLResult:
             "eps_hat": ("pair", self.eps_hat),
             "t_hat_index": ("pair", np.array([_index_of(pts, t) for t in self.t_hat])),
         }
+        if self.hockey_stick is not None:
+            coords["delta_epsilon"] = self.hockey_stick.epsilon
+            data["delta_hat"] = ("delta_epsilon", self.hockey_stick.delta_hat)
+            data["delta_lb"] = ("delta_epsilon", self.hockey_stick.delta_lb)
         if self.bandwidths is not None:
             data["bandwidth_x"] = ("pair", self.bandwidths[:, 0])
             data["bandwidth_x_prime"] = ("pair", self.bandwidths[:, 1])
         attrs = {
             k: (json.dumps(v) if isinstance(v, (list, dict)) or v is None else v)
             for k, v in self.to_dict().items()
-            if k not in ("eps_hat", "t_hat", "bandwidths")
+            if k not in ("eps_hat", "t_hat", "bandwidths", *self._delta_dict())
         }
         attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in attrs.items()}
         return xr.Dataset(data, coords=coords, attrs=attrs)
@@ -329,11 +349,14 @@ def mpl(
     beta: float = 1.0,
     gamma: float = 0.05,
     grid_size: int | None = None,
+    delta_epsilons: Sequence[float] | None = None,
 ) -> MPLResult:
     """Algorithm 4: lower confidence bound LB for max_b ε_{x_b,x′_b,C} from B pairs.
 
     ``n`` draws per input in step 1, ``n_confidence`` (the paper's N) fresh draws per input in step
     2; ``tau`` is used in both steps; ``beta``/``gamma`` set the undersmoothed bandwidth (C4).
+    ``delta_epsilons``: also estimate the hockey-stick δ(ε) of the best pair on this ε grid from
+    the same draws (discrete or 1-D outputs; :func:`auditlib.mpl.hockey.hockey_stick`).
 
     >>> from auditlib.mpl.catalogue import laplace_mechanism
     >>> e = laplace_mechanism(0.7)
@@ -360,10 +383,21 @@ def mpl(
                     f"Invalid gamma: {gamma!r}; condition (C4) needs gamma > nu/(6(1+nu)) = "
                     f"{nu / (6.0 * (1.0 + nu)):.4f} for N = n^(1+nu), n = {n}, N = {big_n}."
                 )
+    eps_delta = None if delta_epsilons is None else check_epsilons(delta_epsilons)
+    if eps_delta is not None and mechanism.dim != 1:
+        raise InvalidParameterError(
+            f"Invalid delta_epsilons for {mechanism.name!r}: the hockey-stick estimate takes "
+            f"discrete or one-dimensional outputs, not dimension {mechanism.dim}."
+        )
     reg = as_region(region, mechanism.kind, mechanism.dim, grid_size=grid_size)
-    results: list[DPLResult] = [
-        dpl(mechanism, a, b, n=n, region=reg, rng=rng, tau=tau) for a, b in pair_list
-    ]
+    results: list[DPLResult] = []
+    draws: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = []
+    for a, b in pair_list:  # Algorithm 3 per pair (the draws of `dpl`, kept for δ)
+        sx = mechanism.sample(a, n, rng)
+        sy = mechanism.sample(b, n, rng)
+        results.append(dpl_from_samples(sx, sy, reg, kind=mechanism.kind, tau=tau))
+        if eps_delta is not None:
+            draws.append((sx, sy))
     eps = np.array([r.eps_hat for r in results])
     best = int(np.argmax(eps))
     t_max = results[best].t_hat
@@ -372,6 +406,10 @@ def mpl(
     conf = confidence_bound(
         xs, ys, t_max, kind=mechanism.kind, alpha=alpha, tau=tau, beta=beta, gamma=gamma
     )
+    hs = None
+    if eps_delta is not None:
+        sx, sy = draws[best]
+        hs = hockey_stick(sx, sy, xs, ys, eps_delta, kind=mechanism.kind, alpha=alpha)
     bws = None
     if mechanism.kind == "continuous":
         bws = np.array([r.bandwidths for r in results], dtype=np.float64)
@@ -395,4 +433,5 @@ def mpl(
         floor_driven=bool(results[best].floor_driven or conf.floor_driven),
         edge=results[best].edge,
         sparse_support=conf.sparse_support,
+        hockey_stick=hs,
     )
