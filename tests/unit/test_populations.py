@@ -101,7 +101,7 @@ def test_national_shares_pl94() -> None:
 
 
 def test_multinomial_rows_law() -> None:
-    """Chain of binomials = multinomial: cell counts of n = 10 over p match scipy's multinomial pmf."""
+    """Row-wise multinomials: the first cell of n = 10 over p follows Binomial(10, 0.1) (scipy)."""
     rng = np.random.default_rng(9)
     p = np.array([0.1, 0.6, 0.3])
     rows = 20_000
