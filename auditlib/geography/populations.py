@@ -30,10 +30,17 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import AttributeSchema
 from auditlib.geography.spine import LEVELS as SPINE_LEVELS
 from auditlib.geography.spine import Spine
+from auditlib.geography.synthetic import (
+    PopulationParams,
+    SyntheticHierarchy,
+    state_level_populations,
+)
 from auditlib.mechanisms.base import check_rng
 
-#: keyed stream of one state's histograms: (BLOCK_HISTOGRAMS, state index)
+#: keyed stream of one spine state's histograms: (BLOCK_HISTOGRAMS, state index)
 BLOCK_HISTOGRAMS = 30
+#: keyed stream of one synthetic-hierarchy state's histograms: (SYNTHETIC_HISTOGRAMS, state)
+SYNTHETIC_HISTOGRAMS = 31
 
 #: 2020 Census PL94-171 national counts (total 331,449,281), for the ``"pl94"`` mean shares
 PL94_2020_NATIONAL: dict[str, dict[str, int]] = {
@@ -238,3 +245,26 @@ def spine_state_histograms(
     county -= county.min() if county.size else 0
     rng = seeds.rng(seed, BLOCK_HISTOGRAMS, int(state))
     return block_histograms(spine.block_population[lo:hi], schema, rng, groups=county, model=model)
+
+
+def synthetic_state_histograms(
+    hierarchy: SyntheticHierarchy,
+    params: PopulationParams,
+    state: int,
+    schema: AttributeSchema,
+    *,
+    model: HistogramModel | None = None,
+) -> npt.NDArray[np.int32]:
+    """Histograms of the bottom-level units of one state (1-based) of a :class:`SyntheticHierarchy`,
+    one share vector per unit of the first level below State; rows sum to
+    :func:`~auditlib.geography.synthetic.state_level_populations`. Stream
+    ``(SYNTHETIC_HISTOGRAMS, state)`` of ``params.seed``."""
+    levels = state_level_populations(hierarchy, params, state)
+    below = hierarchy.below_state
+    pops = levels[below[-1]] if below else levels["State"]
+    groups = None
+    if below:
+        per_group = pops.size // hierarchy.units_per_state(below[0])
+        groups = np.arange(pops.size, dtype=np.int64) // per_group
+    rng = seeds.rng(params.seed, SYNTHETIC_HISTOGRAMS, int(state))
+    return block_histograms(pops, schema, rng, groups=groups, model=model)
