@@ -6,6 +6,8 @@ from itertools import product
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography.schema import Attribute, AttributeSchema, custom_schema, schema
@@ -124,3 +126,27 @@ def test_custom_schema() -> None:
     assert s.query_names == ("total", "detailed")
     np.testing.assert_array_equal(s.query_matrix("race"), np.eye(3, dtype=np.int8))
     assert isinstance(s, AttributeSchema)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=0, max_size=4),
+    data=st.data(),
+)
+def test_any_schema_partitions_its_cells(sizes: list[int], data: st.DataObject) -> None:
+    """For random schemas, every query's rows partition the detailed cells, ``answer`` equals the
+    matrix product, and the query's cells are the product of the kept attributes' levels."""
+    s = custom_schema("h", [(f"a{i}", [f"l{j}" for j in range(n)]) for i, n in enumerate(sizes)])
+    assert s.n_cells == int(np.prod(sizes, dtype=np.int64))
+    assert len(s.query_names) == max(2 ** len(sizes), 1)
+    h = np.arange(2 * s.n_cells).reshape(2, s.n_cells) % 7
+    for q in s.query_names:
+        m = s.query_matrix(q)
+        np.testing.assert_array_equal(m.sum(axis=0), np.ones(s.n_cells))
+        np.testing.assert_array_equal(s.answer(h, q), h @ m.T)
+        kept = s.query_attributes(q)
+        assert m.shape[0] == int(np.prod([sizes[int(a[1:])] for a in kept], dtype=np.int64))
+        assert len(s.cell_labels(q)) == m.shape[0]
+    if sizes:
+        order = data.draw(st.permutations(list(s.attribute_names)))
+        np.testing.assert_array_equal(s.query_matrix(" * ".join(order)), s.query_matrix("detailed"))
