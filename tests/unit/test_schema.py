@@ -93,6 +93,22 @@ def test_query_name_aliases() -> None:
         s.query_matrix("votingage * hispanic * race"), s.query_matrix("detailed")
     )
     assert s.query_attributes("total") == ()
+    # the Bureau's PL94 query names (cenrace: our 7-level race stands in for its 63 levels)
+    bureau = {
+        "cenrace": "race",
+        "hispanic * cenrace": "hispanic * race",
+        "votingage * cenrace": "votingage * race",
+        "votingage * hispanic": "votingage * hispanic",
+        "votingage * hispanic * cenrace": "detailed",
+        "total": "total",
+    }
+    for name, ours in bureau.items():
+        assert s.has_query(name)
+        assert s.canonical_query(name) == ours
+        np.testing.assert_array_equal(s.query_matrix(name), s.query_matrix(ours))
+    assert not s.has_query("hhgq")
+    assert not s.has_query("race * cenrace")
+    assert schema("total").canonical_query("detailed") == "total"
 
 
 def test_unknown_names_say_the_choices() -> None:
@@ -116,6 +132,8 @@ def test_bad_schemas_are_refused() -> None:
         Attribute("total", ("a",))
     with pytest.raises(InvalidParameterError, match=r"\['sex'\] repeated"):
         custom_schema("x", [("sex", ["f", "m"]), ("sex", ["a"])])
+    with pytest.raises(InvalidParameterError, match=r"\['sex'\] repeated"):
+        AttributeSchema("x", (Attribute("sex", ("f",)), Attribute("gender", ("a",), ("sex",))))
     with pytest.raises(InvalidParameterError, match="must hold its 28 detailed cells"):
         schema("pl94").answer(np.zeros((3, 27)), "total")
 
