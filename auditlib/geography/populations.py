@@ -11,8 +11,8 @@ Model (three nested Dirichlet draws, then a multinomial; ``Dir(c·p)`` has mean 
 
 Marginally ``E[h_b] = n_b · p_state`` given the state shares; between blocks the counts are
 over-dispersed (Dirichlet–multinomial). Dirichlet draws are normalized Gamma draws, computed in chunks of
-blocks (memory ∝ chunk × cells), and the multinomial is sampled as a chain of binomials across cells,
-vectorized over the blocks of a chunk. Nothing loops over blocks.
+blocks (memory ∝ chunk × cells); the multinomials of a chunk are one call of numpy's row-wise
+sampler. No Python loop runs over blocks.
 
 The ``"pl94"`` national mean treats voting age, Hispanic origin and race as independent; in reality
 they are associated (e.g. "some other race" is mostly Hispanic), which this model does not reproduce.
@@ -30,10 +30,17 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import AttributeSchema
 from auditlib.geography.spine import LEVELS as SPINE_LEVELS
 from auditlib.geography.spine import Spine
+from auditlib.geography.synthetic import (
+    PopulationParams,
+    SyntheticHierarchy,
+    state_level_populations,
+)
 from auditlib.mechanisms.base import check_rng
 
-#: keyed stream of one state's histograms: (BLOCK_HISTOGRAMS, state index)
+#: keyed stream of one spine state's histograms: (BLOCK_HISTOGRAMS, state index)
 BLOCK_HISTOGRAMS = 30
+#: keyed stream of one synthetic-hierarchy state's histograms: (SYNTHETIC_HISTOGRAMS, state)
+SYNTHETIC_HISTOGRAMS = 31
 
 #: 2020 Census PL94-171 national counts (total 331,449,281), for the ``"pl94"`` mean shares
 PL94_2020_NATIONAL: dict[str, dict[str, int]] = {
@@ -133,22 +140,10 @@ def _dirichlet_rows(
 def multinomial_rows(
     rng: np.random.Generator, n: npt.NDArray[np.int64], p: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
-    """``Multinomial(n_b, p_b)`` for every row b, as binomials along the cells (vectorized over rows).
-
-    Cell ``c`` gets ``Binomial(n_left, p_c / (1 − Σ_{c'<c} p_c'))``; the last cell takes what is left,
-    so every row sums exactly to ``n_b``.
-    """
-    rows, k = p.shape
-    out = np.empty((rows, k), dtype=np.int64)
-    left = n.astype(np.int64).copy()
-    tail = np.clip(np.cumsum(p[:, ::-1], axis=1)[:, ::-1], 0.0, None)  # Σ_{c'≥c} p_c'
-    for c in range(k - 1):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(tail[:, c] > 0, p[:, c] / tail[:, c], 0.0)
-        out[:, c] = rng.binomial(left, np.clip(ratio, 0.0, 1.0))
-        left -= out[:, c]
-    out[:, k - 1] = left
-    return out
+    """``Multinomial(n_b, p_b)`` for every row b (numpy's vectorized sampler; rows renormalized so
+    that float dust cannot trip its ``Σp ≤ 1`` check). Every row sums exactly to ``n_b``."""
+    q = p / p.sum(axis=1, keepdims=True)
+    return rng.multinomial(n.astype(np.int64), q).astype(np.int64)
 
 
 def block_histograms(
@@ -250,3 +245,26 @@ def spine_state_histograms(
     county -= county.min() if county.size else 0
     rng = seeds.rng(seed, BLOCK_HISTOGRAMS, int(state))
     return block_histograms(spine.block_population[lo:hi], schema, rng, groups=county, model=model)
+
+
+def synthetic_state_histograms(
+    hierarchy: SyntheticHierarchy,
+    params: PopulationParams,
+    state: int,
+    schema: AttributeSchema,
+    *,
+    model: HistogramModel | None = None,
+) -> npt.NDArray[np.int32]:
+    """Histograms of the bottom-level units of one state (1-based) of a :class:`SyntheticHierarchy`,
+    one share vector per unit of the first level below State; rows sum to
+    :func:`~auditlib.geography.synthetic.state_level_populations`. Stream
+    ``(SYNTHETIC_HISTOGRAMS, state)`` of ``params.seed``."""
+    levels = state_level_populations(hierarchy, params, state)
+    below = hierarchy.below_state
+    pops = levels[below[-1]] if below else levels["State"]
+    groups = None
+    if below:
+        per_group = pops.size // hierarchy.units_per_state(below[0])
+        groups = np.arange(pops.size, dtype=np.int64) // per_group
+    rng = seeds.rng(params.seed, SYNTHETIC_HISTOGRAMS, int(state))
+    return block_histograms(pops, schema, rng, groups=groups, model=model)

@@ -53,13 +53,20 @@ def _check_name(kind: str, name: object) -> str:
 
 @dataclass(frozen=True)
 class Attribute:
-    """A categorical attribute: its name and its levels, in histogram order."""
+    """A categorical attribute: its name and its levels, in histogram order.
+
+    ``aliases`` are other names accepted in query names (e.g. the Bureau's ``cenrace`` for ``race``).
+    """
 
     name: str
     levels: tuple[str, ...]
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name("attribute", self.name)
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        for alias in self.aliases:
+            _check_name(f"alias (of attribute {self.name!r})", alias)
         if self.name in (TOTAL, DETAILED):
             raise InvalidParameterError(
                 f"Invalid attribute name: {self.name!r}; {TOTAL!r} and {DETAILED!r} name queries"
@@ -100,7 +107,7 @@ class AttributeSchema:
                 raise InvalidParameterError(
                     f"Invalid attribute {a!r} of schema {self.name!r}; give Attribute(name, levels)"
                 )
-        names = [a.name for a in attributes]
+        names = [n for a in attributes for n in (a.name, *a.aliases)]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise InvalidParameterError(
@@ -178,6 +185,8 @@ class AttributeSchema:
         if query == DETAILED:  # a schema without attributes
             return ()
         parts = [p.strip() for p in query.split("*")]
+        index = {n: i for i, a in enumerate(self.attributes) for n in (a.name, *a.aliases)}
+        parts = [self.attributes[index[p]].name if p in index else p for p in parts]
         index = {a.name: i for i, a in enumerate(self.attributes)}
         if all(p in index for p in parts) and len(set(parts)) == len(parts):
             return tuple(sorted(index[p] for p in parts))
@@ -185,6 +194,24 @@ class AttributeSchema:
             f"Unknown query {query!r} of schema {self.name!r}; choose one of "
             f"{list(self.query_names)} (or attribute names joined by {QUERY_SEPARATOR!r})"
         )
+
+    def canonical_query(self, query: str) -> str:
+        """The entry of :attr:`query_names` that ``query`` names (aliases and any attribute order
+        accepted: for ``"pl94"``, ``"cenrace * votingage"`` is ``"votingage * race"`` and
+        ``"votingage * hispanic * cenrace"`` is ``"detailed"``)."""
+        keep = self._query_indices(query)
+        for name, idx in self._queries.items():
+            if idx == keep:
+                return name
+        return TOTAL  # a schema without attributes: "detailed" is the total
+
+    def has_query(self, query: str) -> bool:
+        """Whether :meth:`canonical_query` accepts ``query``."""
+        try:
+            self._query_indices(query)
+        except UnknownNameError:
+            return False
+        return True
 
     def query_shape(self, query: str) -> tuple[int, ...]:
         """Level counts of the attributes the query keeps (``()`` for the total)."""
@@ -248,7 +275,9 @@ class AttributeSchema:
 VOTINGAGE = Attribute("votingage", ("under18", "18plus"))
 HISPANIC = Attribute("hispanic", ("not_hispanic", "hispanic"))
 #: six single races of the 2020 Census and "two or more races" (the Bureau's CENRACE has 63 levels)
-RACE7 = Attribute("race", ("white", "black", "aian", "asian", "nhpi", "sor", "two_or_more"))
+RACE7 = Attribute(
+    "race", ("white", "black", "aian", "asian", "nhpi", "sor", "two_or_more"), aliases=("cenrace",)
+)
 
 _SCHEMAS: dict[str, AttributeSchema] = {
     "total": AttributeSchema("total", ()),

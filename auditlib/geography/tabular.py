@@ -59,10 +59,10 @@ class TabularPopulation:
         i = self.levels.index(self._check_level(level))
         h = self.histograms
         for lo in reversed(self.levels[i + 1 :]):
-            up = self.levels[self.levels.index(lo) - 1]
-            out = np.zeros((self.n_units(up), h.shape[1]), dtype=np.int64)
-            np.add.at(out, self.parents[lo], h)
-            h = out
+            # children are contiguous and every unit has one: sum runs of equal parents
+            p = self.parents[lo]
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            h = np.add.reduceat(h, starts, axis=0)
         return h
 
     def path(self, level: str, index: int) -> tuple[str, ...]:

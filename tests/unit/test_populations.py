@@ -13,9 +13,15 @@ from auditlib.geography.populations import (
     multinomial_rows,
     national_shares,
     spine_state_histograms,
+    synthetic_state_histograms,
 )
 from auditlib.geography.schema import custom_schema, schema
 from auditlib.geography.spine import generate_spine, tallies_2020
+from auditlib.geography.synthetic import (
+    PopulationParams,
+    SyntheticHierarchy,
+    state_level_populations,
+)
 
 
 def _pops(n: int, seed: int = 0) -> np.ndarray:
@@ -101,7 +107,7 @@ def test_national_shares_pl94() -> None:
 
 
 def test_multinomial_rows_law() -> None:
-    """Chain of binomials = multinomial: cell counts of n = 10 over p match scipy's multinomial pmf."""
+    """Row-wise multinomials: the first cell of n = 10 over p follows Binomial(10, 0.1) (scipy)."""
     rng = np.random.default_rng(9)
     p = np.array([0.1, 0.6, 0.3])
     rows = 20_000
@@ -155,3 +161,16 @@ def test_bad_inputs_name_the_value() -> None:
         HistogramModel(block_concentration=-1)
     with pytest.raises(InvalidParameterError, match="Generator"):
         block_histograms(np.array([1, 2]), s, 5)  # type: ignore[arg-type]
+
+
+def test_synthetic_hierarchy_histograms() -> None:
+    h = SyntheticHierarchy(("US", "State", "County", "Block"), (4, 50), n_states=3)
+    params = PopulationParams(seed=5)
+    s = schema("pl94")
+    hist = synthetic_state_histograms(h, params, 2, s)
+    blocks = state_level_populations(h, params, 2)["Block"]
+    assert hist.shape == (200, 28)
+    np.testing.assert_array_equal(hist.sum(axis=1), blocks)
+    np.testing.assert_array_equal(hist, synthetic_state_histograms(h, params, 2, s))
+    with pytest.raises(InvalidParameterError, match="Invalid state: 4"):
+        synthetic_state_histograms(h, params, 4, s)

@@ -6,6 +6,8 @@ from itertools import product
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography.schema import Attribute, AttributeSchema, custom_schema, schema
@@ -91,6 +93,22 @@ def test_query_name_aliases() -> None:
         s.query_matrix("votingage * hispanic * race"), s.query_matrix("detailed")
     )
     assert s.query_attributes("total") == ()
+    # the Bureau's PL94 query names (cenrace: our 7-level race stands in for its 63 levels)
+    bureau = {
+        "cenrace": "race",
+        "hispanic * cenrace": "hispanic * race",
+        "votingage * cenrace": "votingage * race",
+        "votingage * hispanic": "votingage * hispanic",
+        "votingage * hispanic * cenrace": "detailed",
+        "total": "total",
+    }
+    for name, ours in bureau.items():
+        assert s.has_query(name)
+        assert s.canonical_query(name) == ours
+        np.testing.assert_array_equal(s.query_matrix(name), s.query_matrix(ours))
+    assert not s.has_query("hhgq")
+    assert not s.has_query("race * cenrace")
+    assert schema("total").canonical_query("detailed") == "total"
 
 
 def test_unknown_names_say_the_choices() -> None:
@@ -114,6 +132,8 @@ def test_bad_schemas_are_refused() -> None:
         Attribute("total", ("a",))
     with pytest.raises(InvalidParameterError, match=r"\['sex'\] repeated"):
         custom_schema("x", [("sex", ["f", "m"]), ("sex", ["a"])])
+    with pytest.raises(InvalidParameterError, match=r"\['sex'\] repeated"):
+        AttributeSchema("x", (Attribute("sex", ("f",)), Attribute("gender", ("a",), ("sex",))))
     with pytest.raises(InvalidParameterError, match="must hold its 28 detailed cells"):
         schema("pl94").answer(np.zeros((3, 27)), "total")
 
@@ -124,3 +144,27 @@ def test_custom_schema() -> None:
     assert s.query_names == ("total", "detailed")
     np.testing.assert_array_equal(s.query_matrix("race"), np.eye(3, dtype=np.int8))
     assert isinstance(s, AttributeSchema)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=0, max_size=4),
+    data=st.data(),
+)
+def test_any_schema_partitions_its_cells(sizes: list[int], data: st.DataObject) -> None:
+    """For random schemas, every query's rows partition the detailed cells, ``answer`` equals the
+    matrix product, and the query's cells are the product of the kept attributes' levels."""
+    s = custom_schema("h", [(f"a{i}", [f"l{j}" for j in range(n)]) for i, n in enumerate(sizes)])
+    assert s.n_cells == int(np.prod(sizes, dtype=np.int64))
+    assert len(s.query_names) == max(2 ** len(sizes), 1)
+    h = np.arange(2 * s.n_cells).reshape(2, s.n_cells) % 7
+    for q in s.query_names:
+        m = s.query_matrix(q)
+        np.testing.assert_array_equal(m.sum(axis=0), np.ones(s.n_cells))
+        np.testing.assert_array_equal(s.answer(h, q), h @ m.T)
+        kept = s.query_attributes(q)
+        assert m.shape[0] == int(np.prod([sizes[int(a[1:])] for a in kept], dtype=np.int64))
+        assert len(s.cell_labels(q)) == m.shape[0]
+    if sizes:
+        order = data.draw(st.permutations(list(s.attribute_names)))
+        np.testing.assert_array_equal(s.query_matrix(" * ".join(order)), s.query_matrix("detailed"))
