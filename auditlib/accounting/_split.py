@@ -100,8 +100,9 @@ class SplitLowerBound:
     ``s <= G h`` and 0 beyond, ``V = e^(G (e^h - 1)^2 / 4) - 1`` bounding ``Var(Y'/Y)`` (module
     docstring). The law of ``L`` is reached through the split measure: given ``L``, the displacement
     ``D = L' - L`` is a sum of ``G`` independent terms of range ``h`` with mean in
-    ``[0, G h^2 / 4]``, so by Hoeffding ``P[|D| > t'] <= q`` for ``t' = h sqrt(G ln(2/q) / 2) +
-    G h^2 / 4``, and ``P[|L - eps| < r] <= P'[|L' - eps| < r + t'] / (1 - q)`` for every ``r``.
+    ``[0, G h^2 e^h / 2]`` (``E e^(-D_j) = 1`` and ``e^(-x) <= 1 - x + e^h x^2 / 2`` on
+    ``[-h, h]``), so by Hoeffding ``P[|D| > t'] <= q`` for
+    ``t' = h sqrt(G ln(2/q) / 2) + G h^2 e^h / 2``, and ``P[|L - eps| < r] <= P'[|L' - eps| < r + t'] / (1 - q)`` for every ``r``.
     Layer by layer (``kappa`` does not increase), ``B <= E'[kappa((|L' - eps| - t')_+)] / (1 - q)``.
     """
 
@@ -111,9 +112,8 @@ class SplitLowerBound:
         self.var = math.expm1(moved * math.expm1(h) ** 2 / 4.0) * (1.0 + 1e-9)
         self.cap = 0.5 * math.sqrt(self.var) * (1.0 + 1e-9)
         q = HOEFFDING_MISS
-        self.reach = (h * math.sqrt(moved * math.log(2.0 / q) / 2.0) + moved * h * h / 4.0) * (
-            1.0 + 1e-9
-        )
+        mean = moved * h * h * math.exp(h) / 2.0
+        self.reach = (h * math.sqrt(moved * math.log(2.0 / q) / 2.0) + mean) * (1.0 + 1e-9)
         self.inflate = 1.0 / (1.0 - q) * (1.0 + 1e-12)
 
     def correction(self, eps: float) -> float:
