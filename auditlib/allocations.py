@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -123,6 +124,36 @@ class Allocation:
                 f"Unknown {what}: {value!r} for allocation {self.allocation_id!r}; "
                 f"allowed: {', '.join(allowed)}"
             )
+
+
+RELEASED_PRODUCTS: tuple[str, ...] = ("pl94_2021_production", "dhc_2023_production")
+"""The 2020 Census products released under these allocations, in release order: their cumulative
+accounting composes every query of both (persons and units)."""
+
+
+def cumulative_components(
+    allocation_ids: Sequence[str],
+    neighbours: str,
+    region: str = "US",
+    universes: Sequence[str] | None = None,
+) -> list[tuple[Fraction, int]]:
+    """Noise components of several products (and universes) composed, for the accountant.
+
+    Sequential composition, as the Bureau totals its budgets (ρ of persons and units, and of
+    PL94-171 and DHC, add up): a record is assumed to touch every query of every product and
+    universe listed. ``universes=None`` takes every universe of each allocation that has
+    ``region``; an allocation without ``region`` is an error.
+    """
+    check_neighbours(neighbours)
+    if not allocation_ids:
+        raise InvalidParameterError("Invalid allocations: give at least one allocation id")
+    out: list[tuple[Fraction, int]] = []
+    for allocation_id in allocation_ids:
+        alloc = load_allocation(allocation_id)
+        unis = universes if universes is not None else alloc.universes()
+        for u in unis:
+            out += alloc.components(neighbours, u, region)
+    return out
 
 
 def list_allocations() -> list[str]:

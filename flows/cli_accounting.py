@@ -18,6 +18,14 @@ AllocationOpt = Annotated[str, typer.Option("--allocation", "-a", help="Shipped 
 NeighboursOpt = Annotated[
     Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
 ]
+AllocationsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allocation",
+        "-a",
+        help="Shipped allocation id; repeat it (or give --cumulative) to compose products.",
+    ),
+]
 UniverseOpt = Annotated[str, typer.Option(help="persons | units.")]
 RegionOpt = Annotated[str, typer.Option(help="US | PR.")]
 LevelsOpt = Annotated[
@@ -45,6 +53,8 @@ class CurveFormat(StrEnum):
 
 
 _MODES = {"auto": "auto", "exact": "exact-lattice", "bracket": "bracket-grid"}
+
+DEFAULT_ALLOCATION = "dhcp_20220825_paper"
 
 _METHOD_NOTES = {
     "auto": "exact = certified upper bound of the exact value (exact_lower <= truth <= exact_upper), "
@@ -96,7 +106,7 @@ def _select_levels(
 
 @app.command()
 def account(
-    allocation: AllocationOpt = "dhcp_20220825_paper",
+    allocation: AllocationsOpt = None,
     neighbours: NeighboursOpt = Neighbours.add_remove,
     universe: UniverseOpt = "persons",
     region: RegionOpt = "US",
@@ -120,10 +130,25 @@ def account(
     composed: Annotated[
         bool, typer.Option("--composed/--no-composed", help="Also all levels composed.")
     ] = True,
+    cumulative: Annotated[
+        bool,
+        typer.Option(
+            "--cumulative",
+            help="Compose whole products instead of listing levels: each universe, persons + "
+            "units, and all given products together (default products: PL94-171 2021 and DHC "
+            "2023; implied when --allocation is repeated).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per-level exact ε(δ) (or δ(ε)) of a shipped allocation next to the Bureau's zCDP conversion."""
     try:
+        ids = allocation or []
+        cumulative = cumulative or len(ids) > 1
+        if cumulative and level:
+            raise InvalidParameterError(
+                "Invalid options: --cumulative composes whole products; drop --level"
+            )
         if delta and epsilon:
             raise InvalidParameterError(
                 "Invalid options: give either --delta (for ε(δ)) or --epsilon (for δ(ε)), not both"
@@ -131,18 +156,31 @@ def account(
         deltas = delta or [1e-5, 1e-10, 1e-11]
         _check_deltas(deltas)
         _check_epsilons(epsilon or [])
-        alloc, levels = _select_levels(allocation, universe, region, level)
-        result = _account(
-            alloc,
-            neighbours.value,
-            universe,
-            region,
-            levels,
-            deltas,
-            composed,
-            method=method.value,
-            epsilons=epsilon,
-        )
+        if cumulative:
+            from auditlib.allocations import RELEASED_PRODUCTS
+
+            result = _account_cumulative(
+                ids or list(RELEASED_PRODUCTS),
+                neighbours.value,
+                region,
+                deltas,
+                method=method.value,
+                epsilons=epsilon,
+            )
+        else:
+            first = ids[0] if ids else DEFAULT_ALLOCATION
+            alloc, levels = _select_levels(first, universe, region, level)
+            result = _account(
+                alloc,
+                neighbours.value,
+                universe,
+                region,
+                levels,
+                deltas,
+                composed,
+                method=method.value,
+                epsilons=epsilon,
+            )
     except DPAuditError as exc:
         fail(str(exc))
     if as_json:
@@ -163,71 +201,9 @@ def _account(
     method: str = "auto",
     epsilons: list[float] | None = None,
 ) -> dict[str, Any]:
-    from fractions import Fraction
-
-    import numpy as np
-
-    from auditlib.accounting import (
-        DiscreteGaussianComposition,
-        bureau_delta,
-        bureau_epsilon,
-        cks_delta,
-        cks_epsilon,
-        paper_bound_epsilon,
-        tail_probability,
-    )
-
     def one(g: str | None) -> dict[str, Any]:
         comps = alloc.components(neighbours, universe, region, g)
-        rho = float(sum(Fraction(c) / (2 * s) for s, c in comps))
-        s2 = [float(s) for s, _ in comps]
-        row: dict[str, Any] = {
-            "geolevel": g or "all levels composed",
-            "n_queries": len(comps),
-            "rho": rho,
-            "sigma2_min": min(s2),
-            "sigma2_max": max(s2),
-        }
-        comp = None
-        if method in ("auto", "exact", "bracket", "paper-bound"):
-            comp = DiscreteGaussianComposition(list(comps), mode=_MODES.get(method, "auto"))  # type: ignore[arg-type]
-            row["method"] = comp.method
-        else:
-            row["method"] = method
-        if epsilons is not None:
-            e = np.asarray(epsilons, dtype=float)
-            bd = np.atleast_1d(np.asarray(bureau_delta(rho, e), dtype=float))
-            cd = np.atleast_1d(np.asarray(cks_delta(rho, e), dtype=float))
-            entries = []
-            for i, eps in enumerate(epsilons):
-                entry: dict[str, Any] = {"epsilon": eps}
-                if comp is not None and method != "paper-bound":
-                    b = comp.delta(eps)
-                    entry |= _bracket_entry("exact", b.lower, b.upper)
-                elif comp is not None:
-                    b = tail_probability(comp, eps)
-                    entry |= _bracket_entry("paper_bound", b.lower, b.upper)
-                entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
-                entries.append(entry)
-            row["delta"] = entries
-            return row
-        d = np.asarray(deltas, dtype=float)
-        be = np.atleast_1d(np.asarray(bureau_epsilon(rho, d), dtype=float))
-        ce = np.atleast_1d(np.asarray(cks_epsilon(rho, d), dtype=float))
-        exact = comp.epsilon(d) if comp is not None and method != "paper-bound" else None
-        entries = []
-        for i, dd in enumerate(deltas):
-            entry = {"delta": dd}
-            if exact is not None:
-                lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
-                entry |= _bracket_entry("exact", lo[i], hi[i])
-            elif comp is not None:
-                b = paper_bound_epsilon(comp, dd)
-                entry |= _bracket_entry("paper_bound", b.lower, b.upper)
-            entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
-            entries.append(entry)
-        row["epsilon"] = entries
-        return row
+        return _row(comps, g or "all levels composed", deltas, method, epsilons)
 
     out: dict[str, Any] = {
         "allocation": alloc.allocation_id,
@@ -244,6 +220,52 @@ def _account(
     if composed:
         out["composed"] = one(None)
     return out
+
+
+def _account_cumulative(
+    allocation_ids: list[str],
+    neighbours: str,
+    region: str,
+    deltas: list[float],
+    *,
+    method: str = "auto",
+    epsilons: list[float] | None = None,
+) -> dict[str, Any]:
+    """Whole products composed: each universe, persons + units per product, all products."""
+    from auditlib.allocations import cumulative_components, load_allocation
+
+    allocs = [load_allocation(a) for a in dict.fromkeys(allocation_ids)]  # unknown ids fail first
+    rows = []
+    for alloc in allocs:
+        a = alloc.allocation_id
+        unis = [u for u in alloc.universes() if region in alloc.regions(u)]
+        if not unis:
+            alloc.regions(alloc.universes()[0])  # names the allowed regions
+        for u in unis:
+            rows.append(
+                _row(alloc.components(neighbours, u, region), f"{a} {u}", deltas, method, epsilons)
+            )
+        if len(unis) > 1:
+            comps = cumulative_components([a], neighbours, region, unis)
+            rows.append(_row(comps, f"{a} {'+'.join(unis)}", deltas, method, epsilons))
+    ids = list(dict.fromkeys(allocation_ids))
+    if len(ids) > 1:
+        comps = cumulative_components(ids, neighbours, region)
+        rows.append(_row(comps, "all products composed", deltas, method, epsilons))
+    return {
+        "allocation": " + ".join(ids),
+        "allocations": ids,
+        "neighbours": neighbours,
+        "universe": "all",
+        "region": region,
+        "method": method,
+        "deltas": deltas if epsilons is None else [],
+        "epsilons": epsilons or [],
+        "note": _METHOD_NOTES[method] + "; sequential composition of every query of the products "
+        "and universes in a row (as the Bureau totals rho); bureau = rho + 2 sqrt(rho ln 1/delta) "
+        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
+        "levels": rows,
+    }
 
 
 def _value_key(method: str) -> str | None:
@@ -539,3 +561,76 @@ def tradeoff(
     else:
         output.write_text(text + "\n", encoding="utf-8")
         typer.echo(f"{fmt.value}: {output} ({grid.size} points, method={comp.method})", err=True)
+
+
+def _row(
+    comps: list[Any],
+    label: str,
+    deltas: list[float],
+    method: str,
+    epsilons: list[float] | None,
+) -> dict[str, Any]:
+    """One output row: the exact bracket (or bound) of ``comps`` next to the zCDP conversions."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from auditlib.accounting import (
+        DiscreteGaussianComposition,
+        bureau_delta,
+        bureau_epsilon,
+        cks_delta,
+        cks_epsilon,
+        paper_bound_epsilon,
+        tail_probability,
+    )
+
+    rho = float(sum(Fraction(c) / (2 * s) for s, c in comps))
+    s2 = [float(s) for s, _ in comps]
+    row: dict[str, Any] = {
+        "geolevel": label,
+        "n_queries": len(comps),
+        "rho": rho,
+        "sigma2_min": min(s2),
+        "sigma2_max": max(s2),
+    }
+    comp = None
+    if method in ("auto", "exact", "bracket", "paper-bound"):
+        comp = DiscreteGaussianComposition(list(comps), mode=_MODES.get(method, "auto"))  # type: ignore[arg-type]
+        row["method"] = comp.method
+    else:
+        row["method"] = method
+    if epsilons is not None:
+        e = np.asarray(epsilons, dtype=float)
+        bd = np.atleast_1d(np.asarray(bureau_delta(rho, e), dtype=float))
+        cd = np.atleast_1d(np.asarray(cks_delta(rho, e), dtype=float))
+        entries = []
+        for i, eps in enumerate(epsilons):
+            entry: dict[str, Any] = {"epsilon": eps}
+            if comp is not None and method != "paper-bound":
+                b = comp.delta(eps)
+                entry |= _bracket_entry("exact", b.lower, b.upper)
+            elif comp is not None:
+                b = tail_probability(comp, eps)
+                entry |= _bracket_entry("paper_bound", b.lower, b.upper)
+            entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
+            entries.append(entry)
+        row["delta"] = entries
+        return row
+    d = np.asarray(deltas, dtype=float)
+    be = np.atleast_1d(np.asarray(bureau_epsilon(rho, d), dtype=float))
+    ce = np.atleast_1d(np.asarray(cks_epsilon(rho, d), dtype=float))
+    exact = comp.epsilon(d) if comp is not None and method != "paper-bound" else None
+    entries = []
+    for i, dd in enumerate(deltas):
+        entry = {"delta": dd}
+        if exact is not None:
+            lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
+            entry |= _bracket_entry("exact", lo[i], hi[i])
+        elif comp is not None:
+            b = paper_bound_epsilon(comp, dd)
+            entry |= _bracket_entry("paper_bound", b.lower, b.upper)
+        entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
+        entries.append(entry)
+    row["epsilon"] = entries
+    return row

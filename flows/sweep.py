@@ -1,7 +1,9 @@
 """Accounting sweep: every shipped allocation × universe × region × geolevel × neighbour relation.
 
 One Prefect task per (allocation, universe, region, neighbours, level) job — a level, or ``composed``
-(all levels of the run), or, per region, ``persons+units`` composed — fanned out on Dask. Each task
+(all levels of the run), or, per region, ``persons+units`` composed, and, when every released product
+is swept, their cumulative composition (allocation ``pl94_2021_production+dhc_2023_production``) —
+fanned out on Dask. Each task
 returns a few arrays; the flow writes one Zarr group ``accounting_sweep`` with dims
 (job, delta) and (job, eps_grid) and the job's labels as coordinates, so notebooks select with
 ``ds.isel(job=(ds.allocation == "pl94_2021_production").values)``.
@@ -17,7 +19,7 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.accounting import bureau_epsilon
-from auditlib.allocations import load_allocation
+from auditlib.allocations import RELEASED_PRODUCTS, cumulative_components, load_allocation
 from auditlib.summaries import account_components
 from flows.tasks import TASK_OPTS
 from storage import store
@@ -25,6 +27,8 @@ from storage import store
 GROUP = "accounting_sweep"
 COMPOSED = "composed"
 ALL_UNIVERSES = "persons+units"
+CUMULATIVE = "+".join(RELEASED_PRODUCTS)
+"""Allocation label of the cumulative job: every released product, persons and units composed."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,22 @@ def plan_jobs(allocations: list[str], neighbours: list[str], levels: bool = True
                     jobs.append(Job(a, u, region, nb, COMPOSED))
                 if len(unis) > 1:
                     jobs.append(Job(a, ALL_UNIVERSES, region, nb, COMPOSED))
+    if all(p in allocations for p in RELEASED_PRODUCTS):
+        common = set.intersection(
+            *(
+                {r for u in load_allocation(p).universes() for r in load_allocation(p).regions(u)}
+                for p in RELEASED_PRODUCTS
+            )
+        )
+        for nb in neighbours:
+            for region in sorted(common, key=lambda r: (r != "US", r)):
+                jobs.append(Job(CUMULATIVE, ALL_UNIVERSES, region, nb, COMPOSED))
     return jobs
 
 
 def job_components(job: Job) -> list[tuple[Any, int]]:
+    if job.allocation == CUMULATIVE:
+        return cumulative_components(RELEASED_PRODUCTS, job.neighbours, job.region)
     alloc = load_allocation(job.allocation)
     level = None if job.geolevel == COMPOSED else job.geolevel
     unis = (

@@ -14,6 +14,8 @@ Floating point: ``L_t`` is computed as ``fl(c) + fl(g) * t`` with absolute error
 integrand, since ``-expm1`` decreases) and the *lower* bound at ``x + E_x``; both are then widened
 by the log-radius of ``mu``, of ``expm1``, of the product and of the summation
 (:func:`~auditlib.accounting._floats.blocked_sum`), plus the absolute underflow slack.
+``extra_loss_error`` adds a known bound on how far the lattice's losses may sit from the true ones
+(the grid splits of :mod:`auditlib.accounting._split`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from auditlib.exceptions import AccountingError
 class HockeyStick:
     """``delta(eps)`` bounds for a loss lattice ``L_t = c + g t`` carrying a certified measure."""
 
-    def __init__(self, c: Fraction, g: Fraction, measure: LatticeMeasure) -> None:
+    def __init__(
+        self, c: Fraction, g: Fraction, measure: LatticeMeasure, extra_loss_error: float = 0.0
+    ) -> None:
         if g <= 0:
             raise ValueError("lattice step must be positive")
         t = measure.offset + np.arange(measure.size, dtype=np.int64)
@@ -51,7 +55,7 @@ class HockeyStick:
         self.values = measure.values
         self.radius = measure.radius
         self.dropped = measure.dropped
-        self.loss_error = 4.0 * U * (abs(c_f) + g_f * t_max) * (1.0 + 1e-9)
+        self.loss_error = 4.0 * U * (abs(c_f) + g_f * t_max) * (1.0 + 1e-9) + extra_loss_error
         self.loss_abs_max = float(np.max(np.abs(self.loss)))
         self.loss_max = float(self.loss[-1])
 

@@ -33,11 +33,19 @@ class ProfileQueries:
     method: str
     grid: Any
 
+    def _delta_upper(self, eps: float) -> float:
+        """Certified upper bound on delta(eps) (errs high)."""
+        return float(self._upper.upper(eps))
+
+    def _delta_lower(self, eps: float) -> float:
+        """Certified lower bound on delta(eps) (errs low)."""
+        return float(self._lower.lower(eps))
+
     def delta(self, epsilon: ArrayLike) -> Bracket:
         """Certified bracket on ``delta(eps) = E_P[(1 - e^(eps - L))_+]`` (vectorized over eps)."""
         eps = check_epsilon(epsilon)
-        lower = np.array([self._lower.lower(float(e)) for e in eps.ravel()]).reshape(eps.shape)
-        upper = np.array([self._upper.upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        lower = np.array([self._delta_lower(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+        upper = np.array([self._delta_upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
         return self._bracket(lower, upper, "delta")
 
     def epsilon(self, delta: ArrayLike) -> Bracket:
@@ -57,7 +65,7 @@ class ProfileQueries:
             )
         eps_max = max(self._upper.loss_max, 0.0) + 1.0
         pairs = [
-            epsilon_bracket(float(x), self._lower.lower, self._upper.upper, eps_max)
+            epsilon_bracket(float(x), self._delta_lower, self._delta_upper, eps_max)
             for x in d.ravel()
         ]
         lower = np.array([p[0] for p in pairs]).reshape(d.shape)

@@ -36,6 +36,7 @@ from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
+from auditlib.accounting._split import SplitLowerBound, dyadic_shift, split_to_grid
 from auditlib.accounting._validation import (
     parse_components,
     to_positive_fraction,
@@ -51,6 +52,18 @@ EPSILON_WIDTH_TARGET = 1e-6
 _SUBGAUSS_HALF_WIDTH = 12.5
 """Half-width, in standard deviations of the loss's sub-Gaussian proxy, beyond which a trimmed
 lattice holds no mass (``sqrt(2 ln(2 / 1e-30)) = 11.8``, rounded up): used for size estimates."""
+
+ROUNDED_WIDTH_WITH_SPLIT = 1e-4
+"""With ``refine``, the default rounded grid aims at this eps width only (the split sets the
+bracket; the rounded lattices serve trade-off curves and tail probabilities)."""
+
+ROUNDED_WORK_SHARE = 0.25
+"""With ``refine``, the default rounded grid gets this share of ``max_work``; the split gets the
+rest (its bracket shrinks with the square of the step, the rounded one only linearly)."""
+
+SPLIT_WIDTH_GOAL = 1e-7
+"""The split grid is the coarsest dyadic step whose predicted eps bracket ``8 G^1.5 h^2`` is below
+this (``G`` distinct variances), or the finest the budgets allow."""
 
 Mode = Literal["auto", "exact-lattice", "bracket-grid"]
 
@@ -133,6 +146,11 @@ class DiscreteGaussianComposition(ProfileQueries):
     max_work
         Largest number of multiply-adds the direct convolution may spend (0.5-1 s per ``1e9`` on one
         core); the bracket mode counts both of its passes.
+    refine
+        Bracket mode only: also build the second-order split composition (every variance class
+        split onto a dyadic grid by mass-preserving splits; see :mod:`auditlib.accounting._split`)
+        and answer ``delta``/``epsilon`` from the tighter of the two certified brackets. The
+        rounded lattices still serve trade-off curves and tails.
 
     Attributes
     ----------
@@ -144,6 +162,10 @@ class DiscreteGaussianComposition(ProfileQueries):
         The lattice step in loss units (``g`` or ``h``).
     truncated_mass : float
         Upper bound on the probability mass the lattice dropped (inside every upper bound).
+    split_classes : int
+        Bracket mode with ``refine``: number of variance classes split onto the grid (else 0).
+    split_grid : float
+        Their dyadic grid step (0.0 when not refined).
     """
 
     def __init__(
@@ -154,7 +176,8 @@ class DiscreteGaussianComposition(ProfileQueries):
         max_lattice: int = 5_000_000,
         mode: Mode = "auto",
         limit_denominator: int | None = None,
-        max_work: float = 2e9,
+        max_work: float = 5e9,
+        refine: bool = True,
     ) -> None:
         self.components = parse_components(components, limit_denominator)
         if mode not in ("auto", "exact-lattice", "bracket-grid"):
@@ -198,18 +221,79 @@ class DiscreteGaussianComposition(ProfileQueries):
             self._upper = self._lower = HockeyStick(self.rho_exact, step, acc)
         else:
             self.method = "bracket-grid"
-            h = h_user if h_user is not None else self._default_grid(groups, max_lattice, max_work)
+            share = ROUNDED_WORK_SHARE if refine else 1.0
+            h = (
+                h_user
+                if h_user is not None
+                else self._default_grid(
+                    groups,
+                    max_lattice,
+                    share * max_work,
+                    ROUNDED_WIDTH_WITH_SPLIT if refine else EPSILON_WIDTH_TARGET,
+                )
+            )
             length, work = _estimate_grid(groups, float(h))
             check_grid_budget(float(h), length, work, max_lattice, max_work)
             self.grid = float(h)
             up, down = self._accumulate_rounded(groups, h)
             self._upper = HockeyStick(Fraction(0), h, up)
             self._lower = HockeyStick(Fraction(0), h, down)
+        self.split_classes = 0
+        self.split_grid = 0.0
+        self._split_upper: HockeyStick | None = None
+        self._split_lower: SplitLowerBound | None = None
+        if self.method == "bracket-grid" and refine:
+            self._build_split(groups, max_lattice, max_work)
         self.truncated_mass = self._upper.dropped
+        if self._split_upper is not None:
+            self.truncated_mass = max(self.truncated_mass, self._split_upper.dropped)
         self.lattice_size = int(self._upper.values.size)
         self.relative_error = max(self._upper.radius, self._lower.radius)
 
+    # -- queries: the tighter of the rounded and the split brackets -------------------------------
+
+    def _delta_upper(self, eps: float) -> float:
+        upper = float(self._upper.upper(eps))
+        if self._split_upper is not None:
+            upper = min(upper, float(self._split_upper.upper(eps)))
+        return upper
+
+    def _delta_lower(self, eps: float) -> float:
+        lower = float(self._lower.lower(eps))
+        if self._split_lower is not None:
+            lower = max(lower, self._split_lower.lower(eps))
+        return lower
+
     # -- construction ---------------------------------------------------------------------------
+
+    def _build_split(self, groups: Sequence[_Group], max_lattice: int, max_work: float) -> None:
+        """Every variance class split onto a dyadic grid: the coarsest whose predicted bracket
+        ``8 G^1.5 h^2`` meets :data:`SPLIT_WIDTH_GOAL`, coarsened until the budgets allow it."""
+        n = len(groups)
+        shift = dyadic_shift(math.sqrt(SPLIT_WIDTH_GOAL / (8.0 * n**1.5)))
+        while shift > 0:
+            length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
+            if length <= max_lattice and work <= max_work:  # one split pass ~ both rounded ones
+                break
+            shift -= 1
+        split = []
+        loss_error = 0.0
+        moved = 0
+        for g in groups:
+            m, err = split_to_grid(Fraction(g.count, 2) / g.sigma2, g.inv, g.measure, shift)
+            split.append(m)
+            loss_error += err
+            moved += 1
+        acc = LatticeMeasure(0, np.ones(1), 0.0, 0.0)
+        for m in split:  # groups come sorted by loss span, as in the rounded passes
+            nz = np.flatnonzero(m.values)
+            acc = trim(add_sparse(acc, m.offset + nz, m.values[nz], m.radius, m.dropped), TAIL_MASS)
+        h = math.ldexp(1.0, -shift)
+        hs = HockeyStick(Fraction(0), Fraction(h), acc, extra_loss_error=loss_error)
+        self._split_upper = hs
+        self._split_lower = SplitLowerBound(hs, moved, h)
+        self.split_classes = moved
+        self.split_grid = h
 
     @staticmethod
     def _accumulate(groups: Sequence[_Group], step: Fraction) -> LatticeMeasure:
@@ -241,15 +325,17 @@ class DiscreteGaussianComposition(ProfileQueries):
         return up, down
 
     @staticmethod
-    def _default_grid(groups: Sequence[_Group], max_lattice: int, max_work: float) -> Fraction:
-        """Coarsest of the target grid (eps bracket <= 1e-6) and the finest feasible one."""
+    def _default_grid(
+        groups: Sequence[_Group], max_lattice: int, max_work: float, width: float
+    ) -> Fraction:
+        """Coarsest of the target grid (eps bracket <= ``width``) and the finest feasible one."""
 
         def feasible(h: float) -> bool:
             length, work = _estimate_grid(groups, h)
             return length <= max_lattice and work <= max_work
 
         return finest_feasible_grid(
-            0.9 * EPSILON_WIDTH_TARGET / len(groups),
+            0.9 * width / len(groups),
             feasible,
             f"max_lattice={max_lattice} and max_work={max_work:.3g} for {len(groups)} distinct"
             " variances",

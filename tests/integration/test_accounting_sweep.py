@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.sweep import ALL_UNIVERSES, COMPOSED, GROUP, plan_jobs
+from flows.sweep import ALL_UNIVERSES, COMPOSED, CUMULATIVE, GROUP, job_components, plan_jobs
 from storage import store
 
 pytestmark = pytest.mark.integration
@@ -24,6 +24,16 @@ def test_jobs_cover_every_level_and_composition() -> None:
     }
     paper = plan_jobs(["dhcp_20220825_paper"], ["add_remove", "bounded"])
     assert len(paper) == 2 * (8 + 1)  # one universe: no persons+units job
+    # both released products: one cumulative job per (region, relation), every query of both
+    both = plan_jobs(["pl94_2021_production", "dhc_2023_production"], ["add_remove"], levels=False)
+    cumulative = [j for j in both if j.allocation == CUMULATIVE]
+    assert [(j.region, j.universe) for j in cumulative] == [
+        ("US", ALL_UNIVERSES),
+        ("PR", ALL_UNIVERSES),
+    ]
+    parts = [j for j in both if j.universe == ALL_UNIVERSES and j.allocation != CUMULATIVE]
+    us = [c for j in parts if j.region == "US" for c in job_components(j)]
+    assert sorted(job_components(cumulative[0])) == sorted(us)
 
 
 def test_sweep_flow_writes_reference_numbers(

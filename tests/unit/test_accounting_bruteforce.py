@@ -121,9 +121,10 @@ def test_bracket_mode_contains_nearby_commensurate_case() -> None:
     """sigma2 = sqrt(21) as a float has no common step with 5; its best rational approximations
     with denominators <= 300 and <= 1000 (within 7e-6 and 1e-6 of it) are commensurate. eps moves
     by a few 1e-6 between them, so continuity puts the non-commensurate truth within ~1e-5 of the
-    exact answer, far inside a grid bracket whose ends are ~1e-3 away."""
+    exact answer, far inside a rounded grid bracket whose ends are ~1e-3 away, and within ~1e-5 of
+    the (second-order, default) split bracket."""
     x = math.sqrt(21.0)
-    grid = DiscreteGaussianComposition([(5, 10), (x, 10)], grid=1e-3)
+    grid = DiscreteGaussianComposition([(5, 10), (x, 10)], grid=1e-3, refine=False)
     assert grid.method == "bracket-grid"
     g = grid.epsilon([1e-3, 1e-9])
     nearby = [
@@ -135,6 +136,10 @@ def test_bracket_mode_contains_nearby_commensurate_case() -> None:
     assert np.all(np.abs(e1000.midpoint - e300.midpoint) < 1e-5)
     assert np.all(g.lower < e1000.lower - 1e-4) and np.all(e1000.upper + 1e-4 < g.upper)
     assert np.all(g.upper - g.lower <= 2 * 1e-3 + 1e-10)
+    refined = DiscreteGaussianComposition([(5, 10), (x, 10)], grid=1e-3).epsilon([1e-3, 1e-9])
+    assert np.all(refined.lower >= g.lower) and np.all(refined.upper <= g.upper)
+    assert np.all(refined.upper - refined.lower <= 1e-6)
+    assert np.all(np.abs(refined.midpoint - e1000.midpoint) < 1e-5)
 
 
 def test_brute_force_has_power() -> None:

@@ -60,8 +60,11 @@ def test_account_bracket_mode_on_request() -> None:
     block = out["levels"][0]
     assert block["method"] == "bracket-grid"
     e = block["epsilon"][0]
-    assert e["exact_lower"] <= 0.917830 <= e["exact_upper"]
-    assert e["exact_upper"] - e["exact_lower"] < 1e-5
+    exact = run_json(["account", "-m", "exact", "-l", "Block", "-d", "1e-11", "--no-composed"])
+    x = exact["levels"][0]["epsilon"][0]
+    assert x["exact"] == pytest.approx(0.917830, abs=5e-7)  # REFERENCE.md, 6 digits
+    assert e["exact_lower"] <= x["exact_lower"] <= x["exact_upper"] <= e["exact_upper"]
+    assert e["exact_upper"] - e["exact_lower"] < 1e-6
 
 
 def test_account_delta_of_epsilon() -> None:
@@ -73,6 +76,46 @@ def test_account_delta_of_epsilon() -> None:
     assert e["bureau"] > e["cks"] > e["exact"]
     res = runner.invoke(app, ["account", "-l", "State", "-e", "10", "--no-composed"])
     assert res.exit_code == 0 and "exact δ" in res.stdout
+
+
+def test_account_cumulative_rows_and_totals() -> None:
+    """PL94 + DHC, zCDP conversion only (fast): rows, rho totals of REFERENCE.md, and the PL94
+    persons certificate's CKS eps(1e-10) = 17.14. Repeating --allocation implies --cumulative."""
+    out = run_json(["account", "--cumulative", "-m", "zcdp-cks", "-d", "1e-10"])
+    rows = {r["geolevel"]: r for r in out["levels"]}
+    assert list(rows) == [
+        "pl94_2021_production persons",
+        "pl94_2021_production units",
+        "pl94_2021_production persons+units",
+        "dhc_2023_production persons",
+        "dhc_2023_production units",
+        "dhc_2023_production persons+units",
+        "all products composed",
+    ]
+    assert rows["pl94_2021_production persons"]["rho"] == pytest.approx(293764 / 114921)
+    assert rows["pl94_2021_production persons"]["epsilon"][0]["cks"] == pytest.approx(
+        17.14, abs=5e-3
+    )
+    assert rows["pl94_2021_production persons+units"]["rho"] == pytest.approx(2.63, abs=5e-3)
+    assert rows["dhc_2023_production persons+units"]["rho"] == pytest.approx(12.66, abs=5e-3)
+    assert rows["all products composed"]["rho"] == pytest.approx(2.6312 + 12.6627, abs=1e-3)
+    again = run_json(
+        ["account", "-a", "pl94_2021_production", "-a", "dhc_2023_production", "-m", "zcdp-cks"]
+    )
+    assert [r["geolevel"] for r in again["levels"]] == list(rows)
+
+
+def test_account_cumulative_exact_dhc() -> None:
+    """DHC persons + units compose exactly (one common lattice step): composing can only add
+    loss, so the composed eps exceeds each universe's, and stays below the CKS conversion."""
+    out = run_json(["account", "-a", "dhc_2023_production", "--cumulative", "-d", "1e-10"])
+    rows = {r["geolevel"]: r["epsilon"][0] for r in out["levels"]}
+    both = rows["dhc_2023_production persons+units"]
+    assert out["levels"][-1]["method"] == "exact-lattice"
+    assert both["exact_upper"] - both["exact_lower"] < 1e-9
+    for u in ("persons", "units"):
+        assert both["exact_lower"] > rows[f"dhc_2023_production {u}"]["exact_upper"]
+    assert both["exact_upper"] < both["cks"] < both["bureau"]
 
 
 def test_calibrate_levels_and_common_factor() -> None:
@@ -130,6 +173,9 @@ def test_tradeoff_csv_json_and_file(tmp_path: Path) -> None:
             ],
             "no exact lattice within budget",
         ),
+        (["account", "--cumulative", "-l", "State"], "drop --level"),
+        (["account", "-a", "pl94_2021_production", "-a", "nope"], "Unknown allocation: 'nope'"),
+        (["account", "--cumulative", "--region", "XX", "-m", "zcdp-cks"], "Unknown region: 'XX'"),
         (["calibrate", "-t", "abc"], "Invalid target: 'abc'"),
         (["calibrate", "-t", "-3"], "Invalid target: '-3'"),
         (["calibrate", "-d", "1.5"], "Invalid delta: 1.5"),
