@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
 from auditlib.simulate.postprocess import (
@@ -114,6 +115,38 @@ class StateHierarchy:
             ).astype(np.int64)
             out.insert(0, up)
         return out
+
+
+def allocation_measured(
+    allocation: Allocation,
+    levels: Sequence[str],
+    query_names: Sequence[str],
+    neighbours: str,
+    universe: str = "persons",
+    region: str = "US",
+) -> list[list[tuple[str, float]]]:
+    """Per level, the allocation's queries the attribute schema can express, with their σ².
+
+    A level measuring none of them but measuring something gets, if the schema has ``total``, the
+    total at the level's combined precision: each query's cell sum estimates the total with variance
+    ``n_cells · σ²``, so ``σ²_total = 1 / Σ_q 1 / (n_cells_q σ²_q)`` (a total-only stand-in for an
+    allocation, such as the DHC's, without a total query).
+    """
+    out = []
+    for level in levels:
+        budgets = allocation.select(universe, region, level)
+        got = [(b.query, float(b.sigma2(neighbours))) for b in budgets if b.query in query_names]
+        if not got and "total" in query_names and budgets:
+            prec = sum(1.0 / (b.n_cells * float(b.sigma2(neighbours))) for b in budgets)
+            got = [("total", 1.0 / prec)]
+        if not got:
+            raise InvalidParameterError(
+                f"Invalid schema for allocation {allocation.allocation_id!r}: none of its queries at "
+                f"{level!r} ({', '.join(b.query for b in budgets)}) is in the schema "
+                f"({', '.join(query_names)}); choose a schema that has them"
+            )
+        out.append(got)
+    return out
 
 
 def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from scipy.optimize import brentq, minimize
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.simulate.postprocess import (
     Measurements,
+    Segments,
     project_simplex,
     round_preserving,
     solve_wls,
@@ -69,6 +70,33 @@ def test_projection_matches_slsqp_and_kkt(seed):
             tau = (y[m] - x[m])[pos]
             np.testing.assert_allclose(tau, tau[0], atol=1e-9)
             assert (y[m][~pos] <= tau[0] + 1e-9).all()
+
+
+def test_projection_paths_agree():
+    """Skewed segment sizes take the lexicographic-sort path, even ones the padded path."""
+    rng = np.random.default_rng(11)
+    seg = np.concatenate([np.arange(40), np.full(200, 40)])  # 40 singletons and one of 200
+    y = rng.normal(0.0, 5.0, seg.size)
+    target = rng.integers(0, 20, 41).astype(float)
+    assert not Segments(seg, target).padded
+    x = project_simplex(y, seg, target)
+    # independent reference: the threshold τ by root finding, Σ max(y − τ, 0) = target
+    yb, tb = y[40:], target[40]
+    tau = brentq(lambda t: np.maximum(yb - t, 0).sum() - tb, yb.min() - tb - 1, yb.max())
+    ref = np.maximum(yb - tau, 0)
+    np.testing.assert_allclose(x[40:], ref, atol=1e-6)
+    np.testing.assert_allclose(x[:40], target[:40])  # a singleton is its target
+    even = np.repeat(np.arange(12), 20)
+    assert Segments(even, target[:12]).padded
+    for s in range(12):  # the padded path against the lexicographic one, segment by segment
+        m = even == s
+        np.testing.assert_allclose(
+            project_simplex(y[m], np.zeros(20, int), target[s : s + 1]),
+            Segments(
+                np.concatenate([np.zeros(20, int), np.arange(1, 100)]), [target[s]] + [0] * 99
+            ).project(np.concatenate([y[m], np.zeros(99)]))[:20],
+            atol=1e-12,
+        )
 
 
 def test_projection_hand_worked():
