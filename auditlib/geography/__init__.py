@@ -5,6 +5,7 @@ from auditlib.geography.flaxman import (
     FlaxmanPopulation,
     generate_population,
 )
+from auditlib.geography.schema import Attribute, AttributeSchema
 from auditlib.geography.spine import Spine, SpineModel, SpineTotals, generate_spine, tallies_2020
 from auditlib.geography.synthetic import (
     NATIONAL,
@@ -34,4 +35,8 @@ __all__ += [  # seed 001's regular hierarchy and the synthetic US spine
     "generate_population",
     "generate_spine",
     "tallies_2020",
+]
+__all__ += [  # attribute schemas (the function ``schema`` lives in auditlib.geography.schema)
+    "Attribute",
+    "AttributeSchema",
 ]

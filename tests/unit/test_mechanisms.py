@@ -235,6 +235,19 @@ def test_geometric_parameterization() -> None:
     np.testing.assert_allclose(g.logpmf(ks) - g.logpmf(ks + 1), 0.25, rtol=1e-12)
 
 
+@pytest.mark.parametrize("eps", [0.05, 0.25, 1.0, 3.0])
+def test_geometric_matches_scipy_dlaplace(eps: float) -> None:
+    """An established reference: scipy.stats.dlaplace(a) has pmf tanh(a/2)·e^{−a|k|}, i.e. G(a)."""
+    g, ref = TwoSidedGeometric(eps), stats.dlaplace(eps)
+    k = np.arange(-60, 61)
+    np.testing.assert_allclose(g.pmf(k), ref.pmf(k), rtol=1e-12)
+    np.testing.assert_allclose(g.logpmf(k), ref.logpmf(k), rtol=1e-12, atol=1e-12)
+    # scipy forms one tail as 1 − the other, so it has absolute (not relative) precision there
+    np.testing.assert_allclose(g.cdf(k), ref.cdf(k), rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(g.sf(k), ref.sf(k), rtol=1e-10, atol=1e-15)
+    assert g.var() == pytest.approx(ref.var(), rel=1e-12)
+
+
 def test_geometric_from_success_probability_is_numpy_difference() -> None:
     """The law of ``geometric(p) − geometric(p)`` (Flaxman & Petti's simulation)."""
     p = 0.25

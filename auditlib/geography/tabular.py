@@ -1,0 +1,250 @@
+"""Real counts from a table: rows are geographic units, count columns are the cells of a schema.
+
+:func:`read_counts` reads a CSV or Parquet file (or takes a pandas DataFrame) with one row per unit,
+one column per detailed cell (in the schema's C order) and optional hierarchy columns naming the
+unit's ancestors, top to bottom (e.g. ``state``; the rows are then counties). It checks everything and
+returns a :class:`TabularPopulation`: the units of every level (children contiguous, as in
+:mod:`auditlib.geography.spine`), their parent indices, and the rows' histograms.
+
+Labels are scoped by their parent by default (a county ``ADAMS`` in two states is two counties);
+with ``unique_labels=True`` a level's labels are identifiers (e.g. FIPS codes) and a label found under
+two parents is an inconsistent hierarchy. Two rows for the same unit are refused (aggregate first).
+
+Parquet needs ``pyarrow`` (``pip install 'dpaudit[parquet]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import AttributeSchema, custom_schema
+from auditlib.simulate.hierarchical import CountTree
+
+IntArray = npt.NDArray[np.int64]
+
+#: name of the level of the table's rows when no unit column is given
+ROW_LEVEL = "unit"
+
+
+@dataclass(frozen=True)
+class TabularPopulation:
+    """Units of every level (``levels`` top to bottom; the last level holds the table's rows)."""
+
+    schema: AttributeSchema
+    levels: tuple[str, ...]
+    labels: dict[str, tuple[str, ...]]  # each unit's own label, per level
+    parents: dict[str, IntArray]  # levels[1:]: index of each unit's parent at the level above
+    histograms: IntArray  # (n_rows, schema.n_cells), rows in the order of labels[levels[-1]]
+    rows: IntArray  # the table row each unit of the last level came from
+
+    def n_units(self, level: str) -> int:
+        return len(self.labels[self._check_level(level)])
+
+    def _check_level(self, level: str) -> str:
+        if level not in self.levels:
+            raise InvalidParameterError(
+                f"Unknown level {level!r}; the table's levels are {list(self.levels)}"
+            )
+        return level
+
+    def level_histograms(self, level: str) -> IntArray:
+        """Histograms ``(n_units(level), n_cells)`` of a level: exact sums of its rows."""
+        i = self.levels.index(self._check_level(level))
+        h = self.histograms
+        for lo in reversed(self.levels[i + 1 :]):
+            up = self.levels[self.levels.index(lo) - 1]
+            out = np.zeros((self.n_units(up), h.shape[1]), dtype=np.int64)
+            np.add.at(out, self.parents[lo], h)
+            h = out
+        return h
+
+    def path(self, level: str, index: int) -> tuple[str, ...]:
+        """Labels from the top level down to unit ``index`` of ``level``."""
+        i = self.levels.index(self._check_level(level))
+        out = [self.labels[level][index]]
+        for lv in reversed(self.levels[1 : i + 1]):
+            index = int(self.parents[lv][index])
+            out.append(self.labels[self.levels[self.levels.index(lv) - 1]][index])
+        return tuple(reversed(out))
+
+    def count_tree(self, query: str = "total", cell: int = 0) -> CountTree:
+        """A :class:`CountTree` (a root over the top level) of one cell of a query, for GDPC/RDPC/ADPC."""
+        n_cells = self.schema.n_query_cells(query)
+        if not 0 <= cell < n_cells:
+            raise InvalidParameterError(
+                f"Invalid cell {cell} of query {query!r}; it has cells 0..{n_cells - 1}"
+            )
+        counts: list[IntArray] = [
+            np.asarray(self.schema.answer(self.level_histograms(lv), query)[:, cell], np.int64)
+            for lv in self.levels
+        ]
+        root = np.array([counts[0].sum()], dtype=np.int64)
+        parents = [np.zeros(len(counts[0]), dtype=np.int64)]
+        parents += [self.parents[lv] for lv in self.levels[1:]]
+        return CountTree((root, *counts), tuple(parents))
+
+
+def _read(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+    if isinstance(source, pd.DataFrame):
+        return source
+    path = Path(source)
+    if not path.is_file():
+        raise InvalidParameterError(f"Invalid table path {str(path)!r}: no such file")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        try:
+            return pd.read_parquet(path)
+        except ImportError as e:
+            raise InvalidParameterError(
+                f"Reading {path.name!r} needs pyarrow: pip install 'dpaudit[parquet]' ({e})"
+            ) from None
+    if suffix in (".csv", ".txt", ".gz"):
+        return pd.read_csv(path)
+    raise InvalidParameterError(
+        f"Invalid table {path.name!r}: unknown suffix {suffix!r}; use .csv or .parquet"
+    )
+
+
+def _counts(frame: pd.DataFrame, columns: Sequence[str]) -> IntArray:
+    out = np.empty((len(frame), len(columns)), dtype=np.int64)
+    for j, col in enumerate(columns):
+        s = frame[col]
+        if s.isna().any():
+            i = int(np.flatnonzero(s.isna().to_numpy())[0])
+            raise InvalidParameterError(
+                f"Invalid count in column {col!r}, row {i}: missing; every count must be given"
+            )
+        if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+            raise InvalidParameterError(
+                f"Invalid column {col!r}: dtype {s.dtype}; counts must be numbers"
+            )
+        v = s.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(v) | (v != np.round(v))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidParameterError(
+                f"Invalid count {float(v[i])!r} in column {col!r}, row {i}; counts must be whole numbers"
+            )
+        if (v < 0).any():
+            i = int(np.argmax(v < 0))
+            raise InvalidParameterError(
+                f"Invalid count {int(v[i])} in column {col!r}, row {i}; counts must be >= 0"
+            )
+        out[:, j] = s.to_numpy(dtype=np.int64)
+    return out
+
+
+def read_counts(
+    source: str | Path | pd.DataFrame,
+    counts: Sequence[str],
+    *,
+    levels: Sequence[str] = (),
+    unit: str | None = None,
+    schema: AttributeSchema | None = None,
+    attribute: str = "category",
+    total: str | None = None,
+    unique_labels: bool = False,
+) -> TabularPopulation:
+    """Read a table of units × count columns into a hierarchy and histograms.
+
+    ``counts``: the columns of the detailed cells, in ``schema``'s C order (without a schema, one
+    attribute called ``attribute`` whose levels are the column names). ``levels``: hierarchy columns
+    top to bottom; ``unit``: the column labelling the rows (default: the row number). ``total``: a
+    column that must equal the sum of the counts in every row.
+    """
+    frame = _read(source)
+    counts = list(counts)
+    levels = list(levels)
+    if not counts:
+        raise InvalidParameterError("Invalid counts: no count column given")
+    wanted = [*levels, *([unit] if unit else []), *counts, *([total] if total else [])]
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise InvalidParameterError(
+            f"Missing columns {missing}; the table has {list(map(str, frame.columns))}"
+        )
+    if len(set(wanted)) != len(wanted):
+        raise InvalidParameterError(f"Invalid columns {wanted}: a column is named twice")
+    if len(frame) == 0:
+        raise InvalidParameterError("Invalid table: no rows")
+    if schema is None:
+        schema = custom_schema(attribute, [(attribute, [str(c) for c in counts])])
+    elif schema.n_cells != len(counts):
+        raise InvalidParameterError(
+            f"Invalid counts: {len(counts)} columns for schema {schema.name!r} with "
+            f"{schema.n_cells} cells; give one column per detailed cell, in C order"
+        )
+    hist = _counts(frame, counts)
+    if total is not None:
+        t = _counts(frame, [total])[:, 0]
+        bad = t != hist.sum(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidParameterError(
+                f"Inconsistent row {i}: {total!r} = {t[i]} but the counts {counts} sum to "
+                f"{hist[i].sum()}; fix the table or leave out total="
+            )
+
+    row_level = unit or ROW_LEVEL
+    if row_level in levels:
+        raise InvalidParameterError(f"Invalid unit column {unit!r}: it is also a hierarchy level")
+    keys = pd.DataFrame({lv: frame[lv] for lv in levels})
+    keys[row_level] = frame[unit] if unit else np.arange(len(frame))
+    for lv in keys.columns:
+        na = keys[lv].isna() | (keys[lv].astype(str).str.strip() == "")
+        if na.any():
+            i = int(np.flatnonzero(na.to_numpy())[0])
+            raise InvalidParameterError(
+                f"Invalid hierarchy: row {i} has no {lv!r} label; every row needs one"
+            )
+        keys[lv] = keys[lv].astype(str)
+    all_levels = [*levels, row_level]
+    order = np.lexsort([keys[lv].to_numpy() for lv in reversed(all_levels)])
+    keys = keys.iloc[order].reset_index(drop=True)
+    dup = keys.duplicated(keep=False).to_numpy()
+    if dup.any():
+        rows = order[np.flatnonzero(dup)[:2]]
+        raise InvalidParameterError(
+            f"Inconsistent hierarchy: rows {int(rows[0])} and {int(rows[1])} are the same unit "
+            f"{tuple(keys.iloc[np.flatnonzero(dup)[0]])}; aggregate them first"
+        )
+    labels: dict[str, tuple[str, ...]] = {}
+    parents: dict[str, IntArray] = {}
+    prev_code: IntArray | None = None
+    for j, lv in enumerate(all_levels):
+        code = keys.groupby(all_levels[: j + 1], sort=False).ngroup().to_numpy().astype(np.int64)
+        first = np.unique(code, return_index=True)[1]
+        labels[lv] = tuple(keys[lv].to_numpy()[first])
+        if prev_code is not None:
+            parents[lv] = prev_code[first]
+            if unique_labels:
+                par = pd.Series(parents[lv]).groupby(pd.Series(labels[lv])).nunique()
+                if (par > 1).any():
+                    name = str(par.index[int(np.argmax(par.to_numpy() > 1))])
+                    homes = sorted(
+                        {
+                            labels[all_levels[j - 1]][p]
+                            for p, n in zip(parents[lv], labels[lv], strict=True)
+                            if n == name
+                        }
+                    )
+                    raise InvalidParameterError(
+                        f"Inconsistent hierarchy: {lv} {name!r} lies in {all_levels[j - 1]} "
+                        f"{homes}; with unique_labels=True a label names one unit"
+                    )
+        prev_code = code
+    return TabularPopulation(
+        schema=schema,
+        levels=tuple(all_levels),
+        labels=labels,
+        parents=parents,
+        histograms=hist[order],
+        rows=order.astype(np.int64),
+    )
