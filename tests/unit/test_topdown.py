@@ -278,3 +278,57 @@ def test_bad_inputs():
         topdown(HIER, _blocks(), QUERIES, MEASURED[:3], _rngs(1))
     with pytest.raises(InvalidParameterError, match="Invalid sigma2"):
         topdown(HIER, _blocks(), QUERIES, [[("total", -1.0)]] * 4, _rngs(1))
+
+
+def test_allocation_queries_map_to_the_schema():
+    from auditlib.allocations import load_allocation
+    from auditlib.simulate.topdown import allocation_measured, schema_query
+
+    names = ("total", "votingage", "race", "votingage * race", "detailed")
+    alias = {"cenrace": "race"}
+    assert schema_query("votingage * cenrace", names, alias) == "votingage * race"
+    assert schema_query("hhgq", names, alias) is None
+    assert schema_query("votingage * cenrace", names, alias, "votingage * race") == (
+        "votingage * race"
+    )
+    assert schema_query("a * cenrace", ("detailed",), alias, "a * race") == "detailed"
+    alloc = load_allocation("pl94_2021_production")
+    m = allocation_measured(alloc, ("State",), ("total",), "bounded")
+    total = next(b for b in alloc.select("persons", "US", "State") if b.query == "total")
+    assert m == [[("total", float(1 / total.rho))]]  # bounded: σ² = 1/ρ
+    # no total query in the DHC allocation: the total at the level's combined precision
+    dhc = load_allocation("dhcp_20220825_paper")
+    budgets = dhc.select("persons", "US", "Block")
+    expect = 1 / sum(1 / (b.n_cells * float(b.sigma2("add_remove"))) for b in budgets)
+    got = allocation_measured(dhc, ("Block",), ("total",), "add_remove")
+    assert got[0][0][1] == pytest.approx(expect, rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="none of its queries at 'State'"):
+        allocation_measured(alloc, ("State",), ("sex",), "bounded")
+
+
+def test_spec_and_plan():
+    from auditlib.exceptions import SpecError
+    from flows.plan import make_plan
+    from flows.spec import parse_spec
+
+    fan = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}
+    data = {
+        "audit": {"allocation": "pl94_2021_production"},
+        "population": {"states": 2, "fanout": fan, "attributes": "pl94"},
+        "release": {"kind": "topdown"},
+    }
+    plan = make_plan(parse_spec(data))
+    assert plan.release == "topdown" and plan.topdown is not None
+    assert "detailed" in plan.queries and "race" in plan.queries  # cenrace -> race
+    state = plan.geolevels.index("State")
+    detailed = {q.name: q for _, q in plan.level_queries[state]}["detailed"]
+    assert detailed.n_cells == detailed.n_sim == 28
+    # measured twice (the 2,016-cell detailed and votingage * hispanic * cenrace): both precisions
+    sig = [s for q, s in plan.topdown.measured[state] if q == "detailed"]
+    assert len(sig) == 2 and detailed.sigma2 == pytest.approx(1 / sum(1 / s for s in sig))
+    blocks = {b.label: b.n_items for b in plan.blocks}
+    assert blocks["ST01/Block"] == 24 * sum(q.n_sim for _, q in plan.level_queries[-1])
+    with pytest.raises(SpecError, match=r"population\.attributes = 'sex'"):
+        parse_spec({**data, "population": {**data["population"], "attributes": "sex"}})
+    with pytest.raises(SpecError, match=r"needs population\.kind = 'synthetic'"):
+        parse_spec({**data, "population": {"kind": "flaxman"}})
