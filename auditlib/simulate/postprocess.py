@@ -89,6 +89,7 @@ class Segments:
             ss = self.seg[self.perm]
             self.rows, self.cols = ss, np.arange(ss.size) - first[ss]
             self.valid = np.arange(self.width)[None, :] < self.sizes[:, None]
+            self.full = bool((self.sizes == self.width).all())  # no padding: a plain gather
 
     def project(self, y: npt.ArrayLike) -> FloatArray:
         """Euclidean projection onto ``{x ≥ 0, Σ_{segment s} x = target[s]}``."""
@@ -101,13 +102,18 @@ class Segments:
             return v.copy()
         tgt = self.target
         if self.padded:
-            dense = np.full((tgt.size, self.width), -np.inf)
-            dense[self.rows, self.cols] = v[self.perm]
-            u = -np.sort(-dense, axis=1)  # descending; padding last
-            u[~self.valid] = 0.0
+            if self.full:
+                u = -np.sort(-v[self.perm].reshape(tgt.size, self.width), axis=1)
+            else:
+                dense = np.full((tgt.size, self.width), -np.inf)
+                dense[self.rows, self.cols] = v[self.perm]
+                u = -np.sort(-dense, axis=1)  # descending; padding last
+                u[~self.valid] = 0.0
             css = np.cumsum(u, axis=1)
             j = np.arange(1, self.width + 1, dtype=np.float64)
-            ok = (u - (css - tgt[:, None]) / j > 0) & self.valid
+            ok = u - (css - tgt[:, None]) / j > 0
+            if not self.full:
+                ok &= self.valid
             rho = np.maximum(ok.sum(axis=1), 1)
             has = self.sizes > 0
             tau = np.zeros(tgt.size)
