@@ -127,11 +127,14 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         url, plan
     )
     sims: dict[int, list[PrefectFuture[Any]]] = {}
-    for b in plan.blocks:
-        f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
-            url, plan, b
-        )
-        sims.setdefault(b.geolevel, []).append(f)
+    if plan.topdown is not None:
+        sims = submit_topdown(url, plan)
+    else:
+        for b in plan.blocks:
+            f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
+                url, plan, b
+            )
+            sims.setdefault(b.geolevel, []).append(f)
     epls = [
         tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
             url,
@@ -163,7 +166,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in levels
     ]
-    futures = [empty, *[f for fs in sims.values() for f in fs], *epls, *accts]
+    unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
+    futures = [empty, *unique_sims.values(), *epls, *accts]
     done = 0
     for f in as_completed(futures):
         try:
@@ -197,6 +201,31 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
         "wall_time_s": wall,
     }
+
+
+def submit_topdown(url: str, plan: AuditPlan) -> dict[int, list[PrefectFuture[Any]]]:
+    """One task per state (all its geolevels from one run), then the nation from the states."""
+    top = plan.geolevels.index("State")
+    states = [
+        (
+            b,
+            tasks.simulate_topdown_state.with_options(task_run_name=f"topdown {b.label}").submit(
+                url, plan, b
+            ),
+        )
+        for b in plan.blocks_at(top)
+    ]
+    state_futures: list[Any] = [f for _, f in states]  # resolved to their results by Prefect
+    sims: dict[int, list[PrefectFuture[Any]]] = {}
+    for b in plan.blocks:
+        if b.state_key == 0:  # the nation: after every state
+            f = tasks.simulate_topdown_nation.with_options(
+                task_run_name=f"topdown {b.label}"
+            ).submit(url, plan, b, state_futures)
+            sims.setdefault(b.geolevel, []).append(f)
+        else:
+            sims.setdefault(b.geolevel, []).extend(f for s, f in states if s.state == b.state)
+    return sims
 
 
 def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:

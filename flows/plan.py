@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
 
 from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
@@ -35,6 +38,15 @@ class FlaxmanParams:
 
 
 @dataclass(frozen=True)
+class TopDownParams:
+    """A TopDown-style release: schema, per-geolevel measured (schema query, σ²), solver tolerance."""
+
+    schema: str
+    measured: tuple[tuple[tuple[str, float], ...], ...]  # per AuditPlan.geolevels
+    tol: float
+
+
+@dataclass(frozen=True)
 class AuditPlan:
     states: tuple[str, ...]
     geolevels: tuple[str, ...]
@@ -50,12 +62,15 @@ class AuditPlan:
     postprocess: str
     release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (seed 001, needs ``flaxman``)
     flaxman: FlaxmanParams | None = None
+    topdown: TopDownParams | None = None  # release "topdown"
 
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
 
 
 def make_plan(spec: AuditSpec) -> AuditPlan:
+    if spec.release.kind == "topdown":
+        return _topdown_plan(spec)
     if spec.release.kind != "allocation":
         return _flaxman_plan(spec)
     a = spec.audit
@@ -185,4 +200,146 @@ def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
         seed=plan.noise_seed,
         replicates=plan.replicates,
         n_runs=f.n_runs,
+    )
+
+
+#: the ``pl94`` schema's reduced race stands for the allocations' CENRACE
+SCHEMA_ALIASES: dict[str, dict[str, str]] = {"pl94": {"cenrace": "race"}}
+
+
+def topdown_measured(spec: AuditSpec) -> list[list[tuple[str, float]]]:
+    """Per geolevel of the spec, the allocation's queries the schema expresses, with their σ²."""
+    from auditlib.geography.schema import schema
+    from auditlib.simulate.topdown import allocation_measured
+
+    a = spec.audit
+    sch = schema(spec.population.attributes)
+    return allocation_measured(
+        load_allocation(a.allocation),
+        spec.geolevels,
+        sch.query_names,
+        a.neighbours,
+        a.universe,
+        a.region,
+        attribute_aliases=SCHEMA_ALIASES.get(sch.name),
+        detailed_as=" * ".join(sch.attribute_names),
+    )
+
+
+def _topdown_plan(spec: AuditSpec) -> AuditPlan:
+    """A TopDown-style release on the synthetic hierarchy: one state's levels are one run; the
+    national level (if the allocation has one) is the sum of the states."""
+    from auditlib.geography.schema import schema
+
+    sch = schema(spec.population.attributes)
+    measured = topdown_measured(spec)
+    as_measurements = {
+        "release": spec.release.model_copy(update={"kind": "allocation"}),
+        "simulation": spec.simulation.model_copy(update={"queries": "all"}),
+    }
+    base = make_plan(spec.model_copy(update=as_measurements))
+    queries = tuple(dict.fromkeys(q for level in measured for q, _ in level))
+    level_queries = []
+    for level in measured:
+        prec: dict[str, float] = {}
+        for q, sigma2 in level:  # a query measured twice: its combined precision
+            prec[q] = prec.get(q, 0.0) + 1.0 / sigma2
+        level_queries.append(
+            tuple(
+                (queries.index(q), QueryPlan(q, sch.n_query_cells(q), sch.n_query_cells(q), 1 / w))
+                for q, w in prec.items()
+            )
+        )
+    blocks = []
+    for b in base.blocks:
+        units = (
+            1 if b.state_key == 0 else base.hierarchy.units_per_state(base.geolevels[b.geolevel])
+        )
+        n = units * sum(q.n_sim for _, q in level_queries[b.geolevel])
+        blocks.append(Block(b.state, b.geolevel, b.state_key, b.label, n))
+    return replace(
+        base,
+        queries=queries,
+        level_queries=tuple(level_queries),
+        blocks=tuple(blocks),
+        n_items_max=max((b.n_items for b in blocks), default=1),
+        postprocess="topdown",
+        release="topdown",
+        topdown=TopDownParams(
+            sch.name, tuple(tuple(level) for level in measured), spec.release.tolerance
+        ),
+    )
+
+
+def _topdown_inputs(plan: AuditPlan) -> tuple[TopDownParams, Any, dict[str, Any], dict[str, int]]:
+    from auditlib.geography.schema import schema
+
+    td = plan.topdown
+    if td is None:
+        raise ValueError("needs a topdown plan")
+    sch = schema(td.schema)
+    matrices = {q: sch.query_matrix(q) for q in sch.query_names}
+    return td, sch, matrices, {q: i for i, q in enumerate(plan.queries)}
+
+
+def topdown_state(
+    plan: AuditPlan, block: Block
+) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
+    """One state's TopDown replicates (``block``: the state's State-level block): residual blocks
+    per geolevel index, the State level's released histograms (replicates, n_cells) and its true
+    histogram (n_cells,)."""
+    from auditlib import seeds
+    from auditlib.geography import state_level_populations
+    from auditlib.geography.populations import BLOCK_HISTOGRAMS, block_histograms
+    from auditlib.simulate.topdown import TOPDOWN_NOISE, StateHierarchy, level_residuals, replicates
+
+    td, sch, matrices, ids = _topdown_inputs(plan)
+    h = plan.hierarchy
+    key = block.state_key
+    pops = state_level_populations(h, plan.population, key)[h.geolevels[-1]]
+    if sch.n_cells == 1:
+        hist = pops[:, None]
+    else:
+        first = h.units_per_state(h.geolevels[1]) if len(h.geolevels) > 1 else 1
+        groups = np.arange(pops.size) // (pops.size // first)
+        g = seeds.rng(plan.population.seed, BLOCK_HISTOGRAMS, key)
+        hist = block_histograms(pops, sch, g, groups=groups)
+    gis = [plan.geolevels.index(level) for level in h.geolevels]
+    runs = replicates(
+        StateHierarchy.from_fanouts(h.geolevels, h.fanouts),
+        hist,
+        matrices,
+        [td.measured[gi] for gi in gis],
+        lambda r: [seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r) for gi in gis],
+        plan.replicates,
+        tol=td.tol,
+    )
+    out = {
+        gi: level_residuals(
+            runs[0].truth[i],
+            [run.dp[i] for run in runs],
+            matrices,
+            [q.name for _, q in plan.level_queries[gi]],
+            ids,
+        )
+        for i, gi in enumerate(gis)
+    }
+    return out, np.stack([run.dp[0][0] for run in runs]), runs[0].truth[0][0]
+
+
+def topdown_nation(
+    plan: AuditPlan, geolevel: int, state_dp: list[np.ndarray], state_truth: list[np.ndarray]
+) -> ResidualBlock:
+    """The national level: the sum of the states' released (and true) histograms."""
+    from auditlib.simulate.topdown import level_residuals
+
+    _, _, matrices, ids = _topdown_inputs(plan)
+    dp = np.sum(state_dp, axis=0)  # (replicates, n_cells)
+    truth = np.sum(state_truth, axis=0)
+    return level_residuals(
+        truth[None, :],
+        [row[None, :] for row in dp],
+        matrices,
+        [q.name for _, q in plan.level_queries[geolevel]],
+        ids,
     )

@@ -29,6 +29,10 @@ DEFAULT_FANOUT: dict[str, int] = {
 }
 
 
+#: seed 001's geometric releases (population.kind = "flaxman"); the others use the allocation
+GEOMETRIC_RELEASES = ("gdpc", "rdpc", "adpc")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
@@ -57,15 +61,22 @@ class PopulationSection(_Strict):
     people: Annotated[int, Field(gt=0, le=10**9)] = 100_000
     levels: Annotated[int, Field(gt=0, le=12)] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0
+    #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
+    #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells)
+    attributes: Literal["total", "pl94"] = "total"
 
 
 class ReleaseSection(_Strict):
     #: "allocation": discrete Gaussian noise on every query of the allocation at every geounit
     #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": seed 001's geometric
-    #: releases of total counts (needs population.kind = "flaxman")
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc"] = "allocation"
+    #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
+    #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
+    #: (``population.attributes``), state totals invariant
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown"] = "allocation"
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
     n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
+    #: topdown: stopping step of the multi-query least-squares solver, in people per cell
+    tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
 
 
 class SimulationSection(_Strict):
@@ -236,7 +247,7 @@ class AuditSpec(_Strict):
 
     @model_validator(mode="after")
     def _against_allocation(self) -> AuditSpec:
-        geometric = self.release.kind != "allocation"
+        geometric = self.release.kind in GEOMETRIC_RELEASES
         if geometric != (self.population.kind == "flaxman"):
             raise ValueError(
                 f"release.kind = {self.release.kind!r} needs population.kind = "
@@ -282,13 +293,22 @@ class AuditSpec(_Strict):
                     raise ValueError(
                         f"simulation.queries has unknown query {q!r}; allowed: {', '.join(sorted(names))}"
                     )
+        if self.release.kind == "topdown":
+            from flows.plan import topdown_measured
+
+            try:
+                topdown_measured(self)
+            except Exception as exc:  # names the allocation, level and schema
+                raise ValueError(
+                    f"population.attributes = {self.population.attributes!r}: {exc}"
+                ) from None
         if a.region == "PR" and self.population.states != 1:
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self
 
     @property
     def geolevels(self) -> tuple[str, ...]:
-        if self.release.kind != "allocation":
+        if self.release.kind in GEOMETRIC_RELEASES:
             return tuple(f"L{j}" for j in range(self.population.levels + 1))
         return load_allocation(self.audit.allocation).geolevels(
             self.audit.universe, self.audit.region

@@ -17,7 +17,7 @@ from auditlib import seeds
 from auditlib.allocations import load_allocation
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components, epl_by_query
-from flows.plan import AuditPlan, Block, release_block
+from flows.plan import AuditPlan, Block, release_block, topdown_nation, topdown_state
 from storage import store
 
 TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}
@@ -42,6 +42,37 @@ def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
         replicates=plan.replicates,
         noise_seed=plan.noise_seed,
         postprocess=plan.postprocess,  # type: ignore[arg-type]
+    )
+    n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+    return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
+
+
+@task(name="simulate-topdown-state", **TASK_OPTS)
+def simulate_topdown_state(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+    """Every replicate of one state's TopDown-style release; writes the state's region at every
+    geolevel and returns the State level's histograms (small) for the national sum."""
+    t0 = time.perf_counter()
+    blocks, state_dp, state_truth = topdown_state(plan, block)
+    n = 0
+    for gi, res in blocks.items():
+        n += store.write_residual_block(url, block.state, gi, res, plan.n_items_max)
+    return {
+        "label": block.label,
+        "n_items": n,
+        "seconds": time.perf_counter() - t0,
+        "state_dp": state_dp,
+        "state_truth": state_truth,
+    }
+
+
+@task(name="simulate-topdown-nation", **TASK_OPTS)
+def simulate_topdown_nation(
+    url: str, plan: AuditPlan, block: Block, states: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The national level of a TopDown-style release: the sum of the states' histograms."""
+    t0 = time.perf_counter()
+    res = topdown_nation(
+        plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
     )
     n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}

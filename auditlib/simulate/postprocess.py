@@ -68,36 +68,84 @@ def _sort_within(values: FloatArray, seg: IntArray) -> tuple[IntArray, IntArray,
     return order, rank, run_start
 
 
+class Segments:
+    """The layout of a segmentation, computed once and reused by every projection onto it.
+
+    When the segments are of similar sizes (padding them to the largest costs at most 4× the
+    values), projections sort a dense (segments × largest size) array row by row; otherwise one
+    lexicographic sort of (segment, value)."""
+
+    def __init__(self, segment: npt.ArrayLike, target: npt.ArrayLike) -> None:
+        seg = np.asarray(segment, dtype=np.int64).ravel()
+        self.seg, self.target = _check_segments(seg.size, seg, target)
+        n_seg = self.target.size
+        self.sizes = np.bincount(self.seg, minlength=n_seg)
+        self.width = int(self.sizes.max(initial=0))
+        self.padded = n_seg * self.width <= 4 * max(self.seg.size, 1)
+        if self.padded:
+            self.perm = np.argsort(self.seg, kind="stable")
+            first = np.zeros(n_seg, dtype=np.int64)
+            first[1:] = np.cumsum(self.sizes)[:-1]
+            ss = self.seg[self.perm]
+            self.rows, self.cols = ss, np.arange(ss.size) - first[ss]
+            self.valid = np.arange(self.width)[None, :] < self.sizes[:, None]
+            self.full = bool((self.sizes == self.width).all())  # no padding: a plain gather
+
+    def project(self, y: npt.ArrayLike) -> FloatArray:
+        """Euclidean projection onto ``{x ≥ 0, Σ_{segment s} x = target[s]}``."""
+        v = np.asarray(y, dtype=np.float64).ravel()
+        if v.size != self.seg.size:
+            raise InvalidParameterError(f"Invalid y: {v.size} values for {self.seg.size} ids")
+        if not np.isfinite(v).all():
+            raise InvalidParameterError("Invalid y: values must be finite")
+        if v.size == 0:
+            return v.copy()
+        tgt = self.target
+        if self.padded:
+            if self.full:
+                u = -np.sort(-v[self.perm].reshape(tgt.size, self.width), axis=1)
+            else:
+                dense = np.full((tgt.size, self.width), -np.inf)
+                dense[self.rows, self.cols] = v[self.perm]
+                u = -np.sort(-dense, axis=1)  # descending; padding last
+                u[~self.valid] = 0.0
+            css = np.cumsum(u, axis=1)
+            j = np.arange(1, self.width + 1, dtype=np.float64)
+            ok = u - (css - tgt[:, None]) / j > 0
+            if not self.full:
+                ok &= self.valid
+            rho = np.maximum(ok.sum(axis=1), 1)
+            has = self.sizes > 0
+            tau = np.zeros(tgt.size)
+            r = np.flatnonzero(has)
+            tau[has] = (css[r, rho[has] - 1] - tgt[has]) / rho[has]
+            return np.maximum(v - tau[self.seg], 0.0)
+        seg = self.seg
+        order, rank, run_start = _sort_within(v, seg)
+        u = v[order]
+        s = seg[order]
+        c = np.cumsum(u)
+        before = np.where(run_start > 0, c[run_start - 1], 0.0)
+        css = c - before  # cumulative sum within the segment
+        ok = u - (css - tgt[s]) / (rank + 1.0) > 0
+        # the condition holds on a prefix of each sorted segment: ρ = its length (at least 1)
+        rho = np.maximum(np.bincount(s, weights=ok, minlength=tgt.size).astype(np.int64), 1)
+        first = np.zeros(tgt.size, dtype=np.int64)
+        first[1:] = np.cumsum(self.sizes)[:-1]
+        has = self.sizes > 0
+        tau = np.zeros(tgt.size)
+        pos = first[has] + rho[has] - 1
+        tau[has] = (css[pos] - tgt[has]) / rho[has]
+        return np.maximum(v - tau[seg], 0.0)
+
+
 def project_simplex(y: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> FloatArray:
     """Euclidean projection of ``y`` onto ``{x ≥ 0, Σ_{segment s} x = target[s]}`` for every s.
 
     Exact up to floating point: ``x = max(y − τ_s, 0)`` with the threshold τ_s found by sorting each
     segment's values. Segments with target 0 come out all zero.
     """
-    v = np.asarray(y, dtype=np.float64).ravel()
-    seg, tgt = _check_segments(v.size, segment, target)
-    if not np.isfinite(v).all():
-        raise InvalidParameterError("Invalid y: values must be finite")
-    if v.size == 0:
-        return v.copy()
-    order, rank, run_start = _sort_within(v, seg)
-    u = v[order]
-    s = seg[order]
-    c = np.cumsum(u)
-    before = np.where(run_start > 0, c[run_start - 1], 0.0)
-    css = c - before  # cumulative sum within the segment
-    j = rank + 1.0
-    ok = u - (css - tgt[s]) / j > 0
-    # the condition holds on a prefix of each sorted segment: ρ = its length (at least 1)
-    rho = np.maximum(np.bincount(s, weights=ok, minlength=tgt.size).astype(np.int64), 1)
-    nseg = np.bincount(seg, minlength=tgt.size)
-    first = np.zeros(tgt.size, dtype=np.int64)
-    first[1:] = np.cumsum(nseg)[:-1]
-    has = nseg > 0
-    tau = np.zeros(tgt.size)
-    pos = first[has] + rho[has] - 1
-    tau[has] = (css[pos] - tgt[has]) / rho[has]
-    return np.maximum(v - tau[seg], 0.0)
+    return Segments(segment, target).project(y)
 
 
 def round_preserving(x: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> IntArray:
@@ -220,16 +268,17 @@ def solve_wls(
         raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
     b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
     c = h[0, 0]
+    segs = Segments(seg, target)
     if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
-        x = project_simplex(b / c, seg, target).reshape(n_units, n_cells)
+        x = segs.project(b / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
     lip = float(np.linalg.eigvalsh(h)[-1])
-    start = np.linalg.lstsq(h, b.T, rcond=None)[0].T
-    x = project_simplex(start, seg, target).reshape(n_units, n_cells)
+    start = b @ np.linalg.pinv(h, hermitian=True)
+    x = segs.project(start).reshape(n_units, n_cells)
     z, t, step = x, 1.0, np.inf
     for it in range(1, max_iter + 1):
         grad = z @ h - b
-        x_new = project_simplex(z - grad / lip, seg, target).reshape(n_units, n_cells)
+        x_new = segs.project(z - grad / lip).reshape(n_units, n_cells)
         step = float(np.abs(x_new - z).max(initial=0.0))
         if np.sum((z - x_new) * (x_new - x)) > 0:  # momentum points uphill: restart
             t = 1.0

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
 from auditlib.simulate.postprocess import (
@@ -114,6 +115,68 @@ class StateHierarchy:
             ).astype(np.int64)
             out.insert(0, up)
         return out
+
+
+def schema_query(
+    query: str,
+    query_names: Sequence[str],
+    attribute_aliases: Mapping[str, str] | None = None,
+    detailed_as: str | None = None,
+) -> str | None:
+    """The schema's name of an allocation query, or None if the schema cannot express it.
+
+    Attribute names are mapped through ``attribute_aliases`` (e.g. ``cenrace`` → ``race`` for the
+    reduced race of the ``pl94`` schema); ``detailed_as`` is the product of all the schema's attributes
+    (``"votingage * hispanic * race"``), which the schema calls ``detailed``."""
+    if query in query_names:
+        return query
+    aliases = attribute_aliases or {}
+    name = " * ".join(aliases.get(p.strip(), p.strip()) for p in query.split("*"))
+    if name in query_names:
+        return name
+    if detailed_as is not None and name == detailed_as and "detailed" in query_names:
+        return "detailed"
+    return None
+
+
+def allocation_measured(
+    allocation: Allocation,
+    levels: Sequence[str],
+    query_names: Sequence[str],
+    neighbours: str,
+    universe: str = "persons",
+    region: str = "US",
+    *,
+    attribute_aliases: Mapping[str, str] | None = None,
+    detailed_as: str | None = None,
+) -> list[list[tuple[str, float]]]:
+    """Per level, the allocation's queries the attribute schema can express (by
+    :func:`schema_query`), as (schema query, σ²); a query measured twice keeps both measurements.
+
+    A level measuring none of them but measuring something gets, if the schema has ``total``, the
+    total at the level's combined precision: each query's cell sum estimates the total with variance
+    ``n_cells · σ²``, so ``σ²_total = 1 / Σ_q 1 / (n_cells_q σ²_q)`` (a total-only stand-in for an
+    allocation, such as the DHC's, without a total query).
+    """
+    out = []
+    for level in levels:
+        budgets = allocation.select(universe, region, level)
+        got = []
+        for b in budgets:
+            q = schema_query(b.query, query_names, attribute_aliases, detailed_as)
+            if q is not None:
+                got.append((q, float(b.sigma2(neighbours))))
+        if not got and "total" in query_names and budgets:
+            prec = sum(1.0 / (b.n_cells * float(b.sigma2(neighbours))) for b in budgets)
+            got = [("total", 1.0 / prec)]
+        if not got:
+            raise InvalidParameterError(
+                f"Invalid schema for allocation {allocation.allocation_id!r}: none of its queries at "
+                f"{level!r} ({', '.join(b.query for b in budgets)}) is in the schema "
+                f"({', '.join(query_names)}); choose a schema that has them"
+            )
+        out.append(got)
+    return out
 
 
 def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
@@ -214,6 +277,57 @@ def topdown(
     return TopDownRelease(hierarchy.levels, truth, dp, iters)
 
 
+def replicates(
+    hierarchy: StateHierarchy,
+    block_hist: npt.ArrayLike,
+    query_matrices: Mapping[str, npt.ArrayLike],
+    measured: Measured,
+    level_rngs: Callable[[int], Sequence[np.random.Generator]],
+    n: int,
+    *,
+    tol: float = 1e-3,
+) -> list[TopDownRelease]:
+    """``n`` independent releases; ``level_rngs(r)`` gives replicate r's generators (one per level)."""
+    if n < 1:
+        raise InvalidParameterError(f"Invalid replicates: {n}; must be >= 1")
+    return [
+        topdown(hierarchy, block_hist, query_matrices, measured, level_rngs(r), tol=tol)
+        for r in range(n)
+    ]
+
+
+def level_residuals(
+    truth: npt.ArrayLike,
+    dps: Sequence[npt.ArrayLike],
+    query_matrices: Mapping[str, npt.ArrayLike],
+    queries: Sequence[str],
+    query_ids: Mapping[str, int],
+) -> ResidualBlock:
+    """Residuals DP − truth of every cell (zero cells included) of ``queries`` at one level, from the
+    true (n_units, n_cells) and each replicate's released histograms; items ordered query-major, then
+    unit, then cell."""
+    t_hist = np.asarray(truth, dtype=np.int64)
+    truths, dp_rows, qidx, unit, cell = [], [], [], [], []
+    for q in dict.fromkeys(queries):
+        if q not in query_ids:
+            raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
+        m = query_matrix(query_matrices, q).astype(np.int64)
+        t = t_hist @ m.T
+        truths.append(t.ravel())
+        dp_rows.append(np.stack([(np.asarray(d, dtype=np.int64) @ m.T).ravel() for d in dps]))
+        qidx.append(np.full(t.size, query_ids[q], dtype=np.int16))
+        unit.append(np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]))
+        cell.append(np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]))
+    tr = np.concatenate(truths)
+    return ResidualBlock(
+        residual=(np.hstack(dp_rows) - tr).astype(np.float32),
+        truth=tr.astype(np.int32),
+        query_index=np.concatenate(qidx),
+        unit_index=np.concatenate(unit),
+        cell_index=np.concatenate(cell),
+    )
+
+
 def residual_blocks(
     hierarchy: StateHierarchy,
     block_hist: npt.ArrayLike,
@@ -221,44 +335,26 @@ def residual_blocks(
     measured: Measured,
     query_ids: Mapping[str, int],
     level_rngs: Callable[[int], Sequence[np.random.Generator]],
-    replicates: int,
+    n_replicates: int,
     *,
     tol: float = 1e-3,
 ) -> list[ResidualBlock]:
-    """Residuals DP − truth of ``replicates`` TopDown releases, one block per level (top first).
-
-    A level's block holds every cell (zero cells included) of every query measured at that level,
-    items ordered query-major, then unit, then cell; ``level_rngs(r)`` gives replicate r's
-    generators (one per level)."""
-    if replicates < 1:
-        raise InvalidParameterError(f"Invalid replicates: {replicates}; must be >= 1")
+    """Residuals of ``n_replicates`` releases, one block per level (top first), each holding every
+    query measured at that level (see :func:`level_residuals`)."""
     for level in measured:
         for q, _ in level:
             if q not in query_ids:
                 raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
-    runs = [
-        topdown(hierarchy, block_hist, query_matrices, measured, level_rngs(r), tol=tol)
-        for r in range(replicates)
-    ]
-    out = []
-    for i, level in enumerate(measured):
-        truths, dps, qidx, unit, cell = [], [], [], [], []
-        for q, _ in level:
-            m = query_matrix(query_matrices, q).astype(np.int64)
-            t = runs[0].truth[i] @ m.T
-            truths.append(t.ravel())
-            dps.append(np.stack([(run.dp[i] @ m.T).ravel() for run in runs]))
-            qidx.append(np.full(t.size, query_ids[q], dtype=np.int16))
-            unit.append(np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]))
-            cell.append(np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]))
-        truth = np.concatenate(truths)
-        out.append(
-            ResidualBlock(
-                residual=(np.hstack(dps) - truth).astype(np.float32),
-                truth=truth.astype(np.int32),
-                query_index=np.concatenate(qidx),
-                unit_index=np.concatenate(unit),
-                cell_index=np.concatenate(cell),
-            )
+    runs = replicates(
+        hierarchy, block_hist, query_matrices, measured, level_rngs, n_replicates, tol=tol
+    )
+    return [
+        level_residuals(
+            runs[0].truth[i],
+            [run.dp[i] for run in runs],
+            query_matrices,
+            [q for q, _ in level],
+            query_ids,
         )
-    return out
+        for i, level in enumerate(measured)
+    ]

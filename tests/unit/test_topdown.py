@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from scipy.optimize import brentq, minimize
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.simulate.postprocess import (
     Measurements,
+    Segments,
     project_simplex,
     round_preserving,
     solve_wls,
@@ -69,6 +70,33 @@ def test_projection_matches_slsqp_and_kkt(seed):
             tau = (y[m] - x[m])[pos]
             np.testing.assert_allclose(tau, tau[0], atol=1e-9)
             assert (y[m][~pos] <= tau[0] + 1e-9).all()
+
+
+def test_projection_paths_agree():
+    """Skewed segment sizes take the lexicographic-sort path, even ones the padded path."""
+    rng = np.random.default_rng(11)
+    seg = np.concatenate([np.arange(40), np.full(200, 40)])  # 40 singletons and one of 200
+    y = rng.normal(0.0, 5.0, seg.size)
+    target = rng.integers(0, 20, 41).astype(float)
+    assert not Segments(seg, target).padded
+    x = project_simplex(y, seg, target)
+    # independent reference: the threshold τ by root finding, Σ max(y − τ, 0) = target
+    yb, tb = y[40:], target[40]
+    tau = brentq(lambda t: np.maximum(yb - t, 0).sum() - tb, yb.min() - tb - 1, yb.max())
+    ref = np.maximum(yb - tau, 0)
+    np.testing.assert_allclose(x[40:], ref, atol=1e-6)
+    np.testing.assert_allclose(x[:40], target[:40])  # a singleton is its target
+    even = np.repeat(np.arange(12), 20)
+    assert Segments(even, target[:12]).padded
+    for s in range(12):  # the padded path against the lexicographic one, segment by segment
+        m = even == s
+        np.testing.assert_allclose(
+            project_simplex(y[m], np.zeros(20, int), target[s : s + 1]),
+            Segments(
+                np.concatenate([np.zeros(20, int), np.arange(1, 100)]), [target[s]] + [0] * 99
+            ).project(np.concatenate([y[m], np.zeros(99)]))[:20],
+            atol=1e-12,
+        )
 
 
 def test_projection_hand_worked():
@@ -250,3 +278,57 @@ def test_bad_inputs():
         topdown(HIER, _blocks(), QUERIES, MEASURED[:3], _rngs(1))
     with pytest.raises(InvalidParameterError, match="Invalid sigma2"):
         topdown(HIER, _blocks(), QUERIES, [[("total", -1.0)]] * 4, _rngs(1))
+
+
+def test_allocation_queries_map_to_the_schema():
+    from auditlib.allocations import load_allocation
+    from auditlib.simulate.topdown import allocation_measured, schema_query
+
+    names = ("total", "votingage", "race", "votingage * race", "detailed")
+    alias = {"cenrace": "race"}
+    assert schema_query("votingage * cenrace", names, alias) == "votingage * race"
+    assert schema_query("hhgq", names, alias) is None
+    assert schema_query("votingage * cenrace", names, alias, "votingage * race") == (
+        "votingage * race"
+    )
+    assert schema_query("a * cenrace", ("detailed",), alias, "a * race") == "detailed"
+    alloc = load_allocation("pl94_2021_production")
+    m = allocation_measured(alloc, ("State",), ("total",), "bounded")
+    total = next(b for b in alloc.select("persons", "US", "State") if b.query == "total")
+    assert m == [[("total", float(1 / total.rho))]]  # bounded: σ² = 1/ρ
+    # no total query in the DHC allocation: the total at the level's combined precision
+    dhc = load_allocation("dhcp_20220825_paper")
+    budgets = dhc.select("persons", "US", "Block")
+    expect = 1 / sum(1 / (b.n_cells * float(b.sigma2("add_remove"))) for b in budgets)
+    got = allocation_measured(dhc, ("Block",), ("total",), "add_remove")
+    assert got[0][0][1] == pytest.approx(expect, rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="none of its queries at 'State'"):
+        allocation_measured(alloc, ("State",), ("sex",), "bounded")
+
+
+def test_spec_and_plan():
+    from auditlib.exceptions import SpecError
+    from flows.plan import make_plan
+    from flows.spec import parse_spec
+
+    fan = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}
+    data = {
+        "audit": {"allocation": "pl94_2021_production"},
+        "population": {"states": 2, "fanout": fan, "attributes": "pl94"},
+        "release": {"kind": "topdown"},
+    }
+    plan = make_plan(parse_spec(data))
+    assert plan.release == "topdown" and plan.topdown is not None
+    assert "detailed" in plan.queries and "race" in plan.queries  # cenrace -> race
+    state = plan.geolevels.index("State")
+    detailed = {q.name: q for _, q in plan.level_queries[state]}["detailed"]
+    assert detailed.n_cells == detailed.n_sim == 28
+    # measured twice (the 2,016-cell detailed and votingage * hispanic * cenrace): both precisions
+    sig = [s for q, s in plan.topdown.measured[state] if q == "detailed"]
+    assert len(sig) == 2 and detailed.sigma2 == pytest.approx(1 / sum(1 / s for s in sig))
+    blocks = {b.label: b.n_items for b in plan.blocks}
+    assert blocks["ST01/Block"] == 24 * sum(q.n_sim for _, q in plan.level_queries[-1])
+    with pytest.raises(SpecError, match=r"population\.attributes = 'sex'"):
+        parse_spec({**data, "population": {**data["population"], "attributes": "sex"}})
+    with pytest.raises(SpecError, match=r"needs population\.kind = 'synthetic'"):
+        parse_spec({**data, "population": {"kind": "flaxman"}})

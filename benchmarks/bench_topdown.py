@@ -1,0 +1,181 @@
+"""Benchmark: one full-US block-level TopDown-style replicate (total query), state-parallel on Dask;
+and one state's multi-query release over a PL94-like schema.
+
+    PYTHONPATH=. python benchmarks/bench_topdown.py                  # both parts
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi       # the full-US replicate only
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-blocks 20000
+
+The full-US part generates the 2020-sized spine (8,132,968 blocks) in the client, sends each state's
+slice to a 2-process ``LocalCluster`` (one thread each) and runs one TopDown replicate per state with
+the ``pl94_2021_production`` total query's σ² per level (``--neighbours``). The replicate's time is
+from the first submission to the last result (spine generation reported apart). Peak memory is the sum
+of the client's and the workers' peak resident sets (an upper bound of the simultaneous peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from typing import Any
+
+import numpy as np
+from _machine import machine_info
+
+from auditlib import seeds
+from auditlib.allocations import load_allocation
+from auditlib.simulate.topdown import (
+    TOPDOWN_NOISE,
+    TOTAL_QUERIES,
+    StateHierarchy,
+    allocation_measured,
+    spine_state,
+    topdown,
+)
+
+LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def one_state(
+    h: StateHierarchy, blocks: np.ndarray, measured: list[Any], seed: int, state: int
+) -> dict[str, Any]:
+    t = time.perf_counter()
+    rngs = [seeds.rng(seed, TOPDOWN_NOISE, state + 1, i, 0) for i in range(len(h.levels))]
+    rel = topdown(h, blocks, TOTAL_QUERIES, measured, rngs)
+    res = rel.dp[-1][:, 0] - rel.truth[-1][:, 0]
+    return {
+        "state": state,
+        "blocks": int(blocks.shape[0]),
+        "total": int(rel.dp[0][0, 0]),
+        "truth_total": int(rel.truth[0][0, 0]),
+        "block_sum": int(rel.dp[-1].sum()),
+        "negative": int((rel.dp[-1] < 0).sum()),
+        "block_rmse": float(np.sqrt(np.mean(res.astype(np.float64) ** 2))),
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def full_us(args: argparse.Namespace) -> None:
+    from dask.distributed import Client, LocalCluster
+
+    from auditlib.geography.spine import generate_spine
+
+    measured = allocation_measured(
+        load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
+    )
+    print(
+        "sigma2 of the total per level:",
+        {g: m[0][1] for g, m in zip(LEVELS, measured, strict=True)},
+    )
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, memory_limit="3GiB"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        t = time.perf_counter()
+        spine = generate_spine(args.seed)
+        t_spine = time.perf_counter() - t
+        t0 = time.perf_counter()
+        futures = []
+        for s in range(spine.n_states):
+            h, bp = spine_state(spine, s)
+            hf, bf = client.scatter([h, bp])
+            futures.append(client.submit(one_state, hf, bf, measured, args.seed, s, pure=False))
+        out = client.gather(futures)
+        wall = time.perf_counter() - t0
+        worker_peaks = client.run(peak_rss_mb)
+    blocks = sum(o["blocks"] for o in out)
+    us = sum(o["total"] for o in out)
+    assert all(o["total"] == o["truth_total"] == o["block_sum"] for o in out)
+    assert sum(o["negative"] for o in out) == 0
+    print(f"spine: {spine.n_states} states, {blocks:,} blocks, generated in {t_spine:.1f} s")
+    print(
+        f"one TopDown replicate, total query, state-parallel (2 workers): {wall:.1f} s; "
+        f"state task times {min(o['seconds'] for o in out):.2f}–"
+        f"{max(o['seconds'] for o in out):.2f} s (sum {sum(o['seconds'] for o in out):.1f} s)"
+    )
+    print(
+        f"US total {us:,} = sum of the invariant state totals; block RMSE "
+        f"{np.median([o['block_rmse'] for o in out]):.2f} (median over states)"
+    )
+    total_peak = peak_rss_mb() + sum(worker_peaks.values())
+    print(
+        f"peak RSS: client {peak_rss_mb():.0f} MB, workers "
+        f"{', '.join(f'{v:.0f}' for v in worker_peaks.values())} MB; sum {total_peak:.0f} MB"
+    )
+
+
+def multi_query(args: argparse.Namespace) -> None:
+    """One state (regular hierarchy) over a 28-cell PL94-like schema, detailed and marginals."""
+    n_cells = 28  # votingage 2 × hispanic 2 × race 7, cell order (v, h, r)
+    idx = np.arange(n_cells)
+    v, hisp, r = idx // 14, (idx // 7) % 2, idx % 7
+
+    def onehot(labels: np.ndarray, k: int) -> np.ndarray:
+        return (labels[None, :] == np.arange(k)[:, None]).astype(float)
+
+    queries = {
+        "total": np.ones((1, n_cells)),
+        "votingage": onehot(v, 2),
+        "hispanic": onehot(hisp, 2),
+        "votingage * hispanic": onehot(v * 2 + hisp, 4),
+        "race": onehot(r, 7),
+        "detailed": np.eye(n_cells),
+    }
+    measured_names = list(queries)
+    fan = [int(x) for x in args.multi_fanouts.split(",")]
+    h = StateHierarchy.from_fanouts(LEVELS, fan)
+    n_blocks = h.n_units(len(LEVELS) - 1)
+    g = np.random.default_rng(args.seed)
+    shares = g.dirichlet(np.full(n_cells, 0.5))
+    pops = g.negative_binomial(1.5, 1.5 / (1.5 + 30.0), size=n_blocks)
+    pops[g.random(n_blocks) < 0.3] = 0
+    blocks = g.multinomial(pops, shares)
+    # σ² of the PL94 production's per-level total and detailed queries, reused for the marginals
+    pl = allocation_measured(
+        load_allocation("pl94_2021_production"), LEVELS, ["total", "detailed"], args.neighbours
+    )
+    measured = []
+    for level in pl:
+        s2 = dict(level)
+        measured.append(
+            [(q, s2.get(q, s2.get("detailed", next(iter(s2.values()))))) for q in measured_names]
+        )
+    rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, 1, i, 0) for i in range(len(LEVELS))]
+    t = time.perf_counter()
+    rel = topdown(h, blocks, queries, measured, rngs, tol=args.tol)
+    wall = time.perf_counter() - t
+    print(
+        f"one state, {n_blocks:,} blocks × {n_cells} cells, {len(queries)} queries per level "
+        f"(fan-outs {fan}), tol {args.tol}: {wall:.1f} s; iterations per level {rel.iterations}; "
+        f"peak RSS {peak_rss_mb():.0f} MB"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--seed", type=int, default=20200325)
+    ap.add_argument("--neighbours", default="bounded", choices=("bounded", "add_remove"))
+    ap.add_argument("--no-us", action="store_true", help="skip the full-US replicate")
+    ap.add_argument("--no-multi", action="store_true", help="skip the multi-query state")
+    ap.add_argument(
+        "--multi-fanouts",
+        default="60,25,3,40",
+        help="children per County, Tract, Block group, Block (default: 180,000 blocks)",
+    )
+    ap.add_argument("--tol", type=float, default=1e-3, help="WLS stopping step, in people")
+    args = ap.parse_args()
+    print(machine_info())
+    if not args.no_us:
+        full_us(args)
+    if not args.no_multi:
+        multi_query(args)
+
+
+if __name__ == "__main__":
+    main()
