@@ -8,10 +8,13 @@ From the repository root (or with the package installed):
     PYTHONPATH=. python benchmarks/bench_epl.py                 # n = 10⁷
     PYTHONPATH=. python benchmarks/bench_epl.py --scipy-full    # also scipy on all n (~20 s)
     PYTHONPATH=. python benchmarks/bench_epl.py --n 1e6 --scipy-n 2e4
+    PYTHONPATH=. python benchmarks/bench_epl.py --stream 1e8 --stream-dir /tmp/x  # Zarr streaming
 
 Measured on a 2-core AMD EPYC (numpy 2.4, scipy 1.17): samplers 22-35 M draws/s; EPL of 10⁷
 residuals 0.07 s with the lattice KDE vs 15.7 s with scipy's gaussian_kde (≈230×), same EPL(x)
-to 5e-14.
+to 5e-14. Streaming (``--stream 1e8``, load 10): 10⁸ float32 residuals (381 MiB) in a Zarr array
+of 100 chunks -> lattice histogram in 9.7 s, estimate_epl with B = 200 and the floor in 0.20 s,
+peak traced memory 31.8 MiB.
 """
 
 from __future__ import annotations
@@ -41,7 +44,14 @@ def main() -> None:
     ap.add_argument("--scipy-n", type=float, default=1e5, help="subsample for scipy's KDE")
     ap.add_argument("--seed", type=int, default=20200325)
     ap.add_argument("--scipy-full", action="store_true", help="also time scipy on all n points")
+    ap.add_argument(
+        "--stream", type=float, default=0, help="residuals to stream from Zarr (0: skip)"
+    )
+    ap.add_argument("--stream-dir", default=".", help="where the streamed Zarr array is written")
     args = ap.parse_args()
+    if args.stream:
+        stream(int(args.stream), args.stream_dir, args.seed)
+        return
     n, n_sub = int(args.n), int(args.scipy_n)
     rng = np.random.default_rng(args.seed)
     print(machine_info())
@@ -77,6 +87,50 @@ def main() -> None:
             f"scipy KDE   : {dt_full:8.3f} s measured at n = {n:,} (EPL {full_epl:.5f}); "
             f"speed-up {dt_full / dt_lat:,.0f}x"
         )
+
+
+def stream(n: int, where: str, seed: int, chunk: int = 10**6) -> None:
+    """EPL of n float32 residuals in a Zarr array, read chunk by chunk into a lattice histogram:
+    peak traced memory (numpy allocations) against the size of the residuals themselves."""
+    import pathlib
+    import shutil
+    import tracemalloc
+
+    import zarr
+
+    from auditlib.epl import estimate_epl, histogram_of_zarr
+
+    print(machine_info())
+    path = pathlib.Path(where) / "bench_epl_stream.zarr"
+    rows = -(-n // chunk)
+    arr = zarr.create_array(str(path), shape=(rows, chunk), chunks=(1, chunk), dtype="float32")
+    mech = TwoSidedGeometric(0.05)
+    rng = np.random.default_rng(seed)
+    t = time.perf_counter()
+    for i in range(rows):
+        arr[i] = mech.rvs(chunk, rng).astype(np.float32)
+    print(
+        f"wrote {rows * chunk:,} residuals ({rows * chunk * 4 / 2**20:,.0f} MiB float32) "
+        f"in {time.perf_counter() - t:.1f} s"
+    )
+    tracemalloc.start()
+    t = time.perf_counter()
+    hist = histogram_of_zarr(zarr.open_array(str(path), mode="r"))
+    t_hist = time.perf_counter() - t
+    t = time.perf_counter()
+    est = estimate_epl(hist, seed=1)
+    t_est = time.perf_counter() - t
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(
+        f"histogram over {rows} chunks: {t_hist:.1f} s; estimate_epl (B = 200, null 100): "
+        f"{t_est:.2f} s; EPL {est.epl:.5f} [{est.ci_low:.5f}, {est.ci_high:.5f}] (true 0.05)"
+    )
+    print(
+        f"peak traced memory {peak / 2**20:.1f} MiB vs residuals {rows * chunk * 4 / 2**20:,.0f}"
+        " MiB (float32) in memory"
+    )
+    shutil.rmtree(path)
 
 
 if __name__ == "__main__":

@@ -147,6 +147,15 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in sorted(sims)
     ]
+    composed = (
+        [
+            tasks.epl_composed.with_options(task_run_name="epl composed").submit(
+                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
+            )
+        ]
+        if plan.flaxman is not None
+        else []
+    )
     # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
     # are pure ε-DP by construction: their nominal ε is in the store's attributes)
     levels: list[str | None] = list(plan.geolevels) if allocation_release else []
@@ -167,7 +176,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         for g in levels
     ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
-    futures = [empty, *unique_sims.values(), *epls, *accts]
+    futures = [empty, *unique_sims.values(), *epls, *composed, *accts]
     done = 0
     for f in as_completed(futures):
         try:
@@ -180,6 +189,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         done += 1
         progress.report(done, len(futures), "tasks")
     epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
+    epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
     acct_ds = (
         accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec) if accts else None
     )
@@ -304,6 +314,51 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "per state and pooled; thinned to at most 101 points (ends and argmax kept)",
         },
     )
+
+
+def composed_epl_vars(
+    plan: AuditPlan, epl_ds: xr.Dataset, composed: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The composed EPL of the counts containing one person (``auditlib.epl.composed``).
+
+    Seed 001 trees: estimated from the residual paths leaf → root, with the cross-level residual
+    correlations. Allocation releases: the sum of the pooled bias-aware EPLs over every measured
+    (geolevel, query) — one cell of each contains a person and the noise is independent by
+    construction (no correlation is estimated: NaN).
+    """
+    gl, gb = S.GEOLEVEL, S.GEOLEVEL_B
+    ng = len(plan.geolevels)
+    corr = np.full((ng, ng), np.nan)
+    if composed:
+        c = composed[0]
+        idx = np.asarray(c["geolevels"])
+        corr[np.ix_(idx, idx)] = c["correlation"]
+        vals = {
+            k: float(c[k])
+            for k in ("epl_sum", "ci_low", "ci_high", "epl_projection", "dependence_factor")
+        }
+        how = "paths leaf -> root of the released levels"
+    else:
+        ok = epl_ds.epl_status.values == "ok"
+        ba, lo, hi = (epl_ds[k].values for k in ("epl_bias_aware", "epl_ci_low", "epl_ci_high"))
+        have = ok & np.isfinite(ba)
+        vals = {
+            "epl_sum": float(ba[have].sum()) if have.any() else np.nan,
+            "ci_low": float(lo[have].sum()) if have.any() else np.nan,
+            "ci_high": float(hi[have].sum()) if have.any() else np.nan,
+            "epl_projection": np.nan,
+            "dependence_factor": np.nan,
+        }
+        how = "sum over measured (geolevel, query); independent noise by construction"
+    return {
+        "epl_composed": ((), vals["epl_sum"], {"composed_over": how}),
+        "epl_composed_ci_low": ((), vals["ci_low"]),
+        "epl_composed_ci_high": ((), vals["ci_high"]),
+        "epl_composed_projection": ((), vals["epl_projection"]),
+        "composed_dependence_factor": ((), vals["dependence_factor"]),
+        "level_correlation": ((gl, gb), corr),
+        gb: ((gb,), np.array(plan.geolevels, dtype=object)),
+    }
 
 
 def _surfaces(ns: int, ng: int, nq: int, results: list[dict[str, Any]]) -> dict[str, Any]:

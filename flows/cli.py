@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+import flows.cli_direct  # noqa: F401  (registers direct)
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows import cli_accounting  # noqa: F401  (registers account, calibrate, tradeoff)
 from flows.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, Neighbours, app, fail

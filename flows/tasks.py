@@ -149,3 +149,28 @@ def account(
     out = account_components(comps, deltas, eps_grid, alpha_grid, calibration_delta)
     out["geolevel"] = geolevel
     return out
+
+
+#: keyed stream of the composed EPL's bootstrap: (EPL_BOOTSTRAP, COMPOSED_EPL_KEY), beyond any
+#: geolevel index used by the per-level streams
+COMPOSED_EPL_KEY = 1000
+
+
+@task(name="epl-composed", **TASK_OPTS)
+def epl_composed(url: str, plan: AuditPlan, percentiles: tuple[float, float]) -> dict[str, Any]:
+    """Composed EPL of the counts containing one person, over every released level of a seed 001
+    tree (paths leaf → root), with the cross-level residual correlations."""
+    from auditlib.epl.composed import composed_epl
+    from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
+
+    f = plan.flaxman
+    if f is None:
+        raise ValueError("epl_composed needs a seed 001 plan (a tree with known paths)")
+    h = FlaxmanHierarchy(f.levels, children_per_unit(f.people, f.levels, f.mean_per_location))
+    released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
+    leaves = np.arange(h.n_leaves)
+    levels = [store.read_residuals(url, 0, g)[0] for g in released]
+    maps = [h.unit_of_leaf(leaves, g) for g in released]
+    seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
+    c = composed_epl(levels, maps, percentiles=percentiles, seed=seed)
+    return {"geolevels": released, **c.to_dict(), "correlation": c.correlation}

@@ -17,7 +17,12 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``surface_high`` (state, geolevel, query, surface_point) per state and ``surface_pooled_x``,
   ``surface_pooled``, ``surface_pooled_low``, ``surface_pooled_high`` (geolevel, query,
   surface_point) over all states; float32, NaN padding, at most 101 points per curve (thinned
-  evenly, ends and argmax kept).
+  evenly, ends and argmax kept). Composed EPL of the counts containing one person (scalars):
+  ``epl_composed`` (sum of per-level bias-aware EPLs; attr ``composed_over``) with
+  ``epl_composed_ci_low``/``_ci_high`` (sums of the per-level intervals),
+  ``epl_composed_projection`` (EPL of the Gaussian-optimal combination of a path: a lower-bound
+  check), ``composed_dependence_factor``; ``level_correlation(geolevel, geolevel_b)`` the
+  cross-level residual correlations along paths leaf → root (seed 001 trees; NaN otherwise).
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
@@ -62,6 +67,7 @@ ITEM = "item"
 QUERY = "query"
 POINT = "point"
 SURFACE_POINT = "surface_point"
+GEOLEVEL_B = "geolevel_b"
 DELTA = "delta"
 EPS_GRID = "eps_grid"
 ALPHA = "alpha"

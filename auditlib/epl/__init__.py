@@ -22,6 +22,7 @@ from auditlib.epl.kde import (
     scipy_bandwidth,
 )
 from auditlib.epl.reference import flaxman_petti_reference
+from auditlib.epl.stream import LatticeHistogram, histogram_of_zarr
 from auditlib.epl.surface import SURFACE_POINTS, EPLSurface, epl_surface
 
 __all__ = [
@@ -35,11 +36,13 @@ __all__ = [
     "EPLEstimate",
     "EPLResult",
     "EPLSurface",
+    "LatticeHistogram",
     "binning_error_bound",
     "epl",
     "epl_surface",
     "estimate_epl",
     "flaxman_petti_reference",
+    "histogram_of_zarr",
     "lattice_kde",
     "lattice_kde_logpdf",
     "scipy_bandwidth",

@@ -60,6 +60,7 @@ from auditlib.epl.kde import (
     weighted_std,
 )
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
+from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
 
@@ -198,7 +199,7 @@ def _max_abs(e: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def estimate_epl(
-    residuals: npt.ArrayLike,
+    residuals: npt.ArrayLike | LatticeHistogram,
     *,
     bandwidth: float | None = None,
     bandwidth_kind: str = "factor",
@@ -213,7 +214,8 @@ def estimate_epl(
     seed: Seed = None,
     min_residuals: int = 30,
 ) -> EPLEstimate:
-    """Bias-aware EPL of ``residuals`` (DP − true counts of exchangeable queries).
+    """Bias-aware EPL of ``residuals`` (DP − true counts of exchangeable queries), or of their
+    :class:`~auditlib.epl.stream.LatticeHistogram` (integer residuals streamed chunk by chunk).
 
     ``bandwidth`` is the value of the ``bandwidth_kind`` rule (a multiple of the sd for
     ``"factor"``, default :data:`BIAS_AWARE_FACTOR`; residual units for ``"absolute"``; ignored by
@@ -223,7 +225,16 @@ def estimate_epl(
     ``confidence`` interval; ``n_null`` draws of the matched discrete Gaussian give the floor
     (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
     """
-    r = as_residuals(residuals)
+    hist: LatticeHistogram | None = None
+    raw: npt.ArrayLike = ()
+    if isinstance(residuals, LatticeHistogram):  # streamed integer residuals: the histogram only
+        hist = residuals
+        if hist.n == 0:
+            raise InvalidParameterError("Invalid residuals: an empty histogram; add chunks first.")
+        r = hist.points  # distinct values: min/max and the first value as below
+    else:
+        raw = residuals
+        r = as_residuals(raw)
     if bandwidth_kind not in BANDWIDTH_KINDS:
         raise UnknownNameError(
             f"Unknown bandwidth kind {bandwidth_kind!r}; choose one of {BANDWIDTH_KINDS}."
@@ -251,7 +262,7 @@ def estimate_epl(
     nn = _check_draws("n_null", n_null)
     conf = _check_fraction("confidence", confidence)
     nq = _check_fraction("null_quantile", null_quantile)
-    n = int(r.size)
+    n = hist.n if hist is not None else int(r.size)
     meta: dict[str, Any] = {
         "bandwidth_kind": bandwidth_kind,
         "bandwidth_value": value,
@@ -271,8 +282,12 @@ def estimate_epl(
         nan2 = (math.nan, math.nan)
         return EPLEstimate(math.nan, "too_few", n, math.nan, empty, empty, nan2, **meta)
 
-    ints = integer_view(residuals, r)
-    points, counts = support(r, ints)
+    if hist is not None:
+        ints: npt.NDArray[np.int64] | None = np.empty(0, dtype=np.int64)  # lattice: not None
+        points, counts = hist.points, hist.counts
+    else:
+        ints = integer_view(raw, r)
+        points, counts = support(r, ints)
     sd = weighted_std(points, counts)
     p_lo, p_hi = (float(v) for v in weighted_percentiles(points, counts, [lo, hi]))
     h = resolve_bandwidth(bandwidth_kind, value, sd, n)

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.epl.default import Seed, estimate_epl
+from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError
 
 #: default cap on stored grid points per curve
@@ -70,7 +71,7 @@ def thin_indices(values: npt.ArrayLike, max_points: int) -> npt.NDArray[np.int64
 
 
 def epl_surface(
-    residuals: npt.ArrayLike,
+    residuals: npt.ArrayLike | LatticeHistogram,
     *,
     max_points: int = SURFACE_POINTS,
     n_boot: int = 200,

@@ -59,3 +59,21 @@ def test_gdpc_and_rdpc_audits(prefect_harness: None, dask_address: str, tmp_path
     # seed 001 Fig. 1: raking with J = 2 spends eps/3 per level; the leaf EPL is far below eps
     assert leaf < 0.6 * gd
     assert np.isfinite(repl.epl_pooled.values).all()
+    # ... but a person is counted at every level: composed over L0..L2 it is about eps again
+    per_level = repl.epl_bias_aware.sel(query="total").values
+    composed = float(repl.epl_composed)
+    assert composed == pytest.approx(float(per_level.sum()))
+    assert 0.8 * eps < composed < 1.6 * eps  # L0: 60 residuals, biased up
+    assert float(repl.epl_composed_ci_low) <= composed <= float(repl.epl_composed_ci_high)
+    corr = repl.level_correlation.values
+    assert corr.shape == (3, 3) and np.allclose(np.diag(corr), 1.0)
+    assert np.abs(corr[~np.eye(3, dtype=bool)]).max() < 0.3  # nearly uncorrelated levels
+    # surfaces per (state, geolevel, query): the leaves' curve with its band
+    leaf_curve = repl.surface.sel(state="all", geolevel="L2", query="total").values
+    assert np.isfinite(leaf_curve).sum() >= 3
+    # GDPC releases one level: composed = that level, no cross-level correlation
+    gepl = store.open_group(g, S.EPL)
+    assert float(gepl.epl_composed) == pytest.approx(
+        float(gepl.epl_bias_aware.sel(geolevel="L2", query="total"))
+    )
+    assert np.isnan(gepl.level_correlation.values).sum() == 8
