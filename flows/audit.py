@@ -34,8 +34,16 @@ ALPHA_GRID = np.concatenate([np.geomspace(1e-6, 1e-2, 30), np.linspace(0.0125, 1
 
 
 def run_id_for(spec: AuditSpec) -> str:
-    """A stable id of the run: a hash of the validated spec."""
-    return hashlib.sha256(spec.to_toml().encode()).hexdigest()[:16]
+    """A stable id of the run: a hash of the validated spec's sections that determine the results.
+
+    Where the store goes (``output``) and on how many workers it runs (``cluster``) do not change a
+    single stored value, so they do not change the id: a killed run resumes under another
+    ``--overwrite`` or worker count, and a different computation never resumes into this one.
+    """
+    data = spec.model_dump(mode="json")
+    data.pop("output", None)
+    data.pop("cluster", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def software_versions() -> dict[str, str]:
@@ -65,11 +73,97 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     plan = make_plan(spec)
     allocation_release = plan.flaxman is None
-    alloc = load_allocation(spec.audit.allocation)
     sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
     for gi, lq in enumerate(plan.level_queries):
         for qid, q in lq:
             sigma2[gi, qid] = q.sigma2
+    done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
+    if done is None:
+        _create_template(url, spec, plan, run_id, sigma2, allocation_release)
+        done = set()
+    a = spec.audit
+    deltas = list(spec.accounting.deltas)
+    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
+    empty_todo = [e for e in plan.empty if tuple(e) not in done]
+    futures: list[PrefectFuture[Any]] = []
+    if empty_todo:
+        futures.append(
+            tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
+                url, plan, empty_todo
+            )
+        )
+    sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
+    for b in plan.blocks:
+        if (b.state, b.geolevel) in done:
+            continue
+        f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
+            url, plan, b
+        )
+        sims[b.geolevel].append(f)
+    epl_done = store.group_complete(url, S.EPL)
+    epls = [
+        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
+            url,
+            plan,
+            g,
+            spec.epl.bandwidth_factor,
+            spec.epl.percentiles,
+            wait_for=sims[g],
+            return_state=False,
+        )
+        for g in sorted(sims)
+        if not epl_done
+    ]
+    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
+    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
+    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
+    if spec.accounting.composed and allocation_release:
+        levels.append(None)
+    if store.group_complete(url, S.ACCOUNTING):
+        levels = []
+    accts = [
+        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
+            a.allocation, a.neighbours, a.universe, a.region, g, deltas, grid, ALPHA_GRID
+        )
+        for g in levels
+    ]
+    futures = [*futures, *[f for fs in sims.values() for f in fs], *epls, *accts]
+    n_done = 0
+    for f in as_completed(futures):
+        f.result()  # raises on failure
+        n_done += 1
+        progress.report(n_done, len(futures), "tasks")
+    if epls:
+        store.write_group(url, S.EPL, epl_dataset(plan, [f.result() for f in epls], spec))
+    if accts:
+        acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
+        store.write_group(url, S.ACCOUNTING, acct_ds)
+    wall = time.perf_counter() - t0
+    store.set_root_attrs(
+        url,
+        {
+            "software": json.dumps(software_versions()),
+            "wall_time_s": round(wall, 3),
+        },
+    )
+    return {
+        "run_id": run_id,
+        "blocks": len(plan.blocks),
+        "resumed_blocks": len([b for b in plan.blocks if (b.state, b.geolevel) in done]),
+        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
+        "wall_time_s": wall,
+    }
+
+
+def _create_template(
+    url: str,
+    spec: AuditSpec,
+    plan: AuditPlan,
+    run_id: str,
+    sigma2: np.ndarray,
+    allocation_release: bool,
+) -> None:
+    alloc = load_allocation(spec.audit.allocation)
     store.create_residual_template(
         url,
         states=plan.states,
@@ -95,69 +189,6 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
-    a = spec.audit
-    deltas = list(spec.accounting.deltas)
-    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
-    futures: list[PrefectFuture[Any]] = []
-    empty = tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
-        url, plan
-    )
-    sims: dict[int, list[PrefectFuture[Any]]] = {}
-    for b in plan.blocks:
-        f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
-            url, plan, b
-        )
-        sims.setdefault(b.geolevel, []).append(f)
-    epls = [
-        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
-            url,
-            plan,
-            g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            wait_for=sims[g],
-            return_state=False,
-        )
-        for g in sorted(sims)
-    ]
-    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
-    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
-    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
-    if spec.accounting.composed and allocation_release:
-        levels.append(None)
-    accts = [
-        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation, a.neighbours, a.universe, a.region, g, deltas, grid, ALPHA_GRID
-        )
-        for g in levels
-    ]
-    futures = [empty, *[f for fs in sims.values() for f in fs], *epls, *accts]
-    done = 0
-    for f in as_completed(futures):
-        f.result()  # raises on failure
-        done += 1
-        progress.report(done, len(futures), "tasks")
-    epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
-    acct_ds = (
-        accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec) if accts else None
-    )
-    store.write_group(url, S.EPL, epl_ds)
-    if acct_ds is not None:
-        store.write_group(url, S.ACCOUNTING, acct_ds)
-    wall = time.perf_counter() - t0
-    store.set_root_attrs(
-        url,
-        {
-            "software": json.dumps(software_versions()),
-            "wall_time_s": round(wall, 3),
-        },
-    )
-    return {
-        "run_id": run_id,
-        "blocks": len(plan.blocks),
-        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
-        "wall_time_s": wall,
-    }
 
 
 def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
