@@ -42,6 +42,8 @@ RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_i
 
 #: marks a store written completely by dpaudit (set last, after every group)
 COMPLETE_ATTR = "dpaudit_complete"
+#: residuals group attribute: its template (metadata of every array) is written
+TEMPLATE_COMPLETE_ATTR = "dpaudit_template_complete"
 #: marks a group written completely (set after its data and checksums)
 GROUP_COMPLETE_ATTR = "dpaudit_group_complete"
 #: group attribute {array name: sha256 hex} of every array not checked per block

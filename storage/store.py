@@ -209,15 +209,21 @@ def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
     if not exists(url):
         return None
     attrs = root_attrs(url)
+    if not template_complete(url) and attrs.get("run_id") in (None, run_id):
+        remove(url)  # killed while its template was being written: start again
+        return None
     if attrs.get("run_id") != run_id:
         raise StoreError(
             f"store {url!r} holds an unfinished run of a different spec (run id "
             f"{attrs.get('run_id')!r}, this spec {run_id!r}); pass --overwrite to replace it, or "
             "choose another output.store"
         )
-    if S.RESIDUALS not in groups(url):
-        return set()
     return done_blocks(url)
+
+
+def template_complete(url: str) -> bool:
+    root = zarr.open_group(url, mode="r", zarr_format=3)
+    return S.RESIDUALS in root and bool(root[S.RESIDUALS].attrs.get(S.TEMPLATE_COMPLETE_ATTR))
 
 
 def prepare_remote(url: str, run_id: str, overwrite: bool) -> None:
@@ -358,6 +364,8 @@ def create_residual_template(
     _to_zarr(ds, url, group=S.RESIDUALS, mode="w", compute=False, encoding=encoding)
     # the small sigma2 table is numpy-backed: write it now
     _to_zarr(ds[["sigma2"]], url, group=S.RESIDUALS, mode="a")
+    group = zarr.open_group(url, mode="r+", zarr_format=3, path=S.RESIDUALS)
+    group.attrs[S.TEMPLATE_COMPLETE_ATTR] = True  # last: a resumed run may write into it
 
 
 def _array(url: str, name: str, mode: str = "r") -> zarr.Array:

@@ -116,6 +116,10 @@ def test_block_markers_list_exactly_the_written_blocks(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"different spec \(run id 'abc', this spec 'xyz'\)"):
         store.resume_point(url, "xyz")
     assert store.resume_point(str(tmp_path / "none.zarr"), "abc") is None
+    # a run killed while writing its template starts again from nothing
+    half = str(tmp_path / "half.zarr")
+    zarr.open_group(half, mode="w", zarr_format=3).attrs["run_id"] = "abc"
+    assert store.resume_point(half, "abc") is None and not Path(half).exists()
 
 
 def test_stale_stagings_are_other_runs_only(tmp_path: Path) -> None:
