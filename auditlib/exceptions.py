@@ -28,3 +28,7 @@ class AccountingError(DPAuditError, ArithmeticError):
 
 class StoreError(DPAuditError, RuntimeError):
     """A result store is missing, malformed, misaligned or already in use."""
+
+
+class IntegrityError(StoreError):
+    """A stored array is missing, unreadable or does not match the checksum recorded when written."""

@@ -47,8 +47,16 @@ ALPHA_GRID = np.concatenate([np.geomspace(1e-6, 1e-2, 30), np.linspace(0.0125, 1
 
 
 def run_id_for(spec: AuditSpec) -> str:
-    """A stable id of the run: a hash of the validated spec."""
-    return hashlib.sha256(spec.to_toml().encode()).hexdigest()[:16]
+    """A stable id of the run: a hash of the validated spec's sections that determine the results.
+
+    Where the store goes (``output``) and on how many workers it runs (``cluster``) do not change a
+    single stored value, so they do not change the id: a killed run resumes under another
+    ``--overwrite`` or worker count, and a different computation never resumes into this one.
+    """
+    data = spec.model_dump(mode="json")
+    data.pop("output", None)
+    data.pop("cluster", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def software_versions() -> dict[str, str]:
@@ -89,11 +97,127 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     plan = make_plan(spec)
     allocation_release = plan.flaxman is None
-    alloc = load_allocation(spec.audit.allocation)
     sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
     for gi, lq in enumerate(plan.level_queries):
         for qid, q in lq:
             sigma2[gi, qid] = q.sigma2
+    done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
+    if done is None:
+        _create_template(url, spec, plan, run_id, sigma2, allocation_release)
+        done = set()
+    a = spec.audit
+    deltas = list(spec.accounting.deltas)
+    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
+    futures: list[PrefectFuture[Any]] = []
+    empty_todo = [e for e in plan.empty if tuple(e) not in done]
+    if empty_todo:
+        futures.append(
+            tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
+                url, plan, empty_todo
+            )
+        )
+    todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
+    sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
+    if plan.topdown is not None:
+        if todo:  # a TopDown state spans its geolevels: an unfinished one re-runs them all
+            sims.update(submit_topdown(url, plan))
+    else:
+        for b in todo:
+            f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
+                url, plan, b
+            )
+            sims[b.geolevel].append(f)
+    epl_done = store.group_complete(url, S.EPL)
+    epls = [
+        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
+            url,
+            plan,
+            g,
+            spec.epl.bandwidth_factor,
+            spec.epl.percentiles,
+            wait_for=sims[g],
+            return_state=False,
+        )
+        for g in sorted(sims)
+        if not epl_done
+    ]
+    composed = (
+        [
+            tasks.epl_composed.with_options(task_run_name="epl composed").submit(
+                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
+            )
+        ]
+        if plan.flaxman is not None and not epl_done
+        else []
+    )
+    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
+    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
+    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
+    if spec.accounting.composed and allocation_release:
+        levels.append(None)
+    if store.group_complete(url, S.ACCOUNTING) and store.group_complete(url, S.ACCURACY):
+        levels = []
+    accts = [
+        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
+            a.allocation,
+            a.neighbours,
+            a.universe,
+            a.region,
+            g,
+            deltas,
+            grid,
+            ALPHA_GRID,
+            calibration_delta_for(spec),
+        )
+        for g in levels
+    ]
+    unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
+    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts]
+    n_done = 0
+    for f in as_completed(futures):
+        try:
+            f.result()  # raises on failure
+        except BaseException:
+            # let the other tasks finish first: then the only unfinished task runs left in the API
+            # are those whose worker died, and the failure hook can mark them
+            wait(futures)
+            raise
+        n_done += 1
+        progress.report(n_done, len(futures), "tasks")
+    if epls:
+        epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
+        epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
+        store.write_group(url, S.EPL, epl_ds)
+    if accts:
+        acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
+        store.write_group(url, S.ACCOUNTING, acct_ds)
+        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+    wall = time.perf_counter() - t0
+    store.set_root_attrs(
+        url,
+        {
+            "software": json.dumps(software_versions()),
+            "wall_time_s": round(wall, 3),
+        },
+    )
+    return {
+        "run_id": run_id,
+        "blocks": len(plan.blocks),
+        "resumed_blocks": len(plan.blocks) - len(todo),
+        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
+        "wall_time_s": wall,
+    }
+
+
+def _create_template(
+    url: str,
+    spec: AuditSpec,
+    plan: AuditPlan,
+    run_id: str,
+    sigma2: np.ndarray,
+    allocation_release: bool,
+) -> None:
+    alloc = load_allocation(spec.audit.allocation)
     store.create_residual_template(
         url,
         states=plan.states,
@@ -119,98 +243,6 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
-    a = spec.audit
-    deltas = list(spec.accounting.deltas)
-    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
-    futures: list[PrefectFuture[Any]] = []
-    empty = tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
-        url, plan
-    )
-    sims: dict[int, list[PrefectFuture[Any]]] = {}
-    if plan.topdown is not None:
-        sims = submit_topdown(url, plan)
-    else:
-        for b in plan.blocks:
-            f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
-                url, plan, b
-            )
-            sims.setdefault(b.geolevel, []).append(f)
-    epls = [
-        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
-            url,
-            plan,
-            g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            wait_for=sims[g],
-            return_state=False,
-        )
-        for g in sorted(sims)
-    ]
-    composed = (
-        [
-            tasks.epl_composed.with_options(task_run_name="epl composed").submit(
-                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
-            )
-        ]
-        if plan.flaxman is not None
-        else []
-    )
-    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
-    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
-    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
-    if spec.accounting.composed and allocation_release:
-        levels.append(None)
-    accts = [
-        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation,
-            a.neighbours,
-            a.universe,
-            a.region,
-            g,
-            deltas,
-            grid,
-            ALPHA_GRID,
-            calibration_delta_for(spec),
-        )
-        for g in levels
-    ]
-    unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
-    futures = [empty, *unique_sims.values(), *epls, *composed, *accts]
-    done = 0
-    for f in as_completed(futures):
-        try:
-            f.result()  # raises on failure
-        except BaseException:
-            # let the other tasks finish first: then the only unfinished task runs left in the API
-            # are those whose worker died, and the failure hook can mark them
-            wait(futures)
-            raise
-        done += 1
-        progress.report(done, len(futures), "tasks")
-    epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
-    epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
-    acct_ds = (
-        accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec) if accts else None
-    )
-    store.write_group(url, S.EPL, epl_ds)
-    if acct_ds is not None:
-        store.write_group(url, S.ACCOUNTING, acct_ds)
-        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
-    wall = time.perf_counter() - t0
-    store.set_root_attrs(
-        url,
-        {
-            "software": json.dumps(software_versions()),
-            "wall_time_s": round(wall, 3),
-        },
-    )
-    return {
-        "run_id": run_id,
-        "blocks": len(plan.blocks),
-        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
-        "wall_time_s": wall,
-    }
 
 
 def submit_topdown(url: str, plan: AuditPlan) -> dict[int, list[PrefectFuture[Any]]]:

@@ -112,12 +112,20 @@ def _check_report_target(path: str, overwrite: bool) -> None:
 
 
 def _execute(
-    flow_fn: Any, args: Callable[[str], tuple[Any, ...]], url: str, cluster: Any, run_id: str
+    flow_fn: Any,
+    args: Callable[[str], tuple[Any, ...]],
+    url: str,
+    cluster: Any,
+    run_id: str,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> tuple[dict[str, Any], str, bool]:
     """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
-    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise).
+    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
+    the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
     """
     import logging
 
@@ -129,9 +137,27 @@ def _execute(
     staging = store.staging_path(target, run_id)
     try:
         with store.exclusive(target):  # one run per store at a time
-            return _execute_locked(flow_fn, args, cluster, run_id, target, staging)
+            if resume:
+                _prepare_resume(target, staging, run_id, overwrite)
+            else:
+                store.discard(staging, target)  # leftovers of an interrupted run
+                store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
+            return _execute_locked(flow_fn, args, cluster, run_id, target, staging, resume)
     except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
         fail(str(exc))
+
+
+def _prepare_resume(target: str, staging: str, run_id: str, overwrite: bool) -> None:
+    """Keep this spec's staging copy (resumed); drop other specs' (superseded by this run)."""
+    import shutil
+
+    from storage import store
+
+    for old in store.stale_stagings(target, run_id):
+        shutil.rmtree(old)
+    store.prepare_remote(target, run_id, overwrite)
+    if store.exists(staging) and staging != target:
+        typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)
 
 
 def _execute_locked(
@@ -141,6 +167,7 @@ def _execute_locked(
     run_id: str,
     target: str,
     staging: str,
+    resume: bool = False,
 ) -> tuple[dict[str, Any], str, bool]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -155,7 +182,6 @@ def _execute_locked(
     )
     from storage import store
 
-    store.discard(staging, target)  # leftovers of an interrupted run of the same spec
     try:
         with (
             prefect_api() as api_url,
@@ -200,6 +226,12 @@ def _execute_locked(
         store.discard(staging, target)
         fail(str(exc))
     except KeyboardInterrupt:
+        if resume:
+            fail(
+                f"interrupted; finished blocks are kept in {staging!r}: run the same command "
+                "again to resume",
+                EXIT_FAILED,
+            )
         store.discard(staging, target)
         fail("interrupted; nothing was written", EXIT_FAILED)
     except Exception as exc:
@@ -222,7 +254,13 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
     t0 = time.perf_counter()
     run_id = audit.run_id_for(s)
     summary, api_url, embedded = _execute(
-        audit.audit_flow, lambda staging: (s, staging, run_id), url, s.cluster, run_id
+        audit.audit_flow,
+        lambda staging: (s, staging, run_id),
+        url,
+        s.cluster,
+        run_id,
+        resume=True,
+        overwrite=s.output.overwrite,
     )
     if not no_report:
         from flows.report import render_report
@@ -247,8 +285,10 @@ def _print_run_summary(url: str, report: str | None, summary: dict[str, Any], wa
             typer.echo(f"report: {report}")
         return
     acc = store.open_group(url, S.ACCOUNTING)
+    resumed = summary.get("resumed_blocks", 0)
     typer.echo(
-        f"run {summary['run_id']}: {summary['blocks']} blocks, "
+        f"run {summary['run_id']}: {summary['blocks']} blocks"
+        f"{f' ({resumed} resumed)' if resumed else ''}, "
         f"{summary['residuals']:,} residuals, {wall:.1f} s"
     )
     d = float(acc.delta.values[len(acc.delta) // 2])
@@ -428,9 +468,38 @@ def report(
     except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
     from flows.report import render_report
+    from storage import checksums
 
+    try:
+        checksums.check(store_url)  # never render from a store with a missing or corrupt chunk
+    except DPAuditError as exc:
+        fail(str(exc), EXIT_FAILED)
     path = render_report(store_url, output)
     typer.echo(f"report: {path}")
+
+
+@app.command()
+def verify(
+    store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
+) -> None:
+    """Check every array of a store against the checksums recorded when it was written."""
+    from storage import checksums, store
+
+    if not store.exists(store_url):
+        fail(f"store {store_url!r} not found; give a result store path or URL")
+    try:
+        v = checksums.verify(store_url)
+    except DPAuditError as exc:
+        fail(str(exc))
+    for problem in v.problems:
+        typer.echo(f"dpaudit: {problem}", err=True)
+    if v.problems:
+        fail(
+            f"store {store_url!r} failed its integrity check ({len(v.problems)} problem(s)); "
+            "re-run the audit (with --overwrite) to rebuild it",
+            EXIT_FAILED,
+        )
+    typer.echo(f"ok: {store_url}: {v.arrays} arrays and {v.blocks} blocks match their checksums")
 
 
 def main() -> None:

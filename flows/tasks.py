@@ -79,10 +79,14 @@ def simulate_topdown_nation(
 
 
 @task(name="write-empty-blocks", **TASK_OPTS)
-def write_empty_blocks(url: str, plan: AuditPlan) -> int:
-    for s, g in plan.empty:
+def write_empty_blocks(
+    url: str, plan: AuditPlan, regions: list[tuple[int, int]] | None = None
+) -> int:
+    """Write the plan's regions without data (or only ``regions`` of them, when resuming)."""
+    todo = list(plan.empty) if regions is None else regions
+    for s, g in todo:
         store.write_residual_block(url, s, g, None, plan.n_items_max)
-    return len(plan.empty)
+    return len(todo)
 
 
 @task(name="epl-geolevel", **TASK_OPTS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ import zarr
 import zarr.errors
 
 from auditlib.exceptions import StoreError
+from storage import checksums
 from storage import schema as S
 
 if TYPE_CHECKING:
@@ -39,9 +41,46 @@ def absolute(url: str) -> str:
     return url if is_remote(url) else str(Path(url).resolve())
 
 
+def _fs(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem and path of a URL; options (endpoint, credentials) come from the
+    environment or fsspec's configuration (e.g. ``FSSPEC_S3_ENDPOINT_URL``), never from dpaudit."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, str(path)
+
+
+def exists(url: str) -> bool:
+    """Whether a Zarr hierarchy (its root ``zarr.json``) exists at ``url``."""
+    if not is_remote(url):
+        return (Path(url) / "zarr.json").exists()
+    fs, path = _fs(url)
+    return bool(fs.exists(f"{path}/zarr.json"))
+
+
+def is_complete(url: str) -> bool:
+    """A completed store: root marker set *and* consolidated metadata written (both last)."""
+    try:
+        if is_remote(url):
+            fs, path = _fs(url)
+            raw = fs.cat_file(f"{path}/zarr.json")
+        else:
+            raw = (Path(url) / "zarr.json").read_bytes()
+        meta = json.loads(raw)
+    except (OSError, ValueError):
+        return False
+    attrs = meta.get("attributes") or {}
+    return bool(attrs.get(S.COMPLETE_ATTR)) and bool(meta.get("consolidated_metadata"))
+
+
 def check_target(url: str, overwrite: bool) -> None:
     """Refuse (before anything is written) to replace an existing store unless asked to."""
     if is_remote(url):
+        if is_complete(url) and not overwrite:
+            raise StoreError(
+                f"output store {url!r} already exists; pass --overwrite (or output.overwrite = "
+                "true) to replace it, or choose another output.store"
+            )
         return
     p = Path(url)
     if p.exists() and not overwrite:
@@ -72,13 +111,17 @@ def _pid_alive(pid: int) -> bool:
 
 @contextmanager
 def exclusive(url: str) -> Iterator[None]:
-    """Hold the target's lock file for the whole run: a second run on the same store is refused.
+    """Hold the target's lock for the whole run: a second run on the same store is refused.
 
-    The lock holds the writer's PID; a lock whose process is gone (a killed run) is taken over.
-    Remote stores are not locked (one writer per store is the caller's responsibility there).
+    Local paths: a lock file holding the writer's PID; a lock whose process is gone (a killed run)
+    is taken over. ``s3://``: a lock object ``<store>.lock`` created with a conditional write
+    (``If-None-Match: *``), so of two runs starting at once exactly one gets it; a lock left by a
+    killed run is taken over only from the same host once its PID is gone, otherwise the message
+    names it for removal by hand.
     """
     if is_remote(url):
-        yield
+        with _remote_lock(url):
+            yield
         return
     lock = lock_path(url)
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -107,15 +150,110 @@ def exclusive(url: str) -> Iterator[None]:
         lock.unlink(missing_ok=True)
 
 
+@contextmanager
+def _remote_lock(url: str) -> Iterator[None]:
+    fs, path = _fs(url)
+    lock = f"{path.rstrip('/')}.lock"
+    me = {"host": socket.gethostname(), "pid": os.getpid()}
+    for _ in range(2):
+        try:
+            fs.pipe_file(lock, json.dumps(me).encode(), mode="create")
+            break
+        except (FileExistsError, OSError) as exc:
+            if not fs.exists(lock):
+                raise StoreError(f"could not lock {url!r}: {type(exc).__name__}: {exc}") from exc
+            try:
+                held = json.loads(fs.cat_file(lock))
+            except (OSError, ValueError):
+                held = {}
+            same_host = held.get("host") == me["host"]
+            pid = int(held.get("pid", 0) or 0)
+            if not (same_host and pid > 0 and pid != me["pid"] and not _pid_alive(pid)):
+                raise StoreError(
+                    f"another dpaudit run (host {held.get('host', '?')}, pid {pid}) is writing "
+                    f"{url!r}; wait for it to finish, or delete the lock object "
+                    f"{fs.unstrip_protocol(lock)!r} if that run is gone"
+                ) from None
+            fs.rm_file(lock)  # stale: its writer on this host is gone
+    else:  # pragma: no cover - lost a race twice
+        raise StoreError(f"could not lock {url!r}; another run is starting on it")
+    try:
+        yield
+    finally:
+        fs.rm_file(lock)
+
+
 def staging_path(url: str, run_id: str) -> str:
+    """Where a run builds its store: a directory beside the target keyed by the run id (local), or
+    the target itself (``s3://`` has no rename; the completion marker is written last instead)."""
     if is_remote(url):
         return url
     p = Path(url)
     return str(p.with_name(f".{p.name}.partial-{run_id}"))
 
 
+def stale_stagings(url: str, run_id: str) -> list[Path]:
+    """Staging directories of *other* runs (other specs) on the same local target."""
+    if is_remote(url):
+        return []
+    p = Path(url)
+    keep = Path(staging_path(url, run_id)).name
+    return sorted(q for q in p.parent.glob(f".{p.name}.partial-*") if q.is_dir() and q.name != keep)
+
+
+def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
+    """The finished (state, geolevel) blocks of an interrupted run of the same spec at ``url``.
+
+    ``None``: nothing there yet (start a new store). A store of another spec is refused.
+    """
+    if not exists(url):
+        return None
+    attrs = root_attrs(url)
+    if not template_complete(url) and attrs.get("run_id") in (None, run_id):
+        remove(url)  # killed while its template was being written: start again
+        return None
+    if attrs.get("run_id") != run_id:
+        raise StoreError(
+            f"store {url!r} holds an unfinished run of a different spec (run id "
+            f"{attrs.get('run_id')!r}, this spec {run_id!r}); pass --overwrite to replace it, or "
+            "choose another output.store"
+        )
+    return done_blocks(url)
+
+
+def template_complete(url: str) -> bool:
+    root = zarr.open_group(url, mode="r", zarr_format=3)
+    return S.RESIDUALS in root and bool(root[S.RESIDUALS].attrs.get(S.TEMPLATE_COMPLETE_ATTR))
+
+
+def prepare_remote(url: str, run_id: str, overwrite: bool) -> None:
+    """Before writing an ``s3://`` store in place: keep an unfinished run of the same spec (to
+    resume), remove a finished store (only with ``overwrite``) or another spec's unfinished run."""
+    if not is_remote(url) or not exists(url):
+        return
+    same = root_attrs(url).get("run_id") == run_id
+    if is_complete(url) or not same:
+        if not overwrite:
+            what = "a completed store" if is_complete(url) else "an unfinished run of another spec"
+            raise StoreError(
+                f"{url!r} holds {what}; pass --overwrite to replace it, or choose another "
+                "output.store"
+            )
+        remove(url)
+
+
+def remove(url: str) -> None:
+    fs, path = _fs(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
 def publish(staging: str, url: str) -> None:
-    """Move a completed local store from its staging directory to its target (replacing it)."""
+    """Move a completed local store from its staging directory to its target (replacing it).
+
+    Remote stores are written in place (``staging == url``): ``finalize`` has already written the
+    completion marker and consolidated metadata last, which is what publishes them.
+    """
     if staging == url:
         return
     target = Path(url)
@@ -131,9 +269,12 @@ def publish(staging: str, url: str) -> None:
 
 
 def discard(staging: str, url: str) -> None:
-    """Remove a staging directory after a failed run (never the target)."""
-    if staging != url and Path(staging).exists():
-        shutil.rmtree(staging)
+    """Remove the staging copy after a failed run (never a completed target)."""
+    if staging != url:
+        if Path(staging).exists():
+            shutil.rmtree(staging)
+    elif is_remote(url) and exists(url) and not is_complete(url):
+        remove(url)
 
 
 def _to_zarr(ds: xr.Dataset, url: str, **kw: Any) -> Any:
@@ -160,6 +301,7 @@ def create_residual_template(
 ) -> None:
     """Write the root attributes and the metadata of the residual arrays (no data)."""
     s, g, r, n = len(states), len(geolevels), replicates, max(int(n_items), 1)
+    nv = len(S.RESIDUAL_BLOCK_VARS)
     try:
         root = zarr.open_group(url, mode="w-", zarr_format=3)
     except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError) as exc:
@@ -197,9 +339,17 @@ def create_residual_template(
                 da.zeros((s, g, n), dtype=np.int32, chunks=blk),
             ),
             "n_items": ((S.STATE, S.GEOLEVEL), da.zeros((s, g), dtype=np.int64, chunks=(1, 1))),
+            S.BLOCK_SHA256: (
+                (S.STATE, S.GEOLEVEL, S.BLOCK_VAR, S.BYTE),
+                da.zeros((s, g, nv, 32), dtype=np.uint8, chunks=(1, 1, nv, 32)),
+                {
+                    "description": "sha256 of each block variable, written after the block; "
+                    "all zero: block not written"
+                },
+            ),
             "sigma2": ((S.GEOLEVEL, S.QUERY), np.asarray(sigma2, dtype=np.float64)),
         },
-        coords=coords,
+        coords={**coords, S.BLOCK_VAR: _str_coord(S.RESIDUAL_BLOCK_VARS)},
     )
     encoding = {
         "residual": {"chunks": (1, 1, r, n)},
@@ -209,14 +359,17 @@ def create_residual_template(
             for v in ("truth", "query_index", "unit_index", "cell_index")
         },
         "n_items": {"chunks": (1, 1), "_FillValue": None},
+        S.BLOCK_SHA256: {"chunks": (1, 1, nv, 32), "_FillValue": None},
     }
     _to_zarr(ds, url, group=S.RESIDUALS, mode="w", compute=False, encoding=encoding)
     # the small sigma2 table is numpy-backed: write it now
     _to_zarr(ds[["sigma2"]], url, group=S.RESIDUALS, mode="a")
+    group = zarr.open_group(url, mode="r+", zarr_format=3, path=S.RESIDUALS)
+    group.attrs[S.TEMPLATE_COMPLETE_ATTR] = True  # last: a resumed run may write into it
 
 
-def _array(url: str, name: str) -> zarr.Array:
-    arr = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)[name]
+def _array(url: str, name: str, mode: str = "r") -> zarr.Array:
+    arr = zarr.open_group(url, mode=mode, zarr_format=3, path=S.RESIDUALS)[name]  # type: ignore[arg-type]
     if not isinstance(arr, zarr.Array):
         raise StoreError(f"{S.RESIDUALS}/{name} in {url!r} is not an array")
     return arr
@@ -263,7 +416,19 @@ def write_residual_block(
     )
     region = {S.STATE: slice(state, state + 1), S.GEOLEVEL: slice(geolevel, geolevel + 1)}
     _to_zarr(ds, url, group=S.RESIDUALS, mode="r+", region=region)
+    # the block's checksums last: they are its completion marker (resume) and integrity record
+    digests = checksums.block_digests({str(k): v.values for k, v in ds.data_vars.items()})
+    _array(url, S.BLOCK_SHA256, mode="r+")[state, geolevel] = digests
     return n
+
+
+def done_blocks(url: str) -> set[tuple[int, int]]:
+    """(state, geolevel) indices of the blocks whose writes completed (their checksums are set)."""
+    marks = np.asarray(_array(url, S.BLOCK_SHA256)[...]).reshape(
+        *_array(url, S.BLOCK_SHA256).shape[:2], -1
+    )
+    s, g = np.nonzero(marks.any(axis=-1))
+    return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
 
 
 def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
@@ -281,6 +446,24 @@ def write_group(url: str, group: str, ds: xr.Dataset) -> None:
         if var.dtype.kind == "U":
             ds[name] = var.astype(object)
     _to_zarr(ds, url, group=group, mode="w")
+    record_checksums(url, group)
+
+
+def record_checksums(url: str, group: str) -> None:
+    """Record the digests of a group's arrays as stored, then mark the group complete."""
+    grp = zarr.open_group(url, mode="r+", zarr_format=3, path=group)
+    skip = S.RESIDUAL_BLOCK_VARS if group == S.RESIDUALS else ()
+    grp.attrs.update(
+        {S.SHA256_ATTR: checksums.group_digests(grp, skip), S.GROUP_COMPLETE_ATTR: True}
+    )
+
+
+def group_complete(url: str, group: str) -> bool:
+    """Whether a group was written whole (its completion marker is set)."""
+    root = zarr.open_group(url, mode="r", zarr_format=3)
+    if group not in root:
+        return False
+    return bool(root[group].attrs.get(S.GROUP_COMPLETE_ATTR))
 
 
 def set_root_attrs(url: str, attrs: Mapping[str, Any]) -> None:
@@ -289,7 +472,15 @@ def set_root_attrs(url: str, attrs: Mapping[str, Any]) -> None:
 
 
 def finalize(url: str) -> None:
-    """Mark the store complete and consolidate its metadata (one ``open_zarr`` call per group)."""
+    """Record missing checksums, mark the store complete and consolidate its metadata.
+
+    The marker and the consolidated metadata end up in the root ``zarr.json``, written last: a store
+    is complete only with both (``is_complete``), and ``xr.open_zarr(..., consolidated=True)``
+    refuses a store whose run did not finish.
+    """
+    for name in groups(url):
+        if not group_complete(url, name):
+            record_checksums(url, name)
     set_root_attrs(url, {S.COMPLETE_ATTR: True})
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
