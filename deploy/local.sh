@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # Start a Prefect server and a Dask scheduler with workers on this machine (loopback only), then
-# print the environment that points `dpaudit run` at them. Stop everything with Ctrl-C.
+# print the environment that points `dpaudit run` / `dpaudit serve` at them. Ctrl-C stops everything.
 #   deploy/local.sh [N_WORKERS]
+# Environment: DPAUDIT_BIND (default 127.0.0.1), DPAUDIT_PREFECT_PORT (4200), DPAUDIT_DASK_PORT (8786),
+# DPAUDIT_WORKER_MEMORY (4GiB); PREFECT_HOME (SQLite database) or
+# PREFECT_SERVER_DATABASE_CONNECTION_URL (PostgreSQL, see docs/deploy.md) as Prefect reads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_WORKERS="${1:-2}"
 HOST="${DPAUDIT_BIND:-127.0.0.1}"
+PREFECT_PORT="${DPAUDIT_PREFECT_PORT:-4200}"
+DASK_PORT="${DPAUDIT_DASK_PORT:-8786}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # scheduler and workers import dpaudit
 BIN="${VIRTUAL_ENV:-$PWD/.venv}/bin"
 trap 'kill 0' EXIT
-"$BIN/prefect" server start --host "$HOST" --port 4200 &
-"$BIN/dask" scheduler --host "$HOST" --port 8786 --no-dashboard &
-sleep 3
-"$BIN/dask" worker "tcp://$HOST:8786" --nthreads 1 --nworkers "$N_WORKERS" --memory-limit 4GiB \
-  --no-dashboard &
+"$BIN/prefect" server start --host "$HOST" --port "$PREFECT_PORT" &
+# workers report their task runs to this server (without it each would start its own)
+export PREFECT_API_URL="http://$HOST:$PREFECT_PORT/api"
+for _ in $(seq 120); do
+  "$BIN/python" -c "import urllib.request as u; u.urlopen('$PREFECT_API_URL/health', timeout=2)" \
+    2>/dev/null && break
+  sleep 1
+done
+"$BIN/dask" scheduler --host "$HOST" --port "$DASK_PORT" --no-dashboard &
+"$BIN/dask" worker "tcp://$HOST:$DASK_PORT" --nthreads 1 --nworkers "$N_WORKERS" \
+  --memory-limit "${DPAUDIT_WORKER_MEMORY:-4GiB}" --no-dashboard &
 cat <<MSG
-Prefect UI:      http://$HOST:4200
-Dask scheduler:  tcp://$HOST:8786
+Prefect UI:      http://$HOST:$PREFECT_PORT
+Dask scheduler:  tcp://$HOST:$DASK_PORT
 In another shell:
-  export PREFECT_API_URL=http://$HOST:4200/api
-  .venv/bin/dpaudit run --scheduler tcp://$HOST:8786
+  export PREFECT_API_URL=$PREFECT_API_URL
+  .venv/bin/dpaudit run --scheduler tcp://$HOST:$DASK_PORT
+  .venv/bin/dpaudit serve my.toml --cron "0 3 * * *"    # with cluster.scheduler in my.toml
 MSG
 wait

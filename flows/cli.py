@@ -448,6 +448,60 @@ def mpl_coverage(
 
 
 @app.command()
+def serve(
+    spec_paths: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="SPEC...", help="Audit specs (TOML); default: the shipped spec."),
+    ] = None,
+    cron: Annotated[
+        str, typer.Option("--cron", help='Schedule of every deployment, e.g. "0 3 * * *".')
+    ] = "0 3 * * *",
+    timezone: Annotated[str, typer.Option("--timezone", help="IANA time zone of --cron.")] = "UTC",
+) -> None:
+    """Register one scheduled deployment per spec on the Prefect server and run them as they come.
+
+    Needs PREFECT_API_URL (a `prefect server start`); keeps serving until interrupted. Output paths
+    may contain {date} and {time} (UTC), filled in when a run starts.
+    """
+    apply_prefect_defaults()
+    from flows.runtime import check_reachable
+    from flows.serve import build_deployments, check_cron, has_placeholder
+    from flows.spec import load_spec
+
+    try:
+        api = os.environ.get("PREFECT_API_URL", "")
+        if not api:
+            raise InvalidParameterError(
+                "dpaudit serve needs a Prefect server: start one (`prefect server start`) and set "
+                "PREFECT_API_URL=http://127.0.0.1:4200/api"
+            )
+        from urllib.parse import urlparse
+
+        u = urlparse(api)
+        check_reachable(
+            f"tcp://{u.hostname}:{u.port or (443 if u.scheme == 'https' else 80)}",
+            f"Prefect API (PREFECT_API_URL={api})",
+            "start it (`prefect server start`) or fix PREFECT_API_URL",
+        )
+        check_cron(cron, timezone)
+        paths: list[Path | None] = list(spec_paths) if spec_paths else [None]
+        specs = [(p, load_spec(p)) for p in paths]
+        deployments = build_deployments(specs, cron, timezone)
+    except DPAuditError as exc:
+        fail(str(exc))
+    for p, s in specs:
+        if not has_placeholder(s.output.store) and not s.output.overwrite:
+            typer.echo(
+                f"note: {p or 'default spec'}: output.store has no {{date}}; runs after the first "
+                "fail on the existing store unless overwrite = true",
+                err=True,
+            )
+    from prefect import serve as prefect_serve
+
+    prefect_serve(*deployments, print_starting_message=True)
+
+
+@app.command()
 def report(
     store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
     output: Annotated[
