@@ -152,7 +152,8 @@ def summary_section(
         out = {"bureau": "—", "exact": "—"}
         if j is not None:
             out["bureau"] = fmt_num(at(bu, *ix, j), 5)
-            out["exact"] = fmt_bracket(at(lo, *ix, j), at(hi, *ix, j))
+            # six decimals at most: still rounded outwards, so still a certified bracket
+            out["exact"] = fmt_bracket(at(lo, *ix, j), at(hi, *ix, j), max_decimals=6)
         out["reduced_sigma2"] = fmt_range(
             at(get("reduced_sigma2_min"), *ix), at(get("reduced_sigma2_max"), *ix)
         )
@@ -189,7 +190,7 @@ def summary_section(
     if mpl is None:
         notes.append(
             "No mpl group: maximum privacy loss lower bounds were not run for this store "
-            "(`dpaudit mpl-coverage` checks the method on mechanisms with known ε)."
+            "(dpaudit mpl-coverage checks the method on mechanisms with known ε)."
         )
     alpha = mpl.attrs.get("alpha") if mpl is not None else None
     return SummarySection(
@@ -272,10 +273,6 @@ def accuracy_section(ds: xr.Dataset) -> AccuracySection | None:
                 "mae_change": _change(v(mae, r), v(mae, b)),
                 "mse0": fmt_num(v(mse_c, b, c0) if c0 is not None else math.nan, 4),
                 "mse0_reduced": fmt_num(v(mse_c, r, c0) if c0 is not None else math.nan, 4),
-                "mae0_change": _change(
-                    v(mae_c, r, c0) if c0 is not None else math.nan,
-                    v(mae_c, b, c0) if c0 is not None else math.nan,
-                ),
             }
         )
     if not rows:
