@@ -351,7 +351,10 @@ def test_summary_table_puts_the_three_answers_side_by_side(
     for i, level in enumerate(LEVELS):
         assert f"{float(acc['eps_bureau'][i, j]):.5g}" in table
         lo, hi = float(acc["eps_exact_lower"][i, j]), float(acc["eps_exact_upper"][i, j])
-        assert fmt_bracket(lo, hi) in table
+        shown = fmt_bracket(lo, hi, max_decimals=6)
+        assert shown in table
+        a, b = (float(x) for x in shown.strip("[]").split(","))
+        assert a <= lo and hi <= b  # rounded outwards: still a certified bracket
         assert level in table
     # variance cuts (certified from below) and reduced σ² of the made-up factors
     assert "21.00 %" in table and "15.08 %" in table and "24.82 %" in table
