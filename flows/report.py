@@ -20,6 +20,7 @@ import math
 import os
 import pathlib
 import tempfile
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -680,6 +681,17 @@ def _atomic_write_text(path: pathlib.Path, text: str) -> None:
         raise
 
 
+def _spec_name(spec_toml: Any) -> str:
+    """The spec's ``audit.name`` (shown as text; the template escapes it)."""
+    if not isinstance(spec_toml, str):
+        return "—"
+    try:
+        name = tomllib.loads(spec_toml).get("audit", {}).get("name")
+    except tomllib.TOMLDecodeError:
+        return "—"
+    return str(name) if name else "—"
+
+
 def render_report(
     store: str | os.PathLike[str],
     output: str | os.PathLike[str],
@@ -739,6 +751,8 @@ def render_report(
     if not neighbours_raw and acc is not None:
         neighbours_raw = _attr_str(acc.attrs, "neighbours", "")
     header = {
+        "name": _spec_name(attrs.get("spec_toml")),
+        "source_commit": _attr_str(attrs, "source_commit"),
         "allocation_id": _attr_str(attrs, "allocation_id"),
         "allocation_source": _attr_str(attrs, "allocation_source"),
         "neighbours": _NEIGHBOURS.get(neighbours_raw, neighbours_raw or "—"),

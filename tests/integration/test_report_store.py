@@ -147,6 +147,7 @@ def test_report_renders_in_headless_chromium(
             )
             n_scripts = page.evaluate("document.scripts.length")
             spec_text = page.locator("#spec").text_content()
+            name_text = page.locator("#audit-name").text_content()
             glance_rows = page.locator("table.glance tbody tr").count()
             page.screenshot(path=str(shot), full_page=True)
         finally:
@@ -159,7 +160,7 @@ def test_report_renders_in_headless_chromium(
     for img in images:
         assert img["complete"] and img["w"] > 100 and img["h"] > 100, img
     # the spec's hostile name is text, not markup: no script element, no dialog, shown verbatim
-    assert n_scripts == 0
+    assert n_scripts == 0 and name_text == HOSTILE_NAME
     assert spec_text is not None and HOSTILE_NAME.replace('"', '\\"') in spec_text
     assert glance_rows == len(TABLE1_CUT) + 1  # the levels and all levels composed
     assert shot.stat().st_size > 50_000 and shot.read_bytes().startswith(b"\x89PNG")

@@ -441,6 +441,10 @@ def test_spec_is_escaped(full: tuple[pathlib.Path, str]) -> None:
     assert "<script>alert(1)</script>" not in html
     spec = re.search(r'<pre class="spec" id="spec">(.*?)</pre>', html, re.S)
     assert spec is not None and "allocation = &#34;pl94_2021_production&#34;" in spec.group(1)
+    # the spec's name heads the report, as text
+    name = re.search(r'<dd id="audit-name">(.*?)</dd>', html)
+    assert name is not None
+    assert name.group(1) == "pl94 production &lt;script&gt;alert(1)&lt;/script&gt;"
     # software table
     assert "<td>xarray</td><td>2025.1.0</td>" in html
 
