@@ -69,6 +69,25 @@ def software_versions() -> dict[str, str]:
     return out
 
 
+def source_commit() -> str:
+    """The git commit of the dpaudit source the run used ("unknown" outside a git checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
 def eps_grid_for(spec: AuditSpec) -> np.ndarray:
     """A common ε grid wide enough for every level's (ε, δ) curve down to the smallest δ."""
     from auditlib.accounting import bureau_epsilon
@@ -197,6 +216,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         url,
         {
             "software": json.dumps(software_versions()),
+            "source_commit": source_commit(),
             "wall_time_s": round(wall, 3),
         },
     )

@@ -102,8 +102,19 @@ def _accounting() -> xr.Dataset:
     )
     c_rho = float(rho.sum())
     c_exact = np.array([_gauss_eps(d, c_rho) for d in DELTAS])
+    # seed 004's reduced noise: a made-up certified factor per level (rendered, not recomputed)
+    factor_lo = np.array([0.79, 0.8492, 0.7518])
+    factor_hi = factor_lo + 2e-9
     return xr.Dataset(
         {
+            "calibration_factor_lower": ("geolevel", factor_lo),
+            "calibration_factor_upper": ("geolevel", factor_hi),
+            "variance_cut_lower": ("geolevel", 1 - factor_hi),
+            "variance_cut_upper": ("geolevel", 1 - factor_lo),
+            "reduced_sigma2_min": ("geolevel", factor_hi * np.nanmin(SIGMA2, axis=1)),
+            "reduced_sigma2_max": ("geolevel", factor_hi * np.nanmax(SIGMA2, axis=1)),
+            "composed_variance_cut_lower": ((), 0.1228),
+            "composed_variance_cut_upper": ((), 0.12280001),
             "rho": ("geolevel", rho),
             "sigma2_min": ("geolevel", np.nanmin(SIGMA2, axis=1)),
             "sigma2_max": ("geolevel", np.nanmax(SIGMA2, axis=1)),
@@ -125,7 +136,57 @@ def _accounting() -> xr.Dataset:
             "delta": np.array(DELTAS),
             "eps_grid": eps_grid,
         },
-        attrs={"method": "exact-lattice", "neighbours": "add_remove"},
+        attrs={"method": "exact-lattice", "neighbours": "add_remove", "calibration_delta": 1e-10},
+    )
+
+
+def _accuracy() -> xr.Dataset:
+    """MSE = σ², MAE = σ√(2/π) (large σ²), halved at count 0 and fading linearly: display only."""
+    factor = np.array([0.79, 0.8492, 0.7518])
+    s2 = np.stack([SIGMA2, SIGMA2 * factor[:, None]], axis=-1)
+    counts = np.arange(11)
+    fade = np.minimum(1.0, 0.5 + counts / 20.0)
+    mae = np.sqrt(2 * s2 / math.pi)
+    return xr.Dataset(
+        {
+            "sigma2": (("geolevel", "query", "noise"), s2),
+            "mse": (("geolevel", "query", "noise"), s2),
+            "mae": (("geolevel", "query", "noise"), mae),
+            "mse_clipped": (("geolevel", "query", "noise", "count"), s2[..., None] * fade),
+            "mae_clipped": (("geolevel", "query", "noise", "count"), mae[..., None] * fade),
+        },
+        coords={
+            "geolevel": np.array(LEVELS, dtype=object),
+            "query": np.array(QUERIES, dtype=object),
+            "noise": np.array(["bureau", "reduced"], dtype=object),
+            "count": counts,
+        },
+    )
+
+
+MPL_LB = [0.123456, 0.654321]
+
+
+def _mpl() -> xr.Dataset:
+    """The mpl group's layout (storage/schema.py) for two levels, with made-up loss curves."""
+    t = np.tile(np.linspace(-5, 5, 30), (2, 1))
+    curves = np.stack([np.stack([0.1 * np.abs(t[i]), 0.12 * np.abs(t[i])]) for i in range(2)])
+    return xr.Dataset(
+        {
+            "query": ("geolevel", np.array(["total", "total"], dtype=object)),
+            "sigma2": ("geolevel", [2.5, 6.0]),
+            "count": ("geolevel", [12, 3]),
+            "lb": ("geolevel", MPL_LB),
+            "eps_hat": ("geolevel", [0.3, 0.8]),
+            "epsilon_c": ("geolevel", [0.4, 0.9]),
+            "loss_curve": (("geolevel", "mpl_pair", "point"), curves),
+            "loss_t": (("geolevel", "point"), t),
+        },
+        coords={
+            "geolevel": np.array(LEVELS[:2], dtype=object),
+            "mpl_pair": np.array(["add", "remove"], dtype=object),
+        },
+        attrs={"alpha": 0.05},
     )
 
 
@@ -216,6 +277,8 @@ def build_store(
         "accounting": _accounting,
         "epl": lambda: _epl(rng),
         "residuals": lambda: _residuals(rng),
+        "accuracy": _accuracy,
+        "mpl": _mpl,
     }
     for name in groups:
         ds = makers[name]().drop_vars(list(drop), errors="ignore")
@@ -226,7 +289,7 @@ def build_store(
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
     tmp = tmp_path_factory.mktemp("report")
-    store = build_store(tmp / "result.zarr", ("accounting", "epl", "residuals"))
+    store = build_store(tmp / "result.zarr", ("accounting", "epl", "residuals", "accuracy", "mpl"))
     out = render_report(store, tmp / "out" / "report.html")
     return out, out.read_text(encoding="utf-8")
 
@@ -261,15 +324,67 @@ def test_full_report_is_complete_html(full: tuple[pathlib.Path, str]) -> None:
 def test_figures_are_embedded_valid_pngs(full: tuple[pathlib.Path, str]) -> None:
     _, html = full
     images = _images(html)
-    assert len(images) == 3
-    assert html.count('<img src="data:image/png;base64,') == 3
+    assert len(images) == 6  # (ε, δ), EPL, residuals, accuracy MSE and MAE, MPL loss curves
+    assert html.count('<img src="data:image/png;base64,') == 6
     for png in images:
         assert png.startswith(PNG_SIGNATURE)
         arr = mpimg.imread(io.BytesIO(png), format="png")
         assert arr.ndim == 3 and arr.shape[0] > 100 and arr.shape[1] > 100
     # every figure has alt text and a caption
-    assert len(re.findall(r'<img src="data:[^"]+" alt="[^"]{20,}">', html)) == 3
-    assert html.count("<figcaption>") == 3
+    assert len(re.findall(r'<img src="data:[^"]+" alt="[^"]{20,}">', html)) == 6
+    assert html.count("<figcaption>") == 6
+
+
+def _between(html: str, start: str, end: str) -> str:
+    return html[html.index(start) : html.index(end, html.index(start))]
+
+
+def test_summary_table_puts_the_three_answers_side_by_side(
+    full: tuple[pathlib.Path, str],
+) -> None:
+    _, html = full
+    acc = _accounting()
+    table = _between(html, '<table class="glance">', "</table>")
+    assert "pl94_2021_production" in table and "δ = 1e-10" in table
+    assert table.count('class="level"') == len(LEVELS) + 1  # and all levels composed
+    j = DELTAS.index(1e-10)  # the calibration δ
+    for i, level in enumerate(LEVELS):
+        assert f"{float(acc['eps_bureau'][i, j]):.5g}" in table
+        lo, hi = float(acc["eps_exact_lower"][i, j]), float(acc["eps_exact_upper"][i, j])
+        shown = fmt_bracket(lo, hi, max_decimals=6)
+        assert shown in table
+        a, b = (float(x) for x in shown.strip("[]").split(","))
+        assert a <= lo and hi <= b  # rounded outwards: still a certified bracket
+        assert level in table
+    # variance cuts (certified from below) and reduced σ² of the made-up factors
+    assert "21.00 %" in table and "15.08 %" in table and "24.82 %" in table
+    assert "12.28 %" in table  # composed
+    assert "5.095" in table  # reduced σ² of State's 6.0
+    # MPL lower bounds where the mpl group has the level, "not run" elsewhere
+    assert "0.1235" in table and "0.6543" in table and table.count("not run") == 1
+
+
+def test_accuracy_section_values(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    table = _between(html, '<table class="accuracy">', "</table>")
+    assert table.count('class="level"') == len(LEVELS)
+    # State: the median-σ² query of (6, 120) is 6; MSE 6 → 5.095 (−15.08 %)
+    assert "−" not in table.replace("—", "")  # plain hyphen-minus in changes
+    assert "-15.08 %" in table and "-24.82 %" in table
+    assert 'id="fig-accuracy-mse"' in html and 'id="fig-accuracy-mae"' in html
+
+
+def test_mpl_section_and_its_absence(
+    full: tuple[pathlib.Path, str], tmp_path: pathlib.Path
+) -> None:
+    _, html = full
+    table = _between(html, '<table class="mpl">', "</table>")
+    assert "0.1235" in table and "0.9" in table and "α = 0.05" in html
+    store = build_store(tmp_path / "s.zarr", ("accounting",))
+    text = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "MPL not run" in text
+    glance = _between(text, '<table class="glance">', "</table>")
+    assert glance.count("not run") == len(LEVELS) * 2  # MPL and EPL columns
 
 
 def test_summary_paragraph(full: tuple[pathlib.Path, str]) -> None:
@@ -326,6 +441,10 @@ def test_spec_is_escaped(full: tuple[pathlib.Path, str]) -> None:
     assert "<script>alert(1)</script>" not in html
     spec = re.search(r'<pre class="spec" id="spec">(.*?)</pre>', html, re.S)
     assert spec is not None and "allocation = &#34;pl94_2021_production&#34;" in spec.group(1)
+    # the spec's name heads the report, as text
+    name = re.search(r'<dd id="audit-name">(.*?)</dd>', html)
+    assert name is not None
+    assert name.group(1) == "pl94 production &lt;script&gt;alert(1)&lt;/script&gt;"
     # software table
     assert "<td>xarray</td><td>2025.1.0</td>" in html
 
@@ -378,10 +497,13 @@ def test_store_written_by_the_store_module(tmp_path: pathlib.Path) -> None:
     )
     st.write_group(url, "accounting", _accounting())
     st.write_group(url, "epl", _epl(rng))
+    st.write_group(url, "accuracy", _accuracy())
     st.finalize(url)
     html = render_report(url, tmp_path / "run.html").read_text(encoding="utf-8")
-    assert len(_images(html)) == 3
-    assert 'id="missing"' not in html
+    assert len(_images(html)) == 5
+    missing = re.search(r'<p class="absent" id="missing">(.*?)</p>', html, re.S)
+    assert missing is not None and "<code>mpl</code>" in missing.group(1)
+    assert "<code>epl</code>" not in missing.group(1)
     assert "all levels composed" in html and "age_38_groups * sex" in html
 
 
