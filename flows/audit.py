@@ -24,6 +24,7 @@ from prefect.futures import PrefectFuture, as_completed
 import auditlib
 from auditlib.allocations import load_allocation
 from flows import progress, tasks
+from flows.mpl import mpl_dataset, mpl_task_settings
 from flows.plan import AuditPlan, make_plan
 from flows.spec import AuditSpec
 from storage import schema as S
@@ -131,7 +132,16 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in levels
     ]
-    futures = [empty, *[f for fs in sims.values() for f in fs], *epls, *accts]
+    # maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)
+    mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
+    mpl_settings = mpl_task_settings(spec)
+    mpls = [
+        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
+            g, plan.geolevels.index(g), mpl_settings
+        )
+        for g in mpl_levels
+    ]
+    futures = [empty, *[f for fs in sims.values() for f in fs], *epls, *accts, *mpls]
     done = 0
     for f in as_completed(futures):
         f.result()  # raises on failure
@@ -144,6 +154,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     store.write_group(url, S.EPL, epl_ds)
     if acct_ds is not None:
         store.write_group(url, S.ACCOUNTING, acct_ds)
+    if mpls:
+        store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec))
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,
