@@ -57,13 +57,27 @@ def mpl_coverage_flow(
                 futures[mi, ei, start] = mpl_chunk.with_options(
                     task_run_name=f"mpl {name} eps={eps:g} reps {start}-{stop - 1}"
                 ).submit(name, eps, start, stop, (mi, ei), settings)
+    results = {key: f.result() for key, f in futures.items()}
+    ds = coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
+    store.write_group(url, GROUP, ds)
+    return {"cells": len(mechanisms) * len(epsilons), "tasks": len(futures)}
+
+
+def coverage_dataset(
+    results: dict[tuple[int, int, int], dict[str, Any]],
+    mechanisms: list[str],
+    epsilons: list[float],
+    repetitions: int,
+    settings: dict[str, Any],
+) -> xr.Dataset:
+    """The ``mpl_coverage`` group from chunk results keyed by (mechanism, ε₀ index, first rep)."""
+    alpha = settings["alpha"]
     shape = (len(mechanisms), len(epsilons))
     lb = np.full((*shape, repetitions), np.nan)
     floor = np.zeros((*shape, repetitions), dtype=bool)
     eps_c = np.full(shape, np.nan)
     eps_true = np.full(shape, np.nan)
-    for (mi, ei, start), f in futures.items():
-        r = f.result()
+    for (mi, ei, start), r in results.items():
         k = len(r["lb"])
         lb[mi, ei, start : start + k] = r["lb"]
         floor[mi, ei, start : start + k] = r["floor_driven"]
@@ -86,17 +100,16 @@ def mpl_coverage_flow(
         },
         attrs={
             "alpha": alpha,
-            "n": n,
-            "n_confidence": n_confidence,
-            "seed": seed,
+            "n": settings["n"],
+            "n_confidence": settings["n_confidence"],
+            "seed": settings["seed"],
             "coverage": "share of repetitions with LB <= epsilon_c (the exact loss over the tested "
             "pairs and region); expected >= 1 - alpha for correct mechanisms",
             "exceeds_claim": "share of repetitions with LB > the claimed epsilon0 (a detection "
             "for broken mechanisms)",
         },
     )
-    store.write_group(url, GROUP, ds)
-    return {"cells": int(np.prod(shape)), "tasks": len(futures)}
+    return ds
 
 
 def mpl_task_settings(spec: AuditSpec) -> dict[str, Any]:
