@@ -62,7 +62,7 @@ def _runs(e: KnownMechanism, reps: int, seed: int, n: int = 5_000, big_n: int = 
     return out
 
 
-def test_exact_helper_against_closed_forms() -> None:
+def test_exact_divergence_against_closed_forms() -> None:
     eps0 = 0.9
     k = np.arange(-300, 302)
     a = math.exp(-eps0)
