@@ -7,6 +7,11 @@ a catalogue entry (exact ε*_C) is timed separately: it is done once per mechani
 
     PYTHONPATH=. python benchmarks/bench_mpl.py
     PYTHONPATH=. python benchmarks/bench_mpl.py --epsilon 1.5 --repeat 20
+    PYTHONPATH=. python benchmarks/bench_mpl.py --no-svt --delta   # + hockey-stick δ at 4 ε
+
+Census releases (``auditlib.mpl.census``): the DG count of the State level's least noisy query
+(dhcp_20220825_paper, add/remove, σ² ≈ 5), the same clipped at 0 (count 1), GDPC at ε₀; their
+samplers run the simulation module's release on databases D and D′ (B = 3 pairs).
 
 Target: ≤ 0.1 s per run for Laplace, Report Noisy Max and the exponential mechanism.
 Measured on a 2-core AMD EPYC (numpy 2.4, scipy 1.17), ε = 0.7, best of 10 (SVTs: of 3):
@@ -35,6 +40,7 @@ from auditlib.mpl import (
     svt5,
     svt6,
 )
+from auditlib.mpl.census import allocation_count, allocation_query_count, gdpc_count
 
 
 def main() -> None:
@@ -45,6 +51,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--seed", type=int, default=2022)
     ap.add_argument("--no-svt", action="store_true", help="skip the SVTs (~1 s per run)")
+    ap.add_argument("--delta", action="store_true", help="also estimate δ(ε) at ε = 0, .1, .5, 1")
     args = ap.parse_args()
     n, big_n = int(args.n), int(args.n_confidence)
     print(machine_info())
@@ -59,6 +66,17 @@ def main() -> None:
         ("continuous_noisy_max", lambda: continuous_noisy_max(args.epsilon), small),
         ("geometric_count", lambda: geometric_count(args.epsilon), small),
         ("discrete_gaussian_count", lambda: discrete_gaussian_count(5.0), small),
+        (
+            "census DG State (B=3)",
+            lambda: allocation_query_count("dhcp_20220825_paper", "State"),
+            small,
+        ),
+        (
+            "census DG clipped (B=3)",
+            lambda: allocation_count(5.0, count=1, postprocess="nonnegative"),
+            small,
+        ),
+        ("census GDPC (B=3)", lambda: gdpc_count(args.epsilon), small),
     ]
     if not args.no_svt:
         factories += [
@@ -78,7 +96,14 @@ def main() -> None:
             rng = np.random.default_rng(child)
             t0 = time.perf_counter()
             result = mpl(
-                e.mechanism, e.pairs, n=nn, n_confidence=nc, region=e.region, rng=rng, tau=tau
+                e.mechanism,
+                e.pairs,
+                n=nn,
+                n_confidence=nc,
+                region=e.region,
+                rng=rng,
+                tau=tau,
+                delta_epsilons=[0.0, 0.1, 0.5, 1.0] if args.delta else None,
             )
             best = min(best, time.perf_counter() - t0)
         assert result is not None

@@ -25,6 +25,7 @@ import auditlib
 from auditlib.allocations import load_allocation
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows import progress, tasks
+from flows.mpl import mpl_dataset, mpl_task_settings
 from flows.plan import AuditPlan, make_plan
 from flows.runtime import fail_orphaned_task_runs
 from flows.spec import AuditSpec
@@ -190,8 +191,19 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in levels
     ]
+    # maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)
+    mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
+    if store.group_complete(url, S.MPL):
+        mpl_levels = []
+    mpl_settings = mpl_task_settings(spec)
+    mpls = [
+        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
+            g, plan.geolevels.index(g), mpl_settings
+        )
+        for g in mpl_levels
+    ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
-    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts]
+    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
     n_done = 0
     for f in as_completed(futures):
         try:
@@ -211,6 +223,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
         store.write_group(url, S.ACCOUNTING, acct_ds)
         store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+    if mpls:
+        store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec))
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,

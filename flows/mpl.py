@@ -4,11 +4,15 @@ Each task runs one chunk of repetitions of one (mechanism, ε₀) cell (``auditl
 returns its bounds (a few floats); the flow writes the Zarr group ``mpl_coverage`` with ``lb``
 (mechanism, epsilon0, rep), the exact targets ``epsilon_c`` / ``epsilon`` and the empirical coverage
 P(LB ≤ ε*_C) per cell.
+
+For the audit flow: :func:`mpl_task_settings` (the spec's ``[mpl]`` section as the arguments of one
+``mpl-geolevel`` task) and :func:`mpl_dataset` (the tasks' results as the store's ``mpl`` group,
+layout in ``storage/schema.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -16,7 +20,11 @@ from prefect import flow, task
 
 from auditlib.mpl.coverage import coverage_chunk
 from flows.tasks import TASK_OPTS
+from storage import schema as S
 from storage import store
+
+if TYPE_CHECKING:
+    from flows.spec import AuditSpec
 
 GROUP = "mpl_coverage"
 
@@ -49,13 +57,27 @@ def mpl_coverage_flow(
                 futures[mi, ei, start] = mpl_chunk.with_options(
                     task_run_name=f"mpl {name} eps={eps:g} reps {start}-{stop - 1}"
                 ).submit(name, eps, start, stop, (mi, ei), settings)
+    results = {key: f.result() for key, f in futures.items()}
+    ds = coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
+    store.write_group(url, GROUP, ds)
+    return {"cells": len(mechanisms) * len(epsilons), "tasks": len(futures)}
+
+
+def coverage_dataset(
+    results: dict[tuple[int, int, int], dict[str, Any]],
+    mechanisms: list[str],
+    epsilons: list[float],
+    repetitions: int,
+    settings: dict[str, Any],
+) -> xr.Dataset:
+    """The ``mpl_coverage`` group from chunk results keyed by (mechanism, ε₀ index, first rep)."""
+    alpha = settings["alpha"]
     shape = (len(mechanisms), len(epsilons))
     lb = np.full((*shape, repetitions), np.nan)
     floor = np.zeros((*shape, repetitions), dtype=bool)
     eps_c = np.full(shape, np.nan)
     eps_true = np.full(shape, np.nan)
-    for (mi, ei, start), f in futures.items():
-        r = f.result()
+    for (mi, ei, start), r in results.items():
         k = len(r["lb"])
         lb[mi, ei, start : start + k] = r["lb"]
         floor[mi, ei, start : start + k] = r["floor_driven"]
@@ -78,14 +100,105 @@ def mpl_coverage_flow(
         },
         attrs={
             "alpha": alpha,
-            "n": n,
-            "n_confidence": n_confidence,
-            "seed": seed,
+            "n": settings["n"],
+            "n_confidence": settings["n_confidence"],
+            "seed": settings["seed"],
             "coverage": "share of repetitions with LB <= epsilon_c (the exact loss over the tested "
             "pairs and region); expected >= 1 - alpha for correct mechanisms",
             "exceeds_claim": "share of repetitions with LB > the claimed epsilon0 (a detection "
             "for broken mechanisms)",
         },
     )
-    store.write_group(url, GROUP, ds)
-    return {"cells": int(np.prod(shape)), "tasks": len(futures)}
+    return ds
+
+
+def mpl_task_settings(spec: AuditSpec) -> dict[str, Any]:
+    """Keyword arguments of :func:`auditlib.mpl.audit.mpl_geolevel` from the spec."""
+    m, a = spec.mpl, spec.audit
+    return {
+        "seed": a.seed,
+        "n": m.n,
+        "n_confidence": m.n_confidence,
+        "alpha": m.alpha,
+        "tau": m.tau,
+        "delta_epsilons": list(m.delta_epsilons),
+        "release": spec.release.kind,
+        "allocation": a.allocation,
+        "neighbours": a.neighbours,
+        "universe": a.universe,
+        "region": a.region,
+        "query": m.query,
+        "count": m.count,
+        "pairs": list(m.pairs),
+        "radius_sd": m.radius_sd,
+        "postprocess": spec.simulation.postprocess,
+        "release_epsilon": spec.release.epsilon,
+    }
+
+
+#: per-geolevel scalars of one mpl-geolevel result, stored as (geolevel,) variables
+_SCALARS = (
+    "sigma2",
+    "count",
+    "lb",
+    "eps_hat",
+    "t_hat",
+    "loss_star",
+    "f_x",
+    "f_x_prime",
+    "sigma_hat",
+    "c_n",
+    "bandwidth",
+    "floor_driven",
+    "edge",
+    "sparse_support",
+    "epsilon_c",
+)
+_PER_PAIR = ("eps_hat_pair", "t_hat_pair", "bandwidth_x", "bandwidth_x_prime")
+_PER_EPS = ("delta_hat", "delta_lb", "delta_exact")
+
+
+def mpl_dataset(results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
+    """The audit store's ``mpl`` group from the per-geolevel results (curves NaN-padded)."""
+    m = spec.mpl
+    gl, pr, pt, me = S.GEOLEVEL, S.MPL_PAIR, S.POINT, S.MPL_EPS
+    npts = max(len(r["loss_t"]) for r in results)
+    ng, nb = len(results), len(m.pairs)
+    loss_t = np.full((ng, npts), np.nan)
+    curve = np.full((ng, nb, npts), np.nan)
+    for i, r in enumerate(results):
+        k = len(r["loss_t"])
+        loss_t[i, :k] = r["loss_t"]
+        curve[i, :, :k] = r["loss_curve"]
+    data: dict[str, Any] = {k: ((gl,), np.array([r[k] for r in results])) for k in _SCALARS}
+    data["query"] = ((gl,), np.array([r["name"] for r in results], dtype=object))
+    data["best_pair"] = ((gl,), np.array([m.pairs[r["best_pair"]] for r in results], dtype=object))
+    data.update({k: ((gl, pr), np.array([r[k] for r in results])) for k in _PER_PAIR})
+    data.update({k: ((gl, me), np.array([r[k] for r in results])) for k in _PER_EPS})
+    data["loss_t"] = ((gl, pt), loss_t)
+    data["loss_curve"] = ((gl, pr, pt), curve)
+    return xr.Dataset(
+        data,
+        coords={
+            gl: np.array([r["geolevel"] for r in results], dtype=object),
+            pr: np.array(m.pairs, dtype=object),
+            pt: np.arange(npts),
+            me: np.array(m.delta_epsilons, dtype=float),
+        },
+        attrs={
+            "method": "MPL (Askin, Kutta & Dette 2022, Algorithm 4) on one released cell count "
+            "per geolevel, D vs D' (one person added / removed / moved); TDDE with floor tau",
+            "alpha": m.alpha,
+            "n": m.n,
+            "n_confidence": m.n_confidence,
+            "tau": m.tau,
+            "radius_sd": m.radius_sd,
+            "neighbours": spec.audit.neighbours,
+            "release": spec.release.kind,
+            "postprocess": spec.simulation.postprocess,
+            "lb": "lower confidence bound on epsilon_c (asymptotic level 1 - alpha); LB > a claimed "
+            "epsilon refutes the claim, LB <= it proves nothing",
+            "delta_lb": "finite-sample lower confidence bound on the hockey-stick delta(eps) of the "
+            "best pair (Clopper-Pearson, level 1 - alpha per eps); delta_hat: plug-in (errs up)",
+        },
+    )

@@ -113,6 +113,37 @@ class AccountingSection(_Strict):
         return sorted(set(v), reverse=True)
 
 
+MPLPair = Literal["add", "remove", "move"]
+
+
+def _all_pairs() -> list[MPLPair]:
+    return ["add", "remove", "move"]
+
+
+class MPLSection(_Strict):
+    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
+    enabled: bool = False
+    geolevels: Literal["all"] | list[str] = "all"
+    query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
+    count: Annotated[int, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
+    pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
+    n: Annotated[int, Field(ge=100, le=10**7)] = 20_000
+    n_confidence: Annotated[int, Field(ge=100, le=10**7)] = 50_000
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
+    radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0
+    delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
+        default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
+    )
+
+    @field_validator("pairs")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a pair kind")
+        return v
+
+
 class OutputSection(_Strict):
     store: str = Field("results/audit.zarr", min_length=1)
     report: str = Field("results/report.html", min_length=1)
@@ -242,6 +273,7 @@ class AuditSpec(_Strict):
     simulation: SimulationSection = Field(default_factory=_defaults(SimulationSection))
     epl: EPLSection = Field(default_factory=_defaults(EPLSection))
     accounting: AccountingSection = Field(default_factory=_defaults(AccountingSection))
+    mpl: MPLSection = Field(default_factory=_defaults(MPLSection))
     output: OutputSection = Field(default_factory=_defaults(OutputSection))
     cluster: ClusterSection = Field(default_factory=_defaults(ClusterSection))
 
@@ -305,6 +337,48 @@ class AuditSpec(_Strict):
         if a.region == "PR" and self.population.states != 1:
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self
+
+    @model_validator(mode="after")
+    def _mpl_settings(self) -> AuditSpec:
+        m = self.mpl
+        if not m.enabled:
+            return self
+        if self.release.kind not in ("allocation", "gdpc"):
+            raise ValueError(
+                f"mpl.enabled with release.kind = {self.release.kind!r}: MPL tests 'allocation' "
+                "and 'gdpc' releases; set mpl.enabled = false"
+            )
+        levels = self.geolevels
+        for g in self.mpl_geolevels:
+            if g not in levels:
+                raise ValueError(
+                    f"mpl.geolevels has unknown geolevel {g!r}; allowed: {', '.join(levels)}"
+                )
+        if self.release.kind == "gdpc" and self.mpl_geolevels != (levels[-1],):
+            raise ValueError(
+                f"mpl.geolevels = {list(self.mpl_geolevels)}: GDPC releases the leaves only; "
+                f'use geolevels = ["{levels[-1]}"]'
+            )
+        if m.query and self.release.kind == "allocation":
+            alloc = load_allocation(self.audit.allocation)
+            a = self.audit
+            for g in self.mpl_geolevels:
+                names = [q.query for q in alloc.select(a.universe, a.region, g)]
+                if m.query not in names:
+                    raise ValueError(
+                        f"mpl.query = {m.query!r} is not measured at {g}; allowed: {', '.join(names)}"
+                    )
+        if m.count == 0 and "remove" in m.pairs:
+            raise ValueError("mpl.count = 0 leaves nobody to remove; drop 'remove' from mpl.pairs")
+        return self
+
+    @property
+    def mpl_geolevels(self) -> tuple[str, ...]:
+        """The geolevels MPL tests (``mpl.geolevels``; "all": every level, GDPC: the leaves)."""
+        g = self.mpl.geolevels
+        if g == "all":
+            return self.geolevels[-1:] if self.release.kind == "gdpc" else self.geolevels
+        return tuple(g)
 
     @property
     def geolevels(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
+from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components, epl_by_query
 from flows.plan import AuditPlan, Block, release_block, topdown_nation, topdown_state
@@ -178,3 +179,9 @@ def epl_composed(url: str, plan: AuditPlan, percentiles: tuple[float, float]) ->
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
     c = composed_epl(levels, maps, percentiles=percentiles, seed=seed)
     return {"geolevels": released, **c.to_dict(), "correlation": c.correlation}
+
+
+@task(name="mpl-geolevel", **TASK_OPTS)
+def mpl_geolevel(geolevel: str, geolevel_index: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """MPL of one geolevel's released cell count (D vs D′): LB, curves, flags, δ(ε)."""
+    return _mpl_geolevel(geolevel, geolevel_index, **settings)

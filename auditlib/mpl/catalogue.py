@@ -54,6 +54,8 @@ class KnownMechanism:
     epsilon: float
     epsilon_c_pairs: npt.NDArray[np.float64]
     loss: LossFunction
+    #: log P(A(x) = t) for discrete mechanisms with an exact law (None if not provided)
+    log_pmf: Callable[[Any, npt.NDArray[Any]], npt.NDArray[np.float64]] | None = None
 
     @property
     def epsilon_c(self) -> float:

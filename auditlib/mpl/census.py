@@ -187,6 +187,7 @@ def _entry(
         epsilon=epsilon,
         epsilon_c_pairs=eps_pairs,
         loss=loss,
+        log_pmf=lambda db, t: logpmf_of(np.asarray(t, dtype=np.int64), count_of(db)),
     )
 
 

@@ -8,8 +8,8 @@ with L = ln dP/dQ: the smallest δ for which A is (ε, δ)-DP on this pair. From
 (seed 002, Algorithm 4), in two steps:
 
 1. **Locate** (the n step-1 draws at each input): estimate both pmfs on common cells — the integers
-   for discrete outputs, equal-width bins (width = the pooled sample's Silverman bandwidth, two open
-   overflow cells) for 1-D continuous ones — and, per ε, pick the direction and the event
+   between the smallest and largest step-1 draw for discrete outputs, equal-width bins (width = the
+   pooled sample's Silverman bandwidth) for 1-D continuous ones, plus overflow cells — and, per ε, pick the direction and the event
    E_ε = {cells with p̂ > e^ε q̂} that maximize the plug-in H_ε.
 2. **Bound** (the N fresh draws): count the fresh draws in E_ε, k_P and k_Q, and set
 
@@ -93,25 +93,31 @@ def _cells(
 ) -> tuple[list[npt.NDArray[np.int64]], list[npt.NDArray[np.int64]], int, float | None]:
     """Integer cell labels 0..m−1 of all four samples; cells are defined by the step-1 draws."""
     pooled = np.concatenate(first)
-    if kind == "discrete":
+    lo, hi = float(pooled.min()), float(pooled.max())
+    if kind == "discrete" and hi - lo >= 4 * pooled.size:  # a sparse, wide support: seen values
         values = np.unique(pooled)
-        m = values.size + 1  # the last cell: values never seen in step 1
 
-        def label(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-            i = np.searchsorted(values, a)
-            i = np.minimum(i, values.size - 1)
+        def vlabel(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+            i = np.minimum(np.searchsorted(values, a), values.size - 1)
             return np.where(values[i] == a, i, values.size).astype(np.int64)
 
-        return [label(a) for a in first], [label(a) for a in fresh], m, None
+        return [vlabel(a) for a in first], [vlabel(a) for a in fresh], values.size + 1, None
+    if kind == "discrete":
+        k = int(hi - lo) + 1  # every integer from the smallest to the largest step-1 draw
+
+        def label(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+            i = (a - lo).astype(np.int64)
+            return np.where((i >= 0) & (i < k), i, k)  # cell k: outside the step-1 range
+
+        return [label(a) for a in first], [label(a) for a in fresh], k + 1, None
     width = silverman_bandwidth(pooled)
-    lo, hi = float(pooled.min()), float(pooled.max())
-    k = max(1, int(np.ceil((hi - lo) / width)))
-    edges = lo + width * np.arange(k + 1)
+    kb = max(1, int(np.ceil((hi - lo) / width)))
 
     def blabel(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        return np.searchsorted(edges, a, side="right").astype(np.int64)  # 0 and k+1: overflow
+        i = np.floor((a - lo) / width).astype(np.int64) + 1  # bins 1..kb; 0 and kb+1: overflow
+        return np.clip(i, 0, kb + 1)
 
-    return [blabel(a) for a in first], [blabel(a) for a in fresh], k + 2, float(width)
+    return [blabel(a) for a in first], [blabel(a) for a in fresh], kb + 2, float(width)
 
 
 def hockey_stick(

@@ -188,3 +188,15 @@ def test_bad_census_inputs() -> None:
         allocation_count(-1.0)
     with pytest.raises(InvalidParameterError, match="postprocess: 'round'"):
         allocation_count(5.0, postprocess="round")  # type: ignore[arg-type]
+
+
+def test_tract_count_under_test() -> None:
+    # the tract holding block 0: 3 people in block 0 + one in each of its 3 sibling blocks
+    e = allocation_count(5.0, level=1)
+    assert e.region.points.tolist() == list(range(6 - 5, 6 + 5 + 1))
+    np.testing.assert_allclose(e.epsilon_c_pairs, 11 / 10, rtol=1e-12)
+    g = np.random.default_rng(21)
+    means = [float(np.mean(e.mechanism.sample(b, 100_000, g))) for _, b in e.pairs]
+    np.testing.assert_allclose(means, [7, 5, 7], atol=0.04)
+    lbs = _lbs(e, 20, seed=805)
+    assert np.mean(lbs <= e.epsilon_c) >= 0.8 and np.median(lbs) > 0.6

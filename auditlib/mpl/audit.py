@@ -1,0 +1,134 @@
+"""MPL of one geolevel's release, for the audit store's ``mpl`` group (one Prefect task each).
+
+The mechanism under test is one released cell count of the geolevel: the least noisy query of the
+allocation at that geolevel (largest ρ_q; or a named query), σ² under the run's neighbour relation,
+optionally clipped at 0 (the run's ``postprocess``) — or seed 001's GDPC leaf count. The pairs are D
+vs D′ with one person added to the cell's unit, removed from it, or moved into it
+(:mod:`auditlib.mpl.census`), the region C the integers within ``radius_sd``·σ of the count. The
+result holds everything the store keeps (``storage/schema.py``): LB and its ingredients, the loss
+curves, the flags, the exact ε*_C and the hockey-stick δ(ε) (estimate, lower bound, exact).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from auditlib import seeds
+from auditlib.exceptions import InvalidParameterError
+from auditlib.mpl.catalogue import KnownMechanism
+from auditlib.mpl.census import allocation_query_count, gdpc_count
+from auditlib.mpl.hockey import hockey_stick_exact
+from auditlib.mpl.mpl import mpl
+
+MPL_AUDIT = 21  # stream id: (MPL_AUDIT, geolevel index)
+EXACT_SUPPORT_SD = 40.0  # the exact δ sums the output laws over count ± 40σ (tails < 1e-300)
+
+
+def geolevel_mechanism(
+    *,
+    release: str,
+    allocation: str,
+    geolevel: str,
+    neighbours: str,
+    universe: str,
+    region: str,
+    query: str | None,
+    count: int,
+    pairs: Sequence[str],
+    radius_sd: float,
+    postprocess: str,
+    release_epsilon: float,
+) -> KnownMechanism:
+    """The census release of one geolevel as a catalogue entry with exact ε*_C."""
+    if release == "allocation":
+        return allocation_query_count(
+            allocation,
+            geolevel,
+            query or None,
+            neighbours=neighbours,
+            universe=universe,
+            region=region,
+            count=count,
+            pairs=pairs,
+            radius_sd=radius_sd,
+            postprocess=postprocess,
+        )
+    if release == "gdpc":
+        return gdpc_count(release_epsilon, count=count, pairs=pairs)
+    raise InvalidParameterError(
+        f"Invalid release: {release!r}; MPL in the audit tests 'allocation' or 'gdpc' releases."
+    )
+
+
+def mpl_geolevel(
+    geolevel: str,
+    geolevel_index: int,
+    *,
+    seed: int,
+    n: int,
+    n_confidence: int,
+    alpha: float,
+    tau: float,
+    delta_epsilons: Sequence[float],
+    **mechanism: Any,
+) -> dict[str, Any]:
+    """Run MPL on the geolevel's census release; return the numbers and curves the store keeps."""
+    e = geolevel_mechanism(geolevel=geolevel, **mechanism)
+    rng = seeds.rng(seed, MPL_AUDIT, geolevel_index)
+    r = mpl(
+        e.mechanism,
+        e.pairs,
+        n=n,
+        n_confidence=n_confidence,
+        region=e.region,
+        rng=rng,
+        alpha=alpha,
+        tau=tau,
+        delta_epsilons=list(delta_epsilons),
+    )
+    c = r.confidence
+    hs = r.hockey_stick
+    assert hs is not None
+    delta_exact = np.full(len(delta_epsilons), np.nan)
+    if e.log_pmf is not None:
+        a, b = e.pairs[r.best]
+        sd = math.sqrt(getattr(e.mechanism.sampler, "sigma2", math.nan))
+        width = int(EXACT_SUPPORT_SD * (sd if math.isfinite(sd) else 10.0)) + 10
+        c0 = int(e.region.points[len(e.region.points) // 2])
+        t = np.arange(c0 - width, c0 + width + 1, dtype=np.int64)
+        delta_exact = hockey_stick_exact(e.log_pmf(a, t), e.log_pmf(b, t), delta_epsilons)
+    bws = r.bandwidths
+    nb = len(e.pairs)
+    return {
+        "geolevel": geolevel,
+        "name": e.mechanism.name,
+        "sigma2": float(getattr(e.mechanism.sampler, "sigma2", math.nan)),
+        "count": int(mechanism["count"]),
+        "lb": r.lb,
+        "eps_hat": r.eps_hat_max,
+        "t_hat": float(r.t_hat_max),
+        "best_pair": r.best,
+        "loss_star": c.loss,
+        "f_x": c.f_x,
+        "f_x_prime": c.f_x_prime,
+        "sigma_hat": c.sigma_hat,
+        "c_n": c.c_n,
+        "bandwidth": math.nan if c.bandwidth is None else c.bandwidth,
+        "floor_driven": r.floor_driven,
+        "edge": r.edge,
+        "sparse_support": r.sparse_support,
+        "epsilon_c": e.epsilon_c,
+        "eps_hat_pair": np.asarray(r.eps_hat, dtype=np.float64),
+        "t_hat_pair": np.asarray(r.t_hat, dtype=np.float64),
+        "bandwidth_x": np.full(nb, np.nan) if bws is None else bws[:, 0],
+        "bandwidth_x_prime": np.full(nb, np.nan) if bws is None else bws[:, 1],
+        "loss_t": np.asarray(e.region.points, dtype=np.float64),
+        "loss_curve": r.loss_curves,
+        "delta_hat": hs.delta_hat,
+        "delta_lb": hs.delta_lb,
+        "delta_exact": np.asarray(delta_exact, dtype=np.float64),
+    }

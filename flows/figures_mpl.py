@@ -1,0 +1,116 @@
+"""Plot-ready MPL figures: pure functions from a stored dataset to a matplotlib Figure.
+
+* :func:`coverage_ecdf_figure` — from an ``mpl_coverage`` group (``dpaudit mpl-coverage``): the
+  empirical CDF of LB per mechanism, one curve per ε₀, with ε*_C (dashed) and the claim ε₀ (dotted)
+  marked, as in seed 002's Figure 4. Coverage is the height of a curve at its dashed line.
+* :func:`loss_curve_figure` — from an audit store's ``mpl`` group: per geolevel, the step-1 loss
+  curves ℓ̂(t) of every pair (D vs D′) over C, with t̂ marked, LB and the exact ε*_C as horizontal
+  lines, and the guard-rail flags in the title.
+
+Figures are built with the object API (no pyplot state), so they render under any backend and in
+worker processes; save them with ``fig.savefig(path)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+from auditlib.exceptions import InvalidParameterError
+from storage import schema as S
+
+
+def _grid(n: int, cols: int) -> tuple[int, int]:
+    c = max(1, min(cols, n))
+    return (n + c - 1) // c, c
+
+
+def _need(ds: xr.Dataset, names: tuple[str, ...], what: str) -> None:
+    missing = [v for v in names if v not in ds.variables]
+    if missing:
+        raise InvalidParameterError(
+            f"Invalid dataset for {what}: missing {', '.join(missing)}; pass the store's "
+            f"{what.split()[0]} group."
+        )
+
+
+def coverage_ecdf_figure(ds: xr.Dataset, *, cols: int = 3) -> Figure:
+    """eCDFs of LB per mechanism × ε₀ from an ``mpl_coverage`` group (seed 002, Fig. 4)."""
+    _need(ds, ("lb", "epsilon_c", "coverage"), "mpl_coverage figure")
+    mechs = [str(m) for m in ds["mechanism"].values]
+    eps0 = np.asarray(ds["epsilon0"].values, dtype=float)
+    rows, c = _grid(len(mechs), cols)
+    fig = Figure(figsize=(4.0 * c, 3.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, c, squeeze=False)
+    colors = [f"C{i}" for i in range(len(eps0))]
+    for k, name in enumerate(mechs):
+        ax: Any = axes[k // c][k % c]
+        for j, e0 in enumerate(eps0):
+            lb = np.asarray(ds["lb"].values[k, j], dtype=float)
+            lb = np.sort(lb[np.isfinite(lb)])
+            if lb.size == 0:
+                continue
+            y = np.arange(1, lb.size + 1) / lb.size
+            cov = float(ds["coverage"].values[k, j])
+            ax.step(lb, y, where="post", color=colors[j], label=f"ε₀ = {e0:g} (cov. {cov:.2f})")
+            ec = float(ds["epsilon_c"].values[k, j])
+            if np.isfinite(ec):
+                ax.axvline(ec, color=colors[j], linestyle="--", linewidth=0.9)
+            ax.axvline(e0, color=colors[j], linestyle=":", linewidth=0.9)
+        ax.set_title(name)
+        ax.set_xlabel("LB")
+        ax.set_ylabel("eCDF")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize="small", loc="lower right")
+    for k in range(len(mechs), rows * c):
+        axes[k // c][k % c].set_visible(False)
+    alpha = ds.attrs.get("alpha", "")
+    fig.suptitle(f"MPL lower bounds: eCDF over repetitions (α = {alpha}); dashed ε*_C, dotted ε₀")
+    return fig
+
+
+def loss_curve_figure(
+    ds: xr.Dataset, *, geolevels: list[str] | None = None, cols: int = 2
+) -> Figure:
+    """Loss curves ℓ̂(t) per geolevel and pair with t̂, LB and ε*_C, from an audit's ``mpl`` group."""
+    _need(ds, ("loss_curve", "loss_t", "lb", "eps_hat", "t_hat", "epsilon_c"), "mpl figure")
+    levels = [str(g) for g in ds[S.GEOLEVEL].values]
+    chosen = levels if geolevels is None else list(geolevels)
+    for g in chosen:
+        if g not in levels:
+            raise InvalidParameterError(
+                f"Invalid geolevel: {g!r}; the mpl group holds {', '.join(levels)}"
+            )
+    pairs = [str(p) for p in ds[S.MPL_PAIR].values]
+    rows, c = _grid(len(chosen), cols)
+    fig = Figure(figsize=(5.0 * c, 3.4 * rows), layout="constrained")
+    axes = fig.subplots(rows, c, squeeze=False)
+    for k, g in enumerate(chosen):
+        ax: Any = axes[k // c][k % c]
+        row = ds.sel({S.GEOLEVEL: g})
+        t = np.asarray(row["loss_t"].values, dtype=float)
+        ok = np.isfinite(t)
+        for b, p in enumerate(pairs):
+            ax.plot(t[ok], np.asarray(row["loss_curve"].values[b])[ok], marker=".", label=p)
+        ax.plot([float(row["t_hat"])], [float(row["eps_hat"])], "k*", markersize=10, label="t̂, ε̂")
+        ax.axhline(
+            float(row["lb"]), color="k", linestyle="--", label=f"LB = {float(row['lb']):.3f}"
+        )
+        ec = float(row["epsilon_c"])
+        if np.isfinite(ec):
+            ax.axhline(ec, color="C3", linestyle=":", label=f"ε*_C = {ec:.3f}")
+        flags = [f for f in ("floor_driven", "edge", "sparse_support") if f in row and bool(row[f])]
+        q = str(row["query"].values) if "query" in row else ""
+        ax.set_title(f"{g}" + (f" — {q.split(':')[-1]}" if q else ""), fontsize="medium")
+        if flags:
+            ax.text(0.02, 0.02, "flags: " + ", ".join(flags), transform=ax.transAxes, va="bottom")
+        ax.set_xlabel("released count t")
+        ax.set_ylabel("ℓ̂(t)")
+        ax.legend(fontsize="small", loc="best")
+    for k in range(len(chosen), rows * c):
+        axes[k // c][k % c].set_visible(False)
+    fig.suptitle(f"MPL loss curves (α = {ds.attrs.get('alpha', '')})")
+    return fig
