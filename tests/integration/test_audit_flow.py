@@ -92,6 +92,11 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
     lo_b, hi_b = epl.surface_low.values[have], epl.surface_high.values[have]
     assert (lo_b <= hi_b).all() and np.mean((lo_b <= sy[have]) & (sy[have] <= hi_b)) > 0.5
     assert not have[1:, 0].any()  # states hold no US-level residuals
+    # composed over every (geolevel, query) one person touches: independent noise, so the sum
+    ba = epl.epl_bias_aware.values[ok]
+    assert float(epl.epl_composed) == pytest.approx(float(ba[np.isfinite(ba)].sum()))
+    assert float(epl.epl_composed_ci_low) <= float(epl.epl_composed_ci_high)
+    assert np.isnan(epl.level_correlation.values).all()  # not estimated for allocation releases
 
     acc = store.open_group(url, S.ACCOUNTING)
     for (g, d), e in EXACT.items():
