@@ -1,4 +1,4 @@
-"""Shared pieces of the HTML report: number formatting, store access and figure helpers.
+"""Shared pieces of the HTML report: number formatting, store access and figure building blocks.
 
 Figures are drawn on :class:`matplotlib.figure.Figure` objects with an Agg canvas that are never
 registered with pyplot (headless, thread-safe, no leaked figures) and embedded as base64 PNGs.
