@@ -66,3 +66,37 @@ def test_eight_levels_composed() -> None:
     for delta in (1e-14, 1e-16):
         certified_lower = float(ours.epsilon(delta).lower)
         assert composed.get_epsilon_for_delta(delta) < certified_lower - 1e-3
+
+
+@pytest.mark.parametrize(
+    ("allocation", "universe", "level"),
+    [
+        ("pl94_2021_production", "persons", "State"),
+        ("pl94_2021_production", "persons", "Block"),
+        ("dhc_2023_production", "persons", "County"),
+        ("dhc_2023_production", "units", "Tract_Subset"),
+    ],
+)
+@pytest.mark.parametrize("neighbours", ["add_remove", "bounded"])
+def test_production_levels_agree(
+    allocation: str, universe: str, level: str, neighbours: str
+) -> None:
+    """Production levels (heterogeneous variances), both neighbour relations: our exact lattice
+    against dp-accounting's composition of one PLD per noise term (a ``bounded`` query is two
+    terms of variance 1/rho_q), within its discretization (terms x 1e-4) at delta = 1e-6."""
+    comps = load_allocation(allocation).components(neighbours, universe, "US", level)
+    ours = DiscreteGaussianComposition(comps)
+    assert ours.method == "exact-lattice"
+    b = ours.epsilon(1e-6)
+    total = None
+    n_terms = 0
+    for sigma2, count in comps:
+        p = pld.from_discrete_gaussian_mechanism(
+            math.sqrt(float(sigma2)), value_discretization_interval=INTERVAL
+        )
+        p = p.self_compose(count) if count > 1 else p
+        total = p if total is None else total.compose(p)
+        n_terms += count
+    assert total is not None
+    eps = total.get_epsilon_for_delta(1e-6)
+    assert float(b.lower) - 1e-12 <= eps <= float(b.upper) + n_terms * INTERVAL
