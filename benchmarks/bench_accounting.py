@@ -180,3 +180,11 @@ def bench_dp_accounting() -> None:
             f" ({abs(eps - truth) / e.width:.1e} x narrower than dp's error)"
         )
         print()
+
+
+if __name__ == "__main__":
+    machine()
+    bench_levels()
+    bench_composed()
+    bench_production()
+    bench_dp_accounting()
