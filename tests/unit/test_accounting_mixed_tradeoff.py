@@ -1,4 +1,6 @@
-"""f-DP trade-off curves of mixed compositions against closed forms (Dong, Roth & Su 2022).
+"""f-DP trade-off curves and calibration of mixed compositions against closed forms.
+
+Trade-off curves (Dong, Roth & Su 2022):
 
 * Gaussian ``N(0, sigma^2)``, ``k`` releases: ``mu = sqrt(k) / sigma`` and
   ``G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu)`` (DRS Def. 2.7, Cor. 3.3); heterogeneous Gaussians
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.optimize import brentq
+from scipy.stats import binom, norm
 
 from auditlib.accounting import (
     DiscreteGaussianLoss,
@@ -25,8 +28,11 @@ from auditlib.accounting import (
     GeometricLoss,
     LaplaceLoss,
     PrivacyLossComposition,
+    calibrate_mixed,
+    calibrate_sigma2,
     tradeoff,
 )
+from auditlib.exceptions import InvalidParameterError
 
 ALPHA = np.array([0.0, 1e-4, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9, 1.0])
 
@@ -100,3 +106,37 @@ def test_mixed_curve_properties() -> None:
     assert np.all(mid[1:-1] <= 0.5 * (mid[:-2] + mid[2:]) + 2 * width + 1e-12)
     assert np.all(lo <= pure_dp_curve(0.6, alpha) + 1e-12)  # the geometric part alone: 2 x 0.3
     assert np.all(lo <= gaussian_curve(np.sqrt(2) / 3, alpha) + 1e-12)
+
+
+def _geometric_delta(eps0: float, k: int, eps: float) -> float:
+    """Closed form: ``L = -k eps0 + 2 eps0 J``, ``J ~ Binomial(k, 1/(1 + e^-eps0))``."""
+    p = 1.0 / (1.0 + np.exp(-eps0))
+    j = np.arange(k + 1)
+    pmf = binom.pmf(j, k, p)
+    loss = -k * eps0 + 2.0 * eps0 * j
+    return float(np.sum(pmf * np.maximum(0.0, -np.expm1(eps - loss))))
+
+
+def test_calibrate_mixed_geometric_closed_form() -> None:
+    """Three geometric releases at eps0 = 1, target eps = 1.5 at delta = 1e-3: the certified
+    variance factor contains c* = (1 / eps0*)^2 with eps0* solved from the binomial closed form
+    (scale 1/eps0 times sqrt(c))."""
+    target, delta = 1.5, 1e-3
+    eps0_star = brentq(lambda e0: _geometric_delta(e0, 3, target) - delta, 0.3, 1.0, xtol=1e-14)
+    c_star = (1.0 / eps0_star) ** 2
+    res = calibrate_mixed([GeometricLoss(1.0, 3)], delta, target)
+    assert res.accounting == "exact-lattice"
+    assert float(res.factor.lower) <= c_star <= float(res.factor.upper)
+    assert float(res.factor.width) <= 1e-6 * c_star
+
+
+def test_calibrate_mixed_agrees_with_the_discrete_gaussian_path() -> None:
+    """Discrete Gaussians only: the mixed path meets the (independently tested) DG path."""
+    dg = calibrate_sigma2(5, 10, 1e-11)
+    mixed = calibrate_mixed([DiscreteGaussianLoss(5, 10)], 1e-11, dg.target_epsilon)
+    assert float(mixed.factor.lower) <= float(dg.factor.upper)
+    assert float(dg.factor.lower) <= float(mixed.factor.upper)
+    with pytest.raises(InvalidParameterError, match="target epsilon"):
+        calibrate_mixed([GaussianLoss(1.0)], 1e-6, -1.0)
+    with pytest.raises(InvalidParameterError, match="Invalid component"):
+        calibrate_mixed([(5, 10)], 1e-6, 1.0)
