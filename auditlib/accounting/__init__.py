@@ -9,7 +9,7 @@
   :func:`zcdp_tradeoff` the curve rho-zCDP implies through the Bureau's conversion,
   :func:`gdp_mu_estimate` the closest Gaussian-DP curve (an estimate).
 * :func:`calibrate_factor`, :func:`calibrate_sigma2` -- certified variance factor (or reduced
-  sigma2) at which eps(delta*) meets a target; :func:`tail_probability` and
+  sigma2) at which eps(delta*) meets a target (:func:`calibrate_mixed` for mixed compositions); :func:`tail_probability` and
   :func:`paper_bound_epsilon` -- seed 004's bound ``delta(eps) <= P[L > eps]``.
 * :class:`PrivacyLossComposition` -- the same brackets for mixed compositions of
   :class:`DiscreteGaussianLoss`, :class:`GeometricLoss`, :class:`LaplaceLoss` and
@@ -23,8 +23,10 @@ from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.calibrate import (
     Calibration,
     calibrate_factor,
+    calibrate_mixed,
     calibrate_sigma2,
     paper_bound_epsilon,
+    scale_components,
     tail_probability,
 )
 from auditlib.accounting.composition import PrivacyLossComposition
@@ -56,12 +58,14 @@ __all__ = [
     "bureau_delta",
     "bureau_epsilon",
     "calibrate_factor",
+    "calibrate_mixed",
     "calibrate_sigma2",
     "cks_delta",
     "cks_epsilon",
     "gaussian_tradeoff",
     "gdp_mu_estimate",
     "paper_bound_epsilon",
+    "scale_components",
     "tail_probability",
     "tradeoff",
     "tradeoff_knots",

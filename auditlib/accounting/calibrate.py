@@ -33,7 +33,7 @@ loose upper bound on ``delta``). The calibrated ``c`` is then certified for *tha
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -44,7 +44,14 @@ from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, wide
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
+from auditlib.accounting.composition import PrivacyLossComposition
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.losses import (
+    DiscreteGaussianLoss,
+    GaussianLoss,
+    GeometricLoss,
+    LaplaceLoss,
+)
 from auditlib.accounting.zcdp import bureau_epsilon
 from auditlib.exceptions import AccountingError, InvalidParameterError
 
@@ -215,6 +222,84 @@ def calibrate_factor(
     if not (isinstance(rtol, float | int) and 0 < rtol < 1):
         raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
 
+    return _calibrate(
+        lambda c: DiscreteGaussianComposition(_scaled(comps, c), **composition_kwargs),
+        comps,
+        d,
+        target,
+        method,
+        rtol,
+        max_evaluations,
+    )
+
+
+def scale_components(components: Sequence[Any], factor: float) -> list[Any]:
+    """Mixed components with every noise *variance* times ``factor``: discrete Gaussian
+    ``sigma2 * factor`` (exact for a rational factor), Gaussian ``sigma`` and Laplace ``scale``
+    times ``sqrt(factor)``, geometric ``epsilon / sqrt(factor)`` (its scale ``1/eps0`` times
+    ``sqrt(factor)``: the variance grows by ``factor`` only in the continuous limit)."""
+    root = math.sqrt(factor)
+    out: list[Any] = []
+    for comp in components:
+        if isinstance(comp, DiscreteGaussianLoss):
+            out.append(DiscreteGaussianLoss(comp.sigma2 * Fraction(factor), comp.count))
+        elif isinstance(comp, GaussianLoss):
+            out.append(GaussianLoss(float(comp.sigma) * root, comp.count))
+        elif isinstance(comp, LaplaceLoss):
+            out.append(LaplaceLoss(float(comp.scale) * root, comp.count))
+        elif isinstance(comp, GeometricLoss):
+            out.append(GeometricLoss(float(comp.epsilon) / root, comp.count))
+        else:
+            raise InvalidParameterError(f"Invalid component: {comp!r}; not a loss component")
+    return out
+
+
+def calibrate_mixed(
+    components: Sequence[Any],
+    delta: float,
+    target_epsilon: float,
+    *,
+    rtol: float = 1e-9,
+    max_evaluations: int = 80,
+    **composition_kwargs: Any,
+) -> Calibration:
+    """Certified common variance factor of a mixed composition (:class:`PrivacyLossComposition`
+    components, scaled by :func:`scale_components`) at which ``eps(delta) = target_epsilon``.
+
+    Same search and certificate as :func:`calibrate_factor`; there is no Bureau default target (a
+    mixed composition has no single rho), so ``target_epsilon`` is required.
+    """
+    comps = list(components)
+    scale_components(comps, 1.0)  # rejects foreign objects early
+    d = float(check_delta(delta))
+    target = float(target_epsilon)
+    if not (math.isfinite(target) and target > 0):
+        raise InvalidParameterError(
+            f"target epsilon must be positive and finite, got {target_epsilon!r}"
+        )
+    if not (isinstance(rtol, float | int) and 0 < rtol < 1):
+        raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
+    return _calibrate(
+        lambda c: PrivacyLossComposition(scale_components(comps, c), **composition_kwargs),
+        (),
+        d,
+        target,
+        "exact",
+        rtol,
+        max_evaluations,
+    )
+
+
+def _calibrate(
+    build: Callable[[float], Any],
+    comps: tuple[tuple[Fraction, int], ...],
+    d: float,
+    target: float,
+    method: str,
+    rtol: float,
+    max_evaluations: int,
+) -> Calibration:
+    """The certified search on ``c`` (module docstring); ``build(c)`` is the scaled accountant."""
     evaluations = 0
     modes: set[str] = set()
 
@@ -223,7 +308,7 @@ def calibrate_factor(
         Also log(delta_mid / delta) for the secant step."""
         nonlocal evaluations
         evaluations += 1
-        comp = DiscreteGaussianComposition(_scaled(comps, c), **composition_kwargs)
+        comp = build(c)
         modes.add(comp.method)
         if method == "exact":
             b = comp.delta(target)

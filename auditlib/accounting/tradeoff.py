@@ -44,6 +44,7 @@ from scipy.special import ndtr, ndtri
 
 from auditlib.accounting._floats import LIBM_LOG, U_LOG, U, summation_radius
 from auditlib.accounting._profile import HockeyStick
+from auditlib.accounting._queries import ProfileQueries
 from auditlib.accounting._validation import check_rho
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
@@ -155,8 +156,12 @@ def _max_lines(
     return out
 
 
-def tradeoff(composition: DiscreteGaussianComposition, alpha: ArrayLike) -> Bracket:
+def tradeoff(composition: ProfileQueries, alpha: ArrayLike) -> Bracket:
     """Certified trade-off curve ``beta(alpha)`` of a composition (vectorized over ``alpha``).
+
+    ``composition`` is a :class:`DiscreteGaussianComposition` or a
+    :class:`~auditlib.accounting.composition.PrivacyLossComposition` (any mix of discrete Gaussian,
+    geometric, Laplace and Gaussian releases): both carry the two bounding loss lattices used here.
 
     ``lower`` errs low (a valid f-DP guarantee), ``upper`` errs high; see the module docstring.
     The returned :class:`Bracket` has ``quantity="beta"``.
@@ -181,7 +186,7 @@ def tradeoff(composition: DiscreteGaussianComposition, alpha: ArrayLike) -> Brac
     return Bracket(lo, hi, composition.method, "beta", composition.truncated_mass, composition.grid)
 
 
-def tradeoff_knots(composition: DiscreteGaussianComposition) -> tuple[np.ndarray, np.ndarray]:
+def tradeoff_knots(composition: ProfileQueries) -> tuple[np.ndarray, np.ndarray]:
     """Knots ``(alpha_k, beta_k)`` of the curve, ``alpha`` increasing (for plotting and export).
 
     Computed from the lattice whose losses err high (the only one in the exact-lattice mode) as

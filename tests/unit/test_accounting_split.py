@@ -170,3 +170,18 @@ def test_pl94_persons_composed_meets_width_target() -> None:
     # the rounded bracket (coarse, first order) must not contradict the refined one
     assert comp._upper.upper(float(b.lower)) >= 1e-10
     assert comp._lower.lower(float(b.upper)) <= 1e-10
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "bounded"])
+def test_bracket_path_on_a_production_level(neighbours: str) -> None:
+    """DHC 2023 units, Tract_Subset (heterogeneous variances): the forced bracket path contains the
+    exact lattice's values down to delta = 1e-20, at most 1e-6 wide."""
+    comps = load_allocation("dhc_2023_production").components(
+        neighbours, "units", "US", "Tract_Subset"
+    )
+    exact = DiscreteGaussianComposition(comps, mode="exact-lattice")
+    forced = DiscreteGaussianComposition(comps, mode="bracket-grid", max_work=3e8)
+    deltas = np.array([1e-6, 1e-12, 1e-20])
+    e, f = exact.epsilon(deltas), forced.epsilon(deltas)
+    assert np.all(f.lower <= e.lower + 1e-12) and np.all(f.upper >= e.upper - 1e-12)
+    assert np.all(f.upper - f.lower <= 1e-6)
