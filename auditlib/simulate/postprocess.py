@@ -103,11 +103,11 @@ class Segments:
         tgt = self.target
         if self.padded:
             if self.full:
-                u = -np.sort(-v[self.perm].reshape(tgt.size, self.width), axis=1)
+                u = np.sort(v[self.perm].reshape(tgt.size, self.width), axis=1)[:, ::-1]
             else:
                 dense = np.full((tgt.size, self.width), -np.inf)
                 dense[self.rows, self.cols] = v[self.perm]
-                u = -np.sort(-dense, axis=1)  # descending; padding last
+                u = np.sort(dense, axis=1)[:, ::-1]  # descending; padding last
                 u[~self.valid] = 0.0
             css = np.cumsum(u, axis=1)
             j = np.arange(1, self.width + 1, dtype=np.float64)
@@ -277,14 +277,20 @@ def solve_wls(
     x = segs.project(start).reshape(n_units, n_cells)
     z, t, step = x, 1.0, np.inf
     for it in range(1, max_iter + 1):
-        grad = z @ h - b
-        x_new = segs.project(z - grad / lip).reshape(n_units, n_cells)
-        step = float(np.abs(x_new - z).max(initial=0.0))
-        if np.sum((z - x_new) * (x_new - x)) > 0:  # momentum points uphill: restart
+        grad = z @ h
+        grad -= b
+        grad *= -1.0 / lip
+        grad += z
+        x_new = segs.project(grad).reshape(n_units, n_cells)
+        moved = x_new - z
+        step = float(np.abs(moved).max(initial=0.0))
+        dx = x_new - x
+        if np.vdot(moved, dx) < 0:  # momentum points uphill: restart
             t = 1.0
         t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
-        z = x_new + ((t - 1) / t_new) * (x_new - x)
-        x, t = x_new, t_new
+        dx *= (t - 1) / t_new
+        dx += x_new
+        z, x, t = dx, x_new, t_new
         if step <= tol:
             return WLSResult(x, it, step, False)
     raise InvalidParameterError(

@@ -332,3 +332,26 @@ def test_spec_and_plan():
         parse_spec({**data, "population": {**data["population"], "attributes": "sex"}})
     with pytest.raises(SpecError, match=r"needs population\.kind = 'synthetic'"):
         parse_spec({**data, "population": {"kind": "flaxman"}})
+
+
+def test_spine_state_over_pl94_schema():
+    """Irregular families (the spine) with 28 cells and several marginals per level."""
+    from auditlib.geography import generate_spine, tallies_2020
+    from auditlib.geography.populations import spine_state_histograms
+    from auditlib.geography.schema import schema
+
+    spine = generate_spine(5, totals={"US": tallies_2020()["US"].scaled(0.0005)})
+    sch = schema("pl94")
+    q = {name: sch.query_matrix(name) for name in sch.query_names}
+    h, pops = spine_state(spine, 2)
+    hist = spine_state_histograms(spine, 2, sch, seed=9)
+    np.testing.assert_array_equal(hist.sum(axis=1), pops[:, 0])
+    level = [("total", 2.0), ("votingage * hispanic", 8.0), ("race", 8.0), ("detailed", 20.0)]
+    rel = topdown(h, hist, q, [level] * 5, _rngs(2, 3)[:1] * 5)
+    assert rel.dp[0].sum() == pops.sum()
+    for i in range(1, 5):
+        assert (rel.dp[i] >= 0).all()
+        p = h.parents[i - 1]
+        sums = np.stack([np.bincount(p, weights=rel.dp[i][:, k]) for k in range(28)], axis=1)
+        np.testing.assert_array_equal(sums, rel.dp[i - 1])
+    assert any(it > 0 for it in rel.iterations)  # the iterative solver ran
