@@ -3,7 +3,11 @@
 Writes are safe by construction: the template is written once (metadata only), each worker writes
 exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer.
 A local store is built in a staging directory beside its target and moved into place only when the run
-has completed, so a failed or interrupted run never leaves a half-written store at the target.
+has completed, so a failed or interrupted run never leaves a half-written store at the target. An
+``s3://`` store (no rename) is written in place and published by its last write: the root metadata
+with the completion marker and the consolidated metadata. Every block records its checksums after its
+data (``storage/checksums.py``): they are both its integrity record and the marker a resumed run
+uses to skip it.
 """
 
 from __future__ import annotations
@@ -76,6 +80,19 @@ def is_complete(url: str) -> bool:
 def check_target(url: str, overwrite: bool) -> None:
     """Refuse (before anything is written) to replace an existing store unless asked to."""
     if is_remote(url):
+        try:
+            fs, path = _fs(url)
+            fs.exists(path)  # reachable, with working credentials
+        except ImportError as exc:
+            raise StoreError(
+                f"cannot open {url!r}: {exc}; install the s3 extra (pip install 'dpaudit[s3]')"
+            ) from exc
+        except Exception as exc:
+            raise StoreError(
+                f"cannot reach {url!r}: {type(exc).__name__}: {exc}; check the endpoint "
+                "(FSSPEC_S3_ENDPOINT_URL or fsspec config), the bucket and the credentials "
+                "(AWS_* environment variables or profile)"
+            ) from exc
         if is_complete(url) and not overwrite:
             raise StoreError(
                 f"output store {url!r} already exists; pass --overwrite (or output.overwrite = "

@@ -106,27 +106,30 @@ def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
     assert not any(SECRET.encode() in fs.cat_file(k) for k in keys if k.endswith("zarr.json"))
     assert assert_no_pickles(url) > 20
 
-    ok = subprocess.run(
-        [*dpaudit(), "verify", url], env=s3.env, capture_output=True, text=True, timeout=120
-    )
-    assert ok.returncode == 0, ok.stderr[-2000:]
+    # the rest in-process (the environment's endpoint is in fsspec's config here too)
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["verify", url])
+    assert ok.exit_code == 0, ok.output
     assert ok.stdout.startswith(f"ok: {url}: ")
 
-    # a second run must not replace it without --overwrite
-    again = subprocess.run(
-        cmd, cwd=tmp_path, env=s3.env, capture_output=True, text=True, timeout=120
-    )
-    assert again.returncode == 2 and "already exists; pass --overwrite" in again.stderr
+    # a second run must not replace it without --overwrite (refused before anything starts)
+    again = runner.invoke(app, ["run", str(spec), "--store", url, "--no-report"])
+    assert again.exit_code == 2 and "already exists; pass --overwrite" in again.stderr
 
     # a lost chunk object is found and named
     chunk = f"{s3.bucket}/runs/a.zarr/residuals/residual/c/1/1/0/0"
     assert fs.exists(chunk)
     fs.rm_file(chunk)
-    bad = subprocess.run(
-        [*dpaudit(), "verify", url], env=s3.env, capture_output=True, text=True, timeout=120
-    )
-    assert bad.returncode == 1
+    bad = runner.invoke(app, ["verify", url])
+    assert bad.exit_code == 1
     assert "residuals/residual block (state=ST01, geolevel=State): checksum mismatch" in bad.stderr
+    rep = runner.invoke(app, ["report", url, "-o", str(tmp_path / "r.html")])
+    assert rep.exit_code == 1 and "failed its integrity check" in rep.stderr
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_s3_lock_refuses_a_second_writer(s3: S3) -> None:
@@ -158,3 +161,25 @@ def test_s3_lock_refuses_a_second_writer(s3: S3) -> None:
         with store.exclusive(url):
             pass
     fs.rm_file(lock)
+
+
+def test_unreachable_s3_endpoint_is_a_clear_error(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fsspec.config
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": f"http://127.0.0.1:{port}"})
+    url = f"s3://{s3.bucket}/nowhere/a.zarr"
+    with pytest.raises(StoreError, match=rf"cannot reach '{url}': .*check the endpoint"):
+        store.check_target(url, overwrite=False)
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(SPEC)
+    res = CliRunner().invoke(app, ["run", str(spec), "--store", url, "--no-report"])
+    assert res.exit_code == 2 and "cannot reach" in res.stderr
+    assert SECRET not in res.output

@@ -169,3 +169,27 @@ def test_no_pickles_in_a_store(tmp_path: Path) -> None:
         meta_path.write_text(json.dumps({**meta, **change}))
         with pytest.raises(AssertionError):
             assert_no_pickles(url)
+
+
+def test_verify_command_exit_codes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    runner = CliRunner()
+    url = built(tmp_path)
+    ok = runner.invoke(app, ["verify", url])
+    assert ok.exit_code == 0, ok.output
+    # residuals: state, geolevel, replicate, query, block_var, sigma2; epl: geolevel, epl_pooled
+    assert ok.stdout.strip() == f"ok: {url}: 8 arrays and 9 blocks match their checksums"
+    missing = runner.invoke(app, ["verify", str(tmp_path / "nope.zarr")])
+    assert missing.exit_code == 2 and "not found" in missing.stderr
+    Path(url, S.RESIDUALS, "cell_index", "c", "1", "1", "0").unlink()
+    bad = runner.invoke(app, ["verify", url])
+    assert bad.exit_code == 1
+    assert (
+        "residuals/cell_index block (state=ST01, geolevel=State): checksum mismatch" in bad.stderr
+    )
+    report = runner.invoke(app, ["report", url, "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 1 and "failed its integrity check" in report.stderr
+    assert not (tmp_path / "r.html").exists()
