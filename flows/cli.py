@@ -457,6 +457,7 @@ def serve(
         str, typer.Option("--cron", help='Schedule of every deployment, e.g. "0 3 * * *".')
     ] = "0 3 * * *",
     timezone: Annotated[str, typer.Option("--timezone", help="IANA time zone of --cron.")] = "UTC",
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
 ) -> None:
     """Register one scheduled deployment per spec on the Prefect server and run them as they come.
 
@@ -486,7 +487,7 @@ def serve(
         check_cron(cron, timezone)
         paths: list[Path | None] = list(spec_paths) if spec_paths else [None]
         specs = [(p, load_spec(p)) for p in paths]
-        deployments = build_deployments(specs, cron, timezone)
+        deployments = build_deployments(specs, cron, timezone, report=not no_report)
     except DPAuditError as exc:
         fail(str(exc))
     for p, s in specs:

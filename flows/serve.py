@@ -64,7 +64,7 @@ def check_cron(cron: str, timezone: str) -> None:
     on_failure=[fail_orphaned_task_runs],
     on_crashed=[fail_orphaned_task_runs],
 )
-def scheduled_audit(spec_toml: str) -> dict[str, Any]:
+def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
     """Run one audit of the spec given as TOML text; publish its store (and report) when complete."""
     from flows import audit
     from flows.runtime import cluster_runner
@@ -73,7 +73,7 @@ def scheduled_audit(spec_toml: str) -> dict[str, Any]:
     spec = parse_spec(tomllib.loads(spec_toml), "deployment spec")
     now = datetime.now(UTC)
     url = expand_placeholders(spec.output.store, now)
-    report = expand_placeholders(spec.output.report, now)
+    report_path = expand_placeholders(spec.output.report, now) if report else None
     target = store.absolute(url)
     store.check_target(target, spec.output.overwrite)
     run_id = audit.run_id_for(spec)
@@ -102,12 +102,12 @@ def scheduled_audit(spec_toml: str) -> dict[str, Any]:
         except BaseException:
             store.discard(staging, target)
             raise
-    if report:
+    if report_path:
         from flows.report import render_report
 
-        Path(report).parent.mkdir(parents=True, exist_ok=True)
-        render_report(url, report)
-    return {**summary, "store": url, "report": report}
+        Path(report_path).parent.mkdir(parents=True, exist_ok=True)
+        render_report(url, report_path)
+    return {**summary, "store": url, "report": report_path}
 
 
 def deployment_name(path: Path | None, spec: AuditSpec) -> str:
@@ -115,7 +115,7 @@ def deployment_name(path: Path | None, spec: AuditSpec) -> str:
 
 
 def build_deployments(
-    specs: list[tuple[Path | None, AuditSpec]], cron: str, timezone: str
+    specs: list[tuple[Path | None, AuditSpec]], cron: str, timezone: str, report: bool = True
 ) -> list[Any]:
     """One deployment per spec, scheduled by ``cron`` in ``timezone``."""
     from prefect.deployments.runner import EntrypointType
@@ -130,7 +130,7 @@ def build_deployments(
         scheduled_audit.to_deployment(
             name=name,
             schedules=[Cron(cron, timezone=timezone)],
-            parameters={"spec_toml": s.to_toml()},
+            parameters={"spec_toml": s.to_toml(), "report": report},
             description=s.audit.name,
             tags=["dpaudit"],
             entrypoint_type=EntrypointType.MODULE_PATH,
