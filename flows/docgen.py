@@ -71,7 +71,9 @@ _MEANINGS: dict[tuple[str, str], str] = {
 }
 
 
-def _type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
+def _type(prop: dict[str, Any] | bool, defs: dict[str, Any]) -> str:
+    if isinstance(prop, bool):  # JSON Schema's `true`: any value
+        return "any"
     if "enum" in prop:
         return " \\| ".join(f"`{v}`" for v in prop["enum"])
     if "const" in prop:
