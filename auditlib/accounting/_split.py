@@ -1,15 +1,14 @@
 """Second-order certified brackets for incommensurate compositions: mass-preserving grid splits.
 
-The loss of a composition is ``L = sum_F L_F`` over independent *families* ``F``, each exact on its
-own lattice ``L_F = c_F + g_F t`` (classes whose ``1/sigma^2`` are commensurate with a small enough
-common step). Families are mutually incommensurate, so they are combined on a dyadic grid
-``h Z`` (``h = 2^-m``, exact in binary64):
+The loss of a composition is ``L = sum_F L_F`` over independent classes ``F`` (one per distinct
+``sigma^2``), each exact on its own lattice ``L_F = c_F + g_F t``. The classes are mutually
+incommensurate, so they are combined on a dyadic grid ``h Z`` (``h = 2^-m``, exact in binary64):
 
 **Split.** An atom at ``l = k h + d`` (``0 <= d < h``) with ``P``-mass ``p`` becomes ``p w_0`` at
 ``k h`` and ``p w_1`` at ``(k + 1) h`` with ``w_0 + w_1 = 1`` and
 ``w_0 e^(-k h) + w_1 e^(-(k+1) h) = e^(-l)``, i.e. ``w_1 = (1 - e^(-d)) / (1 - e^(-h))``: the
-``P``- and ``Q``-masses are kept (``Y = e^(-L)`` keeps its mean). Split independently per family,
-``Y' = prod_F Y'_F`` satisfies ``E[Y' | L] = Y``, and ``|L' - L| <= G h`` (``G`` families).
+``P``- and ``Q``-masses are kept (``Y = e^(-L)`` keeps its mean). Split independently per class,
+``Y' = prod_F Y'_F`` satisfies ``E[Y' | L] = Y``, and ``|L' - L| <= G h`` (``G`` classes).
 
 **Upper bound.** ``delta(eps) = E_P[phi(Y)]`` with ``phi(y) = (1 - e^eps y)_+`` convex, so by
 Jensen ``delta(eps) <= E_P[phi(Y')] = delta'(eps)``, the profile of the split composition, for
@@ -23,7 +22,7 @@ every ``eps``.
     delta'(eps) - B(eps) <= delta(eps) <= delta'(eps),
     B(eps) = (e^(Gh) - 1) e^(Gh) P'[|L' - eps| <= 2 G h]   (the window mass of the split measure).
 
-A sharper ``B``: given ``L = eps + s``, the excess is ``E[(e^(-s) R - 1)_+] <= E[(R - 1 - s)_+]``
+That ``B`` is of order ``(G h)^2``; the one used is sharper: given ``L = eps + s``, the excess is ``E[(e^(-s) R - 1)_+] <= E[(R - 1 - s)_+]``
 for ``R = Y'/Y = prod_F R_F`` (and symmetrically for ``s < 0``, with ``s e^(-Gh)``); with
 ``E R = 1`` and ``V >= Var R``, ``E[(R - 1 - s)_+] <= min(sqrt(V)/2, V / (4 s))``
 (``(x - s)_+ <= x^2 / (4s)``). Each ``R_F`` is a two-point, mean-one variable in
@@ -42,7 +41,6 @@ the hockey-stick sum (:class:`~auditlib.accounting._profile.HockeyStick`) like i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -144,8 +142,3 @@ class SplitLowerBound:
 def dyadic_shift(target: float) -> int:
     """Smallest ``m`` with ``2^-m <= target``."""
     return max(0, math.ceil(-math.log2(target)))
-
-
-def family_spans(sizes: Sequence[int], steps: Sequence[float]) -> float:
-    """Sum of the families' loss spans (an upper bound on the split composition's span)."""
-    return float(sum((n - 1) * s for n, s in zip(sizes, steps, strict=True)))

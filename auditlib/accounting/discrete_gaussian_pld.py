@@ -151,6 +151,11 @@ class DiscreteGaussianComposition(ProfileQueries):
         split onto a dyadic grid by mass-preserving splits; see :mod:`auditlib.accounting._split`)
         and answer ``delta``/``epsilon`` from the tighter of the two certified brackets. The
         rounded lattices still serve trade-off curves and tails.
+    split_grid
+        Step of the split grid (rounded down to a power of 2): the eps bracket shrinks as its
+        square. ``None``: the coarsest step predicted to give a ``1e-7`` bracket, coarsened to fit
+        ``max_lattice`` and ``max_work``; a given step that does not fit raises
+        :class:`AccountingError`.
 
     Attributes
     ----------
@@ -178,6 +183,7 @@ class DiscreteGaussianComposition(ProfileQueries):
         limit_denominator: int | None = None,
         max_work: float = 5e9,
         refine: bool = True,
+        split_grid: float | None = None,
     ) -> None:
         self.components = parse_components(components, limit_denominator)
         if mode not in ("auto", "exact-lattice", "bracket-grid"):
@@ -243,7 +249,12 @@ class DiscreteGaussianComposition(ProfileQueries):
         self._split_upper: HockeyStick | None = None
         self._split_lower: SplitLowerBound | None = None
         if self.method == "bracket-grid" and refine:
-            self._build_split(groups, max_lattice, max_work)
+            user = (
+                None
+                if split_grid is None
+                else float(to_positive_fraction(split_grid, "split_grid"))
+            )
+            self._build_split(groups, max_lattice, max_work, user)
         self.truncated_mass = self._upper.dropped
         if self._split_upper is not None:
             self.truncated_mass = max(self.truncated_mass, self._split_upper.dropped)
@@ -266,12 +277,20 @@ class DiscreteGaussianComposition(ProfileQueries):
 
     # -- construction ---------------------------------------------------------------------------
 
-    def _build_split(self, groups: Sequence[_Group], max_lattice: int, max_work: float) -> None:
-        """Every variance class split onto a dyadic grid: the coarsest whose predicted bracket
-        ``8 G^1.5 h^2`` meets :data:`SPLIT_WIDTH_GOAL`, coarsened until the budgets allow it."""
+    def _build_split(
+        self, groups: Sequence[_Group], max_lattice: int, max_work: float, user: float | None
+    ) -> None:
+        """Every variance class split onto a dyadic grid: the user's, or the coarsest whose
+        predicted bracket ``8 G^1.5 h^2`` meets :data:`SPLIT_WIDTH_GOAL`, coarsened until the
+        budgets allow it."""
         n = len(groups)
-        shift = dyadic_shift(math.sqrt(SPLIT_WIDTH_GOAL / (8.0 * n**1.5)))
-        while shift > 0:
+        if user is not None:
+            shift = dyadic_shift(user)
+            length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
+            check_grid_budget(math.ldexp(1.0, -shift), length, work, max_lattice, max_work)
+        else:
+            shift = dyadic_shift(math.sqrt(SPLIT_WIDTH_GOAL / (8.0 * n**1.5)))
+        while user is None and shift > 0:
             length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
             if length <= max_lattice and work <= max_work:  # one split pass ~ both rounded ones
                 break

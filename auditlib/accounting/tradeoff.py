@@ -168,8 +168,9 @@ def tradeoff(composition: ProfileQueries, alpha: ArrayLike) -> Bracket:
     """
     a = check_alpha(alpha)
     flat = a.ravel()
-    hs_up: HockeyStick = composition._upper  # delta errs high on this lattice
     hs_down: HockeyStick = composition._lower
+    # delta errs high on this lattice; the split one (bracket mode) is tighter and errs high too
+    hs_up: HockeyStick = getattr(composition, "_split_upper", None) or composition._upper
     _, e_up, d_up, err_up = _lines(hs_up)
     lower = _max_lines(flat, e_up, d_up, err_up + hs_up.dropped, -1.0)
     if hs_down is hs_up:

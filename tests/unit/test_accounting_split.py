@@ -22,6 +22,7 @@ from auditlib.accounting import DiscreteGaussianComposition
 from auditlib.accounting._lattice import LatticeMeasure
 from auditlib.accounting._split import split_to_grid
 from auditlib.allocations import load_allocation
+from auditlib.exceptions import AccountingError
 
 SIGMA2S = [Fraction(1000003, 1000000), Fraction(1299997, 1000000), Fraction(700001, 1000000)]
 
@@ -185,3 +186,16 @@ def test_bracket_path_on_a_production_level(neighbours: str) -> None:
     e, f = exact.epsilon(deltas), forced.epsilon(deltas)
     assert np.all(f.lower <= e.lower + 1e-12) and np.all(f.upper >= e.upper - 1e-12)
     assert np.all(f.upper - f.lower <= 1e-6)
+
+
+def test_user_split_grid(hetero: DiscreteGaussianComposition) -> None:
+    """A coarser user grid widens the bracket (as h^2) around the default one; one too fine for
+    the budgets is refused with the grid named."""
+    comps = [(s, 1) for s in SIGMA2S]
+    coarse = DiscreteGaussianComposition(comps, grid=1e-3, split_grid=2.0**-9)
+    assert coarse.split_grid == 2.0**-9
+    fine, wide = hetero.epsilon(1e-10), coarse.epsilon(1e-10)
+    assert float(wide.lower) <= float(fine.lower) and float(fine.upper) <= float(wide.upper)
+    assert float(wide.width) > 10 * float(fine.width)
+    with pytest.raises(AccountingError, match="too fine for direct convolution"):
+        DiscreteGaussianComposition(comps, split_grid=1e-9)
