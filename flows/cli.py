@@ -465,7 +465,7 @@ def serve(
     may contain {date} and {time} (UTC), filled in when a run starts.
     """
     apply_prefect_defaults()
-    from flows.runtime import check_reachable
+    from flows.runtime import check_reachable, redact_url
     from flows.serve import build_deployments, check_cron, has_placeholder
     from flows.spec import load_spec
 
@@ -481,7 +481,7 @@ def serve(
         u = urlparse(api)
         check_reachable(
             f"tcp://{u.hostname}:{u.port or (443 if u.scheme == 'https' else 80)}",
-            f"Prefect API (PREFECT_API_URL={api})",
+            f"Prefect API (PREFECT_API_URL={redact_url(api)})",
             "start it (`prefect server start`) or fix PREFECT_API_URL",
         )
         check_cron(cron, timezone)

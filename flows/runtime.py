@@ -43,6 +43,16 @@ def apply_prefect_defaults() -> None:
         os.environ.setdefault(k, v)
 
 
+def redact_url(url: str) -> str:
+    """``url`` without credentials (``user:password@``), for messages and logs."""
+    u = urlparse(url)
+    if u.username is None and u.password is None:
+        return url
+    host = u.hostname or ""
+    netloc = f"***@{host}" + (f":{u.port}" if u.port else "")
+    return u._replace(netloc=netloc).geturl()
+
+
 def check_reachable(address: str, what: str, fix: str, timeout: float = 5.0) -> None:
     """Open (and close) a TCP connection to ``address`` or raise a clear error."""
     u = urlparse(address if "://" in address else f"tcp://{address}")
@@ -70,7 +80,7 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
         port = u.port or (443 if u.scheme == "https" else 80)
         check_reachable(
             f"tcp://{u.hostname}:{port}",
-            f"Prefect API (PREFECT_API_URL={url})",
+            f"Prefect API (PREFECT_API_URL={redact_url(url)})",
             "start it (`prefect server start`) or unset PREFECT_API_URL to use an embedded one",
         )
         yield url

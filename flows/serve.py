@@ -80,6 +80,7 @@ def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
     staging = store.staging_path(target, run_id)
     with store.exclusive(target):
         store.discard(staging, target)
+        store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
         try:
             with cluster_runner(spec.cluster) as runner:
                 sub = audit.audit_flow.with_options(

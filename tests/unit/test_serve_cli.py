@@ -26,9 +26,10 @@ def test_serve_with_an_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> No
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{port}/api")
+    monkeypatch.setenv("PREFECT_API_URL", f"http://ops:hunter2@127.0.0.1:{port}/api")
     res = runner.invoke(app, ["serve"])
     assert res.exit_code == 2 and "is unreachable" in res.output
+    assert "hunter2" not in res.output and f"http://***@127.0.0.1:{port}/api" in res.output
 
 
 @pytest.mark.parametrize(
