@@ -44,7 +44,9 @@ def _toml_comments() -> dict[tuple[str, str], str]:
             last, pending = key, []
         elif stripped.startswith("#"):
             comment = stripped.lstrip("#").strip()
-            if line.startswith(" ") and last is not None:
+            if re.match(r"^\w+\s*=", comment):  # a commented-out example key: its text is its own
+                pending = []
+            elif line.startswith(" ") and last is not None:
                 out[section, last] = f"{out[section, last]} {comment}".strip()
             elif section:
                 pending.append(comment)
@@ -65,6 +67,10 @@ _MEANINGS: dict[tuple[str, str], str] = {
     ("output", "store"): "the Zarr result store written by the run",
     ("output", "report"): "the HTML report written at the end of the run",
     ("cluster", "n_workers"): "local cluster only: Dask worker processes",
+    ("cluster", "class"): "a Dask cluster class by import path, started before the flow (e.g. "
+    '"dask_jobqueue.SLURMCluster"; see docs/deploy.md); unset: scheduler or a local cluster',
+    ("cluster", "kwargs"): "keyword arguments of cluster.class",
+    ("cluster", "adapt"): "adaptive scaling of a local or class cluster: { minimum, maximum }",
     ("cluster", "threads_per_worker"): "local cluster only: threads per worker",
     ("cluster", "memory_limit"): "local cluster only: memory per worker",
     ("cluster", "timeout_s"): "seconds before the flow run times out",
@@ -74,6 +80,8 @@ _MEANINGS: dict[tuple[str, str], str] = {
 def _type(prop: dict[str, Any] | bool, defs: dict[str, Any]) -> str:
     if isinstance(prop, bool):  # JSON Schema's `true`: any value
         return "any"
+    if "$ref" in prop:  # a nested section
+        return "table"
     if "enum" in prop:
         return " \\| ".join(f"`{v}`" for v in prop["enum"])
     if "const" in prop:
