@@ -25,7 +25,8 @@ def test_spec_reference_covers_every_key() -> None:
         assert f"## `[{section}]`" in text
         sub = field.annotation
         assert sub is not None
-        for key in sub.model_fields:  # type: ignore[union-attr]
+        for name, info in sub.model_fields.items():  # type: ignore[union-attr]
+            key = info.serialization_alias or name  # TOML key (cluster.class: field cluster_class)
             assert f"| `{key}` |" in text, (section, key)
     # the default spec's comments become the explanation
     assert "simulated releases per (state, geolevel)" in text
@@ -33,7 +34,19 @@ def test_spec_reference_covers_every_key() -> None:
 
 def test_cli_reference_covers_every_command() -> None:
     text = docgen.cli_reference()
-    for cmd in ("run", "report", "spec", "sweep", "mpl-coverage", "account", "calibrate"):
+    for cmd in (
+        "run",
+        "report",
+        "spec",
+        "sweep",
+        "mpl-coverage",
+        "account",
+        "calibrate",
+        "tradeoff",
+        "serve",
+        "verify",
+        "direct",
+    ):
         assert f"## `dpaudit {cmd}`" in text
     assert "`--overwrite" in text
 
