@@ -83,7 +83,16 @@ class PopulationSection(_Strict):
     attributes: Literal["total", "pl94"] = "total"
     #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
     #: (region "US") / "PR" (region "PR")
-    spine_states: Literal["all"] | Annotated[int, Field(gt=0, le=51)] | list[str] = "all"
+    spine_states: Literal["all"] | int | list[str] = "all"
+
+    @field_validator("spine_states", mode="before")
+    @classmethod
+    def _spine_states(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, str) and v != "all"):
+            raise ValueError('use "all", a count of states, or a list of labels such as ["ST01"]')
+        if isinstance(v, int) and v < 1:
+            raise ValueError('need a count >= 1, a list of labels such as ["ST01"], or "all"')
+        return v
 
 
 class ReleaseSection(_Strict):
