@@ -81,6 +81,12 @@ def test_dhc_levels_are_mapped_onto_the_spine(spine: Spine) -> None:
     assert plan.geolevels == ("US", "State", "County", "Tract_Subset", "Block_Group", "Block")
     gi = plan.geolevels.index("Tract_Subset")
     assert plan.blocks_at(gi)[0].n_items == int(np.sum(spine.state_of("Tract") == 2))
+    res, _, _ = topdown_state(plan, plan.blocks_at(1)[0])  # the release runs on those levels
+    spine_levels = ("State", "County", "Tract", "Block_Group", "Block")
+    for g, level in zip(plan.geolevels[1:], spine_levels, strict=True):
+        r = res[plan.geolevels.index(g)].residual
+        assert r.shape == (2, int(np.sum(spine.state_of(level) == 2))), g
+        np.testing.assert_array_equal(r.sum(axis=1), 0)  # consistent with the invariant total
 
 
 def test_state_release_is_consistent_and_keeps_the_state_total(spine: Spine) -> None:
