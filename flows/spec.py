@@ -320,6 +320,11 @@ class AuditSpec(_Strict):
             )
         if kind == "spine":
             self._check_spine()
+        elif self.population.spine_states != "all":
+            raise ValueError(
+                f"population.spine_states = {self.population.spine_states!r} needs "
+                f'population.kind = "spine" (got {kind!r}); drop it or set kind = "spine"'
+            )
         if geometric:
             from auditlib.geography.flaxman import children_per_unit
 

@@ -138,6 +138,13 @@ def test_bad_spine_specs_name_the_value(data: dict[str, Any], pattern: str | Non
         parse_spec(data)
 
 
+def test_spine_states_need_the_spine() -> None:
+    with pytest.raises(
+        SpecError, match=r"spine_states = \['ST01'\] needs population\.kind = \"spine\""
+    ):
+        parse_spec({"population": {"spine_states": ["ST01"]}})
+
+
 def test_a_count_or_list_refuses_synthetic_states() -> None:
     with pytest.raises(SpecError, match=r"population\.states is a setting of the synthetic"):
         parse_spec({**spine_spec(), "population": {"kind": "spine", "states": 2}})
