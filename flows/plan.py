@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,6 +48,15 @@ class TopDownParams:
 
 
 @dataclass(frozen=True)
+class SpineParams:
+    """The US spine a plan runs on: generated from ``seed`` for ``region``; a state's ``state_key``
+    is its spine index + 1."""
+
+    seed: int
+    region: str
+
+
+@dataclass(frozen=True)
 class AuditPlan:
     states: tuple[str, ...]
     geolevels: tuple[str, ...]
@@ -63,12 +73,15 @@ class AuditPlan:
     release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (seed 001, needs ``flaxman``)
     flaxman: FlaxmanParams | None = None
     topdown: TopDownParams | None = None  # release "topdown"
+    spine: SpineParams | None = None  # population "spine"
 
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
 
 
 def make_plan(spec: AuditSpec) -> AuditPlan:
+    if spec.population.kind == "spine":
+        return _spine_plan(spec)
     if spec.release.kind == "topdown":
         return _topdown_plan(spec)
     if spec.release.kind != "allocation":
@@ -214,9 +227,12 @@ def topdown_measured(spec: AuditSpec) -> list[list[tuple[str, float]]]:
 
     a = spec.audit
     sch = schema(spec.population.attributes)
+    levels = spec.geolevels
+    if spec.population.kind == "spine":
+        levels = spine_geolevels(levels)
     return allocation_measured(
         load_allocation(a.allocation),
-        spec.geolevels,
+        levels,
         sch.query_names,
         a.neighbours,
         a.universe,
@@ -294,19 +310,32 @@ def topdown_state(
     from auditlib.simulate.topdown import TOPDOWN_NOISE, StateHierarchy, level_residuals, replicates
 
     td, sch, matrices, ids = _topdown_inputs(plan)
-    h = plan.hierarchy
     key = block.state_key
-    pops = state_level_populations(h, plan.population, key)[h.geolevels[-1]]
-    if sch.n_cells == 1:
-        hist = pops[:, None]
+    hierarchy: StateHierarchy
+    hist: np.ndarray
+    if plan.spine is not None:
+        from auditlib.geography.populations import spine_state_histograms
+        from auditlib.simulate.topdown import spine_state
+
+        spine = load_spine(plan.spine.seed, plan.spine.region)
+        hierarchy, hist = spine_state(spine, key - 1)
+        if sch.n_cells != 1:
+            hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
+        gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
     else:
-        first = h.units_per_state(h.geolevels[1]) if len(h.geolevels) > 1 else 1
-        groups = np.arange(pops.size) // (pops.size // first)
-        g = seeds.rng(plan.population.seed, BLOCK_HISTOGRAMS, key)
-        hist = block_histograms(pops, sch, g, groups=groups)
-    gis = [plan.geolevels.index(level) for level in h.geolevels]
+        h = plan.hierarchy
+        pops = state_level_populations(h, plan.population, key)[h.geolevels[-1]]
+        if sch.n_cells == 1:
+            hist = pops[:, None]
+        else:
+            first = h.units_per_state(h.geolevels[1]) if len(h.geolevels) > 1 else 1
+            groups = np.arange(pops.size) // (pops.size // first)
+            g = seeds.rng(plan.population.seed, BLOCK_HISTOGRAMS, key)
+            hist = block_histograms(pops, sch, g, groups=groups)
+        gis = [plan.geolevels.index(level) for level in h.geolevels]
+        hierarchy = StateHierarchy.from_fanouts(h.geolevels, h.fanouts)
     runs = replicates(
-        StateHierarchy.from_fanouts(h.geolevels, h.fanouts),
+        hierarchy,
         hist,
         matrices,
         [td.measured[gi] for gi in gis],
@@ -342,4 +371,142 @@ def topdown_nation(
         matrices,
         [q.name for _, q in plan.level_queries[geolevel]],
         ids,
+    )
+
+
+#: the spine level each allocation geolevel stands on (the DHC's Tract_Subset: the spine's tracts);
+#: Prim and Tract_Subset_Group have no spine level and are not simulated
+SPINE_LEVEL_OF: dict[str, str] = {
+    "State": "State",
+    "County": "County",
+    "Tract": "Tract",
+    "Tract_Subset": "Tract",
+    "Block_Group": "Block_Group",
+    "Block": "Block",
+}
+
+
+def spine_geolevels(allocation_levels: tuple[str, ...]) -> tuple[str, ...]:
+    """The allocation's geolevels simulated on the spine (US, if present, first; then one per spine
+    level, in spine order), named as the allocation names them."""
+    from auditlib.geography.spine import LEVELS
+
+    kept = tuple(g for g in allocation_levels if g == NATIONAL or g in SPINE_LEVEL_OF)
+    on_spine = tuple(SPINE_LEVEL_OF[g] for g in kept if g != NATIONAL)
+    if on_spine != LEVELS:
+        raise ValueError(
+            f"the allocation's geolevels {', '.join(allocation_levels)} do not map one to one onto "
+            f"the spine's {', '.join(LEVELS)}; use an allocation with those levels"
+        )
+    return kept
+
+
+def spine_state_labels(region: str) -> tuple[str, ...]:
+    """Labels of the spine's states of a region: ST01..ST51 (the spine's S01..S51) or PR."""
+    from auditlib.geography.spine import tallies_2020
+
+    if region == "PR":
+        return ("PR",)
+    return tuple(f"ST{i:02d}" for i in range(1, tallies_2020()[region].states + 1))
+
+
+def spine_state_indices(region: str, wanted: str | int | list[str]) -> tuple[int, ...]:
+    """Spine indices of ``population.spine_states``; ``ValueError`` naming a bad state and the fix."""
+    labels = spine_state_labels(region)
+    if wanted == "all":
+        return tuple(range(len(labels)))
+    if isinstance(wanted, int):
+        if wanted > len(labels):
+            raise ValueError(
+                f"population.spine_states = {wanted}: region {region!r} has {len(labels)} "
+                f'state(s); use 1..{len(labels)} or "all"'
+            )
+        return tuple(range(wanted))
+    if not wanted:
+        raise ValueError('population.spine_states = []: name at least one state, or use "all"')
+    out = []
+    for name in wanted:
+        if name not in labels:
+            raise ValueError(
+                f"population.spine_states has unknown state {name!r} for region {region!r}; "
+                f"allowed: {labels[0]}..{labels[-1]}"
+                + (' (Puerto Rico: audit.region = "PR")' if name == "PR" else "")
+            )
+        if labels.index(name) in out:
+            raise ValueError(f"population.spine_states repeats {name!r}; name each state once")
+        out.append(labels.index(name))
+    return tuple(sorted(out))
+
+
+@functools.lru_cache(maxsize=2)
+def load_spine(seed: int, region: str) -> Any:
+    """The spine of one region (cached per process: a worker builds it once per run)."""
+    from auditlib.geography.spine import generate_spine
+
+    return generate_spine(seed, regions=(region,))
+
+
+def _spine_plan(spec: AuditSpec) -> AuditPlan:
+    """A TopDown-style release on the US spine: one spine state's levels are one run; the nation
+    (if the allocation has it) is the sum of the chosen states."""
+    from auditlib.geography.schema import schema
+    from auditlib.geography.spine import LEVELS
+
+    a = spec.audit
+    sch = schema(spec.population.attributes)
+    levels = spine_geolevels(spec.geolevels)
+    measured = topdown_measured(spec)
+    base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
+    pop_seed = spec.population.seed if spec.population.seed is not None else int(base_seed[0])
+    spine = load_spine(pop_seed, a.region)
+    indices = spine_state_indices(a.region, spec.population.spine_states)
+    labels = spine_state_labels(a.region)
+    queries = tuple(dict.fromkeys(q for level in measured for q, _ in level))
+    has_nation = NATIONAL in levels
+    level_queries = []
+    for level in measured:
+        prec: dict[str, float] = {}
+        for q, sigma2 in level:  # a query measured twice: its combined precision
+            prec[q] = prec.get(q, 0.0) + 1.0 / sigma2
+        level_queries.append(
+            tuple(
+                (queries.index(q), QueryPlan(q, sch.n_query_cells(q), sch.n_query_cells(q), 1 / w))
+                for q, w in prec.items()
+            )
+        )
+    cells = [sum(q.n_sim for _, q in lq) for lq in level_queries]
+    units = {g: spine.units_per_state(g) for g in LEVELS}
+    states = ([NATIONAL] if has_nation else []) + [labels[i] for i in indices]
+    blocks: list[Block] = []
+    empty: list[tuple[int, int]] = []
+    for si, label in enumerate(states):
+        nation = has_nation and si == 0
+        for gi, g in enumerate(levels):
+            if nation != (g == NATIONAL):
+                empty.append((si, gi))
+                continue
+            if nation:
+                blocks.append(Block(si, gi, 0, f"{label}/{g}", cells[gi]))
+                continue
+            i = indices[si - has_nation]
+            n = int(units[SPINE_LEVEL_OF[g]][i]) * cells[gi]
+            blocks.append(Block(si, gi, i + 1, f"{label}/{g}", n))
+    return AuditPlan(
+        states=tuple(states),
+        geolevels=levels,
+        queries=queries,
+        level_queries=tuple(level_queries),
+        hierarchy=SyntheticHierarchy(("State",), (), 1),  # unused: the spine is the hierarchy
+        population=PopulationParams(seed=pop_seed),
+        blocks=tuple(blocks),
+        empty=tuple(empty),
+        n_items_max=max((b.n_items for b in blocks), default=1),
+        replicates=a.replicates,
+        noise_seed=int(base_seed[1]),
+        postprocess="topdown",
+        release="topdown",
+        topdown=TopDownParams(
+            sch.name, tuple(tuple(level) for level in measured), spec.release.tolerance
+        ),
+        spine=SpineParams(pop_seed, a.region),
     )

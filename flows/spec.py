@@ -32,6 +32,22 @@ DEFAULT_FANOUT: dict[str, int] = {
 #: seed 001's geometric releases (population.kind = "flaxman"); the others use the allocation
 GEOMETRIC_RELEASES = ("gdpc", "rdpc", "adpc")
 
+#: population keys of the synthetic hierarchy, refused with population.kind = "spine"
+SYNTHETIC_ONLY = (
+    "states",
+    "fanout",
+    "mean_block_population",
+    "empty_block_share",
+    "cell_concentration",
+)
+
+#: release kinds each population kind supports
+RELEASES_OF = {
+    "synthetic": ("allocation", "topdown"),
+    "spine": ("topdown",),
+    "flaxman": GEOMETRIC_RELEASES,
+}
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
@@ -50,8 +66,9 @@ class AuditSection(_Strict):
 class PopulationSection(_Strict):
     #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
     #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
-    #: ``mean_per_location``)
-    kind: Literal["synthetic", "flaxman"] = "synthetic"
+    #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
+    #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
+    kind: Literal["synthetic", "flaxman", "spine"] = "synthetic"
     states: Annotated[int, Field(gt=0, le=52)] = 3
     fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
     mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
@@ -64,6 +81,18 @@ class PopulationSection(_Strict):
     #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
     #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells)
     attributes: Literal["total", "pl94"] = "total"
+    #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
+    #: (region "US") / "PR" (region "PR")
+    spine_states: Literal["all"] | int | list[str] = "all"
+
+    @field_validator("spine_states", mode="before")
+    @classmethod
+    def _spine_states(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, str) and v != "all"):
+            raise ValueError('use "all", a count of states, or a list of labels such as ["ST01"]')
+        if isinstance(v, int) and v < 1:
+            raise ValueError('need a count >= 1, a list of labels such as ["ST01"], or "all"')
+        return v
 
 
 class ReleaseSection(_Strict):
@@ -280,11 +309,21 @@ class AuditSpec(_Strict):
     @model_validator(mode="after")
     def _against_allocation(self) -> AuditSpec:
         geometric = self.release.kind in GEOMETRIC_RELEASES
-        if geometric != (self.population.kind == "flaxman"):
+        kind = self.population.kind
+        if self.release.kind not in RELEASES_OF[kind]:
+            valid = "; ".join(f"{k}: {', '.join(v)}" for k, v in RELEASES_OF.items())
+            needs = [k for k, v in RELEASES_OF.items() if self.release.kind in v]
             raise ValueError(
                 f"release.kind = {self.release.kind!r} needs population.kind = "
-                f"{'flaxman' if geometric else 'synthetic'!r} "
-                f"(got {self.population.kind!r})"
+                f"{' or '.join(repr(k) for k in needs)} (got {kind!r}); valid combinations "
+                f"(population: releases) are {valid}"
+            )
+        if kind == "spine":
+            self._check_spine()
+        elif self.population.spine_states != "all":
+            raise ValueError(
+                f"population.spine_states = {self.population.spine_states!r} needs "
+                f'population.kind = "spine" (got {kind!r}); drop it or set kind = "spine"'
             )
         if geometric:
             from auditlib.geography.flaxman import children_per_unit
@@ -334,9 +373,21 @@ class AuditSpec(_Strict):
                 raise ValueError(
                     f"population.attributes = {self.population.attributes!r}: {exc}"
                 ) from None
-        if a.region == "PR" and self.population.states != 1:
+        if a.region == "PR" and kind != "spine" and self.population.states != 1:
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self
+
+    def _check_spine(self) -> None:
+        from flows.plan import spine_state_indices
+
+        p = self.population
+        given = sorted(set(SYNTHETIC_ONLY) & p.model_fields_set)
+        if given:
+            raise ValueError(
+                f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "
+                'its own units and people: drop it, or use population.kind = "synthetic"'
+            )
+        spine_state_indices(self.audit.region, p.spine_states)  # names the bad state
 
     @model_validator(mode="after")
     def _mpl_settings(self) -> AuditSpec:
