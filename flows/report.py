@@ -49,6 +49,7 @@ from flows.report_common import (
     fmt_pct,
     fmt_range,
 )
+from flows.report_epl import ComposedEpl, composed_section, surface_figures
 from flows.report_sections import accuracy_section, mpl_section, summary_section
 
 __all__ = ["dg_pmf", "fmt_bracket", "fmt_delta", "fmt_num", "render_report"]
@@ -103,6 +104,9 @@ class EplSection:
     figure: ReportFigure | None
     summary: str
     n_states: int
+    surfaces: list[ReportFigure] = field(default_factory=list)
+    surface_note: str = ""
+    composed: ComposedEpl | None = None
 
 
 @dataclass
@@ -457,7 +461,11 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
     else:
         summary += "."
 
+    surfaces, surface_note = surface_figures(epl)
     return EplSection(
+        surfaces=surfaces,
+        surface_note=surface_note,
+        composed=composed_section(epl),
         rows=rows,
         n_unmeasured=n_unmeasured,
         method=_attr_str(epl.attrs, "method"),
