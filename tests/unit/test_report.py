@@ -178,7 +178,11 @@ def _mpl() -> xr.Dataset:
             "count": ("geolevel", [12, 3]),
             "lb": ("geolevel", MPL_LB),
             "eps_hat": ("geolevel", [0.3, 0.8]),
+            "t_hat": ("geolevel", [4.0, -2.0]),
             "epsilon_c": ("geolevel", [0.4, 0.9]),
+            "floor_driven": ("geolevel", [False, False]),
+            "edge": ("geolevel", [True, False]),
+            "sparse_support": ("geolevel", [True, False]),
             "loss_curve": (("geolevel", "mpl_pair", "point"), curves),
             "loss_t": (("geolevel", "point"), t),
         },
@@ -511,6 +515,110 @@ def test_mpl_section_and_its_absence(
     assert "MPL not run" in text
     glance = _between(text, '<table class="glance">', "</table>")
     assert glance.count("not run") == len(LEVELS) * 2  # MPL and EPL columns
+
+
+def test_mpl_loss_curves_and_flags_in_words(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    section = _between(html, '<section id="mpl">', "</section>")
+    assert 'id="fig-mpl"' in section and "t̂" in section and "ε*_C" in section
+    table = _between(section, '<table class="mpl">', "</table>")
+    assert '<td class="num">4</td>' in table and '<td class="num">-2</td>' in table  # t̂
+    flags = _between(section, '<ul class="mpl-flags">', "</ul>")
+    assert "<strong>US</strong>: edge: t̂ lies on the edge" in flags
+    assert "sparse support: fewer than 20" in flags and "floor-driven" not in flags
+    assert "<strong>State</strong>" not in flags  # no flag raised there
+    assert 'id="mpl-coverage"' not in html
+
+
+def _real_mpl_group() -> xr.Dataset:
+    """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
+    from auditlib.mpl.audit import mpl_geolevel
+    from flows.mpl import mpl_dataset, mpl_task_settings
+    from flows.spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "mpl": {
+                "enabled": True,
+                "geolevels": ["State", "County"],
+                "n": 2000,
+                "n_confidence": 4000,
+            }
+        }
+    )
+    s = mpl_task_settings(spec)
+    return mpl_dataset(
+        [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
+    )
+
+
+def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
+    ds = _real_mpl_group()
+    store = build_store(tmp_path / "s.zarr", ("accounting",))
+    ds.to_zarr(store, group="mpl", mode="w", zarr_format=3, consolidated=True)
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    section = _between(html, '<section id="mpl">', "</section>")
+    png = re.search(r'<figure id="fig-mpl">\s*<img src="data:image/png;base64,([^"]+)"', section)
+    assert png is not None and base64.b64decode(png.group(1)).startswith(PNG_SIGNATURE)
+    table = _between(section, '<table class="mpl">', "</table>")
+    for lb, t_hat in zip(ds["lb"].values, ds["t_hat"].values, strict=True):
+        assert f"{float(lb):.4g}" in table and f"{float(t_hat):.4g}" in table
+    # the flags in words follow the stored flags, level by level
+    for i, level in enumerate(ds["geolevel"].values):
+        raised = [f for f in ("floor_driven", "edge", "sparse_support") if bool(ds[f].values[i])]
+        item = re.search(rf"<li><strong>{level}</strong>: (.*?)</li>", section, re.S)
+        assert (item is not None) == bool(raised)
+        if item is not None:
+            assert ("edge:" in item.group(1)) == ("edge" in raised)
+            assert ("floor-driven" in item.group(1)) == ("floor_driven" in raised)
+
+
+def _coverage_store(path: pathlib.Path) -> tuple[pathlib.Path, xr.Dataset]:
+    """A store as ``dpaudit mpl-coverage`` writes it, from the real coverage chunks."""
+    from auditlib.mpl.coverage import coverage_chunk
+    from flows.mpl import GROUP, coverage_dataset
+
+    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
+    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
+    results = {
+        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
+        for mi, m in enumerate(mechs)
+        for ei, e in enumerate(eps)
+    }
+    ds = coverage_dataset(results, mechs, eps, 6, settings)
+    xr.Dataset(attrs={"run_id": "cov-1", "seed": 3}).to_zarr(
+        path, mode="w", zarr_format=3, consolidated=True
+    )
+    ds.to_zarr(path, group=GROUP, mode="w", zarr_format=3, consolidated=True)
+    return path, ds
+
+
+def test_coverage_store_renders_the_lb_ecdfs(tmp_path: pathlib.Path) -> None:
+    store, ds = _coverage_store(tmp_path / "cov.zarr")
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "written by dpaudit mpl-coverage" in html
+    # an mpl-coverage store is not an audit missing its groups: no audit sections, no absences
+    assert 'id="missing"' not in html and 'id="at-a-glance"' not in html
+    assert 'id="accounting"' not in html
+    section = _between(html, '<section id="mpl-coverage">', "</section>")
+    assert "1. Coverage of the MPL lower bound" in section and "6 repetitions" in section
+    rows = re.findall(r'<tr><td class="level">([^<]+)</td><td class="num">([^<]+)</td>', section)
+    assert rows == [
+        ("laplace", "0.7"),
+        ("laplace", "1.5"),
+        ("gdpc_count", "0.7"),
+        ("gdpc_count", "1.5"),
+    ]
+    for k in range(2):
+        for j in range(2):
+            assert f"{float(ds['coverage'].values[k, j]):.3g}" in section
+    png = re.search(
+        r'<figure id="fig-mpl-coverage">\s*<img src="data:image/png;base64,([^"]+)"', section
+    )
+    assert png is not None
+    img = mpimg.imread(io.BytesIO(base64.b64decode(png.group(1))), format="png")
+    assert img.shape[1] > img.shape[0]  # two mechanism panels side by side
+    assert "Fig. 4" in section
 
 
 def test_summary_paragraph(full: tuple[pathlib.Path, str]) -> None:
