@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from flows.report_common import (
     ReportFigure,
@@ -108,7 +109,17 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
         qs = _chosen_queries(epl, i, have)
         capped_q = max(capped_q, int(have.sum()) - len(qs))
         ncols = 1 + len(shown_states)
-        fig = Figure(figsize=(1.75 * ncols + 0.6, 1.55 * len(qs) + 0.5), layout="constrained")
+        # fixed margins, not constrained layout: laying out tens of panels costs seconds
+        w, h = 1.75 * ncols + 0.6, 1.55 * len(qs) + 0.5
+        fig = Figure(figsize=(w, h))
+        fig.subplots_adjust(
+            left=0.6 / w,
+            right=1 - 0.1 / w,
+            bottom=0.45 / h,
+            top=1 - 0.3 / h,
+            wspace=0.12,
+            hspace=0.3,
+        )
         FigureCanvasAgg(fig)
         axes = fig.subplots(len(qs), ncols, squeeze=False, sharex="row", sharey="row")
         for r, q in enumerate(qs):
@@ -139,11 +150,15 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
             for c in range(ncols):
                 _style_axes(axes[r][c])
                 axes[r][c].tick_params(labelsize=6)
+                axes[r][c].xaxis.set_major_locator(MaxNLocator(4))
+                axes[r][c].yaxis.set_major_locator(MaxNLocator(4))
+                if c:
+                    axes[r][c].tick_params(labelleft=False)
                 if r == 0:
                     axes[r][c].set_title(
                         "all states" if c == 0 else shown_states[c - 1], fontsize=8
                     )
-        fig.supxlabel("residual x", fontsize=8)
+        fig.supxlabel("residual x", fontsize=8, y=0.02)
         n_q = int(have.sum())
         q_note = (
             f"the {len(qs)} of {n_q} queries with the largest bias-aware EPL"

@@ -554,7 +554,7 @@ def _real_mpl_group() -> xr.Dataset:
 
 def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
     ds = _real_mpl_group()
-    store = build_store(tmp_path / "s.zarr", ("accounting",))
+    store = build_store(tmp_path / "s.zarr", ())
     ds.to_zarr(store, group="mpl", mode="w", zarr_format=3, consolidated=True)
     html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
     section = _between(html, '<section id="mpl">', "</section>")
