@@ -469,10 +469,16 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
         summary += "."
 
     surfaces, surface_note = surface_figures(epl)
+    composed = composed_section(epl)
+    if composed is not None and composed.value != "—":
+        summary += (
+            f" Composed over the levels, the EPL of the counts containing one person is "
+            f"{composed.value} (interval {composed.interval})."
+        )
     return EplSection(
         surfaces=surfaces,
         surface_note=surface_note,
-        composed=composed_section(epl),
+        composed=composed,
         rows=rows,
         n_unmeasured=n_unmeasured,
         method=_attr_str(epl.attrs, "method"),

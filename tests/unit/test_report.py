@@ -455,6 +455,8 @@ def test_composed_epl_table(full: tuple[pathlib.Path, str]) -> None:
     assert "which way" not in corr
     assert "sum of the levels' bias-aware EPLs" in html and "upward" in html
     assert "paths &lt;leaf&gt; -&gt; root" in html and "<leaf>" not in html
+    summary = _between(html, '<p class="summary" id="summary">', "</p>")
+    assert "the counts containing one person is 1.235 (interval [0.9877, 1.457])" in summary
 
 
 def test_epl_without_surfaces_or_composed(tmp_path: pathlib.Path) -> None:
