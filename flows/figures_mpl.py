@@ -68,7 +68,11 @@ def coverage_ecdf_figure(ds: xr.Dataset, *, cols: int = 3) -> Figure:
     for k in range(len(mechs), rows * c):
         axes[k // c][k % c].set_visible(False)
     alpha = ds.attrs.get("alpha", "")
-    fig.suptitle(f"MPL lower bounds: eCDF over repetitions (α = {alpha}); dashed ε*_C, dotted ε₀")
+    # two lines: one panel (4 in) is narrower than the title on one line
+    fig.suptitle(
+        f"MPL lower bounds: eCDF over repetitions (α = {alpha})\ndashed ε*_C, dotted ε₀",
+        fontsize="medium",
+    )
     return fig
 
 
@@ -104,9 +108,9 @@ def loss_curve_figure(
             ax.axhline(ec, color="C3", linestyle=":", label=f"ε*_C = {ec:.3f}")
         flags = [f for f in ("floor_driven", "edge", "sparse_support") if f in row and bool(row[f])]
         q = str(row["query"].values) if "query" in row else ""
-        ax.set_title(f"{g}" + (f" — {q.split(':')[-1]}" if q else ""), fontsize="medium")
-        if flags:
-            ax.text(0.02, 0.02, "flags: " + ", ".join(flags), transform=ax.transAxes, va="bottom")
+        title = f"{g}" + (f" — {q.split(':')[-1]}" if q else "")
+        # flags on a line of the title: inside the axes they cover the curves or the LB line
+        ax.set_title(title + ("\nflags: " + ", ".join(flags) if flags else ""), fontsize="medium")
         ax.set_xlabel("released count t")
         ax.set_ylabel("ℓ̂(t)")
         ax.legend(fontsize="small", loc="best")

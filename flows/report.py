@@ -49,12 +49,20 @@ from flows.report_common import (
     fmt_pct,
     fmt_range,
 )
-from flows.report_sections import accuracy_section, mpl_section, summary_section
+from flows.report_epl import ComposedEpl, composed_section, surface_figures
+from flows.report_sections import (
+    accuracy_section,
+    mpl_coverage_section,
+    mpl_section,
+    summary_section,
+)
 
 __all__ = ["dg_pmf", "fmt_bracket", "fmt_delta", "fmt_num", "render_report"]
 
 #: Optional groups of a result store, in report order.
 GROUPS: tuple[str, ...] = ("accounting", "accuracy", "epl", "mpl", "residuals")
+#: Group written by ``dpaudit mpl-coverage`` (flows/mpl.py); rendered on its own or beside MPL.
+COVERAGE_GROUP = "mpl_coverage"
 #: δ used for the plain-language summary (the nearest stored δ is used).
 SUMMARY_DELTA = 1e-10
 #: Residual histograms read at most this many states and items per state of one replicate.
@@ -103,6 +111,9 @@ class EplSection:
     figure: ReportFigure | None
     summary: str
     n_states: int
+    surfaces: list[ReportFigure] = field(default_factory=list)
+    surface_note: str = ""
+    composed: ComposedEpl | None = None
 
 
 @dataclass
@@ -457,7 +468,17 @@ def _epl_section(epl: xr.Dataset) -> EplSection:
     else:
         summary += "."
 
+    surfaces, surface_note = surface_figures(epl)
+    composed = composed_section(epl)
+    if composed is not None and composed.value != "—":
+        summary += (
+            f" Composed over the levels, the EPL of the counts containing one person is "
+            f"{composed.value} (interval {composed.interval})."
+        )
     return EplSection(
+        surfaces=surfaces,
+        surface_note=surface_note,
+        composed=composed,
         rows=rows,
         n_unmeasured=n_unmeasured,
         method=_attr_str(epl.attrs, "method"),
@@ -710,12 +731,15 @@ def render_report(
     store_s = _store_arg(store)
     out = pathlib.Path(output)
     root_attrs = _read_root_attrs(store_s, storage_options)
-    groups = {g: _open_group(store_s, g, storage_options) for g in (*GROUPS, "summary")}
+    groups = {
+        g: _open_group(store_s, g, storage_options) for g in (*GROUPS, "summary", COVERAGE_GROUP)
+    }
     if root_attrs is None and all(ds is None for ds in groups.values()):
         raise FileNotFoundError(f"no dpaudit result store at {store_s!r}")
 
     attrs: dict[str, Any] = {}
     summary_ds = groups.pop("summary")
+    coverage_ds = groups.pop(COVERAGE_GROUP)
     if summary_ds is not None:
         attrs.update(summary_ds.attrs)
     attrs.update(root_attrs or {})
@@ -729,13 +753,23 @@ def render_report(
         table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds)
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
+        coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
     finally:
-        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds):
+        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds):
             if ds is not None:
                 ds.close()
 
-    missing = [(g, _GROUP_DESCRIPTIONS[g]) for g in GROUPS if groups[g] is None]
+    # a store of ``dpaudit mpl-coverage`` holds no audit group: render its coverage alone
+    coverage_only = coverage is not None and all(groups[g] is None for g in GROUPS)
+    missing = (
+        [] if coverage_only else [(g, _GROUP_DESCRIPTIONS[g]) for g in GROUPS if groups[g] is None]
+    )
     summary_parts = []
+    if coverage_only:
+        summary_parts.append(
+            "This store was written by dpaudit mpl-coverage: it checks the maximum privacy loss "
+            "lower bound on mechanisms whose loss is known, and holds no audit of a release."
+        )
     if accounting is not None and accounting.summary:
         summary_parts.append(accounting.summary)
     if epl_section is not None:
@@ -775,6 +809,8 @@ def render_report(
         table=table,
         accuracy=accuracy,
         mpl=mpl,
+        coverage=coverage,
+        coverage_only=coverage_only,
         missing=missing,
         provenance=_provenance(attrs),
         store_name=pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s,

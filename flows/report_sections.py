@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import xarray as xr
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from flows.report_common import (
     ReportFigure,
@@ -331,11 +332,69 @@ def accuracy_section(ds: xr.Dataset) -> AccuracySection | None:
 # --------------------------------------------------------------------------------------------
 
 
+#: what each guard-rail flag of the mpl group means for the bound (docs/mpl.md)
+MPL_FLAG_WORDS = {
+    "floor_driven": (
+        "floor-driven: a density at t̂ sits at the floor τ (no draws near t̂), so the bound is a "
+        "statement about τ, not about the mechanism"
+    ),
+    "edge": (
+        "edge: t̂ lies on the edge of the output region C, so the supremum may lie beyond it (for "
+        "the discrete Gaussian it does: its loss grows with |t|, it is not pure DP)"
+    ),
+    "sparse_support": (
+        "sparse support: fewer than 20 of the draws land at t̂ in one sample, so the normal "
+        "approximation of ln f̂ is poor and the bound can be too high"
+    ),
+}
+
+
 @dataclass
 class MplSection:
     alpha: str
     rows: list[dict[str, str]]
     figure: ReportFigure | None
+    flags: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+def _mpl_flags(ds: xr.Dataset, levels: list[str]) -> list[tuple[str, list[str]]]:
+    """Per level, the raised guard-rail flags in words (levels with none are left out)."""
+    out = []
+    for i, level in enumerate(levels):
+        words = [
+            text
+            for flag, text in MPL_FLAG_WORDS.items()
+            if flag in ds.variables and bool(np.asarray(ds[flag].values)[i])
+        ]
+        if words:
+            out.append((level, words))
+    return out
+
+
+def _loss_curve_figure(ds: xr.Dataset, levels: list[str]) -> ReportFigure | None:
+    """The loss curves of :func:`flows.figures_mpl.loss_curve_figure` (t̂, LB, ε*_C marked)."""
+    from flows.figures_mpl import loss_curve_figure
+
+    need = ("loss_curve", "loss_t", "lb", "eps_hat", "t_hat", "epsilon_c")
+    if any(v not in ds.variables for v in need) or "mpl_pair" not in ds.coords:
+        return None
+    fig = loss_curve_figure(ds, cols=min(len(levels), 2))
+    FigureCanvasAgg(fig)
+    return ReportFigure(
+        title="Estimated privacy-loss curves ℓ̂(t) per geographic level",
+        alt=(
+            f"One panel per level ({', '.join(levels)}) of the estimated loss ℓ̂(t) per pair "
+            "of neighbouring data sets, with t̂, the lower bound and the exact ε*_C marked."
+        ),
+        caption=(
+            "Step-1 estimated privacy loss ℓ̂(t) = |log f̂_D(t) − log f̂_D′(t)| over the released "
+            "count t, one line per neighbouring pair; star: the chosen output t̂ and the step-1 "
+            "maximum ε̂ (errs up: a maximum of noise); dashed: the lower confidence bound LB, "
+            "re-estimated at t̂ on fresh draws; dotted red: the exact ε*_C over the pairs and C. "
+            "Raised guard-rail flags are named under the panel title and in words above."
+        ),
+        src=_to_data_uri(fig),
+    )
 
 
 def mpl_section(ds: xr.Dataset) -> MplSection | None:
@@ -359,50 +418,88 @@ def mpl_section(ds: xr.Dataset) -> MplSection | None:
             "count": ct,
             "lb": lb,
             "eps_hat": eh,
+            "t_hat": th,
             "epsilon_c": ec,
         }
-        for g, qu, s2, ct, lb, eh, ec in zip(
+        for g, qu, s2, ct, lb, eh, th, ec in zip(
             levels,
             col("query"),
             col("sigma2"),
             col("count"),
             col("lb"),
             col("eps_hat"),
+            col("t_hat"),
             col("epsilon_c"),
             strict=True,
         )
     ]
-    figure = None
-    if "loss_curve" in ds and "loss_t" in ds:
-        curves = np.asarray(ds["loss_curve"].values, dtype=float)
-        t = np.asarray(ds["loss_t"].values, dtype=float)
-        pairs = _strs(ds["mpl_pair"].values) if "mpl_pair" in ds.coords else []
-        lb = _var(ds, "lb")
-        fig, axes = _new_figure(len(levels))
-        for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
-            for p in range(curves.shape[1]):
-                ok = np.isfinite(t[i]) & np.isfinite(curves[i, p])
-                if ok.any():
-                    label = pairs[p] if p < len(pairs) else f"pair {p}"
-                    ax.plot(t[i][ok], curves[i, p][ok], lw=1.2, color=f"C{p % 10}", label=label)
-            if lb is not None and np.isfinite(float(lb[i])):
-                ax.axhline(float(lb[i]), color="0.3", lw=0.9, ls="--")
-            ax.set_title(level, fontsize=9)
-            ax.set_xlabel("output t", fontsize=8)
-            ax.set_ylabel("ℓ̂(t)", fontsize=8)
-            _style_axes(ax)
-        if axes:
-            axes[0].legend(fontsize=7, frameon=False)
-        figure = ReportFigure(
-            title="Estimated privacy-loss curves ℓ̂(t) per geographic level",
-            alt=f"One panel per level ({', '.join(levels)}) of the estimated loss ℓ̂(t) per pair.",
-            caption=(
-                "Estimated privacy loss ℓ̂(t) = |log f̂_D(t) − log f̂_D′(t)| over the outputs t, "
-                "one line per neighbouring pair; dashed: the lower confidence bound on ε."
-            ),
-            src=_to_data_uri(fig),
-        )
     alpha = ds.attrs.get("alpha")
     return MplSection(
-        alpha=fmt_num(alpha, 3) if _isfinite(alpha) else "—", rows=rows, figure=figure
+        alpha=fmt_num(alpha, 3) if _isfinite(alpha) else "—",
+        rows=rows,
+        figure=_loss_curve_figure(ds, levels),
+        flags=_mpl_flags(ds, levels),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# MPL coverage (seed 002, Fig. 4), when the store is one written by ``dpaudit mpl-coverage``
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MplCoverageSection:
+    alpha: str
+    rows: list[dict[str, str]]
+    figure: ReportFigure | None
+    repetitions: int
+
+
+def mpl_coverage_section(ds: xr.Dataset) -> MplCoverageSection | None:
+    """The coverage table and the LB eCDFs per mechanism × ε₀ of an ``mpl_coverage`` group."""
+    from flows.figures_mpl import coverage_ecdf_figure
+
+    if any(v not in ds.variables for v in ("lb", "epsilon_c", "coverage")):
+        return None
+    mechs = _strs(ds["mechanism"].values)
+    eps0 = [float(e) for e in np.asarray(ds["epsilon0"].values)]
+    cov, ec = _var(ds, "coverage"), _var(ds, "epsilon_c")
+    exceeds = _var(ds, "exceeds_claim")
+    lb = np.asarray(ds["lb"].values, dtype=float)
+    rows = []
+    for k, m in enumerate(mechs):
+        for j, e0 in enumerate(eps0):
+            vals = lb[k, j][np.isfinite(lb[k, j])]
+            rows.append(
+                {
+                    "mechanism": m,
+                    "eps0": fmt_num(e0, 3),
+                    "epsilon_c": fmt_num(float(ec[k, j]) if ec is not None else math.nan, 4),
+                    "coverage": fmt_num(float(cov[k, j]) if cov is not None else math.nan, 3),
+                    "exceeds": (fmt_num(float(exceeds[k, j]), 3) if exceeds is not None else "—"),
+                    "median_lb": fmt_num(float(np.median(vals)), 4) if vals.size else "—",
+                }
+            )
+    fig = coverage_ecdf_figure(ds, cols=min(len(mechs), 3))
+    FigureCanvasAgg(fig)
+    alpha = ds.attrs.get("alpha")
+    return MplCoverageSection(
+        alpha=fmt_num(alpha, 3) if _isfinite(alpha) else "—",
+        rows=rows,
+        repetitions=int(lb.shape[-1]) if lb.ndim == 3 else 0,
+        figure=ReportFigure(
+            title="Empirical CDFs of the MPL lower bound per mechanism and ε₀",
+            alt=(
+                f"One panel per mechanism ({', '.join(mechs)}), one step curve per claimed ε₀ "
+                "of the lower bounds over repetitions, with ε*_C dashed and ε₀ dotted."
+            ),
+            caption=(
+                "Empirical CDF of LB over the repetitions, one curve per claimed ε₀ (as seed "
+                "002, Fig. 4); dashed: the exact ε*_C over the tested pairs and region, dotted: "
+                "ε₀. Coverage is the height of a curve at its dashed line and should be at least "
+                "1 − α for a correct mechanism; a curve left of its dotted line is a bound that "
+                "does not refute the claim."
+            ),
+            src=_to_data_uri(fig),
+        ),
     )

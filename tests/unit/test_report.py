@@ -178,7 +178,11 @@ def _mpl() -> xr.Dataset:
             "count": ("geolevel", [12, 3]),
             "lb": ("geolevel", MPL_LB),
             "eps_hat": ("geolevel", [0.3, 0.8]),
+            "t_hat": ("geolevel", [4.0, -2.0]),
             "epsilon_c": ("geolevel", [0.4, 0.9]),
+            "floor_driven": ("geolevel", [False, False]),
+            "edge": ("geolevel", [True, False]),
+            "sparse_support": ("geolevel", [True, False]),
             "loss_curve": (("geolevel", "mpl_pair", "point"), curves),
             "loss_t": (("geolevel", "point"), t),
         },
@@ -188,6 +192,43 @@ def _mpl() -> xr.Dataset:
         },
         attrs={"alpha": 0.05},
     )
+
+
+# composed EPL: value, interval, projection, dependence factor; cross-level correlations
+COMPOSED = (1.234567, 0.98765, 1.45678, 0.876543, 0.93456)
+LEVEL_CORR = np.array([[1.0, 0.0571, -0.0123], [0.0571, 1.0, 0.0432], [-0.0123, 0.0432, 1.0]])
+N_SURFACE = 101
+
+
+def _dg_loss(x: np.ndarray, sigma2: float) -> np.ndarray:
+    """log p(x)/p(x + 1) of a discrete Gaussian: (2x + 1)/(2σ²)."""
+    return (2.0 * x + 1.0) / (2.0 * sigma2)
+
+
+def _surfaces(rng: np.random.Generator, n_l: int, n_q: int) -> dict[str, object]:
+    """EPL(x) surfaces per state and pooled: the DG loss plus noise, a band around it, NaN pads."""
+    n_s = len(STATES)
+    out: dict[str, np.ndarray] = {}
+    for prefix, lead in (("surface_pooled", ()), ("surface", (n_s,))):
+        x = np.full((*lead, n_l, n_q, N_SURFACE), np.nan, dtype=np.float32)
+        y, lo, hi = x.copy(), x.copy(), x.copy()
+        for i in range(n_l):
+            for q in range(n_q):
+                if not np.isfinite(SIGMA2[i, q]):
+                    continue
+                reach = int(1.645 * math.sqrt(SIGMA2[i, q]))
+                xs = np.arange(-reach, reach, dtype=np.float64)[:N_SURFACE]
+                m = xs.size
+                for idx in np.ndindex(*lead):
+                    ys = _dg_loss(xs, SIGMA2[i, q]) + rng.normal(0, 0.02, m)
+                    x[(*idx, i, q, slice(0, m))] = xs
+                    y[(*idx, i, q, slice(0, m))] = ys
+                    lo[(*idx, i, q, slice(0, m))] = ys - 0.05
+                    hi[(*idx, i, q, slice(0, m))] = ys + 0.05
+        dims = (*(("state",) if lead else ()), "geolevel", "query", "surface_point")
+        for suffix, a in (("_x", x), ("", y), ("_low", lo), ("_high", hi)):
+            out[prefix + suffix] = (dims, a)
+    return out  # type: ignore[return-value]
 
 
 def _epl(rng: np.random.Generator) -> xr.Dataset:
@@ -211,8 +252,19 @@ def _epl(rng: np.random.Generator) -> xr.Dataset:
                 m = n_p - 5 * q  # NaN padding on the second query
                 curve_x[i, q, :m] = np.linspace(-1.645 * s, 1.645 * s, m)
                 curve[i, q, :m] = np.abs(curve_x[i, q, :m]) / SIGMA2[i, q] + rng.normal(0, 0.01, m)
+    surf = _surfaces(rng, n_l, n_q)
     return xr.Dataset(
         {
+            **surf,
+            "epl_bias_aware": (("geolevel", "query"), pooled * 1.01),
+            "epl_ci_low": (("geolevel", "query"), pooled * 0.9),
+            "epl_ci_high": (("geolevel", "query"), pooled * 1.1),
+            "epl_composed": ((), COMPOSED[0], {"composed_over": "paths <leaf> -> root"}),
+            "epl_composed_ci_low": ((), COMPOSED[1]),
+            "epl_composed_ci_high": ((), COMPOSED[2]),
+            "epl_composed_projection": ((), COMPOSED[3]),
+            "composed_dependence_factor": ((), COMPOSED[4]),
+            "level_correlation": (("geolevel", "geolevel_b"), LEVEL_CORR),
             "epl": (("state", "geolevel", "query"), per_state),
             "epl_pooled": (("geolevel", "query"), pooled),
             "epl_status": (("geolevel", "query"), status),
@@ -227,6 +279,7 @@ def _epl(rng: np.random.Generator) -> xr.Dataset:
             "geolevel": np.array(LEVELS, dtype=object),
             "query": np.array(QUERIES, dtype=object),
             "point": np.arange(n_p),
+            "geolevel_b": np.array(LEVELS, dtype=object),
         },
         attrs={"method": "flaxman_petti", "bandwidth_factor": 0.1, "percentiles": "5,95"},
     )
@@ -324,19 +377,98 @@ def test_full_report_is_complete_html(full: tuple[pathlib.Path, str]) -> None:
 def test_figures_are_embedded_valid_pngs(full: tuple[pathlib.Path, str]) -> None:
     _, html = full
     images = _images(html)
-    assert len(images) == 6  # (ε, δ), EPL, residuals, accuracy MSE and MAE, MPL loss curves
-    assert html.count('<img src="data:image/png;base64,') == 6
+    # (ε, δ), EPL, residuals, accuracy MSE and MAE, MPL loss curves, one EPL(x) surface per level
+    assert len(images) == 6 + len(LEVELS)
+    assert html.count('<img src="data:image/png;base64,') == 6 + len(LEVELS)
     for png in images:
         assert png.startswith(PNG_SIGNATURE)
         arr = mpimg.imread(io.BytesIO(png), format="png")
         assert arr.ndim == 3 and arr.shape[0] > 100 and arr.shape[1] > 100
     # every figure has alt text and a caption
-    assert len(re.findall(r'<img src="data:[^"]+" alt="[^"]{20,}">', html)) == 6
-    assert html.count("<figcaption>") == 6
+    assert len(re.findall(r'<img src="data:[^"]+" alt="[^"]{20,}">', html)) == 6 + len(LEVELS)
+    assert html.count("<figcaption>") == 6 + len(LEVELS)
 
 
 def _between(html: str, start: str, end: str) -> str:
     return html[html.index(start) : html.index(end, html.index(start))]
+
+
+SURFACE_FIG_RE = re.compile(
+    r'<figure class="fig-epl-surface" id="fig-epl-surface-(\d+)">\s*'
+    r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">\s*'
+    r"<figcaption>(.*?)</figcaption>",
+    re.S,
+)
+
+
+def test_epl_surfaces_one_figure_per_level(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    figs = SURFACE_FIG_RE.findall(html)
+    assert [f[0] for f in figs] == ["1", "2", "3"]
+    for (_, _, alt, caption), level in zip(figs, LEVELS, strict=True):
+        assert f"Level {level}:" in alt and f"at level {level}" in caption
+        assert "90 % basic bootstrap band" in caption and "(2x + 1)/(2σ²)" in caption
+        assert f"every state ({len(STATES)})" in caption
+    # rows are queries: US and State show both queries, County only the measured one
+    assert "all 2 queries" in figs[0][3] and "all 1 query" in figs[2][3]
+    heights = [
+        mpimg.imread(io.BytesIO(base64.b64decode(f[1])), format="png").shape[0] for f in figs
+    ]
+    assert heights[0] == heights[1] and heights[2] < 0.75 * heights[0]
+    assert "the table above lists every query" in html
+
+
+def test_epl_surfaces_are_capped_and_say_so(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows import report_epl
+
+    monkeypatch.setattr(report_epl, "SURFACE_MAX_QUERIES", 1)
+    monkeypatch.setattr(report_epl, "SURFACE_MAX_STATES", 1)
+    store = build_store(tmp_path / "s.zarr", ("epl",))
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    figs = SURFACE_FIG_RE.findall(html)
+    assert len(figs) == len(LEVELS)
+    assert "the 1 of 2 queries with the largest bias-aware EPL" in figs[0][3]
+    assert "then 1 of 2 states" in figs[0][3]
+    assert "up to 1 queries per level are not shown" in html
+    # one query row, two columns (pooled + one state): wider than high
+    img = mpimg.imread(io.BytesIO(base64.b64decode(figs[0][1])), format="png")
+    assert img.shape[1] > 1.5 * img.shape[0]
+
+
+def test_composed_epl_table(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    table = _between(html, '<table class="epl-composed">', "</table>")
+    # per level: the sum of the bias-aware EPLs (pooled × 1.01) over its queries with status ok
+    us = 1.01 * (0.987654 + 1.645 / math.sqrt(40.0))
+    state = 1.01 * (1.645 / math.sqrt(6.0) + 1.645 / math.sqrt(120.0))
+    assert f"{us:.4g}" in table and f"{state:.4g}" in table
+    county = re.search(r"County</td><td class=\"num\">0</td>\s*<td class=\"num\">—", table)
+    assert county is not None  # the County query has too few residuals: no EPL
+    assert "<strong>1.235</strong>" in table and "[0.9877, 1.457]" in table
+    assert (
+        "Projection (lower-bound check): 0.8765" in html and "dependence factor:\n    0.935" in html
+    )
+    corr = _between(html, '<table class="epl-correlation">', "</table>")
+    assert corr.count("+1.000") == 3 and "+0.057" in corr and "−0.012" in corr
+    assert "which way" not in corr
+    assert "sum of the levels' bias-aware EPLs" in html and "upward" in html
+    assert "paths &lt;leaf&gt; -&gt; root" in html and "<leaf>" not in html
+    summary = _between(html, '<p class="summary" id="summary">', "</p>")
+    assert "the counts containing one person is 1.235 (interval [0.9877, 1.457])" in summary
+
+
+def test_epl_without_surfaces_or_composed(tmp_path: pathlib.Path) -> None:
+    drop = (
+        "surface_pooled",
+        "surface",
+        "epl_composed",
+    )
+    store = build_store(tmp_path / "s.zarr", ("epl",), drop=drop)
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'id="epl-surfaces"' not in html and 'id="epl-composed"' not in html
+    assert 'id="fig-epl"' in html
 
 
 def test_summary_table_puts_the_three_answers_side_by_side(
@@ -385,6 +517,110 @@ def test_mpl_section_and_its_absence(
     assert "MPL not run" in text
     glance = _between(text, '<table class="glance">', "</table>")
     assert glance.count("not run") == len(LEVELS) * 2  # MPL and EPL columns
+
+
+def test_mpl_loss_curves_and_flags_in_words(full: tuple[pathlib.Path, str]) -> None:
+    _, html = full
+    section = _between(html, '<section id="mpl">', "</section>")
+    assert 'id="fig-mpl"' in section and "t̂" in section and "ε*_C" in section
+    table = _between(section, '<table class="mpl">', "</table>")
+    assert '<td class="num">4</td>' in table and '<td class="num">-2</td>' in table  # t̂
+    flags = _between(section, '<ul class="mpl-flags">', "</ul>")
+    assert "<strong>US</strong>: edge: t̂ lies on the edge" in flags
+    assert "sparse support: fewer than 20" in flags and "floor-driven" not in flags
+    assert "<strong>State</strong>" not in flags  # no flag raised there
+    assert 'id="mpl-coverage"' not in html
+
+
+def _real_mpl_group() -> xr.Dataset:
+    """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
+    from auditlib.mpl.audit import mpl_geolevel
+    from flows.mpl import mpl_dataset, mpl_task_settings
+    from flows.spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "mpl": {
+                "enabled": True,
+                "geolevels": ["State", "County"],
+                "n": 2000,
+                "n_confidence": 4000,
+            }
+        }
+    )
+    s = mpl_task_settings(spec)
+    return mpl_dataset(
+        [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
+    )
+
+
+def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
+    ds = _real_mpl_group()
+    store = build_store(tmp_path / "s.zarr", ())
+    ds.to_zarr(store, group="mpl", mode="w", zarr_format=3, consolidated=True)
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    section = _between(html, '<section id="mpl">', "</section>")
+    png = re.search(r'<figure id="fig-mpl">\s*<img src="data:image/png;base64,([^"]+)"', section)
+    assert png is not None and base64.b64decode(png.group(1)).startswith(PNG_SIGNATURE)
+    table = _between(section, '<table class="mpl">', "</table>")
+    for lb, t_hat in zip(ds["lb"].values, ds["t_hat"].values, strict=True):
+        assert f"{float(lb):.4g}" in table and f"{float(t_hat):.4g}" in table
+    # the flags in words follow the stored flags, level by level
+    for i, level in enumerate(ds["geolevel"].values):
+        raised = [f for f in ("floor_driven", "edge", "sparse_support") if bool(ds[f].values[i])]
+        item = re.search(rf"<li><strong>{level}</strong>: (.*?)</li>", section, re.S)
+        assert (item is not None) == bool(raised)
+        if item is not None:
+            assert ("edge:" in item.group(1)) == ("edge" in raised)
+            assert ("floor-driven" in item.group(1)) == ("floor_driven" in raised)
+
+
+def _coverage_store(path: pathlib.Path) -> tuple[pathlib.Path, xr.Dataset]:
+    """A store as ``dpaudit mpl-coverage`` writes it, from the real coverage chunks."""
+    from auditlib.mpl.coverage import coverage_chunk
+    from flows.mpl import GROUP, coverage_dataset
+
+    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
+    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
+    results = {
+        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
+        for mi, m in enumerate(mechs)
+        for ei, e in enumerate(eps)
+    }
+    ds = coverage_dataset(results, mechs, eps, 6, settings)
+    xr.Dataset(attrs={"run_id": "cov-1", "seed": 3}).to_zarr(
+        path, mode="w", zarr_format=3, consolidated=True
+    )
+    ds.to_zarr(path, group=GROUP, mode="w", zarr_format=3, consolidated=True)
+    return path, ds
+
+
+def test_coverage_store_renders_the_lb_ecdfs(tmp_path: pathlib.Path) -> None:
+    store, ds = _coverage_store(tmp_path / "cov.zarr")
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "written by dpaudit mpl-coverage" in html
+    # an mpl-coverage store is not an audit missing its groups: no audit sections, no absences
+    assert 'id="missing"' not in html and 'id="at-a-glance"' not in html
+    assert 'id="accounting"' not in html
+    section = _between(html, '<section id="mpl-coverage">', "</section>")
+    assert "1. Coverage of the MPL lower bound" in section and "6 repetitions" in section
+    rows = re.findall(r'<tr><td class="level">([^<]+)</td><td class="num">([^<]+)</td>', section)
+    assert rows == [
+        ("laplace", "0.7"),
+        ("laplace", "1.5"),
+        ("gdpc_count", "0.7"),
+        ("gdpc_count", "1.5"),
+    ]
+    for k in range(2):
+        for j in range(2):
+            assert f"{float(ds['coverage'].values[k, j]):.3g}" in section
+    png = re.search(
+        r'<figure id="fig-mpl-coverage">\s*<img src="data:image/png;base64,([^"]+)"', section
+    )
+    assert png is not None
+    img = mpimg.imread(io.BytesIO(base64.b64decode(png.group(1))), format="png")
+    assert img.shape[1] > img.shape[0]  # two mechanism panels side by side
+    assert "Fig. 4" in section
 
 
 def test_summary_paragraph(full: tuple[pathlib.Path, str]) -> None:
@@ -500,7 +736,7 @@ def test_store_written_by_the_store_module(tmp_path: pathlib.Path) -> None:
     st.write_group(url, "accuracy", _accuracy())
     st.finalize(url)
     html = render_report(url, tmp_path / "run.html").read_text(encoding="utf-8")
-    assert len(_images(html)) == 5
+    assert len(_images(html)) == 5 + len(LEVELS)  # with one EPL(x) surface per level
     missing = re.search(r'<p class="absent" id="missing">(.*?)</p>', html, re.S)
     assert missing is not None and "<code>mpl</code>" in missing.group(1)
     assert "<code>epl</code>" not in missing.group(1)
