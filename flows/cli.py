@@ -111,6 +111,23 @@ def _check_report_target(path: str, overwrite: bool) -> None:
         raise StoreError(f"report path {str(p)!r} is a directory; give a file name")
 
 
+def _check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
+    """The cluster section of a command with ``--store``, ``--overwrite`` and ``--scheduler``.
+
+    Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
+    does not answer."""
+    from flows.spec import ClusterSection
+    from storage import store
+
+    store.check_target(store_url, overwrite)
+    cluster = ClusterSection(scheduler=scheduler)
+    if scheduler:
+        from flows.runtime import check_reachable
+
+        check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+    return cluster
+
+
 def _execute(
     flow_fn: Any,
     args: Callable[[str], tuple[Any, ...]],
@@ -327,9 +344,7 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
-    from flows.spec import ClusterSection
     from flows.sweep import accounting_sweep_flow, plan_jobs
-    from storage import store
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -342,12 +357,7 @@ def sweep(
                 raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")
         if not 10 <= points <= 5000:
             raise InvalidParameterError(f"Invalid --points: {points}; allowed 10..5000")
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     import hashlib
@@ -394,7 +404,6 @@ def mpl_coverage(
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE
     from flows.mpl import GROUP, mpl_coverage_flow
-    from flows.spec import ClusterSection
     from storage import store
 
     mechs = mechanism or ["laplace"]
@@ -415,12 +424,7 @@ def mpl_coverage(
                 f"Invalid sizes: reps={repetitions}, n={n}, N={n_confidence}; need reps >= 1, "
                 "n and N >= 10"
             )
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     import hashlib

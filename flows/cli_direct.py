@@ -97,9 +97,8 @@ def direct(
 ) -> None:
     """Direct estimate (seed 001): one cell's error under D and D′ over many runs, on Dask."""
     apply_prefect_defaults()
-    from flows.cli import _execute, _print_prefect_link
+    from flows.cli import _check_target_and_scheduler, _execute, _print_prefect_link
     from flows.direct import GROUP, DirectParams, direct_flow
-    from flows.spec import ClusterSection
     from storage import store
 
     p = DirectParams(
@@ -124,12 +123,7 @@ def direct(
     )
     try:
         check_params(p)
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     run_id = hashlib.sha256(json.dumps(asdict(p)).encode()).hexdigest()[:16]
