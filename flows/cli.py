@@ -22,7 +22,15 @@ import typer
 import flows.cli_direct  # noqa: F401  (registers direct)
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows import cli_accounting  # noqa: F401  (registers account, calibrate, tradeoff)
-from flows.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, Neighbours, app, fail
+from flows.cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    Neighbours,
+    OverwriteOption,
+    SchedulerOption,
+    app,
+    fail,
+)
 from flows.runtime import apply_prefect_defaults
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "Neighbours", "app", "fail", "main"]
@@ -395,10 +403,8 @@ def mpl_coverage(
     alpha: Annotated[float, typer.Option("--alpha", help="1 − confidence level.")] = 0.05,
     seed: Annotated[int, typer.Option("--seed")] = 2022,
     store_url: Annotated[str, typer.Option("--store")] = "results/mpl.zarr",
-    scheduler: Annotated[
-        str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")
-    ] = "",
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    scheduler: SchedulerOption = "",
+    overwrite: OverwriteOption = False,
 ) -> None:
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()

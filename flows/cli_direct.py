@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli_common import app, fail
+from flows.cli_common import OverwriteOption, SchedulerOption, app, fail
 from flows.runtime import apply_prefect_defaults
 
 
@@ -90,10 +90,8 @@ def direct(
         float | None, typer.Option("--bin-width", help="Error bin; default 1 (ADPC: 1/P).")
     ] = None,
     store_url: Annotated[str, typer.Option("--store")] = "results/direct.zarr",
-    scheduler: Annotated[
-        str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")
-    ] = "",
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    scheduler: SchedulerOption = "",
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Direct estimate (seed 001): one cell's error under D and D′ over many runs, on Dask."""
     apply_prefect_defaults()
