@@ -22,7 +22,15 @@ import typer
 import flows.cli_direct  # noqa: F401  (registers direct)
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows import cli_accounting  # noqa: F401  (registers account, calibrate, tradeoff)
-from flows.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, Neighbours, app, fail
+from flows.cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    Neighbours,
+    OverwriteOption,
+    SchedulerOption,
+    app,
+    fail,
+)
 from flows.runtime import apply_prefect_defaults
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "Neighbours", "app", "fail", "main"]
@@ -109,6 +117,23 @@ def _check_report_target(path: str, overwrite: bool) -> None:
         )
     if p.exists() and p.is_dir():
         raise StoreError(f"report path {str(p)!r} is a directory; give a file name")
+
+
+def _check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
+    """The cluster section of a command with ``--store``, ``--overwrite`` and ``--scheduler``.
+
+    Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
+    does not answer."""
+    from flows.spec import ClusterSection
+    from storage import store
+
+    store.check_target(store_url, overwrite)
+    cluster = ClusterSection(scheduler=scheduler)
+    if scheduler:
+        from flows.runtime import check_reachable
+
+        check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+    return cluster
 
 
 def _execute(
@@ -327,9 +352,7 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
-    from flows.spec import ClusterSection
     from flows.sweep import accounting_sweep_flow, plan_jobs
-    from storage import store
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -342,12 +365,7 @@ def sweep(
                 raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")
         if not 10 <= points <= 5000:
             raise InvalidParameterError(f"Invalid --points: {points}; allowed 10..5000")
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     import hashlib
@@ -385,16 +403,13 @@ def mpl_coverage(
     alpha: Annotated[float, typer.Option("--alpha", help="1 − confidence level.")] = 0.05,
     seed: Annotated[int, typer.Option("--seed")] = 2022,
     store_url: Annotated[str, typer.Option("--store")] = "results/mpl.zarr",
-    scheduler: Annotated[
-        str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")
-    ] = "",
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    scheduler: SchedulerOption = "",
+    overwrite: OverwriteOption = False,
 ) -> None:
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE
     from flows.mpl import GROUP, mpl_coverage_flow
-    from flows.spec import ClusterSection
     from storage import store
 
     mechs = mechanism or ["laplace"]
@@ -415,12 +430,7 @@ def mpl_coverage(
                 f"Invalid sizes: reps={repetitions}, n={n}, N={n_confidence}; need reps >= 1, "
                 "n and N >= 10"
             )
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     import hashlib

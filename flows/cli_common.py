@@ -21,6 +21,11 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 
+# --scheduler and --overwrite of the commands that run one flow into one store
+SchedulerOption = Annotated[str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")]
+OverwriteOption = Annotated[bool, typer.Option("--overwrite")]
+
+
 class Neighbours(StrEnum):
     add_remove = "add_remove"
     bounded = "bounded"

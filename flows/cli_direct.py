@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli_common import app, fail
+from flows.cli_common import OverwriteOption, SchedulerOption, app, fail
 from flows.runtime import apply_prefect_defaults
 
 
@@ -90,16 +90,13 @@ def direct(
         float | None, typer.Option("--bin-width", help="Error bin; default 1 (ADPC: 1/P).")
     ] = None,
     store_url: Annotated[str, typer.Option("--store")] = "results/direct.zarr",
-    scheduler: Annotated[
-        str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")
-    ] = "",
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    scheduler: SchedulerOption = "",
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Direct estimate (seed 001): one cell's error under D and D′ over many runs, on Dask."""
     apply_prefect_defaults()
-    from flows.cli import _execute, _print_prefect_link
+    from flows.cli import _check_target_and_scheduler, _execute, _print_prefect_link
     from flows.direct import GROUP, DirectParams, direct_flow
-    from flows.spec import ClusterSection
     from storage import store
 
     p = DirectParams(
@@ -124,12 +121,7 @@ def direct(
     )
     try:
         check_params(p)
-        store.check_target(store_url, overwrite)
-        cluster = ClusterSection(scheduler=scheduler)
-        if scheduler:
-            from flows.runtime import check_reachable
-
-            check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     run_id = hashlib.sha256(json.dumps(asdict(p)).encode()).hexdigest()[:16]

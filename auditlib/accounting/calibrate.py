@@ -214,13 +214,8 @@ def calibrate_factor(
     if target_epsilon is None:
         target = float(bureau_epsilon(rho, d))
     else:
-        target = float(target_epsilon)
-        if not (math.isfinite(target) and target > 0):
-            raise InvalidParameterError(
-                f"target epsilon must be positive and finite, got {target_epsilon!r}"
-            )
-    if not (isinstance(rtol, float | int) and 0 < rtol < 1):
-        raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
+        target = _check_target(target_epsilon)
+    _check_rtol(rtol)
 
     return _calibrate(
         lambda c: DiscreteGaussianComposition(_scaled(comps, c), **composition_kwargs),
@@ -272,13 +267,8 @@ def calibrate_mixed(
     comps = list(components)
     scale_components(comps, 1.0)  # rejects foreign objects early
     d = float(check_delta(delta))
-    target = float(target_epsilon)
-    if not (math.isfinite(target) and target > 0):
-        raise InvalidParameterError(
-            f"target epsilon must be positive and finite, got {target_epsilon!r}"
-        )
-    if not (isinstance(rtol, float | int) and 0 < rtol < 1):
-        raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
+    target = _check_target(target_epsilon)
+    _check_rtol(rtol)
     return _calibrate(
         lambda c: PrivacyLossComposition(scale_components(comps, c), **composition_kwargs),
         (),
@@ -288,6 +278,21 @@ def calibrate_mixed(
         rtol,
         max_evaluations,
     )
+
+
+def _check_target(target_epsilon: float) -> float:
+    """``target_epsilon`` as a float, or an error unless it is positive and finite."""
+    target = float(target_epsilon)
+    if not (math.isfinite(target) and target > 0):
+        raise InvalidParameterError(
+            f"target epsilon must be positive and finite, got {target_epsilon!r}"
+        )
+    return target
+
+
+def _check_rtol(rtol: float) -> None:
+    if not (isinstance(rtol, float | int) and 0 < rtol < 1):
+        raise InvalidParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
 
 
 def _calibrate(

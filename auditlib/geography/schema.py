@@ -20,7 +20,7 @@ Shipped schemas (:func:`schema`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
@@ -51,6 +51,15 @@ def _check_name(kind: str, name: object) -> str:
     return name
 
 
+def _check_unique(what: str, kind: str, names: Sequence[str]) -> None:
+    """Error naming the repeated ``names`` (sorted) of ``what``, if any."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidParameterError(
+            f"Invalid {what} {duplicates} repeated; {kind} names must be unique"
+        )
+
+
 @dataclass(frozen=True)
 class Attribute:
     """A categorical attribute: its name and its levels, in histogram order.
@@ -79,12 +88,7 @@ class Attribute:
             )
         for level in levels:
             _check_name(f"level (of attribute {self.name!r})", level)
-        duplicates = sorted({lv for lv in levels if levels.count(lv) > 1})
-        if duplicates:
-            raise InvalidParameterError(
-                f"Invalid levels of attribute {self.name!r}: {duplicates} repeated; "
-                "level names must be unique"
-            )
+        _check_unique(f"levels of attribute {self.name!r}:", "level", levels)
 
     @property
     def n_levels(self) -> int:
@@ -108,12 +112,7 @@ class AttributeSchema:
                     f"Invalid attribute {a!r} of schema {self.name!r}; give Attribute(name, levels)"
                 )
         names = [n for a in attributes for n in (a.name, *a.aliases)]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise InvalidParameterError(
-                f"Invalid schema {self.name!r}: attributes {duplicates} repeated; "
-                "attribute names must be unique"
-            )
+        _check_unique(f"schema {self.name!r}: attributes", "attribute", names)
 
     # -- cells -----------------------------------------------------------------------------------
     @property

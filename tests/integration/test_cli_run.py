@@ -9,21 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration._specs import tiny_spec, to_toml
+
 pytestmark = pytest.mark.integration
 
-SPEC = """
-[audit]
-replicates = 2
-[population]
-states = 2
-fanout = { County = 2, Prim = 1, Tract_Subset_Group = 1, Tract_Subset = 2, Block_Group = 2, Block = 3 }
-[simulation]
-max_cells_per_query = 4
-[accounting]
-deltas = [1e-10]
-composed = false
-eps_grid_points = 20
-"""
+# two states of a bushier hierarchy than the shared tiny one; queries of up to 4 cells
+FANOUT = {"County": 2, "Tract_Subset": 2, "Block_Group": 2, "Block": 3}
+SPEC = to_toml(tiny_spec(states=2, fanout=FANOUT, simulation={"max_cells_per_query": 4}))
 
 
 def dpaudit() -> list[str]:

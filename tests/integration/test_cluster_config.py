@@ -11,25 +11,11 @@ import typer
 from flows import audit, cli
 from flows.spec import parse_spec
 from storage import store
+from tests.integration._specs import tiny_spec
 
 pytestmark = pytest.mark.integration
 
-SMALL: dict[str, Any] = {
-    "audit": {"replicates": 2, "seed": 11},
-    "population": {
-        "states": 1,
-        "fanout": {
-            "County": 1,
-            "Prim": 1,
-            "Tract_Subset_Group": 1,
-            "Tract_Subset": 1,
-            "Block_Group": 1,
-            "Block": 2,
-        },
-    },
-    "simulation": {"max_cells_per_query": 2},
-    "accounting": {"deltas": [1e-10], "composed": False, "eps_grid_points": 20},
-}
+SMALL = tiny_spec(audit={"seed": 11})
 
 
 def spec_with(tmp_path: Path, cluster: dict[str, Any]) -> Any:

@@ -15,32 +15,21 @@ from flows.mpl import mpl_task_settings
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._specs import tiny_spec
 
 pytestmark = pytest.mark.integration
 
-SPEC = {
-    "audit": {"replicates": 2, "seed": 11},
-    "population": {
-        "states": 1,
-        "fanout": {
-            "County": 1,
-            "Prim": 1,
-            "Tract_Subset_Group": 1,
-            "Tract_Subset": 1,
-            "Block_Group": 1,
-            "Block": 2,
-        },
-    },
-    "simulation": {"max_cells_per_query": 2},
-    "accounting": {"deltas": [1e-5], "eps_grid_points": 20, "composed": False},
-    "mpl": {
+SPEC = tiny_spec(
+    audit={"seed": 11},
+    accounting={"deltas": [1e-5]},
+    mpl={
         "enabled": True,
         "geolevels": ["State", "Block"],
         "n": 4_000,
         "n_confidence": 10_000,
         "delta_epsilons": [0.0, 0.2],
     },
-}
+)
 
 
 def test_audit_flow_writes_the_mpl_group(

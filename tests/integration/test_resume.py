@@ -15,25 +15,16 @@ import pytest
 import zarr
 
 from storage import checksums, store
-from tests.integration.test_cli_run import dpaudit
+from tests.integration._specs import tiny_spec, to_toml
+from tests.integration.test_cli_run import FANOUT, dpaudit
 
 pytestmark = pytest.mark.integration
 
-SPEC = """
-[audit]
-replicates = 2
-[population]
-states = 3
-fanout = { County = 2, Prim = 1, Tract_Subset_Group = 1, Tract_Subset = 2, Block_Group = 2, Block = 3 }
-[simulation]
-max_cells_per_query = 4
-[accounting]
-deltas = [1e-10]
-composed = false
-eps_grid_points = 20
-[cluster]
-n_workers = 1
-"""
+SPEC = to_toml(
+    tiny_spec(
+        states=3, fanout=FANOUT, simulation={"max_cells_per_query": 4}, cluster={"n_workers": 1}
+    )
+)
 N_BLOCKS = 1 + 3 * 7  # simulated: the nation + 7 levels in each of 3 states
 N_REGIONS = 4 * 8  # (nation + 3 states) x 8 levels; the other 10 regions are written empty
 

@@ -14,27 +14,17 @@ from typing import Any
 
 import pytest
 
+from tests.integration._specs import tiny_spec, to_toml
+
 pytestmark = pytest.mark.integration
 
-SPEC = """
-[audit]
-replicates = 2
-seed = 41
-[population]
-states = 1
-fanout = { County = 1, Prim = 1, Tract_Subset_Group = 1, Tract_Subset = 1, Block_Group = 1, Block = 2 }
-[simulation]
-max_cells_per_query = 2
-[accounting]
-deltas = [1e-10]
-composed = false
-eps_grid_points = 20
-[output]
-store = "runs/nightly-{date}.zarr"
-report = "runs/nightly-{date}.html"
-[cluster]
-n_workers = 1
-"""
+SPEC = to_toml(
+    tiny_spec(
+        audit={"seed": 41},
+        output={"store": "runs/nightly-{date}.zarr", "report": "runs/nightly-{date}.html"},
+        cluster={"n_workers": 1},
+    )
+)
 
 
 def free_port() -> int:

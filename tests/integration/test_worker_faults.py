@@ -22,25 +22,11 @@ from flows import audit, cli
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._specs import tiny_spec
 
 pytestmark = pytest.mark.integration
 
-SPEC: dict[str, Any] = {
-    "audit": {"replicates": 2, "seed": 31},
-    "population": {
-        "states": 2,
-        "fanout": {
-            "County": 2,
-            "Prim": 1,
-            "Tract_Subset_Group": 1,
-            "Tract_Subset": 1,
-            "Block_Group": 2,
-            "Block": 2,
-        },
-    },
-    "simulation": {"max_cells_per_query": 2},
-    "accounting": {"deltas": [1e-10], "composed": False, "eps_grid_points": 20},
-}
+SPEC = tiny_spec(states=2, fanout={"County": 2, "Block_Group": 2}, audit={"seed": 31})
 
 
 class KillInBlockWrite(WorkerPlugin):
