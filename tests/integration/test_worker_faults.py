@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ pytestmark = pytest.mark.integration
 SPEC = tiny_spec(states=2, fanout={"County": 2, "Block_Group": 2}, audit={"seed": 31})
 
 
+#: seconds a poisoned task runs before its worker dies
+POISON_DELAY_S = 5.0
+
+
 class KillInBlockWrite(WorkerPlugin):
     """SIGKILL this worker inside the simulation task of block (``state``, ``geolevel``), just before
     it writes its region: once (``marker`` records it) or, with ``marker=None``, every time."""
@@ -46,6 +51,10 @@ class KillInBlockWrite(WorkerPlugin):
 
         def write(url: str, state: int, geolevel: int, *args: Any, **kwargs: Any) -> int:
             if (state, geolevel) == self.block and args[0] is not None and self._first():
+                if self.marker is None:
+                    # as an out-of-memory kill would, let the task run a moment first: its
+                    # Running state reaches the Prefect API (events are sent asynchronously)
+                    time.sleep(POISON_DELAY_S)
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(url, state, geolevel, *args, **kwargs)
 
