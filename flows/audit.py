@@ -116,7 +116,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
     plan = make_plan(spec)
-    allocation_release = plan.flaxman is None
+    allocation_release = not plan.geometric
     sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
     for gi, lq in enumerate(plan.level_queries):
         for qid, q in lq:
@@ -167,7 +167,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
                 url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
             )
         ]
-        if plan.flaxman is not None and not epl_done
+        if plan.geometric and not epl_done
         else []
     )
     # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
