@@ -100,6 +100,19 @@ class PopulationSection(_Strict):
     counts: list[str] = Field(default_factory=list)
     unit: str = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _table_levels(cls, data: Any) -> Any:
+        # a table without hierarchy columns: its rows hang from the root
+        if isinstance(data, dict) and data.get("kind") == "table" and "levels" not in data:
+            return {**data, "levels": []}
+        return data
+
+    def changed(self, keys: tuple[str, ...]) -> list[str]:
+        """Those of ``keys`` whose value is not the default (a spec written back out sets them all)."""
+        default = PopulationSection()
+        return [k for k in keys if getattr(self, k) != getattr(default, k)]
+
     @field_validator("path")
     @classmethod
     def _absolute(cls, v: str) -> str:
@@ -426,13 +439,13 @@ class AuditSpec(_Strict):
         from flows.plan import load_table
 
         p = self.population
-        given = sorted(set(SYNTHETIC_ONLY) & p.model_fields_set)
+        given = p.changed(SYNTHETIC_ONLY)
         if given:
             raise ValueError(
                 f"population.{given[0]} is a setting of the synthetic hierarchy; a table has its "
                 'own units and counts: drop it, or use population.kind = "synthetic"'
             )
-        if isinstance(p.levels, int) and "levels" in p.model_fields_set:
+        if isinstance(p.levels, int):
             raise ValueError(
                 f"population.levels = {p.levels!r}: a table names its hierarchy columns, "
                 'e.g. levels = ["state"] (or [] for none)'
@@ -459,7 +472,7 @@ class AuditSpec(_Strict):
         from flows.plan import spine_state_indices
 
         p = self.population
-        given = sorted(set(SYNTHETIC_ONLY) & p.model_fields_set)
+        given = p.changed(SYNTHETIC_ONLY)
         if given:
             raise ValueError(
                 f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "

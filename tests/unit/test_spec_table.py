@@ -37,6 +37,7 @@ def csv(tmp_path: Path) -> Path:
 def test_plan_of_a_table_rdpc(csv: Path) -> None:
     s = parse_spec(table_spec(csv, "rdpc"))
     assert s.geolevels == ("All", "state", "county")
+    assert parse_spec(s.model_dump(mode="json")) == s
     plan = make_plan(s)
     assert plan.states == ("all",) and plan.queries == ("total",)
     # RDPC releases every level: 1 root, 2 states, 5 counties; nothing is left empty
@@ -74,6 +75,8 @@ def test_no_hierarchy_columns_and_parquet(tmp_path: Path) -> None:
         }
     )
     assert s.geolevels == ("All", "unit")
+    # written back out (as `dpaudit run` does with its overrides), the spec reads the same
+    assert parse_spec(s.model_dump(mode="json")) == s
     plan = make_plan(s)
     assert plan.table is not None
     assert table_tree(plan.table).counts[1].tolist() == [5, 2, 9]  # a + b per row
@@ -110,7 +113,7 @@ def test_relative_path_resolves_against_the_spec_file(
         ({"counts": []}, r"needs population\.counts"),
         ({"path": ""}, r"needs population\.path"),
         ({"levels": 2}, r"population\.levels = 2: a table names its hierarchy columns"),
-        ({"states": 3}, r"population\.states is a setting of the synthetic hierarchy"),
+        ({"states": 5}, r"population\.states is a setting of the synthetic hierarchy"),
     ],
 )
 def test_bad_table_is_refused(
@@ -137,3 +140,14 @@ def test_table_needs_a_geometric_release_and_its_keys_need_a_table(csv: Path) ->
     csv.write_text(bad)
     with pytest.raises(SpecError, match=r"Invalid count -3 in column 'total'"):
         parse_spec(table_spec(csv))
+
+
+def test_spine_and_table_specs_survive_being_written_back_out() -> None:
+    # `dpaudit run` re-reads the spec with its overrides from a full dump: every key is then set,
+    # so settings of the synthetic hierarchy are refused only where they differ from the default
+    s = parse_spec(
+        {"population": {"kind": "spine", "spine_states": 1}, "release": {"kind": "topdown"}}
+    )
+    assert parse_spec(s.model_dump(mode="json")) == s
+    with pytest.raises(SpecError, match=r"population\.states is a setting of the synthetic"):
+        parse_spec({"population": {"kind": "spine", "states": 5}, "release": {"kind": "topdown"}})
