@@ -66,6 +66,7 @@ _MEANINGS: dict[tuple[str, str], str] = {
     ("population", "path"): "table only: the CSV or Parquet file of counts (relative: to the spec "
     "file's directory; for a spec given as data, to the working directory)",
     ("population", "counts"): "table only: the count columns (a row's total is their sum)",
+    ("release", "epsilon_strata"): "sa3 only: ε₂ of each row's counts (the strata); unset: epsilon",
     ("population", "unit"): "table only: the column labelling the rows (unset: the row number)",
     ("population", "mean_per_location"): "flaxman only: mean people per leaf location",
     ("epl", "method"): "the EPL estimator (Flaxman & Petti's kernel log-ratio)",

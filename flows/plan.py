@@ -67,6 +67,11 @@ class TableParams:
     unit: str
     epsilon: float
     n_runs: int
+    epsilon_strata: float | None = None  # sa3: ε₂ of the counts (None: epsilon)
+
+
+#: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
+STRATIFIED_NOISE = 17
 
 
 @dataclass(frozen=True)
@@ -256,20 +261,27 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         unit=p.unit,
         epsilon=r.epsilon,
         n_runs=r.n_runs,
+        epsilon_strata=r.epsilon_strata,
     )
     tree = table_tree(params)
     levels = spec.geolevels
     base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
-    released = set(released_levels(tree, r.kind))  # type: ignore[arg-type]
+    stratified = r.kind in ("sa3", "sa4")
+    if stratified:  # the rows: each row's total, then its counts (the strata)
+        released = {len(levels) - 1}
+        per_unit = 1 + len(params.counts)
+    else:
+        released = set(released_levels(tree, r.kind))  # type: ignore[arg-type]
+        per_unit = 1
     blocks = tuple(
-        Block(0, j, 0, f"all/{levels[j]}", int(tree.counts[j].size))
+        Block(0, j, 0, f"all/{levels[j]}", per_unit * int(tree.counts[j].size))
         for j in range(len(levels))
         if j in released
     )
     return AuditPlan(
         states=("all",),
         geolevels=levels,
-        queries=("total",),
+        queries=("total", "strata") if stratified else ("total",),
         level_queries=tuple(() for _ in levels),
         hierarchy=SyntheticHierarchy(("State",), (), 1),  # unused: the table is the hierarchy
         population=PopulationParams(seed=int(base_seed[0])),
@@ -303,12 +315,44 @@ def leaf_maps(plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]
     return h.n_leaves, [h.unit_of_leaf(leaves, g) for g in levels]
 
 
+def stratified_block(plan: AuditPlan, t: TableParams) -> ResidualBlock:
+    """Seed 003's SA3 / SA4 of a table's rows (strata = count columns), every replicate: items are
+    each row's total (query 0), then each row's counts (query 1, cell = column)."""
+    from auditlib import seeds
+    from auditlib.simulate.stratified import invariant_release, stratified_release
+
+    tab = load_table(t.path, t.counts, t.levels, t.unit)
+    x = np.asarray(tab.histograms, dtype=np.int64)  # (rows, strata)
+    n, k = x.shape
+    res = np.empty((plan.replicates, n * (1 + k)), dtype=np.float32)
+    for r in range(plan.replicates):
+        g = seeds.rng(plan.noise_seed, STRATIFIED_NOISE, r)
+        if plan.release == "sa3":
+            e2 = t.epsilon_strata if t.epsilon_strata is not None else t.epsilon
+            rel = stratified_release(x, t.epsilon, e2, g)
+        else:
+            rel = invariant_release(x, tab.parents[tab.levels[-1]], t.epsilon, g)
+        res[r, :n] = rel.total_residuals()
+        res[r, n:] = rel.strata_residuals().ravel()
+    if x.max(initial=0) > np.iinfo(np.int32).max:
+        raise ValueError("a table count exceeds int32")
+    return ResidualBlock(
+        residual=res,
+        truth=np.concatenate([x.sum(axis=1), x.ravel()]).astype(np.int32),
+        query_index=np.repeat(np.array([0, 1], dtype=np.int16), [n, n * k]),
+        unit_index=np.concatenate([np.arange(n), np.repeat(np.arange(n), k)]).astype(np.int32),
+        cell_index=np.concatenate([np.zeros(n), np.tile(np.arange(k), n)]).astype(np.int32),
+    )
+
+
 def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
     """Residuals of one level of a seed 001 release (the population is rebuilt from its seed, or
     the table read again)."""
     from auditlib.geography.flaxman import generate_population
     from auditlib.simulate.hierarchical import residual_block
 
+    if plan.table is not None and plan.release in ("sa3", "sa4"):
+        return stratified_block(plan, plan.table)
     if plan.table is not None:
         t = plan.table
         return residual_block(

@@ -46,8 +46,11 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
-    "table": GEOMETRIC_RELEASES,
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4"),
 }
+
+#: seed 003's stratified releases of a table's rows (count columns = strata)
+STRATIFIED_RELEASES = ("sa3", "sa4")
 
 #: population keys of a table of real counts, refused with other population kinds
 TABLE_ONLY = ("path", "counts", "unit")
@@ -147,8 +150,12 @@ class ReleaseSection(_Strict):
     #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
     #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
     #: (``population.attributes``), state totals invariant
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown"] = "allocation"
+    #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
+    #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
+    #: G(epsilon) on each count, the totals of the last levels column invariant
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4"] = "allocation"
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
+    epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
     n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
     #: topdown: stopping step of the multi-query least-squares solver, in people per cell
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
@@ -462,6 +469,11 @@ class AuditSpec(_Strict):
             raise ValueError(
                 f"population: a column named {TABLE_ROOT!r} clashes with the table's root level; "
                 "rename the column"
+            )
+        if self.release.kind == "sa4" and not p.level_columns:
+            raise ValueError(
+                'release.kind = "sa4" holds the totals of the last population.levels column '
+                'invariant; name one, e.g. levels = ["county"]'
             )
         try:
             load_table(p.path, tuple(p.counts), p.level_columns, p.unit)

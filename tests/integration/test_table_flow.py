@@ -73,3 +73,42 @@ def test_bad_table_spec_exits_2_without_a_store(tmp_path: Path) -> None:
         assert res.exit_code == 2, res.output
         assert word in res.output
         assert not target.exists()
+
+
+def test_sa3_of_a_csv_through_the_flow(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+    from flows.spec import parse_spec
+
+    rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
+    (tmp_path / "tracts.csv").write_text("\n".join(rows) + "\n")
+    s = parse_spec(
+        {
+            "audit": {"replicates": 30, "seed": 2},
+            "population": {
+                "kind": "table",
+                "path": str(tmp_path / "tracts.csv"),
+                "counts": ["a", "b"],
+                "levels": ["county"],
+                "unit": "tract",
+            },
+            "release": {"kind": "sa3", "epsilon": 0.5, "epsilon_strata": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        }
+    )
+    url = str(tmp_path / "sa3.zarr")
+    audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
+    store.finalize(url)
+    res = store.open_group(url, S.RESIDUALS)
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 40 * 3]  # each tract's total, then its two counts
+    r = res.residual.values[0, 2, :, : n[2]]
+    q = res.query_index.values[0, 2, : n[2]]
+    tot, strata = r[:, q == 0], r[:, q == 1].reshape(30, 40, 2)
+    assert (tot == strata.sum(axis=2)).all()  # the released total is the sum of the strata
+    epl = store.open_group(url, S.EPL)
+    assert list(epl["query"].values) == ["total", "strata"]
+    assert np.isfinite(epl.epl_pooled.sel(geolevel="tract").values).all()

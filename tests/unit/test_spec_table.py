@@ -151,3 +151,48 @@ def test_spine_and_table_specs_survive_being_written_back_out() -> None:
     assert parse_spec(s.model_dump(mode="json")) == s
     with pytest.raises(SpecError, match=r"population\.states is a setting of the synthetic"):
         parse_spec({"population": {"kind": "spine", "states": 5}, "release": {"kind": "topdown"}})
+
+
+STRATA = "state,county,a,b,c\nA,a1,30,5,0\nA,a2,12,40,3\nB,b1,7,7,7\nB,b2,50,0,9\nB,b3,1,2,60\n"
+
+
+def stratified(tmp_path: Path, kind: str, **release: object) -> tuple:
+    from flows.plan import stratified_block
+
+    p = tmp_path / "strata.csv"
+    p.write_text(STRATA)
+    data = table_spec(p, kind, counts=["a", "b", "c"])
+    data["audit"] = {"replicates": 20, "seed": 9}
+    data["release"].update(release)
+    plan = make_plan(parse_spec(data))
+    assert plan.table is not None
+    return plan, stratified_block(plan, plan.table)
+
+
+def test_sa3_plan_and_its_weighted_median_limits(tmp_path: Path) -> None:
+    plan, b = stratified(tmp_path, "sa3", epsilon=0.3)
+    assert plan.queries == ("total", "strata")
+    assert [(blk.geolevel, blk.n_items) for blk in plan.blocks] == [(2, 5 * 4)]  # rows x (1 + 3)
+    # truth: each row's total, then its counts, from the CSV by hand (rows sorted A, B)
+    assert b.truth[:5].tolist() == [35, 55, 21, 59, 63]
+    assert b.truth[5:8].tolist() == [30, 5, 0]
+    tot, strata = b.residual[:, :5], b.residual[:, 5:].reshape(20, 5, 3)
+    assert (tot == strata.sum(axis=2)).all()  # L1 consistency: total = sum of released strata
+    assert (b.residual != 0).any()  # noisy at eps = 0.3
+    # seed 003 / module docstring: w = eps; eps_total >> eps_strata => released total = max(T~, 0),
+    # and at eps_total = 100 the total's noise is 0 w.p. > 1 - 1e-40: totals exact, strata noisy
+    _, exact_total = stratified(tmp_path, "sa3", epsilon=100.0, epsilon_strata=0.3)
+    assert (exact_total.residual[:, :5] == 0).all()
+    assert (exact_total.residual[:, 5:] != 0).any()
+
+
+def test_sa4_holds_the_county_totals_invariant(tmp_path: Path) -> None:
+    _, b = stratified(tmp_path, "sa4", epsilon=0.3)
+    tot = b.residual[:, :5]
+    # rows 0-1 are in state A, 2-4 in state B (levels = ["state"]): their totals sum exactly
+    assert (tot[:, :2].sum(axis=1) == 0).all() and (tot[:, 2:].sum(axis=1) == 0).all()
+    assert (tot != 0).any()  # but the rows' own totals move
+    with pytest.raises(SpecError, match=r"sa4.*name one"):
+        data = table_spec(tmp_path / "strata.csv", "sa4", counts=["a", "b", "c"])
+        data["population"]["levels"] = []
+        parse_spec(data)
