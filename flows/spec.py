@@ -371,6 +371,11 @@ class AuditSpec(_Strict):
                 f"{' or '.join(repr(k) for k in needs)} (got {kind!r}); valid combinations "
                 f"(population: releases) are {valid}"
             )
+        if self.release.epsilon_strata is not None and self.release.kind != "sa3":
+            raise ValueError(
+                f"release.epsilon_strata = {self.release.epsilon_strata!r} is a setting of "
+                f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
+            )
         if kind != "table":
             given = [k for k in TABLE_ONLY if getattr(self.population, k)]
             if isinstance(self.population.levels, list):

@@ -196,3 +196,10 @@ def test_sa4_holds_the_county_totals_invariant(tmp_path: Path) -> None:
         data = table_spec(tmp_path / "strata.csv", "sa4", counts=["a", "b", "c"])
         data["population"]["levels"] = []
         parse_spec(data)
+
+
+def test_epsilon_strata_needs_sa3(csv: Path) -> None:
+    data = table_spec(csv, "gdpc")
+    data["release"]["epsilon_strata"] = 0.2
+    with pytest.raises(SpecError, match=r"release\.epsilon_strata = 0\.2 is a setting of"):
+        parse_spec(data)
