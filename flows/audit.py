@@ -28,7 +28,7 @@ from flows import progress, tasks
 from flows.mpl import mpl_dataset, mpl_task_settings
 from flows.plan import AuditPlan, make_plan
 from flows.runtime import fail_orphaned_task_runs
-from flows.spec import AuditSpec
+from flows.spec import GEOMETRIC_RELEASES, AuditSpec
 from storage import schema as S
 from storage import store
 
@@ -116,7 +116,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
     plan = make_plan(spec)
-    allocation_release = plan.flaxman is None
+    allocation_release = not plan.geometric
     sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
     for gi, lq in enumerate(plan.level_queries):
         for qid, q in lq:
@@ -167,7 +167,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
                 url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
             )
         ]
-        if plan.flaxman is not None and not epl_done
+        if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done
         else []
     )
     # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
@@ -267,7 +267,7 @@ def _create_template(
             "allocation_id": alloc.allocation_id if allocation_release else "",
             "allocation_source": alloc.source
             if allocation_release
-            else f"seed 001 {spec.release.kind.upper()} release at epsilon = {spec.release.epsilon}",
+            else f"seed {'003' if spec.release.kind in ('sa3', 'sa4') else '001'} {spec.release.kind.upper()} release at epsilon = {spec.release.epsilon}",
             "neighbours": spec.audit.neighbours,
             "universe": spec.audit.universe,
             "region": spec.audit.region,

@@ -58,7 +58,16 @@ _MEANINGS: dict[tuple[str, str], str] = {
     ("audit", "name"): "a label for the run, shown in the report (as text, escaped)",
     ("population", "seed"): "seed of the synthetic population; unset: derived from audit.seed",
     ("population", "people"): "flaxman only: N people, uniform over the tree's leaves",
-    ("population", "levels"): "flaxman only: J levels of the regular tree",
+    (
+        "population",
+        "levels",
+    ): "flaxman: J levels of the regular tree; table: the hierarchy columns, "
+    'top to bottom (e.g. ["state"])',
+    ("population", "path"): "table only: the CSV or Parquet file of counts (relative: to the spec "
+    "file's directory; for a spec given as data, to the working directory)",
+    ("population", "counts"): "table only: the count columns (a row's total is their sum)",
+    ("release", "epsilon_strata"): "sa3 only: ε₂ of each row's counts (the strata); unset: epsilon",
+    ("population", "unit"): "table only: the column labelling the rows (unset: the row number)",
     ("population", "mean_per_location"): "flaxman only: mean people per leaf location",
     ("epl", "method"): "the EPL estimator (Flaxman & Petti's kernel log-ratio)",
     ("accounting", "deltas"): "δ values of the ε(δ) table; the smallest is δ* of the reduced noise "

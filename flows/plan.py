@@ -57,6 +57,24 @@ class SpineParams:
 
 
 @dataclass(frozen=True)
+class TableParams:
+    """A table of real counts (``read_counts``): file, count columns, hierarchy columns, unit
+    column; a seed 001 release (``AuditPlan.release``) of the rows' totals at ε."""
+
+    path: str
+    counts: tuple[str, ...]
+    levels: tuple[str, ...]
+    unit: str
+    epsilon: float
+    n_runs: int
+    epsilon_strata: float | None = None  # sa3: ε₂ of the counts (None: epsilon)
+
+
+#: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
+STRATIFIED_NOISE = 17
+
+
+@dataclass(frozen=True)
 class AuditPlan:
     states: tuple[str, ...]
     geolevels: tuple[str, ...]
@@ -74,6 +92,12 @@ class AuditPlan:
     flaxman: FlaxmanParams | None = None
     topdown: TopDownParams | None = None  # release "topdown"
     spine: SpineParams | None = None  # population "spine"
+    table: TableParams | None = None  # population "table"
+
+    @property
+    def geometric(self) -> bool:
+        """A seed 001 geometric release (GDPC/RDPC/ADPC) of a tree of total counts."""
+        return self.flaxman is not None or self.table is not None
 
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
@@ -82,6 +106,8 @@ class AuditPlan:
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
         return _spine_plan(spec)
+    if spec.population.kind == "table":
+        return _table_plan(spec)
     if spec.release.kind == "topdown":
         return _topdown_plan(spec)
     if spec.release.kind != "allocation":
@@ -157,22 +183,22 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
     from auditlib.geography.flaxman import children_per_unit
 
     a, p, r = spec.audit, spec.population, spec.release
-    c = children_per_unit(p.people, p.levels, p.mean_per_location)
+    c = children_per_unit(p.people, p.depth, p.mean_per_location)
     levels = spec.geolevels
     base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
     params = FlaxmanParams(
         people=p.people,
-        levels=p.levels,
+        levels=p.depth,
         mean_per_location=p.mean_per_location,
         epsilon=r.epsilon,
         n_runs=r.n_runs,
         seed=p.seed if p.seed is not None else int(base_seed[0]),
     )
-    released = set(released_levels_of(r.kind, p.levels))
+    released = set(released_levels_of(r.kind, p.depth))
     blocks = tuple(
-        Block(0, j, 0, f"all/{levels[j]}", c**j) for j in range(p.levels + 1) if j in released
+        Block(0, j, 0, f"all/{levels[j]}", c**j) for j in range(p.depth + 1) if j in released
     )
-    empty = tuple((0, j) for j in range(p.levels + 1) if j not in released)
+    empty = tuple((0, j) for j in range(p.depth + 1) if j not in released)
     return AuditPlan(
         states=("all",),
         geolevels=levels,
@@ -196,11 +222,148 @@ def released_levels_of(kind: str, levels: int) -> tuple[int, ...]:
     return tuple(range(levels + 1)) if kind == "rdpc" else (levels,)
 
 
+def load_table(path: str, counts: tuple[str, ...], levels: tuple[str, ...], unit: str) -> Any:
+    """A table of real counts (``read_counts``; cached per process and file version: a worker
+    reads it once)."""
+    import os
+
+    try:
+        st = os.stat(path)
+        version = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        version = (0, 0)  # read_counts names the missing file
+    return _load_table(path, version, counts, levels, unit)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_table(
+    path: str, version: tuple[int, int], counts: tuple[str, ...], levels: tuple[str, ...], unit: str
+) -> Any:
+    from auditlib.geography.tabular import read_counts
+
+    return read_counts(path, counts, levels=levels, unit=unit or None)
+
+
+def table_tree(t: TableParams) -> Any:
+    """The table's tree of total counts: a root over its top level, then every level."""
+    return load_table(t.path, t.counts, t.levels, t.unit).count_tree()
+
+
+def _table_plan(spec: AuditSpec) -> AuditPlan:
+    """Seed 001's releases of a table's totals: one tree ("all"), levels root, columns, rows."""
+    from auditlib.simulate.hierarchical import released_levels
+
+    a, p, r = spec.audit, spec.population, spec.release
+    params = TableParams(
+        path=p.path,
+        counts=tuple(p.counts),
+        levels=p.level_columns,
+        unit=p.unit,
+        epsilon=r.epsilon,
+        n_runs=r.n_runs,
+        epsilon_strata=r.epsilon_strata,
+    )
+    tree = table_tree(params)
+    levels = spec.geolevels
+    base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
+    stratified = r.kind in ("sa3", "sa4")
+    if stratified:  # the rows: each row's total, then its counts (the strata)
+        released = {len(levels) - 1}
+        per_unit = 1 + len(params.counts)
+    else:
+        released = set(released_levels(tree, r.kind))  # type: ignore[arg-type]
+        per_unit = 1
+    blocks = tuple(
+        Block(0, j, 0, f"all/{levels[j]}", per_unit * int(tree.counts[j].size))
+        for j in range(len(levels))
+        if j in released
+    )
+    return AuditPlan(
+        states=("all",),
+        geolevels=levels,
+        queries=("total", "strata") if stratified else ("total",),
+        level_queries=tuple(() for _ in levels),
+        hierarchy=SyntheticHierarchy(("State",), (), 1),  # unused: the table is the hierarchy
+        population=PopulationParams(seed=int(base_seed[0])),
+        blocks=blocks,
+        empty=tuple((0, j) for j in range(len(levels)) if j not in released),
+        n_items_max=max(b.n_items for b in blocks),
+        replicates=a.replicates,
+        noise_seed=int(base_seed[1]),
+        postprocess="none",
+        release=r.kind,
+        table=params,
+    )
+
+
+def leaf_maps(plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
+    """Leaves of a seed 001 plan's tree and, per level in ``levels``, each leaf's unit there."""
+    if plan.table is not None:
+        tree = table_tree(plan.table)
+        n = int(tree.counts[-1].size)
+        up = [np.arange(n)]  # up[k]: each leaf's unit k levels above the leaves
+        for par in reversed(tree.parents):
+            up.append(par[up[-1]])
+        return n, [up[tree.levels - g] for g in levels]
+    from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
+
+    f = plan.flaxman
+    if f is None:
+        raise ValueError("leaf_maps needs a seed 001 plan")
+    h = FlaxmanHierarchy(f.levels, children_per_unit(f.people, f.levels, f.mean_per_location))
+    leaves = np.arange(h.n_leaves)
+    return h.n_leaves, [h.unit_of_leaf(leaves, g) for g in levels]
+
+
+def stratified_block(plan: AuditPlan, t: TableParams) -> ResidualBlock:
+    """Seed 003's SA3 / SA4 of a table's rows (strata = count columns), every replicate: items are
+    each row's total (query 0), then each row's counts (query 1, cell = column)."""
+    from auditlib import seeds
+    from auditlib.simulate.stratified import invariant_release, stratified_release
+
+    tab = load_table(t.path, t.counts, t.levels, t.unit)
+    x = np.asarray(tab.histograms, dtype=np.int64)  # (rows, strata)
+    n, k = x.shape
+    res = np.empty((plan.replicates, n * (1 + k)), dtype=np.float32)
+    for r in range(plan.replicates):
+        g = seeds.rng(plan.noise_seed, STRATIFIED_NOISE, r)
+        if plan.release == "sa3":
+            e2 = t.epsilon_strata if t.epsilon_strata is not None else t.epsilon
+            rel = stratified_release(x, t.epsilon, e2, g)
+        else:
+            rel = invariant_release(x, tab.parents[tab.levels[-1]], t.epsilon, g)
+        res[r, :n] = rel.total_residuals()
+        res[r, n:] = rel.strata_residuals().ravel()
+    if x.max(initial=0) > np.iinfo(np.int32).max:
+        raise ValueError("a table count exceeds int32")
+    return ResidualBlock(
+        residual=res,
+        truth=np.concatenate([x.sum(axis=1), x.ravel()]).astype(np.int32),
+        query_index=np.repeat(np.array([0, 1], dtype=np.int16), [n, n * k]),
+        unit_index=np.concatenate([np.arange(n), np.repeat(np.arange(n), k)]).astype(np.int32),
+        cell_index=np.concatenate([np.zeros(n), np.tile(np.arange(k), n)]).astype(np.int32),
+    )
+
+
 def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
-    """Residuals of one level of a seed 001 release (the population is rebuilt from its seed)."""
+    """Residuals of one level of a seed 001 release (the population is rebuilt from its seed, or
+    the table read again)."""
     from auditlib.geography.flaxman import generate_population
     from auditlib.simulate.hierarchical import residual_block
 
+    if plan.table is not None and plan.release in ("sa3", "sa4"):
+        return stratified_block(plan, plan.table)
+    if plan.table is not None:
+        t = plan.table
+        return residual_block(
+            table_tree(t),
+            plan.release,  # type: ignore[arg-type]
+            t.epsilon,
+            level=block.geolevel,
+            seed=plan.noise_seed,
+            replicates=plan.replicates,
+            n_runs=t.n_runs,
+        )
     f = plan.flaxman
     if f is None:
         raise ValueError("release_block needs a seed 001 plan")

@@ -46,7 +46,17 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4"),
 }
+
+#: seed 003's stratified releases of a table's rows (count columns = strata)
+STRATIFIED_RELEASES = ("sa3", "sa4")
+
+#: population keys of a table of real counts, refused with other population kinds
+TABLE_ONLY = ("path", "counts", "unit")
+
+#: name of a table population's root level (the sum of every row)
+TABLE_ROOT = "All"
 
 
 class _Strict(BaseModel):
@@ -68,7 +78,9 @@ class PopulationSection(_Strict):
     #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
     #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
     #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
-    kind: Literal["synthetic", "flaxman", "spine"] = "synthetic"
+    #: "table": real counts from a CSV or Parquet file (``path``, ``counts``, ``levels``, ``unit``;
+    #: ``auditlib.geography.tabular.read_counts``), release.kind = "gdpc" | "rdpc" | "adpc"
+    kind: Literal["synthetic", "flaxman", "spine", "table"] = "synthetic"
     states: Annotated[int, Field(gt=0, le=52)] = 3
     fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
     mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
@@ -76,7 +88,8 @@ class PopulationSection(_Strict):
     cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     people: Annotated[int, Field(gt=0, le=10**9)] = 100_000
-    levels: Annotated[int, Field(gt=0, le=12)] = 3
+    #: flaxman: J levels of the regular tree; table: the hierarchy columns, top to bottom
+    levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0
     #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
     #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells)
@@ -84,6 +97,42 @@ class PopulationSection(_Strict):
     #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
     #: (region "US") / "PR" (region "PR")
     spine_states: Literal["all"] | int | list[str] = "all"
+    #: kind = "table": the CSV / Parquet file (relative: to the spec file's directory, or to the
+    #: working directory for a spec given as data), its count columns and its unit column
+    path: str = ""
+    counts: list[str] = Field(default_factory=list)
+    unit: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table_levels(cls, data: Any) -> Any:
+        # a table without hierarchy columns: its rows hang from the root
+        if isinstance(data, dict) and data.get("kind") == "table" and "levels" not in data:
+            return {**data, "levels": []}
+        return data
+
+    def changed(self, keys: tuple[str, ...]) -> list[str]:
+        """Those of ``keys`` whose value is not the default (a spec written back out sets them all)."""
+        default = PopulationSection()
+        return [k for k in keys if getattr(self, k) != getattr(default, k)]
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        # resolved once, here: workers may run in another directory
+        return str(Path(v).expanduser().resolve()) if v else v
+
+    @property
+    def depth(self) -> int:
+        """flaxman: J, the levels of the regular tree below the root (``levels``)."""
+        if isinstance(self.levels, list):
+            raise ValueError("population.levels is a list of columns: a table population")
+        return self.levels
+
+    @property
+    def level_columns(self) -> tuple[str, ...]:
+        """table: the hierarchy columns (``levels``; none when it is left unset)."""
+        return tuple(self.levels) if isinstance(self.levels, list) else ()
 
     @field_validator("spine_states", mode="before")
     @classmethod
@@ -101,8 +150,12 @@ class ReleaseSection(_Strict):
     #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
     #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
     #: (``population.attributes``), state totals invariant
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown"] = "allocation"
+    #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
+    #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
+    #: G(epsilon) on each count, the totals of the last levels column invariant
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4"] = "allocation"
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
+    epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
     n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
     #: topdown: stopping step of the multi-query least-squares solver, in people per cell
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
@@ -318,6 +371,23 @@ class AuditSpec(_Strict):
                 f"{' or '.join(repr(k) for k in needs)} (got {kind!r}); valid combinations "
                 f"(population: releases) are {valid}"
             )
+        if self.release.epsilon_strata is not None and self.release.kind != "sa3":
+            raise ValueError(
+                f"release.epsilon_strata = {self.release.epsilon_strata!r} is a setting of "
+                f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
+            )
+        if kind != "table":
+            given = [k for k in TABLE_ONLY if getattr(self.population, k)]
+            if isinstance(self.population.levels, list):
+                given = ["levels", *given]
+            if given:
+                raise ValueError(
+                    f"population.{given[0]} is a setting of a table of counts; drop it or set "
+                    'population.kind = "table"'
+                )
+        if kind == "table":
+            self._check_table()
+            return self
         if kind == "spine":
             self._check_spine()
         elif self.population.spine_states != "all":
@@ -330,12 +400,12 @@ class AuditSpec(_Strict):
 
             p = self.population
             try:
-                c = children_per_unit(p.people, p.levels, p.mean_per_location)
+                c = children_per_unit(p.people, p.depth, p.mean_per_location)
             except Exception as exc:  # the generator names the bad value
                 raise ValueError(f"population: {exc}") from None
-            if c**p.levels > 50_000_000:
+            if c**p.depth > 50_000_000:
                 raise ValueError(
-                    f"population: {c}^{p.levels} leaves is too many; lower people or levels"
+                    f"population: {c}^{p.depth} leaves is too many; lower people or levels"
                 )
             return self
         alloc = load_allocation(self.audit.allocation)
@@ -377,11 +447,49 @@ class AuditSpec(_Strict):
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self
 
+    def _check_table(self) -> None:
+        from flows.plan import load_table
+
+        p = self.population
+        given = p.changed(SYNTHETIC_ONLY)
+        if given:
+            raise ValueError(
+                f"population.{given[0]} is a setting of the synthetic hierarchy; a table has its "
+                'own units and counts: drop it, or use population.kind = "synthetic"'
+            )
+        if isinstance(p.levels, int):
+            raise ValueError(
+                f"population.levels = {p.levels!r}: a table names its hierarchy columns, "
+                'e.g. levels = ["state"] (or [] for none)'
+            )
+        if not p.path:
+            raise ValueError(
+                'population.kind = "table" needs population.path (a CSV or Parquet file)'
+            )
+        if not p.counts:
+            raise ValueError(
+                'population.kind = "table" needs population.counts, e.g. counts = ["total"]'
+            )
+        if TABLE_ROOT in (*p.level_columns, p.unit):
+            raise ValueError(
+                f"population: a column named {TABLE_ROOT!r} clashes with the table's root level; "
+                "rename the column"
+            )
+        if self.release.kind == "sa4" and not p.level_columns:
+            raise ValueError(
+                'release.kind = "sa4" holds the totals of the last population.levels column '
+                'invariant; name one, e.g. levels = ["county"]'
+            )
+        try:
+            load_table(p.path, tuple(p.counts), p.level_columns, p.unit)
+        except Exception as exc:  # read_counts names the file, column or row
+            raise ValueError(f"population.path = {p.path!r}: {exc}") from None
+
     def _check_spine(self) -> None:
         from flows.plan import spine_state_indices
 
         p = self.population
-        given = sorted(set(SYNTHETIC_ONLY) & p.model_fields_set)
+        given = p.changed(SYNTHETIC_ONLY)
         if given:
             raise ValueError(
                 f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "
@@ -394,6 +502,11 @@ class AuditSpec(_Strict):
         m = self.mpl
         if not m.enabled:
             return self
+        if self.population.kind == "table":
+            raise ValueError(
+                'mpl.enabled with population.kind = "table": MPL tests synthetic and seed 001 '
+                "populations; set mpl.enabled = false"
+            )
         if self.release.kind not in ("allocation", "gdpc"):
             raise ValueError(
                 f"mpl.enabled with release.kind = {self.release.kind!r}: MPL tests 'allocation' "
@@ -433,8 +546,11 @@ class AuditSpec(_Strict):
 
     @property
     def geolevels(self) -> tuple[str, ...]:
+        p = self.population
+        if p.kind == "table":
+            return (TABLE_ROOT, *p.level_columns, p.unit or "unit")
         if self.release.kind in GEOMETRIC_RELEASES:
-            return tuple(f"L{j}" for j in range(self.population.levels + 1))
+            return tuple(f"L{j}" for j in range(p.depth + 1))
         return load_allocation(self.audit.allocation).geolevels(
             self.audit.universe, self.audit.region
         )
@@ -487,6 +603,10 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec {str(p)!r} is not valid TOML: {exc}") from None
+    pop = data.get("population")
+    if isinstance(pop, dict) and isinstance(pop.get("path"), str) and pop["path"]:
+        # a table's relative path is relative to the spec file's directory
+        pop["path"] = str((p.parent / Path(pop["path"]).expanduser()).resolve())
     return parse_spec(data, f"spec {str(p)!r}")
 
 

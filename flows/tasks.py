@@ -18,7 +18,14 @@ from auditlib.allocations import load_allocation
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components, epl_by_query
-from flows.plan import AuditPlan, Block, release_block, topdown_nation, topdown_state
+from flows.plan import (
+    AuditPlan,
+    Block,
+    leaf_maps,
+    release_block,
+    topdown_nation,
+    topdown_state,
+)
 from storage import store
 
 TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}
@@ -28,7 +35,7 @@ TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, 
 def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
     """Simulate every replicate of one (state, geolevel) block and write its region."""
     t0 = time.perf_counter()
-    if plan.flaxman is not None:
+    if plan.geometric:
         res = release_block(plan, block)
         n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
         return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
@@ -166,16 +173,12 @@ def epl_composed(url: str, plan: AuditPlan, percentiles: tuple[float, float]) ->
     """Composed EPL of the counts containing one person, over every released level of a seed 001
     tree (paths leaf → root), with the cross-level residual correlations."""
     from auditlib.epl.composed import composed_epl
-    from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
 
-    f = plan.flaxman
-    if f is None:
+    if not plan.geometric:
         raise ValueError("epl_composed needs a seed 001 plan (a tree with known paths)")
-    h = FlaxmanHierarchy(f.levels, children_per_unit(f.people, f.levels, f.mean_per_location))
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
-    leaves = np.arange(h.n_leaves)
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
-    maps = [h.unit_of_leaf(leaves, g) for g in released]
+    _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
     c = composed_epl(levels, maps, percentiles=percentiles, seed=seed)
     return {"geolevels": released, **c.to_dict(), "correlation": c.correlation}

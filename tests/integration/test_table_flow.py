@@ -1,0 +1,114 @@
+"""Real counts from a CSV through the audit flow on Dask: seed 001's GDPC of the rows' totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditlib.mechanisms import TwoSidedGeometric
+from flows.spec import load_spec
+from storage import schema as S
+from storage import store
+
+pytestmark = pytest.mark.integration
+
+
+def write_table(tmp_path: Path) -> Path:
+    """60 counties in 3 states; the county totals are written here, so the truth is known."""
+    rows = ["state,county,persons"]
+    rows += [f"S{i // 20},C{i:02d},{100 + 7 * i}" for i in range(60)]
+    (tmp_path / "counties.csv").write_text("\n".join(rows) + "\n")
+    spec = tmp_path / "audit.toml"
+    spec.write_text(
+        '[audit]\nreplicates = 40\nseed = 5\n[population]\nkind = "table"\npath = "counties.csv"\n'
+        'counts = ["persons"]\nlevels = ["state"]\nunit = "county"\n'
+        '[release]\nkind = "gdpc"\nepsilon = 0.5\n[epl]\nbandwidth_factor = 0.3\n'
+    )
+    return spec
+
+
+def test_gdpc_of_a_csv_through_the_flow(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    s = load_spec(write_table(tmp_path))  # the relative path: next to the spec file
+    url = str(tmp_path / "t.zarr")
+    audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
+    store.finalize(url)
+    assert S.ACCOUNTING not in store.groups(url)  # pure eps-DP: no DG accounting
+    res = store.open_group(url, S.RESIDUALS)
+    assert list(res.geolevel.values) == ["All", "state", "county"]
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 60]  # GDPC releases the rows only
+    # the stored truth is the CSV's counts, every county once
+    assert np.sort(res.truth.values[0, 2, : n[2]]).tolist() == [100 + 7 * i for i in range(60)]
+    r = res.residual.values[0, 2, :, : n[2]].ravel()
+    # GDPC residuals are G(eps): variance 2 a / (1 - a)^2 with a = e^-eps (a wrong eps fails)
+    assert r.var() == pytest.approx(float(TwoSidedGeometric(0.5).var()), rel=0.1)
+    assert r.var() != pytest.approx(float(TwoSidedGeometric(0.25).var()), rel=0.1)
+    epl = store.open_group(url, S.EPL)
+    assert 0.3 < float(epl.epl_pooled.sel(geolevel="county", query="total")) < 0.8
+
+
+def test_bad_table_spec_exits_2_without_a_store(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    spec = write_table(tmp_path)
+    target = tmp_path / "bad.zarr"
+    good = spec.read_text()
+    for body, word in (
+        (good.replace('"counties.csv"', '"missing.csv"'), "missing.csv"),
+        (good.replace('["persons"]', '["people"]'), "Missing columns ['people']"),
+        (good.replace('unit = "county"', 'unit = "tract"'), "Missing columns ['tract']"),
+    ):
+        spec.write_text(body)
+        res = CliRunner().invoke(app, ["run", str(spec), "--store", str(target), "--no-report"])
+        assert res.exit_code == 2, res.output
+        assert word in res.output
+        assert not target.exists()
+
+
+def test_sa3_of_a_csv_through_the_flow(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+    from flows.spec import parse_spec
+
+    rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
+    (tmp_path / "tracts.csv").write_text("\n".join(rows) + "\n")
+    s = parse_spec(
+        {
+            "audit": {"replicates": 30, "seed": 2},
+            "population": {
+                "kind": "table",
+                "path": str(tmp_path / "tracts.csv"),
+                "counts": ["a", "b"],
+                "levels": ["county"],
+                "unit": "tract",
+            },
+            "release": {"kind": "sa3", "epsilon": 0.5, "epsilon_strata": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        }
+    )
+    url = str(tmp_path / "sa3.zarr")
+    audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
+    store.finalize(url)
+    res = store.open_group(url, S.RESIDUALS)
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 40 * 3]  # each tract's total, then its two counts
+    r = res.residual.values[0, 2, :, : n[2]]
+    q = res.query_index.values[0, 2, : n[2]]
+    tot, strata = r[:, q == 0], r[:, q == 1].reshape(30, 40, 2)
+    assert (tot == strata.sum(axis=2)).all()  # the released total is the sum of the strata
+    epl = store.open_group(url, S.EPL)
+    assert list(epl["query"].values) == ["total", "strata"]
+    assert np.isfinite(epl.epl_pooled.sel(geolevel="tract").values).all()
