@@ -10,6 +10,7 @@ import numpy as np
 
 from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
+from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan, ResidualBlock
 from flows.spec import AuditSpec
@@ -405,18 +406,11 @@ def topdown_measured(spec: AuditSpec) -> list[list[tuple[str, float]]]:
     )
 
 
-def _topdown_plan(spec: AuditSpec) -> AuditPlan:
-    """A TopDown-style release on the synthetic hierarchy: one state's levels are one run; the
-    national level (if the allocation has one) is the sum of the states."""
-    from auditlib.geography.schema import schema
-
-    sch = schema(spec.population.attributes)
-    measured = topdown_measured(spec)
-    as_measurements = {
-        "release": spec.release.model_copy(update={"kind": "allocation"}),
-        "simulation": spec.simulation.model_copy(update={"queries": "all"}),
-    }
-    base = make_plan(spec.model_copy(update=as_measurements))
+def _measured_query_plans(
+    measured: list[list[tuple[str, float]]], sch: AttributeSchema
+) -> tuple[tuple[str, ...], list[tuple[tuple[int, QueryPlan], ...]]]:
+    """The queries a TopDown release measures, and per level (query index, plan) with σ² of the
+    combined precision of a query measured more than once."""
     queries = tuple(dict.fromkeys(q for level in measured for q, _ in level))
     level_queries = []
     for level in measured:
@@ -429,6 +423,22 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
                 for q, w in prec.items()
             )
         )
+    return queries, level_queries
+
+
+def _topdown_plan(spec: AuditSpec) -> AuditPlan:
+    """A TopDown-style release on the synthetic hierarchy: one state's levels are one run; the
+    national level (if the allocation has one) is the sum of the states."""
+    from auditlib.geography.schema import schema
+
+    sch = schema(spec.population.attributes)
+    measured = topdown_measured(spec)
+    as_measurements = {
+        "release": spec.release.model_copy(update={"kind": "allocation"}),
+        "simulation": spec.simulation.model_copy(update={"queries": "all"}),
+    }
+    base = make_plan(spec.model_copy(update=as_measurements))
+    queries, level_queries = _measured_query_plans(measured, sch)
     blocks = []
     for b in base.blocks:
         units = (
@@ -624,19 +634,8 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
     spine = load_spine(pop_seed, a.region)
     indices = spine_state_indices(a.region, spec.population.spine_states)
     labels = spine_state_labels(a.region)
-    queries = tuple(dict.fromkeys(q for level in measured for q, _ in level))
+    queries, level_queries = _measured_query_plans(measured, sch)
     has_nation = NATIONAL in levels
-    level_queries = []
-    for level in measured:
-        prec: dict[str, float] = {}
-        for q, sigma2 in level:  # a query measured twice: its combined precision
-            prec[q] = prec.get(q, 0.0) + 1.0 / sigma2
-        level_queries.append(
-            tuple(
-                (queries.index(q), QueryPlan(q, sch.n_query_cells(q), sch.n_query_cells(q), 1 / w))
-                for q, w in prec.items()
-            )
-        )
     cells = [sum(q.n_sim for _, q in lq) for lq in level_queries]
     units = {g: spine.units_per_state(g) for g in LEVELS}
     states = ([NATIONAL] if has_nation else []) + [labels[i] for i in indices]
