@@ -204,6 +204,7 @@ def _execute_locked(
         cluster_runner,
         describe_failure,
         prefect_api,
+        worker_count,
     )
     from storage import store
 
@@ -240,7 +241,7 @@ def _execute_locked(
                 "dask_scheduler": cluster.scheduler
                 or getattr(cluster, "cluster_class", None)
                 or "LocalCluster",
-                "n_workers": 0 if cluster.scheduler else cluster.n_workers,
+                "n_workers": worker_count(cluster),
                 "prefect_api": "embedded" if embedded else api_url,
                 "prefect_flow_run_id": summary["flow_run_id"],
             },

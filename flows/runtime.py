@@ -225,3 +225,17 @@ def describe_failure(exc: BaseException) -> str:
             "or make blocks smaller)"
         )
     return text
+
+
+def worker_count(cluster: Any) -> int:
+    """Workers of the cluster a run used, for the store's provenance: counted on an external
+    scheduler (0 if it cannot be asked), the spec's ``n_workers`` otherwise."""
+    if not cluster.scheduler:
+        return int(cluster.n_workers)
+    try:
+        from distributed import Client
+
+        with Client(cluster.scheduler, timeout=10) as client:
+            return len(client.scheduler_info().get("workers", {}))
+    except (OSError, TimeoutError):
+        return 0

@@ -67,7 +67,7 @@ def check_cron(cron: str, timezone: str) -> None:
 def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
     """Run one audit of the spec given as TOML text; publish its store (and report) when complete."""
     from flows import audit
-    from flows.runtime import cluster_runner
+    from flows.runtime import cluster_runner, worker_count
     from storage import store
 
     spec = parse_spec(tomllib.loads(spec_toml), "deployment spec")
@@ -94,7 +94,7 @@ def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
                     "dask_scheduler": spec.cluster.scheduler
                     or spec.cluster.cluster_class
                     or "LocalCluster",
-                    "n_workers": 0 if spec.cluster.scheduler else spec.cluster.n_workers,
+                    "n_workers": worker_count(spec.cluster),
                     "prefect_api": "server",
                 },
             )

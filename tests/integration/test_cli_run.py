@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from storage import store
 from tests.integration._specs import tiny_spec, to_toml
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,7 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
         )
         assert done.returncode == 0, done.stderr[-3000:]
         assert (tmp_path / "a.zarr" / "zarr.json").exists()
+        assert store.root_attrs(str(tmp_path / "a.zarr"))["n_workers"] == 1  # counted, not assumed
         assert not any(elsewhere.iterdir())  # nothing landed in the workers' directory
     finally:
         worker.terminate()
