@@ -39,14 +39,10 @@ def cpu_seconds() -> float:
 
 
 def template(url: str, plan: Any) -> None:
-    import numpy as np
 
     from storage import store
 
-    sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
-    for gi, lq in enumerate(plan.level_queries):
-        for qid, q in lq:
-            sigma2[gi, qid] = q.sigma2
+    sigma2 = plan.sigma2_matrix()
     store.create_residual_template(
         url,
         states=plan.states,

@@ -117,10 +117,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     plan = make_plan(spec)
     allocation_release = not plan.geometric
-    sigma2 = np.full((len(plan.geolevels), len(plan.queries)), np.nan)
-    for gi, lq in enumerate(plan.level_queries):
-        for qid, q in lq:
-            sigma2[gi, qid] = q.sigma2
+    sigma2 = plan.sigma2_matrix()
     done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
     if done is None:
         _create_template(url, spec, plan, run_id, sigma2, allocation_release)
@@ -311,10 +308,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
     status = np.full((ng, nq), "", dtype=object)
     n_res = np.zeros((ng, nq), dtype=np.int64)
     bw = np.full((ng, nq), np.nan)
-    sigma2 = np.full((ng, nq), np.nan)
-    for gi, lq in enumerate(plan.level_queries):
-        for qid, qp in lq:
-            sigma2[gi, qid] = qp.sigma2
+    sigma2 = plan.sigma2_matrix()
     extra_keys = ("bias_aware", "ci_low", "ci_high", "null_upper", "inv_sigma2_hat")
     extra = {k: np.full((ng, nq), np.nan) for k in extra_keys}
     curves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}

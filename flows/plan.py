@@ -103,6 +103,14 @@ class AuditPlan:
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
 
+    def sigma2_matrix(self) -> np.ndarray:
+        """σ² of every (geolevel, query) the plan measures; NaN where a level has no such query."""
+        sigma2 = np.full((len(self.geolevels), len(self.queries)), np.nan)
+        for gi, lq in enumerate(self.level_queries):
+            for qid, q in lq:
+                sigma2[gi, qid] = q.sigma2
+        return sigma2
+
 
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
