@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -112,6 +113,21 @@ class AuditPlan:
         return sigma2
 
 
+def _state_levels(
+    states: list[str], levels: tuple[str, ...], has_nation: bool, empty: list[tuple[int, int]]
+) -> Iterator[tuple[int, int, str, str, bool]]:
+    """(state index, geolevel index, state label, geolevel, is the nation) of every region that can
+    hold data: the nation (first, if present) only at the national level, states at every other
+    level; the other regions are appended to ``empty``."""
+    for si, label in enumerate(states):
+        nation = has_nation and si == 0
+        for gi, g in enumerate(levels):
+            if nation != (g == NATIONAL):
+                empty.append((si, gi))
+                continue
+            yield si, gi, label, g, nation
+
+
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
         return _spine_plan(spec)
@@ -153,19 +169,14 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
     pop_seed = spec.population.seed if spec.population.seed is not None else int(base_seed[0])
     blocks: list[Block] = []
     empty: list[tuple[int, int]] = []
-    for si, label in enumerate(states):
-        nation = has_nation and si == 0
-        for gi, g in enumerate(levels):
-            if nation != (g == NATIONAL):
-                empty.append((si, gi))
-                continue
-            units = 1 if nation else hierarchy.units_per_state(g)
-            items = units * sum(q.n_sim for _, q in level_queries[gi])
-            if items == 0:
-                empty.append((si, gi))
-                continue
-            key = 0 if nation else (si if has_nation else si + 1)
-            blocks.append(Block(si, gi, key, f"{label}/{g}", items))
+    for si, gi, label, g, nation in _state_levels(states, levels, has_nation, empty):
+        units = 1 if nation else hierarchy.units_per_state(g)
+        items = units * sum(q.n_sim for _, q in level_queries[gi])
+        if items == 0:
+            empty.append((si, gi))
+            continue
+        key = 0 if nation else (si if has_nation else si + 1)
+        blocks.append(Block(si, gi, key, f"{label}/{g}", items))
     return AuditPlan(
         states=tuple(states),
         geolevels=levels,
@@ -649,18 +660,13 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
     states = ([NATIONAL] if has_nation else []) + [labels[i] for i in indices]
     blocks: list[Block] = []
     empty: list[tuple[int, int]] = []
-    for si, label in enumerate(states):
-        nation = has_nation and si == 0
-        for gi, g in enumerate(levels):
-            if nation != (g == NATIONAL):
-                empty.append((si, gi))
-                continue
-            if nation:
-                blocks.append(Block(si, gi, 0, f"{label}/{g}", cells[gi]))
-                continue
-            i = indices[si - has_nation]
-            n = int(units[SPINE_LEVEL_OF[g]][i]) * cells[gi]
-            blocks.append(Block(si, gi, i + 1, f"{label}/{g}", n))
+    for si, gi, label, g, nation in _state_levels(states, levels, has_nation, empty):
+        if nation:
+            blocks.append(Block(si, gi, 0, f"{label}/{g}", cells[gi]))
+            continue
+        i = indices[si - has_nation]
+        n = int(units[SPINE_LEVEL_OF[g]][i]) * cells[gi]
+        blocks.append(Block(si, gi, i + 1, f"{label}/{g}", n))
     return AuditPlan(
         states=tuple(states),
         geolevels=levels,
