@@ -483,7 +483,10 @@ class AuditSpec(_Strict):
         try:
             load_table(p.path, tuple(p.counts), p.level_columns, p.unit)
         except Exception as exc:  # read_counts names the file, column or row
-            raise ValueError(f"population.path = {p.path!r}: {exc}") from None
+            msg = str(exc)  # a missing file's message already names the path
+            raise ValueError(
+                msg if p.path in msg else f"population.path = {p.path!r}: {msg}"
+            ) from None
 
     def _check_spine(self) -> None:
         from flows.plan import spine_state_indices

@@ -96,7 +96,9 @@ def _read(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         return source
     path = Path(source)
     if not path.is_file():
-        raise InvalidParameterError(f"Invalid table path {str(path)!r}: no such file")
+        raise InvalidParameterError(
+            f"Invalid table path {str(path)!r}: no such file; give the path of a CSV or Parquet file"
+        )
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         try:
