@@ -604,6 +604,7 @@ def test_coverage_store_renders_the_lb_ecdfs(tmp_path: pathlib.Path) -> None:
     assert 'id="accounting"' not in html
     section = _between(html, '<section id="mpl-coverage">', "</section>")
     assert "1. Coverage of the MPL lower bound" in section and "6 repetitions" in section
+    assert "2. Provenance" in html and "6. Provenance" not in html  # numbered in reading order
     rows = re.findall(r'<tr><td class="level">([^<]+)</td><td class="num">([^<]+)</td>', section)
     assert rows == [
         ("laplace", "0.7"),
