@@ -139,10 +139,28 @@ def account(
             "2023; implied when --allocation is repeated).",
         ),
     ] = False,
+    split_grid: Annotated[
+        float | None,
+        typer.Option(
+            "--split-grid",
+            help="Bracket mode: the dyadic grid step of the σ² split (e.g. 6.103515625e-05 = "
+            "2^-14); finer narrows the bracket at more cost. Default: the finest within "
+            "--max-work.",
+        ),
+    ] = None,
+    max_work: Annotated[
+        float,
+        typer.Option(
+            "--max-work",
+            help="Budget of the exact/bracket accountant in multiply-adds (e.g. 2e10 for "
+            "PL94+DHC cumulative at 1e-6 width).",
+        ),
+    ] = 5e9,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per-level exact ε(δ) (or δ(ε)) of a shipped allocation next to the Bureau's zCDP conversion."""
     try:
+        grid_opts = _grid_options(split_grid, max_work)
         ids = allocation or []
         cumulative = cumulative or len(ids) > 1
         if cumulative and level:
@@ -166,6 +184,7 @@ def account(
                 deltas,
                 method=method.value,
                 epsilons=epsilon,
+                grid_opts=grid_opts,
             )
         else:
             first = ids[0] if ids else DEFAULT_ALLOCATION
@@ -180,6 +199,7 @@ def account(
                 composed,
                 method=method.value,
                 epsilons=epsilon,
+                grid_opts=grid_opts,
             )
     except DPAuditError as exc:
         fail(str(exc))
@@ -187,6 +207,26 @@ def account(
         typer.echo(json.dumps(result, indent=2))
         return
     _print_account(result)
+
+
+def _grid_options(split_grid: float | None, max_work: float) -> dict[str, Any]:
+    """The accountant's grid budget from the CLI, checked here so a bad value fails before work."""
+    import math
+
+    if not (math.isfinite(max_work) and max_work > 0):
+        raise InvalidParameterError(
+            f"Invalid --max-work {max_work!r}: give a positive number of multiply-adds, e.g. 2e10"
+        )
+    out: dict[str, Any] = {"max_work": max_work}
+    if split_grid is not None:
+        m, _ = math.frexp(split_grid) if math.isfinite(split_grid) else (0.0, 0)
+        if not (0 < split_grid < 1 and m == 0.5):
+            raise InvalidParameterError(
+                f"Invalid --split-grid {split_grid!r}: give a power of two in (0, 1), "
+                "e.g. 6.103515625e-05 (2^-14)"
+            )
+        out["split_grid"] = split_grid
+    return out
 
 
 def _account(
@@ -200,10 +240,11 @@ def _account(
     *,
     method: str = "auto",
     epsilons: list[float] | None = None,
+    grid_opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     def one(g: str | None) -> dict[str, Any]:
         comps = alloc.components(neighbours, universe, region, g)
-        return _row(comps, g or "all levels composed", deltas, method, epsilons)
+        return _row(comps, g or "all levels composed", deltas, method, epsilons, grid_opts)
 
     out: dict[str, Any] = {
         "allocation": alloc.allocation_id,
@@ -230,6 +271,7 @@ def _account_cumulative(
     *,
     method: str = "auto",
     epsilons: list[float] | None = None,
+    grid_opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Whole products composed: each universe, persons + units per product, all products."""
     from auditlib.allocations import cumulative_components, load_allocation
@@ -243,15 +285,22 @@ def _account_cumulative(
             alloc.regions(alloc.universes()[0])  # names the allowed regions
         for u in unis:
             rows.append(
-                _row(alloc.components(neighbours, u, region), f"{a} {u}", deltas, method, epsilons)
+                _row(
+                    alloc.components(neighbours, u, region),
+                    f"{a} {u}",
+                    deltas,
+                    method,
+                    epsilons,
+                    grid_opts,
+                )
             )
         if len(unis) > 1:
             comps = cumulative_components([a], neighbours, region, unis)
-            rows.append(_row(comps, f"{a} {'+'.join(unis)}", deltas, method, epsilons))
+            rows.append(_row(comps, f"{a} {'+'.join(unis)}", deltas, method, epsilons, grid_opts))
     ids = list(dict.fromkeys(allocation_ids))
     if len(ids) > 1:
         comps = cumulative_components(ids, neighbours, region)
-        rows.append(_row(comps, "all products composed", deltas, method, epsilons))
+        rows.append(_row(comps, "all products composed", deltas, method, epsilons, grid_opts))
     return {
         "allocation": " + ".join(ids),
         "allocations": ids,
@@ -569,6 +618,7 @@ def _row(
     deltas: list[float],
     method: str,
     epsilons: list[float] | None,
+    grid_opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One output row: the exact bracket (or bound) of ``comps`` next to the zCDP conversions."""
     from fractions import Fraction
@@ -596,7 +646,11 @@ def _row(
     }
     comp = None
     if method in ("auto", "exact", "bracket", "paper-bound"):
-        comp = DiscreteGaussianComposition(list(comps), mode=_MODES.get(method, "auto"))  # type: ignore[arg-type]
+        comp = DiscreteGaussianComposition(
+            list(comps),
+            mode=_MODES.get(method, "auto"),  # type: ignore[arg-type]
+            **(grid_opts or {}),
+        )
         row["method"] = comp.method
     else:
         row["method"] = method

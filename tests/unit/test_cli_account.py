@@ -67,6 +67,18 @@ def test_account_bracket_mode_on_request() -> None:
     assert e["exact_upper"] - e["exact_lower"] < 1e-6
 
 
+def test_account_split_grid_trades_width_for_work() -> None:
+    """A coarser σ² split gives a wider bracket that still holds the exact lattice's value."""
+    args = ["account", "-m", "bracket", "-l", "Block", "-d", "1e-11", "--no-composed"]
+    coarse = run_json([*args, "--split-grid", str(2.0**-6)])["levels"][0]["epsilon"][0]
+    default = run_json(args)["levels"][0]["epsilon"][0]
+    exact = run_json(["account", "-m", "exact", "-l", "Block", "-d", "1e-11", "--no-composed"])
+    x = exact["levels"][0]["epsilon"][0]
+    assert coarse["exact_lower"] <= x["exact_lower"] <= x["exact_upper"] <= coarse["exact_upper"]
+    width = coarse["exact_upper"] - coarse["exact_lower"]
+    assert width > 10 * (default["exact_upper"] - default["exact_lower"])
+
+
 def test_account_delta_of_epsilon() -> None:
     out = run_json(["account", "-l", "State", "-e", "10.125417", "--no-composed"])
     assert out["epsilons"] == [10.125417] and out["deltas"] == []
@@ -174,6 +186,9 @@ def test_tradeoff_csv_json_and_file(tmp_path: Path) -> None:
             "no exact lattice within budget",
         ),
         (["account", "--cumulative", "-l", "State"], "drop --level"),
+        (["account", "--split-grid", "0.3"], "Invalid --split-grid 0.3"),
+        (["account", "--split-grid", "nan"], "Invalid --split-grid nan"),
+        (["account", "--max-work", "0"], "Invalid --max-work 0.0"),
         (["account", "-a", "pl94_2021_production", "-a", "nope"], "Unknown allocation: 'nope'"),
         (["account", "--cumulative", "--region", "XX", "-m", "zcdp-cks"], "Unknown region: 'XX'"),
         (["calibrate", "-t", "abc"], "Invalid target: 'abc'"),
