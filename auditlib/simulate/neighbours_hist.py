@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -118,7 +119,11 @@ class HistogramDatabase:
         return u
 
     def level_histograms(self) -> list[IntArray]:
-        """Histograms of every level (top first), exact sums of the blocks'."""
+        """Histograms of every level (top first), exact sums of the blocks' (computed once)."""
+        return self._level_histograms
+
+    @cached_property
+    def _level_histograms(self) -> list[IntArray]:
         return self.hierarchy.aggregate(self.histograms)
 
     def query_counts(self, level: str | int, query: str = "total") -> IntArray:

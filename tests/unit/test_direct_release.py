@@ -131,7 +131,7 @@ def test_topdown_runs_the_units_state_only() -> None:
     b = released_values(measured, one, 50, seeds.rng(1, 9), level="Tract", unit=0)
     np.testing.assert_array_equal(a, b)
     # the copies are independent runs: their law is that of separate topdown() calls
-    n = 400
+    n = 300
     copies = released_values(measured, one, n, seeds.rng(2, 9), level="Tract", unit=0)
     sep = np.array(
         [

@@ -78,6 +78,22 @@ def test_topdown_mpl_lower_bound_under_the_accounting() -> None:
     assert r.lb > claimed
 
 
+def test_topdown_county_count_under_the_accounting() -> None:
+    e = topdown_count(level="County", unit=0)  # moves into county 0 from blocks 2 and 3
+    assert e.components == (((2.0, 2), (4.0, 2)), ((2.0, 2), (4.0, 2)))
+    assert e.region.points.tolist() == list(range(1, 8))  # county 0 holds 4 people
+    r = mpl(
+        e.mechanism,
+        e.pairs,
+        n=N,
+        n_confidence=N_CONF,
+        region=e.region,
+        rng=np.random.default_rng(5),
+    )
+    assert r.confidence.counts is not None
+    assert 0 < r.lb <= e.pointwise_bound(_p_min(tuple(r.confidence.counts), N_CONF))
+
+
 def _sum_pmf(eps: float, p: int, s: np.ndarray) -> np.ndarray:
     a = math.exp(-eps / p)
     k = np.arange(-3000, 3001)
