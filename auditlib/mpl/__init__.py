@@ -13,7 +13,8 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
   SVT2/4/5/6, continuous Noisy Max, noisy counts) to validate all of the above.
 * :mod:`~auditlib.mpl.census` — census releases under test: a released count of a database D vs
-  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C.
+  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C; the
+  TopDown, ADPC and RDPC counts of a histogram database (TopDown and RDPC bounded, not exact).
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -34,11 +35,16 @@ from auditlib.mpl.catalogue import (
     svt6,
 )
 from auditlib.mpl.census import (
+    AccountedMechanism,
+    adpc_count,
     allocation_count,
     allocation_query_count,
     census_database,
     gdpc_count,
+    histogram_database,
     neighbour_pairs,
+    rdpc_count,
+    topdown_count,
 )
 from auditlib.mpl.density import (
     silverman_bandwidth,
@@ -53,6 +59,7 @@ from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, Sampler, check
 
 __all__ = [
     "DEFAULT_TAU",
+    "AccountedMechanism",
     "ConfidenceStep",
     "DPLResult",
     "HockeyStick",
@@ -62,6 +69,7 @@ __all__ = [
     "OutputKind",
     "Region",
     "Sampler",
+    "adpc_count",
     "allocation_count",
     "allocation_query_count",
     "census_database",
@@ -75,12 +83,14 @@ __all__ = [
     "exponential_mechanism",
     "gdpc_count",
     "geometric_count",
+    "histogram_database",
     "hockey_stick",
     "hockey_stick_exact",
     "laplace_mechanism",
     "mpl",
     "neighbour_pairs",
     "noisy_max_pmf",
+    "rdpc_count",
     "report_noisy_max",
     "silverman_bandwidth",
     "svt2",
@@ -89,5 +99,6 @@ __all__ = [
     "svt6",
     "tdde",
     "tkde",
+    "topdown_count",
     "undersmoothed_bandwidth",
 ]

@@ -10,6 +10,10 @@ must be measured against the same reference (here ``TC(D)``), otherwise the even
 the two databases. :func:`direct_samples` returns the released counts of one unit under ``D`` and
 ``D′``; replicate ``r`` of database ``b`` (0 = D, 1 = D′) uses the keyed stream
 ``(NEIGHBOUR_NOISE, algorithm, b, r)``.
+
+Block-histogram populations (synthetic, spine, tables; TopDown, SA3/SA4 and seed 001's releases of a
+table) have their own neighbours in :mod:`auditlib.simulate.neighbours_hist` and direct samples of
+any release in :mod:`auditlib.simulate.direct`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,338 @@
+"""Direct samples of any release on a pair of neighbouring histogram databases (D, D′).
+
+A release is run ``R`` times on D and ``R`` times on D′, independently, and the released value of one
+chosen (level, unit, query cell) is kept (:func:`release_samples`); :func:`released_values` is the
+same black box on one database (``n`` runs from one generator), the sampler MPL tests
+(:mod:`auditlib.mpl.census`). The releases are the simulation module's own, called, not rewritten:
+
+* :class:`Allocation` — the noisy measurement of the cell: count + N_Z(0, σ²)
+  (:func:`~auditlib.simulate.release.simulate_block`; clipped at 0 with ``"nonnegative"``).
+* :class:`TopDown` — the TopDown-style release (:func:`~auditlib.simulate.topdown.topdown`) of the
+  state holding the chosen unit, with ``measured`` (query, σ²) per level of the database. TopDown runs
+  each state on its own, so the released value of a unit depends on its state only: a database of many
+  states (the whole spine) is cut to that state (:meth:`HistogramDatabase.state`) — exact, and the
+  only way to afford it. A change in another state leaves the law of the value unchanged.
+* :class:`Hierarchical` — seed 001's GDPC, RDPC or ADPC of the tree of one query cell (a root over
+  the top level, then every level, as for a table in ``flows/plan.py``); GDPC and ADPC release the
+  blocks, RDPC every level.
+* :class:`Stratified` — seed 003's SA3 (each block's total and its detailed cells as strata) or SA4
+  (strata summing to the true total of each unit of the level above the blocks, the county); the
+  released value is the block's total (query ``"total"``) or a stratum (query ``"detailed"``).
+
+Vectorised where the release allows: ``n`` runs of the allocation, GDPC, ADPC and SA3 are one draw
+of ``n`` independent copies of the unit (units are released independently); SA4's copies are ``n``
+copies of the unit's county, TopDown's ``n`` copies of the state as ``n`` top units of one call (every
+parent is solved on its own: the copies are independent runs). RDPC is run ``n`` times (raking
+couples the whole tree).
+
+Streams: chunk ``k`` (``chunk`` runs) of database ``b`` (0 = D, 1 = D′) draws from the keyed stream
+``(DIRECT_RELEASE, release key, b, k)``: the same seed gives the same samples, D and D′ never share
+a draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib import seeds
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import DETAILED, TOTAL
+from auditlib.mechanisms.base import check_rng, positive_finite
+from auditlib.simulate.hierarchical import Algorithm, CountTree, adpc, gdpc, rdpc
+from auditlib.simulate.neighbours_hist import HistogramDatabase, HistogramPair
+from auditlib.simulate.release import QueryPlan, simulate_block
+from auditlib.simulate.stratified import invariant_release, stratified_release
+from auditlib.simulate.topdown import StateHierarchy, topdown
+
+#: keyed stream of direct samples: (DIRECT_RELEASE, release key, database, chunk)
+DIRECT_RELEASE = 19
+DEFAULT_CHUNK = 2_000
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The noisy measurement N_Z(0, ``sigma2``) of the chosen cell (TopDown's measurement step)."""
+
+    sigma2: float
+    postprocess: Literal["none", "nonnegative"] = "none"
+    key = 0
+
+
+@dataclass(frozen=True)
+class TopDown:
+    """The TopDown-style release: per level of the database (top first) its measured (query, σ²)."""
+
+    measured: tuple[tuple[tuple[str, float], ...], ...]
+    tol: float = 1e-3
+    key = 1
+
+    @classmethod
+    def of(cls, measured: Sequence[Sequence[tuple[str, float]]], tol: float = 1e-3) -> TopDown:
+        return cls(tuple(tuple((str(q), float(s)) for q, s in lv) for lv in measured), tol)
+
+
+@dataclass(frozen=True)
+class Hierarchical:
+    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon`` (ADPC: ``n_runs`` = P)."""
+
+    algorithm: Algorithm
+    epsilon: float
+    n_runs: int = 4
+
+    @property
+    def key(self) -> int:
+        return 2 + ("gdpc", "rdpc", "adpc").index(self.algorithm)
+
+
+@dataclass(frozen=True)
+class Stratified:
+    """Seed 003's ``"sa3"`` (ε₁ = ``epsilon`` on totals, ε₂ = ``epsilon_strata`` or ε on strata)
+    or ``"sa4"`` (``epsilon`` on strata, county totals invariant)."""
+
+    kind: Literal["sa3", "sa4"]
+    epsilon: float
+    epsilon_strata: float | None = None
+
+    @property
+    def key(self) -> int:
+        return 5 if self.kind == "sa3" else 6
+
+
+Release = Allocation | TopDown | Hierarchical | Stratified
+
+
+@dataclass(frozen=True)
+class Target:
+    """The released value kept: cell ``cell`` of ``query`` of unit ``unit`` at ``level``."""
+
+    level: int
+    unit: int
+    query: str = TOTAL
+    cell: int = 0
+
+    @classmethod
+    def check(
+        cls, db: HistogramDatabase, level: str | int, unit: int, query: str, cell: int
+    ) -> Target:
+        i = db.level_index(level)
+        n = db.n_units(i)
+        if isinstance(unit, bool) or not isinstance(unit, int | np.integer) or not 0 <= unit < n:
+            raise InvalidParameterError(
+                f"Invalid unit {unit!r} at {db.levels[i]!r}; allowed 0..{n - 1}"
+            )
+        q = db.schema.canonical_query(query)
+        k = db.schema.n_query_cells(q)
+        if isinstance(cell, bool) or not isinstance(cell, int | np.integer) or not 0 <= cell < k:
+            raise InvalidParameterError(
+                f"Invalid cell {cell!r} of query {q!r}; allowed 0..{k - 1} "
+                f"({', '.join(db.schema.cell_labels(q)[:4])}, …)"
+            )
+        return cls(i, int(unit), q, int(cell))
+
+    def truth(self, db: HistogramDatabase) -> int:
+        return int(db.query_counts(self.level, self.query)[self.unit, self.cell])
+
+
+def _allocation(
+    r: Allocation, db: HistogramDatabase, t: Target, n: int, g: np.random.Generator
+) -> FloatArray:
+    s2 = positive_finite("sigma2", r.sigma2)
+    truth = np.full((n, 1), t.truth(db), dtype=np.int64)
+    block = simulate_block([truth], [QueryPlan("cell", 1, 1, s2)], [0], [g], r.postprocess)
+    return block.truth.astype(np.float64) + block.residual[0].astype(np.float64)
+
+
+def _state_of(db: HistogramDatabase, t: Target) -> tuple[HistogramDatabase, int]:
+    """The state holding the target unit as its own database, and the unit's index there."""
+    if db.n_top == 1:
+        return db, t.unit
+    top = np.arange(db.n_units(t.level), dtype=np.int64)
+    for j in range(t.level - 1, -1, -1):
+        top = db.parents[j][top]
+    s = int(top[t.unit])
+    sub, _ = db.state(s)
+    return sub, int(np.searchsorted(np.flatnonzero(top == s), t.unit))
+
+
+def _tiled(h: StateHierarchy, n: int) -> StateHierarchy:
+    """``n`` copies of a one-state hierarchy as ``n`` top units."""
+    parents = []
+    for i, p in enumerate(h.parents):
+        up = h.n_units(i)
+        parents.append((p[None, :] + up * np.arange(n, dtype=np.int64)[:, None]).ravel())
+    return StateHierarchy(h.levels, tuple(parents), n)
+
+
+def _topdown(
+    r: TopDown, db: HistogramDatabase, t: Target, n: int, g: np.random.Generator
+) -> FloatArray:
+    sub, unit = _state_of(db, t)
+    sch = sub.schema
+    matrices = {q: sch.query_matrix(q) for q in {q for lv in r.measured for q, _ in lv}}
+    row = sch.query_matrix(t.query)[t.cell].astype(np.int64)
+    units = sub.n_units(t.level)
+    rel = topdown(
+        _tiled(sub.hierarchy, n),
+        np.tile(sub.histograms, (n, 1)),
+        matrices,
+        r.measured,
+        [g] * len(sub.levels),
+        tol=r.tol,
+    )
+    return (rel.dp[t.level].reshape(n, units, -1)[:, unit, :] @ row).astype(np.float64)
+
+
+def count_tree(db: HistogramDatabase, query: str = TOTAL, cell: int = 0) -> CountTree:
+    """Seed 001's tree of one query cell: a root over the top level, then every level."""
+    counts = [np.asarray(db.query_counts(i, query)[:, cell]) for i in range(len(db.levels))]
+    root = np.array([counts[0].sum()], dtype=np.int64)
+    parents = [np.zeros(db.n_top, dtype=np.int64), *db.parents]
+    return CountTree((root, *counts), tuple(parents))
+
+
+def _hierarchical(
+    r: Hierarchical, db: HistogramDatabase, t: Target, n: int, g: np.random.Generator
+) -> FloatArray:
+    last = len(db.levels) - 1
+    if r.algorithm != "rdpc" and t.level != last:
+        raise InvalidParameterError(
+            f"Invalid level {db.levels[t.level]!r}: {r.algorithm} releases the blocks "
+            f"({db.levels[last]!r}) only"
+        )
+    if r.algorithm == "gdpc":
+        return gdpc(np.full(n, t.truth(db)), r.epsilon, g).astype(np.float64)
+    if r.algorithm == "adpc":
+        return adpc(np.full(n, t.truth(db)), r.epsilon, r.n_runs, g)
+    if r.algorithm != "rdpc":
+        raise InvalidParameterError(f"Invalid algorithm {r.algorithm!r}; allowed: gdpc, rdpc, adpc")
+    tree = count_tree(db, t.query, t.cell)
+    return np.array([rdpc(tree, r.epsilon, g).dp[t.level + 1][t.unit] for _ in range(n)])
+
+
+def _stratified(
+    r: Stratified, db: HistogramDatabase, t: Target, n: int, g: np.random.Generator
+) -> FloatArray:
+    last = len(db.levels) - 1
+    if t.level != last or t.query not in (TOTAL, DETAILED):
+        raise InvalidParameterError(
+            f"Invalid target {db.levels[t.level]!r}/{t.query!r}: {r.kind} releases each block's "
+            f"total and detailed cells ({db.levels[last]!r}, query 'total' or 'detailed')"
+        )
+    if r.kind == "sa3":
+        e2 = r.epsilon if r.epsilon_strata is None else r.epsilon_strata
+        rel = stratified_release(np.tile(db.histograms[t.unit], (n, 1)), r.epsilon, e2, g)
+        out = rel.total if t.query == TOTAL else rel.strata[:, t.cell]
+        return out.astype(np.float64)
+    if r.kind != "sa4":
+        raise InvalidParameterError(f"Invalid stratified release {r.kind!r}; allowed: sa3, sa4")
+    if last == 0:
+        raise InvalidParameterError("Invalid database for sa4: no level above the blocks")
+    county = db.parents[-1]
+    members = np.flatnonzero(county == county[t.unit])
+    pos = int(np.searchsorted(members, t.unit))
+    m = members.size
+    x = np.tile(db.histograms[members], (n, 1))
+    rel = invariant_release(x, np.repeat(np.arange(n, dtype=np.int64), m), r.epsilon, g)
+    strata = rel.strata.reshape(n, m, -1)[:, pos, :]
+    return (strata.sum(axis=1) if t.query == TOTAL else strata[:, t.cell]).astype(np.float64)
+
+
+def released_values(
+    release: Release,
+    db: HistogramDatabase,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    level: str | int,
+    unit: int,
+    query: str = TOTAL,
+    cell: int = 0,
+) -> FloatArray:
+    """``n`` independent runs of ``release`` on ``db``: the released value of (level, unit, query
+    cell) of each (float64; ADPC's values lie on ℤ/P, RDPC's are real)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise InvalidParameterError(f"Invalid n: {n!r}; need an integer >= 1")
+    g = check_rng(rng)
+    t = Target.check(db, level, unit, query, cell)
+    if isinstance(release, Allocation):
+        return np.asarray(_allocation(release, db, t, int(n), g), dtype=np.float64)
+    if isinstance(release, TopDown):
+        return np.asarray(_topdown(release, db, t, int(n), g), dtype=np.float64)
+    if isinstance(release, Hierarchical):
+        return np.asarray(_hierarchical(release, db, t, int(n), g), dtype=np.float64)
+    if isinstance(release, Stratified):
+        return np.asarray(_stratified(release, db, t, int(n), g), dtype=np.float64)
+    raise InvalidParameterError(
+        f"Invalid release {release!r}; give Allocation, TopDown, Hierarchical or Stratified"
+    )
+
+
+@dataclass(frozen=True)
+class ReleaseSamples:
+    """Released values of one (level, unit, query cell) in independent runs on D and on D′."""
+
+    release: Release
+    level: str
+    unit: int
+    query: str
+    cell: int
+    truth_d: int
+    truth_d_prime: int
+    dp_d: FloatArray
+    dp_d_prime: FloatArray
+
+    @property
+    def errors(self) -> tuple[FloatArray, FloatArray]:
+        """Both samples minus the same reference, the count of D (events on the output)."""
+        return self.dp_d - self.truth_d, self.dp_d_prime - self.truth_d
+
+
+def release_samples(
+    pair: HistogramPair,
+    release: Release,
+    *,
+    level: str | int,
+    unit: int,
+    query: str = TOTAL,
+    cell: int = 0,
+    replicates: int,
+    seed: int,
+    chunk: int = DEFAULT_CHUNK,
+) -> ReleaseSamples:
+    """Run ``release`` ``replicates`` times on D and on D′ (independent keyed streams, see the module
+    docstring) and keep the released value of (``level``, ``unit``, ``query`` cell ``cell``).
+
+    TopDown is run on the state holding ``unit`` only (each state is its own release)."""
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise InvalidParameterError(f"Invalid replicates: {replicates!r}; need >= 1")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise InvalidParameterError(f"Invalid chunk: {chunk!r}; need >= 1")
+    t = Target.check(pair.d, level, unit, query, cell)
+    key = int(release.key)
+    out = np.empty((2, replicates), dtype=np.float64)
+    for b, db in enumerate((pair.d, pair.d_prime)):
+        for k, lo in enumerate(range(0, replicates, chunk)):
+            hi = min(lo + chunk, replicates)
+            g = seeds.rng(seed, DIRECT_RELEASE, key, b, k)
+            out[b, lo:hi] = released_values(
+                release, db, hi - lo, g, level=t.level, unit=t.unit, query=t.query, cell=t.cell
+            )
+    return ReleaseSamples(
+        release,
+        pair.d.levels[t.level],
+        t.unit,
+        t.query,
+        t.cell,
+        t.truth(pair.d),
+        t.truth(pair.d_prime),
+        out[0],
+        out[1],
+    )

@@ -1,0 +1,424 @@
+"""Neighbouring databases of block-histogram populations: D′ from D by moving, adding or removing one
+person.
+
+A *histogram database* (:class:`HistogramDatabase`) is what TopDown, seed 003's SA3/SA4 and seed 001's
+releases of a table run on: the detailed histogram of every block over the cells of an attribute
+schema (:mod:`auditlib.geography.schema`) and the hierarchy above the blocks (levels top first, one
+parent-index array per level below the top). A person is one unit of one (block, detailed cell):
+
+* **move** — one person of (block b, cell c) now counts in (block b′, cell c′): another block, another
+  cell (e.g. a birthday crossing 18), or both (bounded DP, "replace one row");
+* **add** — one more person in (block, cell); **remove** — one fewer (unbounded DP).
+
+D′ keeps the hierarchy of D. :class:`HistogramPair` records the change and answers, at every level and
+for every marginal query of the schema, which (unit, query cell) counts change by ±1
+(:meth:`HistogramPair.count_difference`): in the ``pl94`` schema a person moved from
+``18plus/hispanic/white`` to ``18plus/not_hispanic/white`` in the same block changes no ``total`` and no
+``votingage`` count, and the ``hispanic`` and ``detailed`` counts by −1/+1.
+
+Constructors: :meth:`HistogramDatabase.from_spine` (one state of the US spine, or all of it),
+:meth:`HistogramDatabase.from_synthetic` (one state of the synthetic hierarchy) and
+:meth:`HistogramDatabase.from_table` (real counts, :mod:`auditlib.geography.tabular`).
+:meth:`HistogramDatabase.state` cuts one top-level unit out as its own database, as TopDown runs
+one state at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import DETAILED, AttributeSchema
+from auditlib.geography.schema import schema as schema_by_name
+from auditlib.simulate.topdown import StateHierarchy
+
+if TYPE_CHECKING:
+    from auditlib.geography.spine import Spine
+    from auditlib.geography.synthetic import PopulationParams, SyntheticHierarchy
+    from auditlib.geography.tabular import TabularPopulation
+
+IntArray = npt.NDArray[np.int64]
+ChangeKind = Literal["move", "add", "remove"]
+#: a cell given by its index in the detailed histogram or by its label (``"18plus/hispanic/white"``)
+CellRef = int | str
+
+
+@dataclass(frozen=True)
+class HistogramDatabase:
+    """Block histograms ``(n_blocks, schema.n_cells)`` and the hierarchy above the blocks.
+
+    ``levels`` top first (the last holds the blocks); ``parents[i]`` maps the units of
+    ``levels[i + 1]`` to their parent at ``levels[i]``; the top level has ``n_top`` units (1: one
+    state)."""
+
+    schema: AttributeSchema
+    levels: tuple[str, ...]
+    parents: tuple[IntArray, ...]
+    histograms: IntArray
+    n_top: int = 1
+
+    def __post_init__(self) -> None:
+        parents = tuple(np.asarray(p, dtype=np.int64) for p in self.parents)
+        object.__setattr__(self, "parents", parents)
+        object.__setattr__(self, "levels", tuple(self.levels))
+        h = np.asarray(self.histograms)
+        if h.ndim != 2 or h.shape[1] != self.schema.n_cells:
+            raise InvalidParameterError(
+                f"Invalid histograms of shape {h.shape}; schema {self.schema.name!r} needs "
+                f"(n_blocks, {self.schema.n_cells})"
+            )
+        if h.dtype.kind not in "iu" or (h.size and h.min() < 0):
+            raise InvalidParameterError("Invalid histograms: counts must be integers >= 0")
+        object.__setattr__(self, "histograms", h.astype(np.int64))
+        hier = self.hierarchy  # checks the parents
+        if hier.n_units(len(self.levels) - 1) != h.shape[0]:
+            raise InvalidParameterError(
+                f"Invalid histograms: {h.shape[0]} rows for "
+                f"{hier.n_units(len(self.levels) - 1)} blocks of {self.levels[-1]!r}"
+            )
+
+    # -- structure ---------------------------------------------------------------------------------
+    @property
+    def hierarchy(self) -> StateHierarchy:
+        """The hierarchy as TopDown takes it."""
+        return StateHierarchy(self.levels, self.parents, self.n_top)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.histograms.shape[0])
+
+    def level_index(self, level: str | int) -> int:
+        """Index (top = 0) of a level given by name or index."""
+        if isinstance(level, str):
+            if level not in self.levels:
+                raise InvalidParameterError(
+                    f"Unknown level {level!r}; the database has {list(self.levels)}"
+                )
+            return self.levels.index(level)
+        if isinstance(level, bool) or not 0 <= int(level) < len(self.levels):
+            raise InvalidParameterError(
+                f"Invalid level {level!r}; allowed 0..{len(self.levels) - 1} ({list(self.levels)})"
+            )
+        return int(level)
+
+    def n_units(self, level: str | int) -> int:
+        return self.hierarchy.n_units(self.level_index(level))
+
+    def unit_of_block(self, blocks: npt.ArrayLike, level: str | int) -> IntArray:
+        """The unit of ``level`` that holds each block."""
+        i = self.level_index(level)
+        u = np.asarray(blocks, dtype=np.int64)
+        for j in range(len(self.levels) - 2, i - 1, -1):
+            u = self.parents[j][u]
+        return u
+
+    def level_histograms(self) -> list[IntArray]:
+        """Histograms of every level (top first), exact sums of the blocks' (computed once)."""
+        return self._level_histograms
+
+    @cached_property
+    def _level_histograms(self) -> list[IntArray]:
+        return self.hierarchy.aggregate(self.histograms)
+
+    def query_counts(self, level: str | int, query: str = "total") -> IntArray:
+        """Counts ``(n_units, n_query_cells)`` of a marginal query at ``level``."""
+        i = self.level_index(level)
+        hist = self.level_histograms()[i]
+        return np.asarray(self.schema.answer(hist, query), dtype=np.int64)
+
+    # -- checks ------------------------------------------------------------------------------------
+    def check_block(self, block: object) -> int:
+        if (
+            isinstance(block, bool)
+            or not isinstance(block, int | np.integer)
+            or not 0 <= int(block) < self.n_blocks
+        ):
+            raise InvalidParameterError(
+                f"Unknown block {block!r}; the database has blocks 0..{self.n_blocks - 1} "
+                f"(of {self.levels[-1]!r})"
+            )
+        return int(block)
+
+    def check_cell(self, cell: object) -> int:
+        """A detailed cell by index or by label (``"18plus/hispanic/white"``)."""
+        labels = self.schema.cell_labels(DETAILED)
+        if isinstance(cell, str):
+            if cell not in labels:
+                raise InvalidParameterError(
+                    f"Unknown cell {cell!r} of schema {self.schema.name!r}; choose one of "
+                    f"{list(labels)} (or an index 0..{self.schema.n_cells - 1})"
+                )
+            return labels.index(cell)
+        if (
+            isinstance(cell, bool)
+            or not isinstance(cell, int | np.integer)
+            or not 0 <= int(cell) < self.schema.n_cells
+        ):
+            raise InvalidParameterError(
+                f"Unknown cell {cell!r} of schema {self.schema.name!r}; allowed 0.."
+                f"{self.schema.n_cells - 1} or a label such as {labels[-1]!r}"
+            )
+        return int(cell)
+
+    # -- one state ---------------------------------------------------------------------------------
+    def state(self, top_unit: int) -> tuple[HistogramDatabase, IntArray]:
+        """The top-level unit ``top_unit`` (a state) as its own database (``n_top`` = 1), and the
+        index in this database of each of its blocks (its blocks keep their order)."""
+        if (
+            isinstance(top_unit, bool)
+            or not isinstance(top_unit, int | np.integer)
+            or not 0 <= int(top_unit) < self.n_top
+        ):
+            raise InvalidParameterError(
+                f"Invalid state {top_unit!r}; the top level {self.levels[0]!r} has units "
+                f"0..{self.n_top - 1}"
+            )
+        keep = np.array([int(top_unit)], dtype=np.int64)
+        parents = []
+        for p in self.parents:
+            new_index = np.full(int(p.max(initial=-1)) + 1, -1, dtype=np.int64)
+            new_index[keep] = np.arange(keep.size)
+            inside = np.flatnonzero(np.isin(p, keep))
+            parents.append(new_index[p[inside]])
+            keep = inside
+        sub = HistogramDatabase(self.schema, self.levels, tuple(parents), self.histograms[keep], 1)
+        return sub, keep
+
+    # -- constructors ------------------------------------------------------------------------------
+    @classmethod
+    def from_spine(
+        cls,
+        spine: Spine,
+        schema: AttributeSchema | str = "total",
+        *,
+        seed: int = 0,
+        state: int | None = None,
+    ) -> HistogramDatabase:
+        """One state (0-based; ``None``: every state, top level ``State``) of a spine. The ``total``
+        schema takes the block populations; another schema draws each state's histograms with
+        :func:`~auditlib.geography.populations.spine_state_histograms` (stream of ``seed``). All
+        states of the 2020-sized spine over ``pl94`` take 8.1 M × 28 × 8 bytes ≈ 1.8 GB: give
+        ``state`` for TopDown, which runs one state at a time anyway."""
+        from auditlib.geography.populations import spine_state_histograms
+        from auditlib.geography.spine import LEVELS
+        from auditlib.simulate.topdown import spine_state
+
+        sch = schema_by_name(schema) if isinstance(schema, str) else schema
+        if state is not None:
+            hier, pops = spine_state(spine, int(state))  # checks the state
+            hist = pops if sch.n_cells == 1 else spine_state_histograms(spine, state, sch, seed)
+            return cls(sch, hier.levels, hier.parents, np.asarray(hist), 1)
+        if sch.n_cells == 1:
+            hist = spine.block_population.astype(np.int64)[:, None]
+        else:
+            hist = np.concatenate(
+                [spine_state_histograms(spine, s, sch, seed) for s in range(spine.n_states)]
+            ).astype(np.int64)
+        parents = tuple(spine.parents[g].astype(np.int64) for g in LEVELS[1:])
+        return cls(sch, LEVELS, parents, hist, spine.n_states)
+
+    @classmethod
+    def from_synthetic(
+        cls,
+        hierarchy: SyntheticHierarchy,
+        params: PopulationParams,
+        state: int,
+        schema: AttributeSchema | str = "total",
+    ) -> HistogramDatabase:
+        """One state (1-based, as in the synthetic hierarchy) from State down: the ``total`` schema
+        takes its block populations, another schema
+        :func:`~auditlib.geography.populations.synthetic_state_histograms`."""
+        from auditlib.geography.populations import synthetic_state_histograms
+        from auditlib.geography.synthetic import STATE, state_level_populations
+
+        sch = schema_by_name(schema) if isinstance(schema, str) else schema
+        if (
+            isinstance(state, bool)
+            or not isinstance(state, int | np.integer)
+            or not 1 <= state <= hierarchy.n_states
+        ):
+            raise InvalidParameterError(
+                f"Invalid state {state!r}; the synthetic hierarchy has states 1..{hierarchy.n_states}"
+            )
+        levels = (STATE, *hierarchy.below_state)
+        if sch.n_cells == 1:
+            pops = state_level_populations(hierarchy, params, int(state))[levels[-1]]
+            hist = np.asarray(pops, dtype=np.int64)[:, None]
+        else:
+            hist = synthetic_state_histograms(hierarchy, params, int(state), sch).astype(np.int64)
+        h = StateHierarchy.from_fanouts(levels, hierarchy.fanouts)
+        return cls(sch, levels, h.parents, np.asarray(hist), 1)
+
+    @classmethod
+    def from_table(cls, table: TabularPopulation) -> HistogramDatabase:
+        """A table of real counts: its rows are the blocks, its top level the top units."""
+        lv = table.levels
+        return cls(
+            table.schema,
+            lv,
+            tuple(table.parents[g] for g in lv[1:]),
+            table.histograms,
+            table.n_units(lv[0]),
+        )
+
+
+@dataclass(frozen=True)
+class HistogramChange:
+    """How D′ differs from D: one person left ``source`` (block, cell) and/or joined ``target``."""
+
+    kind: ChangeKind
+    source: tuple[int, int] | None
+    target: tuple[int, int] | None
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return tuple(bc[0] for bc in (self.source, self.target) if bc is not None)
+
+
+@dataclass(frozen=True)
+class HistogramPair:
+    """Two histogram databases that differ in one person, and the change."""
+
+    d: HistogramDatabase
+    d_prime: HistogramDatabase
+    change: HistogramChange
+
+    def count_difference(
+        self, level: str | int, query: str = "total"
+    ) -> dict[tuple[int, int], int]:
+        """``count(D′) − count(D)`` of ``query`` at ``level`` as {(unit, query cell): ±1}; empty if
+        the person stays in the same (unit, query cell)."""
+        db = self.d
+        cell_row = db.schema.cell_query_index(query)
+        diff: dict[tuple[int, int], int] = {}
+        for bc, sign in ((self.change.source, -1), (self.change.target, 1)):
+            if bc is None:
+                continue
+            key = (int(db.unit_of_block(bc[0], level)), int(cell_row[bc[1]]))
+            diff[key] = diff.get(key, 0) + sign
+        return {k: v for k, v in diff.items() if v}
+
+    def states(self) -> tuple[int, ...]:
+        """The top-level units (states) the change touches."""
+        return tuple(sorted({int(self.d.unit_of_block(b, 0)) for b in self.change.blocks}))
+
+    def state(self, top_unit: int) -> HistogramPair:
+        """The pair cut to one top-level unit. A move between two states is, inside one of them,
+        a removal (the state it left) or an addition (the state it joined); a change elsewhere
+        leaves D′ = D there (kind ``"move"`` with neither end, no count differs)."""
+        sub_d, rows = self.d.state(top_unit)
+        sub_p, _ = self.d_prime.state(top_unit)
+        where = {int(b): i for i, b in enumerate(rows)}
+
+        def local(bc: tuple[int, int] | None) -> tuple[int, int] | None:
+            return None if bc is None or bc[0] not in where else (where[bc[0]], bc[1])
+
+        src, tgt = local(self.change.source), local(self.change.target)
+        if src is None and tgt is None:
+            raise InvalidParameterError(
+                f"Invalid state {top_unit}: the change touches states {list(self.states())} only; "
+                "D′ = D elsewhere"
+            )
+        kind: ChangeKind = "move" if src and tgt else "add" if tgt else "remove"
+        return HistogramPair(sub_d, sub_p, HistogramChange(kind, src, tgt))
+
+
+def _with(db: HistogramDatabase, hist: IntArray) -> HistogramDatabase:
+    return HistogramDatabase(db.schema, db.levels, db.parents, hist, db.n_top)
+
+
+def _take(db: HistogramDatabase, block: object, cell: object, what: str) -> tuple[int, int]:
+    b, c = db.check_block(block), db.check_cell(cell)
+    if db.histograms[b, c] < 1:
+        label = db.schema.cell_labels(DETAILED)[c]
+        raise InvalidParameterError(
+            f"Invalid {what}: block {b}, cell {c} ({label!r}) is empty in D; nobody to take "
+            "(choose a non-empty cell)"
+        )
+    return b, c
+
+
+def move_person(
+    db: HistogramDatabase,
+    from_block: int,
+    from_cell: CellRef,
+    to_block: int,
+    to_cell: CellRef | None = None,
+) -> HistogramPair:
+    """D′: one person of (``from_block``, ``from_cell``) counts in (``to_block``, ``to_cell``)
+    instead (``to_cell`` defaults to ``from_cell``: the same person in another block)."""
+    src = _take(db, from_block, from_cell, "move")
+    tgt = (db.check_block(to_block), src[1] if to_cell is None else db.check_cell(to_cell))
+    if tgt == src:
+        raise InvalidParameterError(
+            f"Invalid move: block {src[0]}, cell {src[1]} to itself; choose another block or cell"
+        )
+    hist = db.histograms.copy()
+    hist[src] -= 1
+    hist[tgt] += 1
+    return HistogramPair(db, _with(db, hist), HistogramChange("move", src, tgt))
+
+
+def add_person(db: HistogramDatabase, block: int, cell: CellRef) -> HistogramPair:
+    """D′: D plus one person in (``block``, ``cell``)."""
+    tgt = (db.check_block(block), db.check_cell(cell))
+    hist = db.histograms.copy()
+    hist[tgt] += 1
+    return HistogramPair(db, _with(db, hist), HistogramChange("add", None, tgt))
+
+
+def remove_person(db: HistogramDatabase, block: int, cell: CellRef) -> HistogramPair:
+    """D′: D without one person of (``block``, ``cell``) (which must not be empty)."""
+    src = _take(db, block, cell, "remove")
+    hist = db.histograms.copy()
+    hist[src] -= 1
+    return HistogramPair(db, _with(db, hist), HistogramChange("remove", src, None))
+
+
+def neighbour(
+    db: HistogramDatabase,
+    kind: str,
+    *,
+    block: int,
+    cell: CellRef = 0,
+    other_block: int | None = None,
+    other_cell: CellRef | None = None,
+) -> HistogramPair:
+    """Any of the three by name: ``"add"``/``"remove"`` at (block, cell); ``"move"`` from
+    (``other_block``, ``other_cell``) into (block, cell)."""
+    if kind == "add":
+        return add_person(db, block, cell)
+    if kind == "remove":
+        return remove_person(db, block, cell)
+    if kind == "move":
+        if other_block is None:
+            raise InvalidParameterError("Invalid move: give other_block (where the person was)")
+        return move_person(db, other_block, cell if other_cell is None else other_cell, block, cell)
+    raise InvalidParameterError(f"Invalid kind {kind!r}; allowed: add, remove, move")
+
+
+def accounting_components(
+    pair: HistogramPair, measured: Sequence[Sequence[tuple[str, float]]]
+) -> list[tuple[float, int]]:
+    """``(σ², count)`` of the discrete Gaussian measurements the change moves by ±1: per level
+    (top first) and measured (query, σ²), one component per changed (unit, query cell). Their
+    composition (:class:`~auditlib.accounting.DiscreteGaussianComposition`) is the exact loss of
+    all the measurements of D vs D′, which any post-processing (TopDown) cannot exceed."""
+    if len(measured) != len(pair.d.levels):
+        raise InvalidParameterError(
+            f"Invalid measured: {len(measured)} levels given, the database has "
+            f"{len(pair.d.levels)} ({', '.join(pair.d.levels)})"
+        )
+    out: dict[float, int] = {}
+    for i, level in enumerate(measured):
+        for q, sigma2 in level:
+            k = len(pair.count_difference(i, q))
+            if k:
+                out[float(sigma2)] = out.get(float(sigma2), 0) + k
+    return sorted(out.items())
