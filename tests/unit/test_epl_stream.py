@@ -103,6 +103,7 @@ def test_dyadic_residuals_are_exact_on_a_dyadic_lattice() -> None:
         a, b = epl(hist, method=method), epl(r, method=method)
         assert a.epl == pytest.approx(b.epl, rel=1e-12), method
     assert lattice_spacing(np.arange(10.0)) == 1.0
+    assert lattice_spacing(np.full(10, 0.5)) == 2.0**-8  # no spread: a fixed fine lattice
 
 
 def test_binned_histogram_is_within_its_stated_error() -> None:
