@@ -9,18 +9,22 @@ From the repository root (or with the package installed):
     PYTHONPATH=. python benchmarks/bench_epl.py --scipy-full    # also scipy on all n (~20 s)
     PYTHONPATH=. python benchmarks/bench_epl.py --n 1e6 --scipy-n 2e4
     PYTHONPATH=. python benchmarks/bench_epl.py --stream 1e8 --stream-dir /tmp/x  # Zarr streaming
+    PYTHONPATH=. python benchmarks/bench_epl.py --audit-level --states 8 --stream-dir /tmp/x
 
 Measured on a 2-core AMD EPYC (numpy 2.4, scipy 1.17): samplers 22-35 M draws/s; EPL of 10⁷
 residuals 0.07 s with the lattice KDE vs 15.7 s with scipy's gaussian_kde (≈230×), same EPL(x)
 to 5e-14. Streaming (``--stream 1e8``, load 10): 10⁸ float32 residuals (381 MiB) in a Zarr array
 of 100 chunks -> lattice histogram in 9.7 s, estimate_epl with B = 200 and the floor in 0.20 s,
-peak traced memory 31.8 MiB.
+peak traced memory 31.8 MiB. ``--scipy-full`` (load 10.6): 0.075 s vs scipy 62.8 s on all 10⁷ (836×).
+``--audit-level --states 8 --replicates 50`` (load 10): one level of 21.8 M residuals, peak traced
+memory 242.5 MiB concatenated vs 25.2 MiB streamed (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
 from _machine import machine_info
@@ -48,9 +52,19 @@ def main() -> None:
         "--stream", type=float, default=0, help="residuals to stream from Zarr (0: skip)"
     )
     ap.add_argument("--stream-dir", default=".", help="where the streamed Zarr array is written")
+    ap.add_argument(
+        "--audit-level",
+        action="store_true",
+        help="peak memory of one level's EPL task on an audit store, streamed vs concatenated",
+    )
+    ap.add_argument("--states", type=int, default=8, help="--audit-level: states of the audit")
+    ap.add_argument("--replicates", type=int, default=25, help="--audit-level: replicates")
     args = ap.parse_args()
     if args.stream:
         stream(int(args.stream), args.stream_dir, args.seed)
+        return
+    if args.audit_level:
+        audit_level(args.states, args.replicates, args.stream_dir)
         return
     n, n_sub = int(args.n), int(args.scipy_n)
     rng = np.random.default_rng(args.seed)
@@ -130,6 +144,101 @@ def stream(n: int, where: str, seed: int, chunk: int = 10**6) -> None:
         f"peak traced memory {peak / 2**20:.1f} MiB vs residuals {rows * chunk * 4 / 2**20:,.0f}"
         " MiB (float32) in memory"
     )
+    shutil.rmtree(path)
+
+
+def _concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str, Any]:
+    """The EPL task before streaming: every state's residuals of the level concatenated in memory,
+    then the rows from the residuals (auditlib.summaries.epl_by_query)."""
+    from auditlib import seeds
+    from auditlib.summaries import epl_by_query
+    from storage import store
+
+    nq, perc = len(plan.queries), (5.0, 95.0)
+    per_state, res, qis = {}, [], []
+    for b in plan.blocks_at(g):
+        r, q = store.read_residuals(url, b.state, b.geolevel)
+        s = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g, 1 + b.state)
+        per_state[b.state] = epl_by_query(
+            r,
+            q,
+            nq,
+            bandwidth_factor=factor,
+            percentiles=perc,
+            surface_seed=int(s.generate_state(1)[0]),
+        )
+        res.append(r)
+        qis.append(q)
+    u = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g)
+    s = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g, 0)
+    pooled = epl_by_query(
+        np.concatenate(res, axis=1),
+        np.concatenate(qis),
+        nq,
+        bandwidth_factor=factor,
+        percentiles=perc,
+        uncertainty_seed=int(u.generate_state(1)[0]),
+        surface_seed=int(s.generate_state(1)[0]),
+    )
+    return {"per_state": per_state, "pooled": pooled}
+
+
+def audit_level(states: int, replicates: int, where: str) -> None:
+    """Peak traced memory (numpy and zarr buffers) of one level's EPL on a real audit store: the
+    streamed task (flows.tasks.epl_geolevel) against the concatenated residuals it replaced."""
+    import pathlib
+    import shutil
+    import tracemalloc
+
+    from flows import tasks
+    from flows.plan import make_plan
+    from flows.spec import parse_spec
+    from storage import store
+
+    print(machine_info())
+    spec = parse_spec(
+        {"audit": {"replicates": replicates, "seed": 7}, "population": {"states": states}}
+    )
+    plan = make_plan(spec)
+    path = pathlib.Path(where) / "bench_epl_audit.zarr"
+    shutil.rmtree(path, ignore_errors=True)
+    url = str(path)
+    store.create_residual_template(
+        url,
+        states=plan.states,
+        geolevels=plan.geolevels,
+        replicates=plan.replicates,
+        n_items=plan.n_items_max,
+        queries=plan.queries,
+        sigma2=plan.sigma2_matrix(),
+        attrs={},
+    )
+    g = plan.geolevels.index("Block")
+    t = time.perf_counter()
+    for b in plan.blocks_at(g):
+        tasks.simulate_block.fn(url, plan, b)
+    items = sum(b.n_items for b in plan.blocks_at(g))
+    level_mib = items * replicates * 4 / 2**20
+    print(
+        f"Block level: {states} states x {replicates} replicates, {items:,} items, "
+        f"{items * replicates:,} residuals ({level_mib:,.1f} MiB float32; one state's block "
+        f"{level_mib / states:,.1f} MiB); written in {time.perf_counter() - t:.1f} s"
+    )
+    for name, fn in (
+        ("concatenated (before)", lambda: _concatenated_level(url, plan, g, 0.1)),
+        ("streamed (epl_geolevel)", lambda: tasks.epl_geolevel.fn(url, plan, g, 0.1, (5.0, 95.0))),
+    ):
+        tracemalloc.start()
+        t = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        e = [r["epl"] for r in out["pooled"] if r is not None]
+        print(
+            f"{name:24s}: {dt:6.1f} s, peak traced memory {peak / 2**20:7.1f} MiB "
+            f"({peak / 2**20 / level_mib:.2f}x the level); pooled EPL of query 0 {e[0]:.6f}"
+        )
     shutil.rmtree(path)
 
 

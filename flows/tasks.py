@@ -15,9 +15,16 @@ from prefect.cache_policies import NO_CACHE
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
+from auditlib.epl import (
+    BIAS_AWARE_FACTOR,
+    LatticeHistogram,
+    epl_rows,
+    histograms_by_query,
+    lattice_spacing,
+)
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
-from auditlib.summaries import account_components, epl_by_query
+from auditlib.summaries import account_components
 from flows.plan import (
     AuditPlan,
     Block,
@@ -106,15 +113,24 @@ def epl_geolevel(
     percentiles: tuple[float, float],
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
-    pooled over states."""
+    pooled over states.
+
+    Streamed: each state's block is read once and reduced to per-query lattice histograms
+    (:func:`auditlib.epl.histograms_by_query`); the pooled histograms are their sums. No more than
+    one block's residuals are in memory, and the numbers are those of the concatenated residuals.
+    """
+    nq = len(plan.queries)
     per_state: dict[int, list[dict[str, Any] | None]] = {}
-    pooled_res, pooled_q = [], []
+    pooled: list[LatticeHistogram | None] = [None] * nq
+    spacings: list[float | None] = [None] * nq
+    factor = min(float(bandwidth_factor), BIAS_AWARE_FACTOR)
     for b in plan.blocks_at(geolevel):
         r, q = store.read_residuals(url, b.state, b.geolevel)
-        per_state[b.state] = epl_by_query(
-            r,
-            q,
-            len(plan.queries),
+        _choose_spacings(r, q, spacings, factor)
+        hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
+        del r
+        per_state[b.state] = epl_rows(
+            hists,
             bandwidth_factor=bandwidth_factor,
             percentiles=percentiles,
             surface_seed=int(
@@ -123,12 +139,11 @@ def epl_geolevel(
                 ).generate_state(1)[0]
             ),
         )
-        pooled_res.append(r)
-        pooled_q.append(q)
-    pooled = epl_by_query(
-        np.concatenate(pooled_res, axis=1),
-        np.concatenate(pooled_q),
-        len(plan.queries),
+        for i, h in enumerate(hists):
+            if h is not None:
+                pooled[i] = (pooled[i] or LatticeHistogram(h.spacing)).merge(h)
+    pooled_rows = epl_rows(
+        pooled,
         bandwidth_factor=bandwidth_factor,
         percentiles=percentiles,
         uncertainty_seed=int(
@@ -140,7 +155,25 @@ def epl_geolevel(
             )[0]
         ),
     )
-    return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled}
+    return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+
+
+#: residuals of a query sampled (from the first block that has it) to choose its lattice
+_SPACING_SAMPLE = 1 << 16
+
+
+def _choose_spacings(
+    residual: np.ndarray, query_index: np.ndarray, spacings: list[float | None], factor: float
+) -> None:
+    """Fix each query's lattice (1 for integer residuals) from the first block that measures it,
+    so that every state's histogram of a query is on one lattice and they add."""
+    for q, s in enumerate(spacings):
+        if s is not None:
+            continue
+        cols = np.flatnonzero(query_index == q)
+        if cols.size:
+            rows = max(1, _SPACING_SAMPLE // cols.size)
+            spacings[q] = lattice_spacing(residual[:rows, cols], factor)
 
 
 @task(name="account", **TASK_OPTS)

@@ -10,6 +10,8 @@
   residuals (equal to ``scipy.stats.gaussian_kde`` at the same bandwidth).
 * :func:`epl_surface` — EPL(x) on its grid with a pointwise bootstrap band, for stores.
 * :func:`flaxman_petti_reference` — a plain scipy transcription, for cross-checks.
+* :class:`LatticeHistogram`, :func:`histograms_by_query`, :func:`epl_rows` — the same numbers from
+  residuals streamed chunk by chunk (an audit's geolevel, a Zarr array).
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
@@ -22,7 +24,13 @@ from auditlib.epl.kde import (
     scipy_bandwidth,
 )
 from auditlib.epl.reference import flaxman_petti_reference
-from auditlib.epl.stream import LatticeHistogram, histogram_of_zarr
+from auditlib.epl.rows import epl_rows
+from auditlib.epl.stream import (
+    LatticeHistogram,
+    histogram_of_zarr,
+    histograms_by_query,
+    lattice_spacing,
+)
 from auditlib.epl.surface import SURFACE_POINTS, EPLSurface, epl_surface
 
 __all__ = [
@@ -39,11 +47,14 @@ __all__ = [
     "LatticeHistogram",
     "binning_error_bound",
     "epl",
+    "epl_rows",
     "epl_surface",
     "estimate_epl",
     "flaxman_petti_reference",
     "histogram_of_zarr",
+    "histograms_by_query",
     "lattice_kde",
     "lattice_kde_logpdf",
+    "lattice_spacing",
     "scipy_bandwidth",
 ]

@@ -215,7 +215,7 @@ def estimate_epl(
     min_residuals: int = 30,
 ) -> EPLEstimate:
     """Bias-aware EPL of ``residuals`` (DP − true counts of exchangeable queries), or of their
-    :class:`~auditlib.epl.stream.LatticeHistogram` (integer residuals streamed chunk by chunk).
+    :class:`~auditlib.epl.stream.LatticeHistogram` (residuals streamed chunk by chunk).
 
     ``bandwidth`` is the value of the ``bandwidth_kind`` rule (a multiple of the sd for
     ``"factor"``, default :data:`BIAS_AWARE_FACTOR`; residual units for ``"absolute"``; ignored by
@@ -231,7 +231,7 @@ def estimate_epl(
         hist = residuals
         if hist.n == 0:
             raise InvalidParameterError("Invalid residuals: an empty histogram; add chunks first.")
-        r = hist.points  # distinct values: min/max and the first value as below
+        r = np.array([hist.low, hist.high])  # the raw range: min/max and the first value below
     else:
         raw = residuals
         r = as_residuals(raw)

@@ -44,6 +44,7 @@ from auditlib.epl.kde import (
     weighted_percentiles,
     weighted_std,
 )
+from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
 METHODS = ("flaxman_petti", "percentile_window", "bias_aware")
@@ -112,7 +113,7 @@ def _empty(
 
 
 def epl(
-    residuals: npt.ArrayLike,
+    residuals: npt.ArrayLike | LatticeHistogram,
     *,
     method: str = "flaxman_petti",
     bandwidth_factor: float | None = None,
@@ -126,10 +127,19 @@ def epl(
     ``bandwidth`` (absolute h) overrides ``bandwidth_factor`` (h = factor × sd, ddof=1; None: the
     method's default, 0.1 for flaxman_petti and percentile_window, 0.3 for bias_aware).
     ``range_multiplier`` scales the flaxman_petti window half-width b (bias_aware: both ends of
-    the percentile window). See the module docstring
-    for the methods, and :class:`EPLResult` for the statuses. Errs upward at small n.
+    the percentile window). ``residuals`` may be their
+    :class:`~auditlib.epl.stream.LatticeHistogram` (streamed chunk by chunk): the same numbers. See
+    the module docstring for the methods, and :class:`EPLResult` for the statuses. Errs upward at
+    small n.
     """
-    r = as_residuals(residuals)
+    hist: LatticeHistogram | None = None
+    if isinstance(residuals, LatticeHistogram):
+        hist = residuals
+        if hist.n == 0:
+            raise InvalidParameterError("Invalid residuals: an empty histogram; add chunks first.")
+        r = np.array([hist.low, hist.high])  # the raw range: min/max and the first value below
+    else:
+        r = as_residuals(residuals)
     if method not in METHODS:
         raise UnknownNameError(f"Unknown EPL method {method!r}; choose one of {METHODS}.")
     if bandwidth_factor is None:
@@ -170,7 +180,7 @@ def epl(
             bandwidth_factor=factor,
             percentiles=(lo, hi),
         )
-    n = int(r.size)
+    n = hist.n if hist is not None else int(r.size)
     meta: dict[str, Any] = {
         "method": method,
         "bandwidth_factor": factor,
@@ -183,8 +193,12 @@ def epl(
         return _empty("too_few", math.nan, (math.nan, math.nan), math.nan, n, **meta)
 
     # integer residuals: one bincount gives the spread, the percentiles and the KDE
-    ints = integer_view(residuals, r)
-    lattice = support(r, ints) if ints is not None else None
+    lattice: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None
+    if isinstance(residuals, LatticeHistogram):
+        lattice = (residuals.points, residuals.counts)
+    else:
+        ints = integer_view(residuals, r)
+        lattice = support(r, ints) if ints is not None else None
     if lattice is not None:
         sd = weighted_std(*lattice)
         p_lo, p_hi = (float(v) for v in weighted_percentiles(*lattice, [lo, hi]))

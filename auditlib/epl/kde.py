@@ -166,10 +166,11 @@ def weighted_percentiles(
     """``np.percentile(data, q)`` (method "linear") from distinct sorted values and counts.
 
     Reproduces numpy's float operations (virtual index (n−1)·q/100, then its two-sided lerp), so
-    the result is bit-identical to numpy on the expanded data; the tests check this.
+    the result is bit-identical to numpy on the expanded data; the tests check this. Fractional
+    counts (a linearly binned histogram) are read the same way on their cumulative sums.
     """
-    cum = np.cumsum(counts.astype(np.int64))
-    n = int(cum[-1])
+    cum = np.cumsum(np.asarray(counts, dtype=np.float64))  # exact for integer counts < 2⁵³
+    n = round(float(cum[-1]))
     qq = np.true_divide(np.asarray(q, dtype=np.float64), 100)
     vi = (n - 1) * qq
     prev = np.floor(vi)
@@ -181,8 +182,9 @@ def weighted_percentiles(
     prev[below] = 0
     nxt[below] = 0
     gamma = vi - np.floor(vi)
-    a = points[np.searchsorted(cum, prev.astype(np.int64), side="right")]
-    b = points[np.searchsorted(cum, nxt.astype(np.int64), side="right")]
+    last = points.size - 1  # fractional (binned) counts may round past the last cumulative sum
+    a = points[np.minimum(np.searchsorted(cum, prev, side="right"), last)]
+    b = points[np.minimum(np.searchsorted(cum, nxt, side="right"), last)]
     diff = b - a
     out = a + diff * gamma
     hi = gamma >= 0.5
