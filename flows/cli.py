@@ -386,11 +386,23 @@ def sweep(
     _print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
+#: the names of auditlib.mpl.coverage.CATALOGUE, for --help without importing it (a test checks)
+MPL_CATALOGUE_NAMES = (
+    "laplace, laplace_broken, report_noisy_max, exponential, continuous_noisy_max, "
+    "geometric_count, gdpc_count, census_dg_count, randomized_response, randomized_response_k4, "
+    "randomized_response_broken, svt2, svt4, svt5, svt6"
+)
+
+
 @app.command(name="mpl-coverage")
 def mpl_coverage(
     mechanism: Annotated[
         list[str] | None,
-        typer.Option("--mechanism", "-m", help="Catalogue mechanism(s); default: laplace."),
+        typer.Option(
+            "--mechanism",
+            "-m",
+            help=f"Catalogue mechanism(s), repeatable: {MPL_CATALOGUE_NAMES}. Default: laplace.",
+        ),
     ] = None,
     epsilon: Annotated[
         list[float] | None,
