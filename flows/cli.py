@@ -458,13 +458,13 @@ def mpl_coverage(
         run_id,
     )
     ds = store.open_group(store_url, GROUP)
-    typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > eps0':>10}")
+    typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
     for m in ds.mechanism.values:
         for e0 in ds.epsilon0.values:
             c = ds.sel(mechanism=m, epsilon0=e0)
             typer.echo(
                 f"{m!s:<27} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
-                f"{float(c.exceeds_claim):10.3f}"
+                f"{float(c.exceeds_claim):11.3f}"
             )
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
     _print_prefect_link(api_url, embedded, summary["flow_run_id"])

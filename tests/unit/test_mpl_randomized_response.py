@@ -148,3 +148,27 @@ def test_mpl_coverage_help_lists_the_catalogue() -> None:
     flat = " ".join(out.output.replace("│", " ").split())
     for name in CATALOGUE:
         assert name in flat, name
+
+
+def test_coverage_dataset_keeps_the_claim_and_the_edge_flag() -> None:
+    from flows.figures_mpl import coverage_ecdf_figure
+    from flows.mpl import coverage_dataset
+
+    settings = {"n": 2_000, "n_confidence": 5_000, "alpha": 0.05, "seed": 9}
+    mechs, eps = ["census_dg_count", "randomized_response_broken"], [0.7]
+    results = {
+        (mi, 0, 0): coverage_chunk(m, 0.7, 0, 8, cell=(mi, 0), **settings)
+        for mi, m in enumerate(mechs)
+    }
+    ds = coverage_dataset(results, mechs, eps, 8, settings)
+    dg, rr = ds.sel(mechanism="census_dg_count"), ds.sel(mechanism="randomized_response_broken")
+    # the DG claims no pure ε: an LB above ε₀ (= μ, σ = 1/ε₀) is not counted as a refutation
+    assert float(dg.claimed_epsilon.item()) == math.inf
+    assert float(dg.exceeds_claim.item()) == 0.0 and float(np.mean(dg.lb.values > 0.7)) > 0.5
+    assert float(rr.claimed_epsilon.item()) == 0.7 and float(rr.exceeds_claim.item()) == 1.0
+    np.testing.assert_array_equal(ds.edge.values[0, 0], results[0, 0, 0]["edge"])
+    # the figure marks a claim only where there is one
+    fig = coverage_ecdf_figure(ds)
+    dotted = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == ":"]
+    assert dotted == []
+    assert len([ln for ln in fig.axes[1].get_lines() if ln.get_linestyle() == ":"]) == 1
