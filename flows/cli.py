@@ -436,6 +436,16 @@ def mpl_coverage(
         for e in eps:
             if not (math.isfinite(e) and e > 0):
                 raise InvalidParameterError(f"Invalid epsilon: {e!r}; must be > 0")
+        given: tuple[tuple[str, list[str]], ...] = (
+            ("--mechanism", mechs),
+            ("--epsilon", [f"{e:g}" for e in eps]),
+        )
+        for what, values in given:
+            dup = sorted({v for v in values if values.count(v) > 1})
+            if dup:
+                raise InvalidParameterError(
+                    f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
+                )
         if not 0 < alpha < 1:
             raise InvalidParameterError(f"Invalid alpha: {alpha!r}; must be in (0, 1)")
         if repetitions < 1 or n < 10 or n_confidence < 10:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -172,3 +173,27 @@ def test_coverage_dataset_keeps_the_claim_and_the_edge_flag() -> None:
     dotted = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == ":"]
     assert dotted == []
     assert len([ln for ln in fig.axes[1].get_lines() if ln.get_linestyle() == ":"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-m", "randomized_response", "-m", "randomized_response"], "--mechanism: randomized_"),
+        (["-e", "0.7", "-e", "0.7"], r"--epsilon: 0\.7 given twice"),
+        (["-m", "rr_k9"], "Unknown mechanism: 'rr_k9'"),
+    ],
+)
+def test_mpl_coverage_bad_input_exits_2_and_writes_nothing(
+    argv: list[str], message: str, tmp_path: pathlib.Path
+) -> None:
+    import re
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    url = tmp_path / "cov.zarr"
+    out = CliRunner().invoke(app, ["mpl-coverage", *argv, "--store", str(url)])
+    assert out.exit_code == 2
+    assert re.search(message, out.output)
+    assert not url.exists()
