@@ -20,6 +20,8 @@ Without ``--statdp-python`` only the MPL side runs. The mechanisms are the same 
 | laplace | ``histogram`` (q₀ + Lap(1/ε)) | ``laplace_mechanism(ε₀)`` |
 | laplace_broken | ``histogram_eps`` (q₀ + Lap(ε): truly 1/ε-DP) | ``laplace_mechanism(ε₀, scale=ε₀)`` |
 | report_noisy_max | ``noisy_max_v1a`` (argmax, Lap(2/ε)), 6 queries | ``report_noisy_max(ε₀)`` |
+| randomized_response_k4 | ``rr4`` (defined by this script: 4-ary RR of q₀) | ``randomized_response(ε₀, k=4)`` |
+| randomized_response_broken | ``rr4_broken`` (binary keep probability on 4 values) | same, ln(1 + 2(e^ε − 1))-DP |
 | svt2 | ``SVT`` with N = 1, T = 1 (# ⊥ before the first ⊤), 10 queries | ``svt2(ε₀)`` (same law) |
 | isvt1 | ``iSVT1`` (no query noise; Hamming distance to ⊤⁵⊥⁵) | SVT5's sampler, same distance |
 | isvt2 | ``iSVT2`` (ν ~ Lap(2/ε), no cutoff; same distance) | SVT6's sampler, same distance |
@@ -58,11 +60,12 @@ import numpy as np
 import numpy.typing as npt
 from _machine import machine_info
 
-from auditlib.mpl import laplace_mechanism, mpl, report_noisy_max, svt2
+from auditlib.mpl import laplace_mechanism, mpl, randomized_response, report_noisy_max, svt2
 from auditlib.mpl.catalogue import (
     SVT_PATTERNS,
     KnownMechanism,
     SVTSampler,
+    rr_keep_probability,
     svt_bits_pmf,
     svt_no_query_noise_pmf,
 )
@@ -71,11 +74,26 @@ from auditlib.mpl.protocol import MechanismUnderTest
 
 #: runs in the StatDP interpreter; argv[1] is a JSON job, one JSON line of results is printed
 STATDP_DRIVER = r"""
-import json, logging, sys, time
+import json, logging, math, sys, time
 from statdp import detect_counterexample
 import statdp.algorithms as algs
+
+
+def rr4(prng, queries, epsilon):
+    # 4-ary randomized response of queries[0]: keep w.p. (e^eps - 1)/(e^eps + 3), else uniform
+    keep = math.expm1(epsilon) / (math.exp(epsilon) + 3.0)
+    return int(queries[0]) if prng.random() < keep else int(prng.integers(0, 4))
+
+
+def rr4_broken(prng, queries, epsilon):
+    # the binary keep probability (e^eps - 1)/(e^eps + 1) on 4 values
+    keep = math.expm1(epsilon) / (math.exp(epsilon) + 1.0)
+    return int(queries[0]) if prng.random() < keep else int(prng.integers(0, 4))
+
+
 job = json.loads(sys.argv[1])
-algorithm = getattr(algs, job["algorithm"])
+name = job["algorithm"]
+algorithm = globals()[name] if name in ("rr4", "rr4_broken") else getattr(algs, name)
 t0 = time.perf_counter()
 res = detect_counterexample(
     algorithm, tuple(job["test_epsilons"]), job["kwargs"], num_input=tuple(job["num_input"]),
@@ -162,6 +180,22 @@ CASES = {
             False,
         ),
         Case("report_noisy_max", "noisy_max_v1a", {}, 6, report_noisy_max, False),
+        Case(
+            "randomized_response_k4",
+            "rr4",
+            {},
+            1,
+            lambda e: randomized_response(e, k=4),
+            False,
+        ),
+        Case(
+            "randomized_response_broken",
+            "rr4_broken",
+            {},
+            1,
+            lambda e: randomized_response(e, k=4, keep=rr_keep_probability(e, 2)),
+            False,
+        ),
         Case("svt2", "SVT", {"N": 1, "T": 1.0}, 10, svt2, True),
         Case(
             "isvt1",
