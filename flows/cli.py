@@ -386,11 +386,23 @@ def sweep(
     _print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
+#: the names of auditlib.mpl.coverage.CATALOGUE, for --help without importing it (a test checks)
+MPL_CATALOGUE_NAMES = (
+    "laplace, laplace_broken, report_noisy_max, exponential, continuous_noisy_max, "
+    "geometric_count, gdpc_count, census_dg_count, randomized_response, randomized_response_k4, "
+    "randomized_response_broken, svt2, svt4, svt5, svt6"
+)
+
+
 @app.command(name="mpl-coverage")
 def mpl_coverage(
     mechanism: Annotated[
         list[str] | None,
-        typer.Option("--mechanism", "-m", help="Catalogue mechanism(s); default: laplace."),
+        typer.Option(
+            "--mechanism",
+            "-m",
+            help=f"Catalogue mechanism(s), repeatable: {MPL_CATALOGUE_NAMES}. Default: laplace.",
+        ),
     ] = None,
     epsilon: Annotated[
         list[float] | None,
@@ -424,6 +436,16 @@ def mpl_coverage(
         for e in eps:
             if not (math.isfinite(e) and e > 0):
                 raise InvalidParameterError(f"Invalid epsilon: {e!r}; must be > 0")
+        given: tuple[tuple[str, list[str]], ...] = (
+            ("--mechanism", mechs),
+            ("--epsilon", [f"{e:g}" for e in eps]),
+        )
+        for what, values in given:
+            dup = sorted({v for v in values if values.count(v) > 1})
+            if dup:
+                raise InvalidParameterError(
+                    f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
+                )
         if not 0 < alpha < 1:
             raise InvalidParameterError(f"Invalid alpha: {alpha!r}; must be in (0, 1)")
         if repetitions < 1 or n < 10 or n_confidence < 10:
@@ -446,13 +468,13 @@ def mpl_coverage(
         run_id,
     )
     ds = store.open_group(store_url, GROUP)
-    typer.echo(f"{'mechanism':<22} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > eps0':>10}")
+    typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
     for m in ds.mechanism.values:
         for e0 in ds.epsilon0.values:
             c = ds.sel(mechanism=m, epsilon0=e0)
             typer.echo(
-                f"{m!s:<22} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
-                f"{float(c.exceeds_claim):10.3f}"
+                f"{m!s:<27} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
+                f"{float(c.exceeds_claim):11.3f}"
             )
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
     _print_prefect_link(api_url, embedded, summary["flow_run_id"])

@@ -11,7 +11,7 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.hockey` — the hockey-stick δ(ε) of a pair from the same draws, with a
   finite-sample lower bound (for (ε, δ) users).
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
-  SVT2/4/5/6, continuous Noisy Max, noisy counts) to validate all of the above.
+  SVT2/4/5/6, continuous Noisy Max, randomized response, noisy counts) to validate all of the above.
 * :mod:`~auditlib.mpl.census` — census releases under test: a released count of a database D vs
   D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C; the
   TopDown, ADPC and RDPC counts of a histogram database (TopDown and RDPC bounded, not exact).
@@ -28,6 +28,7 @@ from auditlib.mpl.catalogue import (
     geometric_count,
     laplace_mechanism,
     noisy_max_pmf,
+    randomized_response,
     report_noisy_max,
     svt2,
     svt4,
@@ -90,6 +91,7 @@ __all__ = [
     "mpl",
     "neighbour_pairs",
     "noisy_max_pmf",
+    "randomized_response",
     "rdpc_count",
     "report_noisy_max",
     "silverman_bandwidth",

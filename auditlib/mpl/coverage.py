@@ -20,13 +20,15 @@ from auditlib.mpl.catalogue import (
     exponential_mechanism,
     geometric_count,
     laplace_mechanism,
+    randomized_response,
     report_noisy_max,
+    rr_keep_probability,
     svt2,
     svt4,
     svt5,
     svt6,
 )
-from auditlib.mpl.census import gdpc_count
+from auditlib.mpl.census import allocation_count, gdpc_count
 from auditlib.mpl.mpl import mpl
 
 MPL_COVERAGE = 20  # stream id of coverage repetitions
@@ -35,6 +37,26 @@ MPL_COVERAGE = 20  # stream id of coverage repetitions
 def _broken_laplace(eps: float) -> KnownMechanism:
     """Claims ε₀ but adds Lap(1/(2ε₀)): truly 2ε₀-DP — a bound above ε₀ is a detection."""
     return laplace_mechanism(eps, scale=1.0 / (2.0 * eps))
+
+
+def _rr_k4(eps: float) -> KnownMechanism:
+    """4-ary randomized response, exactly ε-DP (γ = (e^ε − 1)/(e^ε + 3))."""
+    return randomized_response(eps, k=4)
+
+
+def _broken_rr(eps: float) -> KnownMechanism:
+    """4-ary RR with the *binary* keep probability (e^ε − 1)/(e^ε + 1): claims ε, truly
+    ln(1 + 2(e^ε − 1))-DP (1.108 at ε = 0.7) — a bound above ε₀ is a detection."""
+    return randomized_response(
+        eps, k=4, keep=rr_keep_probability(eps, 2), name="randomized_response_broken"
+    )
+
+
+def _census_dg_count(eps: float) -> KnownMechanism:
+    """A census block count (3 people in D; D′ adds, removes or moves one person) + N_Z(0, σ²)
+    with σ = 1/ε₀: ε₀ is read as μ of μ-GDP (ρ = ε₀²/2 zCDP), the discrete Gaussian's analogue of
+    ε. Not pure DP (``epsilon`` = ∞); coverage is against ε*_C on C = count ± ⌈2σ⌉."""
+    return allocation_count(1.0 / eps**2, name="census_dg_count")
 
 
 #: name -> factory(ε₀) of a mechanism with exactly known ε*_C
@@ -46,6 +68,10 @@ CATALOGUE: dict[str, Callable[[float], KnownMechanism]] = {
     "continuous_noisy_max": continuous_noisy_max,
     "geometric_count": geometric_count,
     "gdpc_count": gdpc_count,
+    "census_dg_count": _census_dg_count,
+    "randomized_response": randomized_response,
+    "randomized_response_k4": _rr_k4,
+    "randomized_response_broken": _broken_rr,
     "svt2": svt2,
     "svt4": svt4,
     "svt5": svt5,
