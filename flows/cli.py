@@ -389,7 +389,7 @@ def sweep(
 #: the names of auditlib.mpl.coverage.CATALOGUE, for --help without importing it (a test checks)
 MPL_CATALOGUE_NAMES = (
     "laplace, laplace_broken, report_noisy_max, exponential, continuous_noisy_max, "
-    "geometric_count, gdpc_count, census_dg_count, randomized_response, randomized_response_k4, "
+    "geometric_count, gdpc_count, adpc_count, census_dg_count, randomized_response, randomized_response_k4, "
     "randomized_response_broken, svt2, svt4, svt5, svt6"
 )
 

@@ -28,7 +28,7 @@ from auditlib.mpl.catalogue import (
     svt5,
     svt6,
 )
-from auditlib.mpl.census import allocation_count, gdpc_count
+from auditlib.mpl.census import adpc_count, allocation_count, gdpc_count
 from auditlib.mpl.mpl import mpl
 
 MPL_COVERAGE = 20  # stream id of coverage repetitions
@@ -68,6 +68,7 @@ CATALOGUE: dict[str, Callable[[float], KnownMechanism]] = {
     "continuous_noisy_max": continuous_noisy_max,
     "geometric_count": geometric_count,
     "gdpc_count": gdpc_count,
+    "adpc_count": adpc_count,
     "census_dg_count": _census_dg_count,
     "randomized_response": randomized_response,
     "randomized_response_k4": _rr_k4,
