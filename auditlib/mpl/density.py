@@ -31,6 +31,7 @@ from auditlib.exceptions import InvalidParameterError
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _CUTOFF = 8.0  # kernel support kept in the binned estimate: |u| ≤ 8 (φ(8)/φ(0) ≈ 1.3e-14)
 _BLOCK = 2_000_000  # kernel evaluations per block in the exact estimate
+_MAX_LATTICE = 1 << 23  # the binned estimate's largest lattice (64 MiB); beyond it: exact sums
 
 
 def check_tau(tau: object) -> float:
@@ -206,6 +207,8 @@ def tkde_binned(
     at most that), the counts are convolved with the sampled kernel on ``|u| ≤ 8``, and the result
     is interpolated linearly at ``points``. Binning and interpolation each err by about
     ``Δ²/(8h²)`` relative to the kernel scale, ≈ 1.2e-4 at the default resolution (either sign).
+    When the points span more than 2²³ lattice steps (a tiny ``h`` against a wide region) the
+    lattice would not fit in memory: the exact sums are returned instead.
     """
     h = check_bandwidth(h)
     x = np.asarray(samples, dtype=np.float64)
@@ -216,7 +219,10 @@ def tkde_binned(
         )
     delta = h / resolution
     a = float(t.min()) - _CUTOFF * h
-    m = math.ceil((float(t.max()) + _CUTOFF * h - a) / delta) + 2
+    span = (float(t.max()) + _CUTOFF * h - a) / delta
+    if not span < _MAX_LATTICE:  # points spread over far more than h: the lattice would not fit
+        return gaussian_kde_exact(x, t, h)
+    m = math.ceil(span) + 2
     pos = (x - a) / delta
     keep = (pos >= 0.0) & (pos < m - 1)
     pos = pos[keep]
