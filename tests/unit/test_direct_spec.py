@@ -119,7 +119,10 @@ def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
         (["--change", "add", "--to-block", "0", "--unit", "9"], "Invalid unit 9"),
         (["--change", "add", "--to-block", "0", "--cell", "7"], "Invalid cell 7"),
         (["--change", "add", "--to-block", "0", "--query", "race"], "--query"),
-        (["--change", "remove", "--from-block", "1"], "block 1, cell 0 ('persons') is empty"),
+        (
+            ["--change", "remove", "--from-block", "1"],
+            "block 1 is empty; non-empty blocks include [0, 2, 3]",
+        ),
         (["--change", "add", "--to-block", "4"], "Unknown block 4"),
         (["--change", "move", "--from-block", "0"], "needs --to-block"),
         (["--change", "swap", "--from-block", "0"], "Invalid --change: 'swap'"),
