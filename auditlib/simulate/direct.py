@@ -27,7 +27,8 @@ couples the whole tree).
 
 Streams: chunk ``k`` (``chunk`` runs) of database ``b`` (0 = D, 1 = D′) draws from the keyed stream
 ``(DIRECT_RELEASE, release key, b, k)``: the same seed gives the same samples, D and D′ never share
-a draw.
+a draw. :func:`release_range` gives any range of replicates of that run (each stream chunk it meets
+drawn whole, then cut), so tasks of any size, anywhere, join into the same values.
 """
 
 from __future__ import annotations
