@@ -175,3 +175,25 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
     res = CliRunner().invoke(app, ["direct", "--from-block", "3", "--store", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--from-block 3" in res.output and "needs --spec" in res.output
+
+
+def test_spine_spec_database_is_the_spine_state() -> None:
+    from flows.direct import SpecDirectParams, spec_experiment
+    from flows.plan import load_spine
+
+    data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
+            "population": {"kind": "spine", "attributes": "pl94"},
+            "release": {"kind": "topdown"}}  # fmt: skip
+    plan = make_plan(parse_spec(data))
+    e = spec_experiment(
+        SpecDirectParams(
+            spec=parse_spec(data).to_toml(), change="add", to_block=3, geolevel="Tract", unit=0
+        )
+    )
+    assert e.state == "PR"
+    ref = HistogramDatabase.from_spine(
+        load_spine(plan.population.seed, "PR"), "pl94", seed=plan.population.seed, state=0
+    )
+    np.testing.assert_array_equal(e.pair.d.histograms, ref.histograms)
+    assert e.pair.d.levels == ref.levels
+    assert e.pair.d_prime.histograms.sum() == ref.histograms.sum() + 1
