@@ -1,4 +1,5 @@
-"""``dpaudit direct``: seed 001's direct privacy-loss estimate of one cell, on Dask."""
+"""``dpaudit direct``: the direct privacy-loss estimate of one cell, on Dask — seed 001's population
+(``--people``, ``--algorithm``, …) or the population and release of an audit spec (``--spec``)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,74 @@ def check_params(p: object) -> None:
         )
 
 
+#: options of seed 001's population, refused with --spec (name, parameter, default)
+SEED001_ONLY = (
+    ("--algorithm", "algorithm", "gdpc"),
+    ("--epsilon", "epsilon", 0.1),
+    ("--n-runs", "n_runs", 4),
+    ("--people", "people", 1_000_000),
+    ("--levels", "levels", 3),
+    ("--mean", "mean", 100.0),
+    ("--population-seed", "population_seed", 1),
+    ("--from-leaf", "from_leaf", 0),
+    ("--to-leaf", "to_leaf", 1001),
+    ("--level", "level", None),
+)
+#: options of a spec experiment, refused without --spec (name, parameter, default)
+SPEC_ONLY = (
+    ("--state", "state", ""),
+    ("--from-block", "from_block", None),
+    ("--from-cell", "from_cell", "0"),
+    ("--to-block", "to_block", None),
+    ("--to-cell", "to_cell", ""),
+    ("--geolevel", "geolevel", ""),
+    ("--query", "query", "total"),
+    ("--cell", "cell", "0"),
+    ("--stream-chunk", "stream_chunk", None),
+)
+
+
+def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
+    """Options of the other kind of experiment, given explicitly, name the fix."""
+    for name, key, default in SEED001_ONLY if spec else SPEC_ONLY:
+        if values[key] != default:
+            fix = (
+                "with --spec the population and release come from the spec; drop it"
+                if spec
+                else "it needs --spec FILE.toml (an audit spec's population and release)"
+            )
+            raise InvalidParameterError(f"Invalid {name} {values[key]!r}: {fix}")
+
+
+def spec_params(spec_path: str, values: dict[str, object]) -> object:
+    """The :class:`~flows.direct.SpecDirectParams` of ``--spec`` and the command's options."""
+    from flows.direct import DEFAULT_STREAM_CHUNK, SpecDirectParams
+    from flows.spec import load_spec
+
+    spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
+    stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
+    return SpecDirectParams(
+        spec=spec.to_toml(),
+        change=str(values["change"]),
+        from_block=values["from_block"],  # type: ignore[arg-type]
+        from_cell=str(values["from_cell"]),
+        to_block=values["to_block"],  # type: ignore[arg-type]
+        to_cell=str(values["to_cell"]),
+        state=str(values["state"]),
+        geolevel=str(values["geolevel"]),
+        unit=int(values["unit"]),  # type: ignore[call-overload]
+        query=str(values["query"]),
+        cell=str(values["cell"]),
+        replicates=int(values["replicates"]),  # type: ignore[call-overload]
+        chunk=int(values["chunk"] or stream),  # type: ignore[call-overload]
+        stream_chunk=int(stream),  # type: ignore[call-overload]
+        seed=int(values["seed"]),  # type: ignore[call-overload]
+        min_events=int(values["min_events"]),  # type: ignore[call-overload]
+        confidence=float(values["confidence"]),  # type: ignore[arg-type]
+        bin_width=values["bin_width"],  # type: ignore[arg-type]
+    )
+
+
 @app.command(name="direct")
 def direct(
     algorithm: Annotated[
@@ -80,7 +149,10 @@ def direct(
     ] = None,
     unit: Annotated[int, typer.Option("--unit", help="Unit of the cell at that level.")] = 0,
     replicates: Annotated[int, typer.Option("--reps", help="Runs on D and on D′ each.")] = 500,
-    chunk: Annotated[int, typer.Option("--chunk", help="Replicates per task.")] = 100,
+    chunk: Annotated[
+        int | None,
+        typer.Option("--chunk", help="Replicates per task (default 100; --spec: --stream-chunk)."),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2020,
     min_events: Annotated[
         int, typer.Option("--min-events", help="Keep events seen >= k times in both samples.")
@@ -89,16 +161,67 @@ def direct(
     bin_width: Annotated[
         float | None, typer.Option("--bin-width", help="Error bin; default 1 (ADPC: 1/P).")
     ] = None,
+    spec: Annotated[
+        str,
+        typer.Option(
+            "--spec",
+            help="Audit spec (TOML): its population and release instead of seed 001's.",
+        ),
+    ] = "",
+    state: Annotated[
+        str, typer.Option("--state", help="--spec: the state (ST01, …); default: the first.")
+    ] = "",
+    from_block: Annotated[
+        int | None,
+        typer.Option("--from-block", help="--spec: block losing the person (move, remove)."),
+    ] = None,
+    from_cell: Annotated[
+        str, typer.Option("--from-cell", help="--spec: its detailed cell (index or label).")
+    ] = "0",
+    to_block: Annotated[
+        int | None, typer.Option("--to-block", help="--spec: block gaining the person (move, add).")
+    ] = None,
+    to_cell: Annotated[
+        str,
+        typer.Option("--to-cell", help="--spec: its detailed cell; default: --from-cell (add: 0)."),
+    ] = "",
+    geolevel: Annotated[
+        str, typer.Option("--geolevel", help="--spec: level of the cell; default: the blocks.")
+    ] = "",
+    query: Annotated[str, typer.Option("--query", help="--spec: query of the cell.")] = "total",
+    cell: Annotated[
+        str, typer.Option("--cell", help="--spec: cell of the query (index or label).")
+    ] = "0",
+    stream_chunk: Annotated[
+        int | None,
+        typer.Option("--stream-chunk", help="--spec: replicates per keyed stream (default 500)."),
+    ] = None,
     store_url: Annotated[str, typer.Option("--store")] = "results/direct.zarr",
     scheduler: SchedulerOption = "",
     overwrite: OverwriteOption = False,
 ) -> None:
-    """Direct estimate (seed 001): one cell's error under D and D′ over many runs, on Dask."""
+    """Direct estimate: one cell's error under D and D′ over many runs, on Dask — seed 001's
+    population, or an audit spec's population and release (--spec) with one person moved, added
+    or removed."""
+    values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
-    from flows.cli import _check_target_and_scheduler, _execute, _print_prefect_link
-    from flows.direct import GROUP, DirectParams, direct_flow
-    from storage import store
+    from flows.cli import _check_target_and_scheduler
+    from flows.direct import DirectParams, check_spec_params
 
+    if spec:
+        try:
+            _refuse_mixed(values, spec=True)
+            sp = spec_params(spec, values)
+            check_spec_params(sp)  # type: ignore[arg-type]
+            cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
+        except DPAuditError as exc:
+            fail(str(exc))
+        _run(sp, store_url, cluster)
+        return
+    try:
+        _refuse_mixed(values, spec=False)
+    except DPAuditError as exc:
+        fail(str(exc))
     p = DirectParams(
         people=people,
         levels=levels,
@@ -113,7 +236,7 @@ def direct(
         level=level,
         unit=unit,
         replicates=replicates,
-        chunk=chunk,
+        chunk=100 if chunk is None else chunk,
         seed=seed,
         min_events=min_events,
         confidence=confidence,
@@ -124,14 +247,29 @@ def direct(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    run_id = hashlib.sha256(json.dumps(asdict(p)).encode()).hexdigest()[:16]
+    _run(p, store_url, cluster)
+
+
+def _run(p: object, store_url: str, cluster: object) -> None:
+    """Run an experiment into its store and print the estimate."""
+    from flows.cli import _execute, _print_prefect_link
+    from flows.direct import GROUP, direct_flow
+    from storage import store
+
+    run_id = hashlib.sha256(json.dumps(asdict(p)).encode()).hexdigest()[:16]  # type: ignore[call-overload]
     summary, api_url, embedded = _execute(
         direct_flow, lambda staging: (staging, p), store_url, cluster, run_id
     )
     ds = store.open_group(store_url, GROUP)
-    typer.echo(
-        f"{'events':<8} {'kept':>5} {'max |log-ratio|':>16} {'lower bound':>12}  (ε = {epsilon:g})"
-    )
+    eps = ds.attrs.get("epsilon")
+    known = f"  (ε = {eps:g})" if eps is not None else ""
+    if ds.attrs.get("population") == "spec":
+        typer.echo(
+            f"{ds.attrs['release']} of {ds.attrs['state']}/{ds.attrs['geolevel']} unit "
+            f"{ds.attrs['unit']} {ds.attrs['query']}[{ds.attrs['cell_index']}]: count "
+            f"{ds.attrs['truth_d']} in D, {ds.attrs['truth_d_prime']} in D′"
+        )
+    typer.echo(f"{'events':<8} {'kept':>5} {'max |log-ratio|':>16} {'lower bound':>12}{known}")
     for ev in ("eq", "ge"):
         typer.echo(
             f"{ev:<8} {ds.sizes[f'k_{ev}']:>5} {ds.attrs[f'epl_{ev}']:>16.4f} "

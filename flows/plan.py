@@ -490,20 +490,17 @@ def _topdown_inputs(plan: AuditPlan) -> tuple[TopDownParams, Any, dict[str, Any]
     return td, sch, matrices, {q: i for i, q in enumerate(plan.queries)}
 
 
-def topdown_state(
-    plan: AuditPlan, block: Block
-) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
-    """One state's TopDown replicates (``block``: the state's State-level block): residual blocks
-    per geolevel index, the State level's released histograms (replicates, n_cells) and its true
-    histogram (n_cells,)."""
-    from auditlib import seeds
+def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
+    """The hierarchy (``StateHierarchy``) and block histograms ``(n_blocks, n_cells)`` of one state
+    (``key``: 1..n, a spine state's index + 1) of a TopDown plan: the population its TopDown runs
+    on, and D of a direct estimate built from the same spec. Synthetic states draw their
+    histograms with ``synthetic_state_histograms`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states
+    with ``spine_state_histograms``; the ``total`` schema takes the block populations."""
     from auditlib.geography import state_level_populations
-    from auditlib.geography.populations import BLOCK_HISTOGRAMS, block_histograms
-    from auditlib.simulate.topdown import TOPDOWN_NOISE, StateHierarchy, level_residuals, replicates
+    from auditlib.geography.populations import synthetic_state_histograms
+    from auditlib.simulate.topdown import StateHierarchy
 
-    td, sch, matrices, ids = _topdown_inputs(plan)
-    key = block.state_key
-    hierarchy: StateHierarchy
+    _, sch, _, _ = _topdown_inputs(plan)
     hist: np.ndarray
     if plan.spine is not None:
         from auditlib.geography.populations import spine_state_histograms
@@ -513,19 +510,31 @@ def topdown_state(
         hierarchy, hist = spine_state(spine, key - 1)
         if sch.n_cells != 1:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
+        return hierarchy, hist
+    h = plan.hierarchy
+    if sch.n_cells == 1:
+        hist = state_level_populations(h, plan.population, key)[h.geolevels[-1]][:, None]
+    else:
+        hist = synthetic_state_histograms(h, plan.population, key, sch)
+    return StateHierarchy.from_fanouts(h.geolevels, h.fanouts), hist
+
+
+def topdown_state(
+    plan: AuditPlan, block: Block
+) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
+    """One state's TopDown replicates (``block``: the state's State-level block): residual blocks
+    per geolevel index, the State level's released histograms (replicates, n_cells) and its true
+    histogram (n_cells,)."""
+    from auditlib import seeds
+    from auditlib.simulate.topdown import TOPDOWN_NOISE, level_residuals, replicates
+
+    td, _, matrices, ids = _topdown_inputs(plan)
+    key = block.state_key
+    hierarchy, hist = state_population(plan, key)
+    if plan.spine is not None:
         gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
     else:
-        h = plan.hierarchy
-        pops = state_level_populations(h, plan.population, key)[h.geolevels[-1]]
-        if sch.n_cells == 1:
-            hist = pops[:, None]
-        else:
-            first = h.units_per_state(h.geolevels[1]) if len(h.geolevels) > 1 else 1
-            groups = np.arange(pops.size) // (pops.size // first)
-            g = seeds.rng(plan.population.seed, BLOCK_HISTOGRAMS, key)
-            hist = block_histograms(pops, sch, g, groups=groups)
-        gis = [plan.geolevels.index(level) for level in h.geolevels]
-        hierarchy = StateHierarchy.from_fanouts(h.geolevels, h.fanouts)
+        gis = [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
     runs = replicates(
         hierarchy,
         hist,

@@ -27,7 +27,8 @@ couples the whole tree).
 
 Streams: chunk ``k`` (``chunk`` runs) of database ``b`` (0 = D, 1 = D′) draws from the keyed stream
 ``(DIRECT_RELEASE, release key, b, k)``: the same seed gives the same samples, D and D′ never share
-a draw.
+a draw. :func:`release_range` gives any range of replicates of that run (each stream chunk it meets
+drawn whole, then cut), so tasks of any size, anywhere, join into the same values.
 """
 
 from __future__ import annotations
@@ -295,6 +296,55 @@ class ReleaseSamples:
         return self.dp_d - self.truth_d, self.dp_d_prime - self.truth_d
 
 
+def _check_size(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+        raise InvalidParameterError(f"Invalid {name}: {v!r}; need an integer >= 1")
+    return int(v)
+
+
+def release_range(
+    pair: HistogramPair,
+    release: Release,
+    *,
+    level: str | int,
+    unit: int,
+    query: str = TOTAL,
+    cell: int = 0,
+    start: int,
+    stop: int,
+    replicates: int,
+    seed: int,
+    chunk: int = DEFAULT_CHUNK,
+) -> tuple[FloatArray, FloatArray]:
+    """Released values of replicates ``start..stop−1`` of :func:`release_samples` (same
+    ``replicates``, ``seed`` and ``chunk``) on D and on D′: each stream chunk the range meets is
+    drawn whole and cut, so ranges computed anywhere, in any split, join into one run's values."""
+    replicates = _check_size("replicates", replicates)
+    chunk = _check_size("chunk", chunk)
+    if (
+        isinstance(start, bool)
+        or isinstance(stop, bool)
+        or not 0 <= int(start) < int(stop) <= replicates
+    ):
+        raise InvalidParameterError(
+            f"Invalid replicate range {start!r}..{stop!r}; need 0 <= start < stop <= {replicates}"
+        )
+    start, stop = int(start), int(stop)
+    t = Target.check(pair.d, level, unit, query, cell)
+    key = int(release.key)
+    out = np.empty((2, stop - start), dtype=np.float64)
+    for b, db in enumerate((pair.d, pair.d_prime)):
+        for k in range(start // chunk, (stop - 1) // chunk + 1):
+            lo, hi = k * chunk, min((k + 1) * chunk, replicates)
+            g = seeds.rng(seed, DIRECT_RELEASE, key, b, k)
+            values = released_values(
+                release, db, hi - lo, g, level=t.level, unit=t.unit, query=t.query, cell=t.cell
+            )
+            a, z = max(lo, start), min(hi, stop)
+            out[b, a - start : z - start] = values[a - lo : z - lo]
+    return out[0], out[1]
+
+
 def release_samples(
     pair: HistogramPair,
     release: Release,
@@ -316,15 +366,19 @@ def release_samples(
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise InvalidParameterError(f"Invalid chunk: {chunk!r}; need >= 1")
     t = Target.check(pair.d, level, unit, query, cell)
-    key = int(release.key)
-    out = np.empty((2, replicates), dtype=np.float64)
-    for b, db in enumerate((pair.d, pair.d_prime)):
-        for k, lo in enumerate(range(0, replicates, chunk)):
-            hi = min(lo + chunk, replicates)
-            g = seeds.rng(seed, DIRECT_RELEASE, key, b, k)
-            out[b, lo:hi] = released_values(
-                release, db, hi - lo, g, level=t.level, unit=t.unit, query=t.query, cell=t.cell
-            )
+    dp_d, dp_p = release_range(
+        pair,
+        release,
+        level=t.level,
+        unit=t.unit,
+        query=t.query,
+        cell=t.cell,
+        start=0,
+        stop=replicates,
+        replicates=replicates,
+        seed=seed,
+        chunk=chunk,
+    )
     return ReleaseSamples(
         release,
         pair.d.levels[t.level],
@@ -333,6 +387,6 @@ def release_samples(
         t.cell,
         t.truth(pair.d),
         t.truth(pair.d_prime),
-        out[0],
-        out[1],
+        dp_d,
+        dp_p,
     )

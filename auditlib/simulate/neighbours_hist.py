@@ -336,10 +336,17 @@ def _with(db: HistogramDatabase, hist: IntArray) -> HistogramDatabase:
 def _take(db: HistogramDatabase, block: object, cell: object, what: str) -> tuple[int, int]:
     b, c = db.check_block(block), db.check_cell(cell)
     if db.histograms[b, c] < 1:
-        label = db.schema.cell_labels(DETAILED)[c]
+        labels = db.schema.cell_labels(DETAILED)
+        full = np.flatnonzero(db.histograms[b])
+        if full.size:
+            some = ", ".join(f"{labels[i]!r} ({db.histograms[b, i]})" for i in full[:4])
+            hint = f"non-empty cells of block {b}: {some}{', …' if full.size > 4 else ''}"
+        else:
+            blocks = np.flatnonzero(db.histograms.sum(axis=1))[:4].tolist()
+            hint = f"block {b} is empty; non-empty blocks include {blocks}"
         raise InvalidParameterError(
-            f"Invalid {what}: block {b}, cell {c} ({label!r}) is empty in D; nobody to take "
-            "(choose a non-empty cell)"
+            f"Invalid {what}: block {b}, cell {c} ({labels[c]!r}) is empty in D; nobody to take "
+            f"(choose a non-empty cell; {hint})"
         )
     return b, c
 

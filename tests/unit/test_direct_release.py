@@ -26,6 +26,7 @@ from auditlib.simulate.direct import (
     Hierarchical,
     Stratified,
     TopDown,
+    release_range,
     release_samples,
     released_values,
 )
@@ -183,3 +184,26 @@ def test_pl94_synthetic_topdown_cell() -> None:
     moved_out = q == 1
     assert s.truth_d - s.truth_d_prime == int(moved_out)
     assert np.all(s.dp_d >= 0)
+
+
+@pytest.mark.parametrize(
+    "release",
+    [Hierarchical("adpc", 0.7), Stratified("sa4", 0.5), Allocation(3.0, "nonnegative")],
+    ids=["adpc", "sa4", "allocation"],
+)
+def test_ranges_in_any_split_join_into_one_run(table: HistogramDatabase, release: object) -> None:
+    """A task's range is cut from whole stream chunks: 1 range or 3 misaligned ones, same values."""
+    pair = move_person(table, 0, "white", 1)
+    kw = {"level": "block", "unit": 1, "query": "detailed", "cell": 0, "replicates": 70, "seed": 3}
+    if isinstance(release, Allocation):
+        kw["query"] = "total"
+    one = release_samples(pair, release, chunk=30, **kw)  # type: ignore[arg-type]
+    parts = [
+        release_range(pair, release, start=a, stop=b, chunk=30, **kw)  # type: ignore[arg-type]
+        for a, b in ((0, 25), (25, 61), (61, 70))
+    ]
+    np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), one.dp_d)
+    np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), one.dp_d_prime)
+    assert not np.array_equal(one.dp_d[:30], one.dp_d[30:60])  # the stream chunks differ
+    with pytest.raises(InvalidParameterError, match=r"range 60\.\.80"):
+        release_range(pair, release, start=60, stop=80, chunk=30, **kw)  # type: ignore[arg-type]

@@ -166,8 +166,18 @@ def test_bad_input_names_the_value(synthetic_pl94: HistogramDatabase) -> None:
         add_person(db, 0, 28)
     with pytest.raises(InvalidParameterError, match=rf"block {empty[0]}, cell {empty[1]} .* empty"):
         remove_person(db, *empty)
-    with pytest.raises(InvalidParameterError, match="is empty in D"):
+    with pytest.raises(InvalidParameterError, match="is empty in D") as err:
         move_person(db, empty[0], empty[1], 0)
+    full = np.flatnonzero(db.histograms[empty[0]])  # the error names the block's non-empty cells
+    assert full.size == 0 and f"block {empty[0]} is empty; non-empty blocks" in str(err.value)
+    b, c = map(int, np.argwhere((db.histograms == 0) & (db.histograms.sum(1) > 0)[:, None])[0])
+    with pytest.raises(InvalidParameterError, match="is empty in D") as err:
+        remove_person(db, b, c)
+    full = np.flatnonzero(db.histograms[b])
+    label = db.schema.cell_labels("detailed")[full[0]]
+    assert f"non-empty cells of block {b}: {label!r} ({db.histograms[b, full[0]]})" in str(
+        err.value
+    )
     b, c = map(int, np.argwhere(db.histograms > 0)[0])
     with pytest.raises(InvalidParameterError, match="to itself"):
         move_person(db, b, c, b)
