@@ -152,6 +152,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             g,
             spec.epl.bandwidth_factor,
             spec.epl.percentiles,
+            range_multiplier=spec.epl.range_multiplier,
+            bias_aware=spec.epl.bias_aware_settings(),
             wait_for=sims[g],
             return_state=False,
         )
@@ -311,6 +313,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
     sigma2 = plan.sigma2_matrix()
     extra_keys = ("bias_aware", "ci_low", "ci_high", "null_upper", "inv_sigma2_hat")
     extra = {k: np.full((ng, nq), np.nan) for k in extra_keys}
+    kde_error = np.full((ng, nq), np.nan)  # the largest over the pooled and per-state rows
     curves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for res in results:
         g = res["geolevel"]
@@ -318,6 +321,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             for q, r in enumerate(per_q):
                 if r is not None:
                     per_state[s, g, q] = r["epl"]
+                    kde_error[g, q] = np.fmax(kde_error[g, q], r.get("kde_error", np.nan))
         for q, r in enumerate(res["pooled"]):
             if r is None:
                 continue
@@ -328,6 +332,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             curves[g, q] = (r["x"], r["epl_x"])
             for k in extra_keys:
                 extra[k][g, q] = r.get(k, np.nan)
+            kde_error[g, q] = np.fmax(kde_error[g, q], r.get("kde_error", np.nan))
     surf = _surfaces(ns, ng, nq, results)
     npts = max((len(x) for x, _ in curves.values()), default=1)
     cx = np.full((ng, nq, npts), np.nan)
@@ -351,6 +356,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "epl_ci_high": ((gl, qu), extra["ci_high"]),
             "epl_null_upper": ((gl, qu), extra["null_upper"]),
             "inv_sigma2_hat": ((gl, qu), extra["inv_sigma2_hat"]),
+            "kde_error": ((gl, qu), kde_error),
             **surf,
         },
         coords={
@@ -365,13 +371,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "bandwidth_factor": spec.epl.bandwidth_factor,
             "percentiles": ",".join(f"{p:g}" for p in spec.epl.percentiles),
             "pooling": "all replicates and cells of a query at a geolevel; per state and all states",
-            "bias_aware": "epl_bias_aware: bandwidth 0.3 sd, integer window; epl_ci_low/high: 90 % "
-            "basic bootstrap interval of it; epl_null_upper: 95 % quantile of the same estimator on "
-            "matched discrete-Gaussian noise (a small-sample reference, not a no-loss null); "
-            "inv_sigma2_hat: slope of EPL(x), an estimate of 1/sigma^2 assuming Gaussian noise",
-            "surface": "surface*: the bias-aware EPL(x) = log p(x)/p(x+1) at surface*_x with its "
-            "pointwise 90 % basic bootstrap band (multinomial on lattice counts, window and h fixed), "
-            "per state and pooled; thinned to at most 101 points (ends and argmax kept)",
+            **spec.epl.store_attrs(),
         },
     )
 

@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from auditlib import seeds
 from auditlib.allocations import load_allocation
 from auditlib.epl import (
-    BIAS_AWARE_FACTOR,
+    BiasAwareSettings,
     LatticeHistogram,
     epl_rows,
     histograms_by_query,
@@ -111,41 +111,54 @@ def epl_geolevel(
     geolevel: int,
     bandwidth_factor: float,
     percentiles: tuple[float, float],
+    *,
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
     pooled over states.
+
+    ``bandwidth_factor``, ``percentiles`` and ``range_multiplier`` set the Flaxman–Petti estimate;
+    ``bias_aware`` the bias-aware estimate and the surfaces (default: the library's, on the same
+    percentiles). The bootstrap and reference draws are keyed from the audit's seed, the geolevel,
+    the state (0 pooled) and the query.
 
     Streamed: each state's block is read once and reduced to per-query lattice histograms
     (:func:`auditlib.epl.histograms_by_query`); the pooled histograms are their sums. No more than
     one block's residuals are in memory, and the numbers are those of the concatenated residuals.
     """
+    ba = bias_aware if bias_aware is not None else BiasAwareSettings()
     nq = len(plan.queries)
     per_state: dict[int, list[dict[str, Any] | None]] = {}
     pooled: list[LatticeHistogram | None] = [None] * nq
     spacings: list[float | None] = [None] * nq
-    factor = min(float(bandwidth_factor), BIAS_AWARE_FACTOR)
-    for b in plan.blocks_at(geolevel):
+    blocks = plan.blocks_at(geolevel)
+    factor = _smallest_factor(float(bandwidth_factor), ba, plan.replicates, blocks)
+    knobs: dict[str, Any] = {
+        "bandwidth_factor": bandwidth_factor,
+        "percentiles": percentiles,
+        "range_multiplier": range_multiplier,
+        "bias_aware": ba,
+    }
+    for b in blocks:
         r, q = store.read_residuals(url, b.state, b.geolevel)
-        _choose_spacings(r, q, spacings, factor)
+        _choose_spacings(r, q, spacings, factor, ba)
         hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
         del r
         per_state[b.state] = epl_rows(
             hists,
-            bandwidth_factor=bandwidth_factor,
-            percentiles=percentiles,
             surface_seed=int(
                 seeds.seed_sequence(
                     plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + b.state
                 ).generate_state(1)[0]
             ),
+            **knobs,
         )
         for i, h in enumerate(hists):
             if h is not None:
                 pooled[i] = (pooled[i] or LatticeHistogram(h.spacing)).merge(h)
     pooled_rows = epl_rows(
         pooled,
-        bandwidth_factor=bandwidth_factor,
-        percentiles=percentiles,
         uncertainty_seed=int(
             seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel).generate_state(1)[0]
         ),
@@ -154,6 +167,7 @@ def epl_geolevel(
                 1
             )[0]
         ),
+        **knobs,
     )
     return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
 
@@ -162,18 +176,40 @@ def epl_geolevel(
 _SPACING_SAMPLE = 1 << 16
 
 
+def _smallest_factor(
+    bandwidth_factor: float, ba: BiasAwareSettings, replicates: int, blocks: tuple[Block, ...]
+) -> float:
+    """The smallest h/sd of the level's estimates: Flaxman–Petti's factor, the bias-aware one
+    (for a rule, at the most residuals a query can have: every item of every state's block)."""
+    n = max(1, replicates * sum(b.n_items for b in blocks))
+    ratio = ba.smallest_factor(n)
+    return bandwidth_factor if ratio is None else min(bandwidth_factor, ratio)
+
+
 def _choose_spacings(
-    residual: np.ndarray, query_index: np.ndarray, spacings: list[float | None], factor: float
+    residual: np.ndarray,
+    query_index: np.ndarray,
+    spacings: list[float | None],
+    factor: float,
+    bias_aware: BiasAwareSettings | None = None,
 ) -> None:
     """Fix each query's lattice (1 for integer residuals) from the first block that measures it,
-    so that every state's histogram of a query is on one lattice and they add."""
+    so that every state's histogram of a query is on one lattice and they add. The lattice is
+    fine enough for h = ``factor`` × sd and, with an absolute bias-aware bandwidth, for that h."""
+    absolute = bias_aware is not None and bias_aware.bandwidth_kind == "absolute"
     for q, s in enumerate(spacings):
         if s is not None:
             continue
         cols = np.flatnonzero(query_index == q)
         if cols.size:
             rows = max(1, _SPACING_SAMPLE // cols.size)
-            spacings[q] = lattice_spacing(residual[:rows, cols], factor)
+            sample = residual[:rows, cols]
+            spacings[q] = lattice_spacing(sample, factor)
+            if absolute and bias_aware is not None:
+                spacings[q] = min(
+                    spacings[q] or 1.0,
+                    lattice_spacing(sample, bandwidth=bias_aware.bandwidth_value()),
+                )
 
 
 @task(name="account", **TASK_OPTS)

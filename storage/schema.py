@@ -14,8 +14,12 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
   ``epl_curve`` (geolevel, query, point); the bias-aware estimate ``epl_bias_aware`` with its
   bootstrap interval ``epl_ci_low``/``epl_ci_high``, matched floor ``epl_null_upper`` and the slope
-  estimate ``inv_sigma2_hat`` (geolevel, query). EPL(x) surfaces of the bias-aware estimate with a
-  pointwise bootstrap band (90 %, basic): ``surface_x``, ``surface``, ``surface_low``,
+  estimate ``inv_sigma2_hat`` (geolevel, query); ``kde_error`` (geolevel, query), the bound on the
+  relative error of every KDE behind that (geolevel, query)'s EPLs (0: exact lattice residuals;
+  non-integer residuals are binned on a fine lattice). Knobs in the attrs (``bias_aware_settings``,
+  JSON; ``bias_aware``, ``surface``, ``kde_error`` say what each variable is). EPL(x) surfaces of
+  the bias-aware estimate with a pointwise bootstrap band (90 %, basic by default; spec
+  ``[epl].confidence``, ``ci_kind``): ``surface_x``, ``surface``, ``surface_low``,
   ``surface_high`` (state, geolevel, query, surface_point) per state and ``surface_pooled_x``,
   ``surface_pooled``, ``surface_pooled_low``, ``surface_pooled_high`` (geolevel, query,
   surface_point) over all states; float32, NaN padding, at most 101 points per curve (thinned

@@ -11,7 +11,8 @@
 * :func:`epl_surface` — EPL(x) on its grid with a pointwise bootstrap band, for stores.
 * :func:`flaxman_petti_reference` — a plain scipy transcription, for cross-checks.
 * :class:`LatticeHistogram`, :func:`histograms_by_query`, :func:`epl_rows` — the same numbers from
-  residuals streamed chunk by chunk (an audit's geolevel, a Zarr array).
+  residuals streamed chunk by chunk (an audit's geolevel, a Zarr array);
+  :class:`BiasAwareSettings` — the bias-aware estimate's knobs as an audit sets them.
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
@@ -25,6 +26,7 @@ from auditlib.epl.kde import (
 )
 from auditlib.epl.reference import flaxman_petti_reference
 from auditlib.epl.rows import epl_rows
+from auditlib.epl.settings import BANDWIDTH_RULES, BiasAwareSettings
 from auditlib.epl.stream import (
     LatticeHistogram,
     histogram_of_zarr,
@@ -35,12 +37,14 @@ from auditlib.epl.surface import SURFACE_POINTS, EPLSurface, epl_surface
 
 __all__ = [
     "BANDWIDTH_KINDS",
+    "BANDWIDTH_RULES",
     "BIAS_AWARE_FACTOR",
     "CI_KINDS",
     "METHODS",
     "MIN_RESIDUALS",
     "STATUSES",
     "SURFACE_POINTS",
+    "BiasAwareSettings",
     "EPLEstimate",
     "EPLResult",
     "EPLSurface",

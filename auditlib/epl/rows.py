@@ -5,8 +5,12 @@ geolevel, query) and pooled over states.
 row :func:`auditlib.summaries.epl_by_query` gives from that query's residuals held in memory — the
 EPL of ``method`` (Flaxman & Petti by default), with ``uncertainty_seed`` the bias-aware estimate
 with its bootstrap interval, floor and 1/σ² estimate, with ``surface_seed`` the EPL(x) surface —
-seeded per query the same way, so the numbers agree (tests/unit/test_epl_rows.py). A binned
-histogram (non-integer residuals) adds ``kde_error``, the bound on the KDE's relative error.
+seeded per query the same way, so the numbers agree (tests/unit/test_epl_geolevel_stream.py).
+``bias_aware`` (:class:`~auditlib.epl.settings.BiasAwareSettings`) sets the bias-aware estimate's
+and the surface's knobs; by default those of :func:`~auditlib.epl.estimate_epl`, on the window
+``percentiles``. ``kde_error`` bounds the relative error of every KDE in the row (the largest over
+the bandwidths used): 0 for exact histograms (integer residuals, values on the lattice), the
+binned KDE's bound otherwise (non-integer residuals), NaN when no KDE was evaluated.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 
 from auditlib.epl.default import estimate_epl
 from auditlib.epl.estimator import epl
+from auditlib.epl.settings import BiasAwareSettings
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.epl.surface import SURFACE_POINTS, epl_surface
 
@@ -28,17 +33,26 @@ def epl_rows(
     bandwidth_factor: float,
     percentiles: tuple[float, float],
     method: str = "flaxman_petti",
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
     uncertainty_seed: int | None = None,
     surface_seed: int | None = None,
     surface_points: int = SURFACE_POINTS,
 ) -> list[dict[str, Any] | None]:
     """EPL row of each query's histogram (``None`` where the query has no residuals)."""
+    ba = bias_aware if bias_aware is not None else BiasAwareSettings()
     out: list[dict[str, Any] | None] = []
     for q, hist in enumerate(hists):
         if hist is None or hist.n == 0:
             out.append(None)
             continue
-        res = epl(hist, method=method, bandwidth_factor=bandwidth_factor, percentiles=percentiles)
+        res = epl(
+            hist,
+            method=method,
+            bandwidth_factor=bandwidth_factor,
+            percentiles=percentiles,
+            range_multiplier=range_multiplier,
+        )
         row: dict[str, Any] = {
             "epl": float(res.epl),
             "status": res.status,
@@ -47,11 +61,11 @@ def epl_rows(
             "x": np.asarray(res.x, dtype=float),
             "epl_x": np.asarray(res.epl_x, dtype=float),
         }
-        if hist.binned and np.isfinite(res.bandwidth) and res.bandwidth > 0:
-            row["kde_error"] = hist.kde_error(res.bandwidth)
+        widths = [res.bandwidth]
         if uncertainty_seed is not None:
             seq = np.random.SeedSequence(uncertainty_seed, spawn_key=(q,))
-            est = estimate_epl(hist, percentiles=percentiles, seed=seq)
+            est = estimate_epl(hist, seed=seq, **ba.estimate_kwargs(percentiles))
+            widths.append(est.bandwidth)
             row.update(
                 {
                     "bias_aware": float(est.epl),
@@ -63,7 +77,17 @@ def epl_rows(
             )
         if surface_seed is not None:
             seq = np.random.SeedSequence(surface_seed, spawn_key=(q,))
-            surf = epl_surface(hist, percentiles=percentiles, max_points=surface_points, seed=seq)
+            surf = epl_surface(
+                hist, max_points=surface_points, seed=seq, **ba.surface_kwargs(percentiles)
+            )
             row["surface"] = surf.to_arrays()
+            widths.append(surf.bandwidth)
+        row["kde_error"] = _kde_error(hist, widths)
         out.append(row)
     return out
+
+
+def _kde_error(hist: LatticeHistogram, widths: Sequence[float]) -> float:
+    """The largest KDE error bound of ``hist`` over the bandwidths used (NaN if none was)."""
+    used = [float(h) for h in widths if np.isfinite(h) and h > 0]
+    return max(hist.kde_error(h) for h in used) if used else float("nan")

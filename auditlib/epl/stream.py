@@ -170,17 +170,22 @@ class LatticeHistogram:
         return binning_error_bound(max(self.n, 1), float(bandwidth) / self.spacing)
 
 
-def lattice_spacing(sample: npt.ArrayLike, bandwidth_factor: float = 0.1) -> float:
+def lattice_spacing(
+    sample: npt.ArrayLike, bandwidth_factor: float = 0.1, *, bandwidth: float | None = None
+) -> float:
     """The lattice for streaming residuals like ``sample``: 1 if they are integers, else the largest
-    power of two ≤ factor × sd(sample) / 200 (so the binned KDE at h = factor × sd errs by ≈ 4e-4
-    at most; a power of two keeps dyadic values such as ADPC's k/4 exact); 1/256 for a constant
-    non-integer sample."""
+    power of two ≤ h / 200 with h = factor × sd(sample), or h = ``bandwidth`` (absolute) when given
+    (so the binned KDE at that h errs by ≈ 4e-4 at most; a power of two keeps dyadic values such as
+    ADPC's k/4 exact); 1/256 for a constant non-integer sample."""
     a = np.asarray(sample, dtype=np.float64).ravel()
     a = a[np.isfinite(a)]
     if a.size == 0 or bool(np.all(a == np.round(a))):
         return 1.0
-    sd = float(np.std(a, ddof=1)) if a.size > 1 else 0.0
-    target = float(bandwidth_factor) * sd / 200.0
+    if bandwidth is not None:
+        target = float(bandwidth) / 200.0
+    else:
+        sd = float(np.std(a, ddof=1)) if a.size > 1 else 0.0
+        target = float(bandwidth_factor) * sd / 200.0
     if not math.isfinite(target) or target <= 0.0:  # a constant sample: no spread to scale by
         target = 2.0**-8
     return float(min(2.0 ** math.floor(math.log2(target)), 1.0))
