@@ -41,6 +41,7 @@ from flows.report_common import (
     _style_axes,
     _to_data_uri,
     dg_pmf,
+    epl_interval_label,
     fmt_bracket,
     fmt_delta,
     fmt_duration,
@@ -749,6 +750,7 @@ def render_report(
     try:
         accounting = _accounting_section(acc) if acc is not None else None
         epl_section = _epl_section(epl) if epl is not None else None
+        epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
         residuals = _residual_section(res, epl) if res is not None else None
         table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds)
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
@@ -811,6 +813,9 @@ def render_report(
         mpl=mpl,
         coverage=coverage,
         coverage_only=coverage_only,
+        epl_ci=epl_ci,
+        epl_floor_q=epl_floor_q,
+        epl_ba=epl_ba,
         missing=missing,
         provenance=_provenance(attrs),
         store_name=pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s,

@@ -223,3 +223,24 @@ def dg_pmf(k: np.ndarray, sigma2: float) -> np.ndarray:
     support = np.arange(-half, half + 1, dtype=np.float64)
     log_z = np.log(np.sum(np.exp(-(support**2) / (2.0 * sigma2))))
     return np.exp(-(np.asarray(k, dtype=np.float64) ** 2) / (2.0 * sigma2) - log_z)
+
+
+def epl_interval_label(epl: Any) -> tuple[str, str, str]:
+    """(interval, floor quantile, bias-aware description) of an ``epl`` group, from the knobs it
+    was computed with (stores written before the knobs were stored: 90 % basic, 95 %)."""
+    import json
+
+    attrs = getattr(epl, "attrs", None) or {}
+    try:
+        knobs = json.loads(attrs.get("bias_aware_settings", "{}"))
+    except (TypeError, ValueError):
+        knobs = {}
+    conf = float(knobs.get("confidence", 0.9))
+    kind = str(knobs.get("ci_kind", "basic"))
+    null_q = float(knobs.get("null_quantile", 0.95))
+    describe = str(attrs.get("bias_aware", "bandwidth 0.3 sd, integer window")).split(";")[0]
+    return (
+        f"{100 * conf:g} % {kind}",
+        f"{100 * null_q:g} %",
+        describe.removeprefix("epl_bias_aware: "),
+    )

@@ -30,6 +30,7 @@ from flows.report_common import (
     _strs,
     _style_axes,
     _to_data_uri,
+    epl_interval_label,
     fmt_num,
 )
 
@@ -98,6 +99,7 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
     per_state = all(v in epl.variables for v in ("surface_x", "surface", "surface_low"))
     sx, sy = _arr(epl, "surface_x"), _arr(epl, "surface")
     slo, shi = _arr(epl, "surface_low"), _arr(epl, "surface_high")
+    ci = epl_interval_label(epl)[0]
     sigma2 = _arr(epl, "sigma2")
     shown_states = states[:SURFACE_MAX_STATES] if per_state else []
     figures: list[ReportFigure] = []
@@ -182,7 +184,7 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
                     "all states with its bootstrap band, the other columns single states."
                 ),
                 caption=(
-                    f"Bias-aware EPL(x) = log p(x)/p(x + 1) (solid) with its pointwise 90 % basic "
+                    f"Bias-aware EPL(x) = log p(x)/p(x + 1) (solid) with its pointwise {ci} "
                     f"bootstrap band (shaded), for {q_note}; first column pooled over all "
                     f"states{s_note}. Dotted red: (2x + 1)/(2σ²), the loss of a discrete "
                     "Gaussian with the query's σ² — a surface that follows it is what the "

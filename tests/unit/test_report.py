@@ -808,3 +808,16 @@ def test_small_helpers() -> None:
     p = dg_pmf(k, 30.0)
     assert math.isclose(float(p.sum()), 1.0, rel_tol=1e-12)
     assert p[200] == p.max() and math.isclose(float(p[201] / p[200]), math.exp(-1 / 60))
+
+
+def test_report_labels_follow_the_stored_epl_knobs() -> None:
+    """The interval's level and kind come from the knobs the epl group was computed with."""
+    from flows.report_common import epl_interval_label
+    from flows.spec import parse_spec
+
+    spec = parse_spec({"epl": {"confidence": 0.8, "ci_kind": "percentile", "null_quantile": 0.99}})
+    ci, floor_q, ba = epl_interval_label(xr.Dataset(attrs=spec.epl.store_attrs()))
+    assert (ci, floor_q) == ("80 % percentile", "99 %")
+    assert ba.startswith("bandwidth 0.3 sd")
+    # a store written before the knobs were stored: the fixed defaults of that time
+    assert epl_interval_label(xr.Dataset())[:2] == ("90 % basic", "95 %")
