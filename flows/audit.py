@@ -25,9 +25,10 @@ import auditlib
 from auditlib.allocations import load_allocation
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows import progress, tasks
+from flows.batching import batch_blocks, batch_states
 from flows.mpl import mpl_dataset, mpl_task_settings
-from flows.plan import AuditPlan, make_plan
-from flows.runtime import fail_orphaned_task_runs
+from flows.plan import AuditPlan, Block, make_plan
+from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import GEOMETRIC_RELEASES, AuditSpec
 from storage import schema as S
 from storage import store
@@ -135,15 +136,18 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
     todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
     sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
+    workers = planned_workers(spec.cluster)
+    per_worker = spec.cluster.tasks_per_worker
     if plan.topdown is not None:
         if todo:  # a TopDown state spans its geolevels: an unfinished one re-runs them all
-            sims.update(submit_topdown(url, plan))
+            sims.update(submit_topdown(url, plan, todo, workers, per_worker))
     else:
-        for b in todo:
-            f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
-                url, plan, b
+        for batch in batch_blocks(plan, todo, workers, per_worker):
+            f = tasks.simulate_blocks.with_options(task_run_name=f"simulate {batch.label}").submit(
+                url, plan, list(batch.blocks)
             )
-            sims[b.geolevel].append(f)
+            for g in sorted({b.geolevel for b in batch.blocks}):
+                sims[g].append(f)  # level g's EPL waits for every batch holding one of its blocks
     epl_done = store.group_complete(url, S.EPL)
     epls = [
         tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
@@ -201,17 +205,20 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
-    n_done = 0
-    for f in as_completed(futures):
-        try:
-            f.result()  # raises on failure
-        except BaseException:
-            # let the other tasks finish first: then the only unfinished task runs left in the API
-            # are those whose worker died, and the failure hook can mark them
-            wait(futures)
-            raise
-        n_done += 1
-        progress.report(n_done, len(futures), "tasks")
+    regions = {(b.state, b.geolevel) for b in todo}
+    tracker = progress.BlockProgress(
+        lambda: len(store.done_blocks(url) & regions), len(regions), len(futures) - len(unique_sims)
+    )
+    with tracker:
+        for f in as_completed(futures):
+            try:
+                f.result()  # raises on failure
+            except BaseException:
+                # let the other tasks finish first: then the only unfinished task runs left in the
+                # API are those whose worker died, and the failure hook can mark them
+                wait(futures)
+                raise
+            tracker.task_done(sim=id(f) in unique_sims)
     if epls:
         epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
         epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
@@ -276,28 +283,37 @@ def _create_template(
     )
 
 
-def submit_topdown(url: str, plan: AuditPlan) -> dict[int, list[PrefectFuture[Any]]]:
-    """One task per state (all its geolevels from one run), then the nation from the states."""
+def submit_topdown(
+    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+) -> dict[int, list[PrefectFuture[Any]]]:
+    """Batches of whole states (each state's geolevels from one run), then the nation from the
+    states. With a national level every state runs (the nation sums their histograms); without
+    one, only states with an unfinished block."""
     top = plan.geolevels.index("State")
-    states = [
+    nation = [b for b in plan.blocks if b.state_key == 0]
+    unfinished = {b.state for b in todo}
+    state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
+    batches = [
         (
-            b,
-            tasks.simulate_topdown_state.with_options(task_run_name=f"topdown {b.label}").submit(
-                url, plan, b
-            ),
+            batch,
+            tasks.simulate_topdown_states.with_options(
+                task_run_name=f"topdown {batch.label}"
+            ).submit(url, plan, list(batch.blocks), not nation),
         )
-        for b in plan.blocks_at(top)
+        for batch in batch_states(plan, state_blocks, workers, tasks_per_worker)
     ]
-    state_futures: list[Any] = [f for _, f in states]  # resolved to their results by Prefect
+    batch_futures: list[Any] = [f for _, f in batches]  # resolved to their results by Prefect
     sims: dict[int, list[PrefectFuture[Any]]] = {}
     for b in plan.blocks:
         if b.state_key == 0:  # the nation: after every state
             f = tasks.simulate_topdown_nation.with_options(
                 task_run_name=f"topdown {b.label}"
-            ).submit(url, plan, b, state_futures)
+            ).submit(url, plan, b, batch_futures)
             sims.setdefault(b.geolevel, []).append(f)
         else:
-            sims.setdefault(b.geolevel, []).extend(f for s, f in states if s.state == b.state)
+            sims.setdefault(b.geolevel, []).extend(
+                f for batch, f in batches if any(s.state == b.state for s in batch.blocks)
+            )
     return sims
 
 
