@@ -207,7 +207,10 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
     regions = {(b.state, b.geolevel) for b in todo}
     tracker = progress.BlockProgress(
-        lambda: len(store.done_blocks(url) & regions), len(regions), len(futures) - len(unique_sims)
+        lambda: len(store.done_blocks(url) & regions),
+        len(regions),
+        len(unique_sims),
+        len(futures) - len(unique_sims),
     )
     with tracker:
         for f in as_completed(futures):

@@ -151,3 +151,26 @@ def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
     assert store.done_blocks(url) >= {(b.state, b.geolevel) for b in blocks[:3]}
     for (s, g), r in before.items():
         np.testing.assert_array_equal(store.read_residuals(url, s, g)[0], r)
+
+
+def test_block_progress_counts_blocks_from_the_store_and_other_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows import progress
+
+    seen: list[tuple[int, int, str]] = []
+    finished = iter(
+        [3, 5, 9, 9, 9]
+    )  # blocks marked done, as successive reads of the store see them
+    monkeypatch.setattr(progress, "POLL_S", 3600.0)  # no background read during the test
+    progress.listen(lambda d, t, w: seen.append((d, t, w)))
+    try:
+        with progress.BlockProgress(lambda: next(finished), 9, 2, 3) as p:
+            p.task_done(sim=True)  # first batch: 3 blocks marked
+            p.task_done(sim=False)  # an EPL or accounting task
+            p.task_done(sim=True)  # second batch: 5 blocks, a re-read
+    finally:
+        progress.listen(None)
+    assert seen[0] == (3, 12, "blocks simulated 3/9, tasks 0/3")
+    assert seen[-1] == (6, 12, "blocks simulated 5/9, tasks 1/3")
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)  # never goes back
