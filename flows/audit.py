@@ -126,6 +126,40 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     a = spec.audit
     deltas = list(spec.accounting.deltas)
     grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
+    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
+    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
+    # submitted first, the composed level (the longest single task) first: they need no simulation,
+    # so one worker can run them while the others simulate
+    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
+    if spec.accounting.composed and allocation_release:
+        levels.insert(0, None)
+    if store.group_complete(url, S.ACCOUNTING) and store.group_complete(url, S.ACCURACY):
+        levels = []
+    accts = [
+        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
+            a.allocation,
+            a.neighbours,
+            a.universe,
+            a.region,
+            g,
+            deltas,
+            grid,
+            ALPHA_GRID,
+            calibration_delta_for(spec),
+        )
+        for g in levels
+    ]
+    # maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)
+    mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
+    if store.group_complete(url, S.MPL):
+        mpl_levels = []
+    mpl_settings = mpl_task_settings(spec)
+    mpls = [
+        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
+            g, plan.geolevels.index(g), mpl_settings
+        )
+        for g in mpl_levels
+    ]
     futures: list[PrefectFuture[Any]] = []
     empty_todo = [e for e in plan.empty if tuple(e) not in done]
     if empty_todo:
@@ -171,38 +205,6 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done
         else []
     )
-    # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
-    # are pure ε-DP by construction: their nominal ε is in the store's attributes)
-    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
-    if spec.accounting.composed and allocation_release:
-        levels.append(None)
-    if store.group_complete(url, S.ACCOUNTING) and store.group_complete(url, S.ACCURACY):
-        levels = []
-    accts = [
-        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation,
-            a.neighbours,
-            a.universe,
-            a.region,
-            g,
-            deltas,
-            grid,
-            ALPHA_GRID,
-            calibration_delta_for(spec),
-        )
-        for g in levels
-    ]
-    # maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)
-    mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
-    if store.group_complete(url, S.MPL):
-        mpl_levels = []
-    mpl_settings = mpl_task_settings(spec)
-    mpls = [
-        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
-            g, plan.geolevels.index(g), mpl_settings
-        )
-        for g in mpl_levels
-    ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
     regions = {(b.state, b.geolevel) for b in todo}
