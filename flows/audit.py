@@ -1,10 +1,11 @@
 """The audit flow: simulate releases per (state, geolevel) on Dask, then EPL and exact accounting.
 
-Fan-out: one simulation task per (state, geolevel) block (replicates looped inside: a Prefect task
-costs ~0.2 CPU-s on Dask, so tasks are coarse), one EPL task per geolevel (after that level's blocks),
-one accounting task per geolevel plus one for all levels composed. Simulation tasks write their own
-Zarr regions; EPL and accounting return small summaries that the flow writes as whole groups.
-"""
+Fan-out: the blocks still to do packed into ``workers × cluster.tasks_per_worker`` simulation tasks
+(``flows/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
+batches of whole states, then the nation), one EPL task per geolevel (after the batches holding
+that level's blocks), one accounting task per geolevel plus one for all levels composed (submitted
+first). Simulation tasks write their own Zarr regions, block by block; EPL and accounting return
+small summaries that the flow writes as whole groups."""
 
 from __future__ import annotations
 
