@@ -1,10 +1,11 @@
 """The audit flow: simulate releases per (state, geolevel) on Dask, then EPL and exact accounting.
 
-Fan-out: one simulation task per (state, geolevel) block (replicates looped inside: a Prefect task
-costs ~0.2 CPU-s on Dask, so tasks are coarse), one EPL task per geolevel (after that level's blocks),
-one accounting task per geolevel plus one for all levels composed. Simulation tasks write their own
-Zarr regions; EPL and accounting return small summaries that the flow writes as whole groups.
-"""
+Fan-out: the blocks still to do packed into ``workers × cluster.tasks_per_worker`` simulation tasks
+(``flows/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
+batches of whole states, then the nation), one EPL task per geolevel (after the batches holding
+that level's blocks), one accounting task per geolevel plus one for all levels composed (submitted
+first). Simulation tasks write their own Zarr regions, block by block; EPL and accounting return
+small summaries that the flow writes as whole groups."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ import auditlib
 from auditlib.allocations import load_allocation
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows import progress, tasks
+from flows.batching import batch_blocks, batch_states
 from flows.mpl import mpl_dataset, mpl_task_settings
-from flows.plan import AuditPlan, make_plan
-from flows.runtime import fail_orphaned_task_runs
+from flows.plan import AuditPlan, Block, make_plan
+from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import GEOMETRIC_RELEASES, AuditSpec
 from storage import schema as S
 from storage import store
@@ -125,55 +127,13 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     a = spec.audit
     deltas = list(spec.accounting.deltas)
     grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
-    futures: list[PrefectFuture[Any]] = []
-    empty_todo = [e for e in plan.empty if tuple(e) not in done]
-    if empty_todo:
-        futures.append(
-            tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
-                url, plan, empty_todo
-            )
-        )
-    todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
-    sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
-    if plan.topdown is not None:
-        if todo:  # a TopDown state spans its geolevels: an unfinished one re-runs them all
-            sims.update(submit_topdown(url, plan))
-    else:
-        for b in todo:
-            f = tasks.simulate_block.with_options(task_run_name=f"simulate {b.label}").submit(
-                url, plan, b
-            )
-            sims[b.geolevel].append(f)
-    epl_done = store.group_complete(url, S.EPL)
-    epls = [
-        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
-            url,
-            plan,
-            g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            range_multiplier=spec.epl.range_multiplier,
-            bias_aware=spec.epl.bias_aware_settings(),
-            wait_for=sims[g],
-            return_state=False,
-        )
-        for g in sorted(sims)
-        if not epl_done
-    ]
-    composed = (
-        [
-            tasks.epl_composed.with_options(task_run_name="epl composed").submit(
-                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
-            )
-        ]
-        if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done
-        else []
-    )
     # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
     # are pure ε-DP by construction: their nominal ε is in the store's attributes)
+    # submitted first, the composed level (the longest single task) first: they need no simulation,
+    # so one worker can run them while the others simulate
     levels: list[str | None] = list(plan.geolevels) if allocation_release else []
     if spec.accounting.composed and allocation_release:
-        levels.append(None)
+        levels.insert(0, None)
     if store.group_complete(url, S.ACCOUNTING) and store.group_complete(url, S.ACCURACY):
         levels = []
     accts = [
@@ -201,19 +161,72 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         )
         for g in mpl_levels
     ]
+    futures: list[PrefectFuture[Any]] = []
+    empty_todo = [e for e in plan.empty if tuple(e) not in done]
+    if empty_todo:
+        futures.append(
+            tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
+                url, plan, empty_todo
+            )
+        )
+    todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
+    sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
+    workers = planned_workers(spec.cluster)
+    per_worker = spec.cluster.tasks_per_worker
+    if plan.topdown is not None:
+        if todo:  # a TopDown state spans its geolevels: an unfinished one re-runs them all
+            sims.update(submit_topdown(url, plan, todo, workers, per_worker))
+    else:
+        for batch in batch_blocks(plan, todo, workers, per_worker):
+            f = tasks.simulate_blocks.with_options(task_run_name=f"simulate {batch.label}").submit(
+                url, plan, list(batch.blocks)
+            )
+            for g in sorted({b.geolevel for b in batch.blocks}):
+                sims[g].append(f)  # level g's EPL waits for every batch holding one of its blocks
+    epl_done = store.group_complete(url, S.EPL)
+    epls = [
+        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
+            url,
+            plan,
+            g,
+            spec.epl.bandwidth_factor,
+            spec.epl.percentiles,
+            range_multiplier=spec.epl.range_multiplier,
+            bias_aware=spec.epl.bias_aware_settings(),
+            wait_for=sims[g],
+            return_state=False,
+        )
+        for g in sorted(sims)
+        if not epl_done
+    ]
+    composed = (
+        [
+            tasks.epl_composed.with_options(task_run_name="epl composed").submit(
+                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
+            )
+        ]
+        if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done
+        else []
+    )
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
-    n_done = 0
-    for f in as_completed(futures):
-        try:
-            f.result()  # raises on failure
-        except BaseException:
-            # let the other tasks finish first: then the only unfinished task runs left in the API
-            # are those whose worker died, and the failure hook can mark them
-            wait(futures)
-            raise
-        n_done += 1
-        progress.report(n_done, len(futures), "tasks")
+    regions = {(b.state, b.geolevel) for b in todo}
+    tracker = progress.BlockProgress(
+        lambda: len(store.done_blocks(url) & regions),
+        len(regions),
+        len(unique_sims),
+        len(futures) - len(unique_sims),
+    )
+    with tracker:
+        for f in as_completed(futures):
+            try:
+                f.result()  # raises on failure
+            except BaseException:
+                # let the other tasks finish first: then the only unfinished task runs left in the
+                # API are those whose worker died, and the failure hook can mark them
+                wait(futures)
+                raise
+            tracker.task_done(sim=id(f) in unique_sims)
     if epls:
         epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
         epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
@@ -278,28 +291,37 @@ def _create_template(
     )
 
 
-def submit_topdown(url: str, plan: AuditPlan) -> dict[int, list[PrefectFuture[Any]]]:
-    """One task per state (all its geolevels from one run), then the nation from the states."""
+def submit_topdown(
+    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+) -> dict[int, list[PrefectFuture[Any]]]:
+    """Batches of whole states (each state's geolevels from one run), then the nation from the
+    states. With a national level every state runs (the nation sums their histograms); without
+    one, only states with an unfinished block."""
     top = plan.geolevels.index("State")
-    states = [
+    nation = [b for b in plan.blocks if b.state_key == 0]
+    unfinished = {b.state for b in todo}
+    state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
+    batches = [
         (
-            b,
-            tasks.simulate_topdown_state.with_options(task_run_name=f"topdown {b.label}").submit(
-                url, plan, b
-            ),
+            batch,
+            tasks.simulate_topdown_states.with_options(
+                task_run_name=f"topdown {batch.label}"
+            ).submit(url, plan, list(batch.blocks), not nation),
         )
-        for b in plan.blocks_at(top)
+        for batch in batch_states(plan, state_blocks, workers, tasks_per_worker)
     ]
-    state_futures: list[Any] = [f for _, f in states]  # resolved to their results by Prefect
+    batch_futures: list[Any] = [f for _, f in batches]  # resolved to their results by Prefect
     sims: dict[int, list[PrefectFuture[Any]]] = {}
     for b in plan.blocks:
         if b.state_key == 0:  # the nation: after every state
             f = tasks.simulate_topdown_nation.with_options(
                 task_run_name=f"topdown {b.label}"
-            ).submit(url, plan, b, state_futures)
+            ).submit(url, plan, b, batch_futures)
             sims.setdefault(b.geolevel, []).append(f)
         else:
-            sims.setdefault(b.geolevel, []).extend(f for s, f in states if s.state == b.state)
+            sims.setdefault(b.geolevel, []).extend(
+                f for batch, f in batches if any(s.state == b.state for s in batch.blocks)
+            )
     return sims
 
 

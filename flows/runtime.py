@@ -239,3 +239,14 @@ def worker_count(cluster: Any) -> int:
             return len(client.scheduler_info().get("workers", {}))
     except (OSError, TimeoutError):
         return 0
+
+
+def planned_workers(cluster: Any) -> int:
+    """Workers the simulation batches are sized for: ``adapt.maximum`` when adaptive, the workers
+    counted on an external scheduler, ``n_workers`` otherwise (at least 1)."""
+    adapt = getattr(cluster, "adapt", None)
+    if adapt is not None:
+        return max(1, int(adapt.maximum))
+    if cluster.scheduler:
+        return max(1, worker_count(cluster))
+    return max(1, int(cluster.n_workers))

@@ -368,6 +368,7 @@ class ClusterSection(_Strict):
     threads_per_worker: Annotated[int, Field(gt=0, le=256)] = 1
     memory_limit: str = "4GiB"
     timeout_s: Annotated[int, Field(gt=0)] = 3600
+    tasks_per_worker: Annotated[int, Field(ge=0, le=1024)] = 2
 
     @field_validator("memory_limit")
     @classmethod

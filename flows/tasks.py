@@ -38,14 +38,12 @@ from storage import store
 TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}
 
 
-@task(name="simulate-block", **TASK_OPTS)
-def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
-    """Simulate every replicate of one (state, geolevel) block and write its region."""
-    t0 = time.perf_counter()
+def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:
+    """Simulate every replicate of one (state, geolevel) block, write its region (data, then its
+    checksums: the block's done-marker); return its item count."""
     if plan.geometric:
         res = release_block(plan, block)
-        n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
-        return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
+        return store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
     gname = plan.geolevels[block.geolevel]
     res = simulate_synthetic_block(
         hierarchy=plan.hierarchy,
@@ -58,8 +56,40 @@ def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
         noise_seed=plan.noise_seed,
         postprocess=plan.postprocess,  # type: ignore[arg-type]
     )
-    n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+    return store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+
+
+@task(name="simulate-block", **TASK_OPTS)
+def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+    """Simulate every replicate of one (state, geolevel) block and write its region."""
+    t0 = time.perf_counter()
+    n = _simulate_one(url, plan, block)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
+
+
+@task(name="simulate-blocks", **TASK_OPTS)
+def simulate_blocks(url: str, plan: AuditPlan, blocks: list[Block]) -> dict[str, Any]:
+    """Simulate a batch of blocks one after the other, each with its own keyed seeds, region write
+    and checksums; blocks already marked done in the store (a re-run of this task after its worker
+    died, or of the flow) are skipped."""
+    t0 = time.perf_counter()
+    done = store.done_blocks(url)
+    todo = [b for b in blocks if (b.state, b.geolevel) not in done]
+    n = sum(_simulate_one(url, plan, b) for b in todo)
+    return {
+        "blocks": len(blocks),
+        "simulated": len(todo),
+        "n_items": n,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _topdown_one(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+    blocks, state_dp, state_truth = topdown_state(plan, block)
+    n = 0
+    for gi, res in blocks.items():
+        n += store.write_residual_block(url, block.state, gi, res, plan.n_items_max)
+    return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 
 
 @task(name="simulate-topdown-state", **TASK_OPTS)
@@ -67,25 +97,49 @@ def simulate_topdown_state(url: str, plan: AuditPlan, block: Block) -> dict[str,
     """Every replicate of one state's TopDown-style release; writes the state's region at every
     geolevel and returns the State level's histograms (small) for the national sum."""
     t0 = time.perf_counter()
-    blocks, state_dp, state_truth = topdown_state(plan, block)
-    n = 0
-    for gi, res in blocks.items():
-        n += store.write_residual_block(url, block.state, gi, res, plan.n_items_max)
+    out = _topdown_one(url, plan, block)
+    return {"label": block.label, "seconds": time.perf_counter() - t0, **out}
+
+
+@task(name="simulate-topdown-states", **TASK_OPTS)
+def simulate_topdown_states(
+    url: str, plan: AuditPlan, blocks: list[Block], skip_done: bool
+) -> dict[str, Any]:
+    """A batch of TopDown states (each given by its State-level block), one after the other.
+
+    With ``skip_done`` (no national level needs the states' histograms), a state whose every
+    block is marked done is skipped; otherwise every state runs and returns its State-level
+    histograms for :func:`simulate_topdown_nation`.
+    """
+    t0 = time.perf_counter()
+    todo = list(blocks)
+    if skip_done:
+        done = store.done_blocks(url)
+        todo = [
+            b
+            for b in blocks
+            if not all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
+        ]
+    states = [_topdown_one(url, plan, b) for b in todo]
     return {
-        "label": block.label,
-        "n_items": n,
+        "blocks": sum(1 for b in plan.blocks for s in blocks if b.state == s.state),
+        "simulated": len(todo),
+        "n_items": sum(s["n_items"] for s in states),
         "seconds": time.perf_counter() - t0,
-        "state_dp": state_dp,
-        "state_truth": state_truth,
+        "states": [{k: s[k] for k in ("state", "state_dp", "state_truth")} for s in states],
     }
 
 
 @task(name="simulate-topdown-nation", **TASK_OPTS)
 def simulate_topdown_nation(
-    url: str, plan: AuditPlan, block: Block, states: list[dict[str, Any]]
+    url: str, plan: AuditPlan, block: Block, batches: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The national level of a TopDown-style release: the sum of the states' histograms."""
+    """The national level of a TopDown-style release: the sum of the states' histograms (from the
+    results of :func:`simulate_topdown_states` or :func:`simulate_topdown_state`), in state order."""
     t0 = time.perf_counter()
+    states = sorted(
+        (s for r in batches for s in r.get("states", [r])), key=lambda s: int(s["state"])
+    )
     res = topdown_nation(
         plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
     )

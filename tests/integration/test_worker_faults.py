@@ -91,12 +91,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield client
 
 
-def spec_for(tmp_path: Path, name: str, address: str, seed: int) -> Any:
+def spec_for(tmp_path: Path, name: str, address: str, seed: int, **cluster: Any) -> Any:
     data = {
         **SPEC,
         "audit": {**SPEC["audit"], "seed": seed},
         "output": {"store": str(tmp_path / name), "report": str(tmp_path / "r.html")},
-        "cluster": {"scheduler": address},
+        "cluster": {"scheduler": address, **cluster},
     }
     return parse_spec(data)
 
@@ -161,7 +161,8 @@ def test_task_that_kills_every_worker_fails_cleanly(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     cluster.register_plugin(KillInBlockWrite(1, 3, None))
-    s = spec_for(tmp_path, "poison.zarr", cluster.scheduler.address, seed=32)
+    # one task per block, so the task run that failed is named for the block that killed its worker
+    s = spec_for(tmp_path, "poison.zarr", cluster.scheduler.address, seed=32, tasks_per_worker=0)
     with pytest.raises(typer.Exit) as exc:
         cli._run_audit(s, s.output.store, no_report=True)
     assert exc.value.exit_code == 1
