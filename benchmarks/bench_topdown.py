@@ -3,13 +3,19 @@ and one state's multi-query release over a PL94-like schema.
 
     PYTHONPATH=. python benchmarks/bench_topdown.py                  # both parts
     PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi       # the full-US replicate only
-    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-blocks 20000
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-fanouts 10,10,3,20
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --no-multi --spine-states S16,S01,S09
 
 The full-US part generates the 2020-sized spine (8,132,968 blocks) in the client, sends each state's
 slice to a 2-process ``LocalCluster`` (one thread each) and runs one TopDown replicate per state with
 the ``pl94_2021_production`` total query's σ² per level (``--neighbours``). The replicate's time is
 from the first submission to the last result (spine generation reported apart). Peak memory is the sum
 of the client's and the workers' peak resident sets (an upper bound of the simultaneous peak).
+
+``--spine-states`` runs whole states of the spine over the ``pl94`` schema (28 cells, the
+``pl94_2021_production`` queries the schema expresses at every level, as the audit flow measures them)
+in this process, one after the other, and extrapolates CPU time per block to the 8,132,968 blocks of
+the full US.
 """
 
 from __future__ import annotations
@@ -161,6 +167,49 @@ def multi_query(args: argparse.Namespace) -> None:
     )
 
 
+def spine_states(args: argparse.Namespace) -> None:
+    """Whole spine states over the ``pl94`` schema, as the audit flow releases them."""
+    from auditlib.geography.populations import spine_state_histograms
+    from auditlib.geography.schema import schema
+    from auditlib.geography.spine import generate_spine
+
+    sch = schema("pl94")
+    queries = {q: sch.query_matrix(q) for q in sch.query_names}
+    measured = allocation_measured(
+        load_allocation("pl94_2021_production"),
+        LEVELS,
+        sch.query_names,
+        args.neighbours,
+        attribute_aliases={"cenrace": "race"},
+        detailed_as=" * ".join(sch.attribute_names),
+    )
+    print("measured per level:", [[q for q, _ in level] for level in measured])
+    spine = generate_spine(args.seed)
+    names = list(spine.state_names)
+    blocks_done, cpu_done = 0, 0.0
+    for name in args.spine_states.split(","):
+        s = names.index(name)
+        h, _ = spine_state(spine, s)
+        hist = spine_state_histograms(spine, s, sch, args.seed)
+        rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+        t, cpu = time.perf_counter(), time.process_time()
+        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol)
+        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+        assert (rel.dp[-1] >= 0).all() and rel.dp[0].sum() == rel.truth[0].sum()
+        blocks_done += hist.shape[0]
+        cpu_done += cpu
+        print(
+            f"{name}: {hist.shape[0]:,} blocks × {hist.shape[1]} cells, tol {args.tol}: {wall:.1f} s "
+            f"({cpu:.1f} CPU-s); iterations per level {rel.iterations}; peak RSS "
+            f"{peak_rss_mb():.0f} MB"
+        )
+    us = 8_132_968 * cpu_done / blocks_done
+    print(
+        f"extrapolated full US (8,132,968 blocks): {us:.0f} CPU-s per replicate, "
+        f"{us / 2:.0f} s on 2 cores"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=20200325)
@@ -172,6 +221,11 @@ def main() -> None:
         default="60,25,3,40",
         help="children per County, Tract, Block group, Block (default: 180,000 blocks)",
     )
+    ap.add_argument(
+        "--spine-states",
+        default="",
+        help="comma-separated spine state names to release over the pl94 schema (e.g. S16,S01)",
+    )
     ap.add_argument("--tol", type=float, default=1e-3, help="WLS stopping step, in people")
     args = ap.parse_args()
     print(machine_info())
@@ -179,6 +233,8 @@ def main() -> None:
         full_us(args)
     if not args.no_multi:
         multi_query(args)
+    if args.spine_states:
+        spine_states(args)
 
 
 if __name__ == "__main__":
