@@ -158,7 +158,7 @@ class ChildSegments:
     left of the root, and from the left Newton's iterates increase to the root, reaching it in finitely
     many steps (each step drops at least one value from the active set). Start: the previous
     thresholds (one Newton step maps them to the left of the root) raised to the lower bound
-    ``(Σ v − t) / n`` (all children active); a segment with target 0 is all zero. Should floating
+    ``(Σ v − t) / n`` (all children active); a segment with target 0 has ``τ = ∞`` (all zero). Should floating
     point stall the iteration, the sort-based projection finishes the job.
     """
 
@@ -205,8 +205,7 @@ class ChildSegments:
         t = self.target[self.has]
         lower = (total @ v - t) / self.sizes[self.has][:, None]
         zero = t == 0
-        if zero.any():  # target 0: τ = max v makes every child 0
-            lower[zero] = np.maximum.reduceat(v, self.starts, axis=0)[zero]
+        lower[zero] = np.inf  # target 0: every child 0
         tau = lower if self.tau is None else self.tau
         if self._scratch is None:
             self._scratch = np.empty_like(v)
@@ -396,7 +395,7 @@ def solve_wls(
         moved = np.subtract(x_new, z, out=w)
         step = float(max(moved.max(initial=0.0), -moved.min(initial=0.0)))
         dx = x_new - x
-        if np.vdot(moved, dx) < 0:  # momentum points uphill: restart
+        if np.einsum("ij,ij->", moved, dx) < 0:  # momentum points uphill: restart
             t = 1.0
         t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
         dx *= (t - 1) / t_new

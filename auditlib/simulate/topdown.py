@@ -231,6 +231,14 @@ def _check_measured(
                 )
 
 
+def _answer(hist: npt.NDArray[np.float64], m: npt.NDArray[np.float64]) -> IntArray:
+    """Exact integer answers ``hist @ m.T`` of a 0/1 query matrix, through BLAS: float64 sums of
+    integer counts are exact below 2⁵³ (a state has fewer than 10⁸ people)."""
+    if m.shape[0] == m.shape[1] and (m == np.eye(m.shape[0])).all():
+        return hist.astype(np.int64)
+    return np.rint(hist @ m.T).astype(np.int64)
+
+
 def topdown(
     hierarchy: StateHierarchy,
     block_hist: npt.ArrayLike,
@@ -245,6 +253,7 @@ def topdown(
     if len(rngs) != len(hierarchy.levels):
         raise InvalidParameterError(f"Invalid rngs: need one per level ({len(hierarchy.levels)})")
     truth = hierarchy.aggregate(block_hist)
+    truth_f = [t.astype(np.float64) for t in truth]
     n_cells = truth[0].shape[1]
     for q in {q for level in measured for q, _ in level}:
         if query_matrix(query_matrices, q).shape[1] != n_cells:
@@ -259,9 +268,9 @@ def topdown(
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
         noisy = []
         for q, sigma2 in level:
-            m = query_matrix(query_matrices, q).astype(np.int64)
+            m = query_matrix(query_matrices, q)
             mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
-            exact = truth[i] @ m.T
+            exact = _answer(truth_f[i], m)
             noisy.append(exact + mech.rvs(size=exact.shape, rng=g))
         meas = Measurements.stack(query_matrices, level, noisy)
         n = hierarchy.n_units(i)
