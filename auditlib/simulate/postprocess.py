@@ -189,8 +189,9 @@ class ChildSegments:
         self.tau: FloatArray | None = None  # thresholds of the last projection (warm start)
         self._scratch: FloatArray | None = None
 
-    def project(self, y: npt.ArrayLike) -> FloatArray:
-        """Euclidean projection of ``y`` (n_units, n_cells) onto the feasible set."""
+    def project(self, y: npt.ArrayLike, out: FloatArray | None = None) -> FloatArray:
+        """Euclidean projection of ``y`` (n_units, n_cells) onto the feasible set (into ``out``, an
+        array of ``y``'s shape other than ``y``, if given)."""
         v = np.asarray(y, dtype=np.float64)
         n_units, n_cells = self.parent.size, self.target.shape[1]
         if v.shape != (n_units, n_cells):
@@ -210,7 +211,7 @@ class ChildSegments:
         if self._scratch is None:
             self._scratch = np.empty_like(v)
         act = self._scratch
-        d = np.empty_like(v)
+        d = np.empty_like(v) if out is None or out.shape != v.shape or out is v else out
         slack = 1e-11 * (1.0 + t)
         for it in range(self.width + 3):
             np.take(tau, self.rows, axis=0, out=d)
@@ -367,8 +368,31 @@ def solve_wls(
     adaptive restart from the projected unconstrained solution, stopped when the projected-gradient
     step ``‖x − P(x − ∇f/L)‖_∞ ≤ tol`` (people). Raises if ``max_iter`` is reached first.
     """
-    h = meas.hessian
-    n_units, n_cells = meas.y.shape[0], h.shape[0]
+    b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
+    return solve_wls_normal(meas.hessian, b, segment, target, tol=tol, max_iter=max_iter)
+
+
+def solve_wls_normal(
+    hessian: npt.ArrayLike,
+    b: npt.ArrayLike,
+    segment: npt.ArrayLike,
+    target: npt.ArrayLike,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = 20_000,
+) -> WLSResult:
+    """:func:`solve_wls` from the normal equations: ``hessian = Σ_q Q_qᵀQ_q/σ_q²`` (n_cells,
+    n_cells) and ``b = Σ_q y_q Q_q/σ_q²`` (n_units, n_cells), the objective being
+    ``½ xᵀ H x − bᵀx`` per unit. Measurements need not be kept: ``b`` accumulates query by query.
+
+    ``b`` may be overwritten (pass a copy to keep it)."""
+    h = np.asarray(hessian, dtype=np.float64)
+    bb = np.asarray(b, dtype=np.float64)
+    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
+        raise InvalidParameterError(
+            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
+        )
+    n_units, n_cells = bb.shape
     seg = np.asarray(segment, dtype=np.int64)
     if seg.shape != (n_units, n_cells):
         raise InvalidParameterError(
@@ -376,31 +400,35 @@ def solve_wls(
         )
     if not tol > 0:
         raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
-    b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
     c = h[0, 0]
     segs = _segments(seg, target)
     if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
-        x = segs.project(b / c).reshape(n_units, n_cells)
+        x = segs.project(bb / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
     lip = float(np.linalg.eigvalsh(h)[-1])
-    start = b @ np.linalg.pinv(h, hermitian=True)
-    x = segs.project(start).reshape(n_units, n_cells)
-    b /= lip
+    w = bb @ np.linalg.pinv(h, hermitian=True)
+    x = segs.project(w).reshape(n_units, n_cells)
+    bb = np.divide(bb, lip, out=bb) if bb.flags.writeable else bb / lip
     g_mat = np.eye(n_cells) - h / lip  # z − ∇f(z)/L = z (I − H/L) + b/L
-    z, t, step = x, 1.0, np.inf
+    z, t, step = x.copy(), 1.0, np.inf
+    spare: FloatArray | None = None
     for it in range(1, max_iter + 1):
-        w = z @ g_mat
-        w += b
-        x_new = segs.project(w).reshape(n_units, n_cells)
+        np.matmul(z, g_mat, out=w)
+        w += bb
+        if isinstance(segs, ChildSegments):
+            x_new = segs.project(w, out=spare)
+        else:
+            x_new = segs.project(w).reshape(n_units, n_cells)
         moved = np.subtract(x_new, z, out=w)
         step = float(max(moved.max(initial=0.0), -moved.min(initial=0.0)))
-        dx = x_new - x
+        # z ← x_new + (t − 1)/t_new · (x_new − x), in z's buffer
+        dx = np.subtract(x_new, x, out=z)
         if np.einsum("ij,ij->", moved, dx) < 0:  # momentum points uphill: restart
             t = 1.0
         t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
         dx *= (t - 1) / t_new
         dx += x_new
-        z, x, t = dx, x_new, t_new
+        z, x, t, spare = dx, x_new, t_new, x
         if step <= tol:
             return WLSResult(x, it, step, False)
     raise InvalidParameterError(

@@ -32,10 +32,9 @@ from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
 from auditlib.simulate.postprocess import (
-    Measurements,
     query_matrix,
     round_preserving,
-    solve_wls,
+    solve_wls_normal,
 )
 from auditlib.simulate.release import ResidualBlock
 
@@ -266,21 +265,32 @@ def topdown(
     iters: list[int] = []
     cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
-        noisy = []
+        n = hierarchy.n_units(i)
+        # normal equations, query by query: H = Σ QᵀQ/σ², b = Σ y Q/σ² (no measurement kept)
+        hess = np.zeros((n_cells, n_cells))
+        b = np.zeros((n, n_cells))
         for q, sigma2 in level:
             m = query_matrix(query_matrices, q)
+            if not (np.isfinite(sigma2) and sigma2 > 0):
+                raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
             mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
             exact = _answer(truth_f[i], m)
-            noisy.append(exact + mech.rvs(size=exact.shape, rng=g))
-        meas = Measurements.stack(query_matrices, level, noisy)
-        n = hierarchy.n_units(i)
+            y = (exact + mech.rvs(size=exact.shape, rng=g)).astype(np.float64)
+            y *= 1.0 / sigma2
+            hess += (m.T @ m) / sigma2
+            if y.shape[1] == n_cells and (m == np.eye(n_cells)).all():
+                b += y
+            else:
+                b += y @ m
+            del exact, y
         if i == 0:  # invariant: each top unit's total is exact
             seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
             target = truth[0].sum(axis=1)
         else:
             seg = hierarchy.parents[i - 1][:, None] * n_cells + cells
             target = dp[i - 1].ravel()
-        sol = solve_wls(meas, seg, target, tol=tol)
+        sol = solve_wls_normal(hess, b, seg, target, tol=tol)
+        del b
         dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         iters.append(sol.iterations)
     return TopDownRelease(hierarchy.levels, truth, dp, iters)
