@@ -230,12 +230,64 @@ def _check_measured(
                 )
 
 
-def _answer(hist: npt.NDArray[np.float64], m: npt.NDArray[np.float64]) -> IntArray:
-    """Exact integer answers ``hist @ m.T`` of a 0/1 query matrix, through BLAS: float64 sums of
-    integer counts are exact below 2⁵³ (a state has fewer than 10⁸ people)."""
-    if m.shape[0] == m.shape[1] and (m == np.eye(m.shape[0])).all():
-        return hist.astype(np.int64)
-    return np.rint(hist @ m.T).astype(np.int64)
+#: rows of units measured (and rounded) at a time: keeps temporaries flat whatever the level's size
+CHUNK_ROWS = 1 << 15
+
+
+def _normal_equations(
+    truth: IntArray,
+    query_matrices: Mapping[str, npt.ArrayLike],
+    level: Sequence[tuple[str, float]],
+    g: np.random.Generator,
+    mechs: dict[float, DiscreteGaussian],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Measure every query of a level and fold the measurements into the WLS normal equations
+    ``H = Σ_q Q_qᵀQ_q/σ_q²``, ``b = Σ_q y_q Q_q/σ_q²`` (no measurement is kept).
+
+    Units are measured :data:`CHUNK_ROWS` rows at a time; a generator's draws for consecutive row
+    chunks are its draws for the whole (units × query cells) array in C order, so the noise does not
+    depend on the chunk size."""
+    n, n_cells = truth.shape
+    hess = np.zeros((n_cells, n_cells))
+    b = np.zeros((n, n_cells))
+    eye = np.eye(n_cells)
+    for q, sigma2 in level:
+        m = query_matrix(query_matrices, q)
+        if not (np.isfinite(sigma2) and sigma2 > 0):
+            raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
+        mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
+        hess += (m.T @ m) / sigma2
+        detailed = m.shape == eye.shape and bool((m == eye).all())
+        for lo in range(0, n, CHUNK_ROWS):
+            rows = slice(lo, min(lo + CHUNK_ROWS, n))
+            t = truth[rows].astype(np.float64)
+            y: npt.NDArray[np.float64] = t if detailed else np.rint(t @ m.T)
+            y += mech.rvs(size=y.shape, rng=g)
+            y *= 1.0 / sigma2
+            b[rows] += y if detailed else y @ m
+    return hess, b
+
+
+def _round_children(x: npt.NDArray[np.float64], parent: IntArray, up: IntArray) -> IntArray:
+    """:func:`round_preserving` of children (rows, grouped by parent) to their parents' final
+    histograms ``up``, :data:`CHUNK_ROWS` rows of whole parents at a time (the same result as one
+    call: each (parent, cell) is rounded on its own)."""
+    n, n_cells = x.shape
+    cells = np.arange(n_cells, dtype=np.int64)
+    if n <= CHUNK_ROWS or (np.diff(parent) < 0).any():
+        return round_preserving(x, parent[:, None] * n_cells + cells, up.ravel()).reshape(
+            n, n_cells
+        )
+    bounds = np.searchsorted(parent, np.arange(up.shape[0] + 1))  # each parent's first row
+    out = np.empty((n, n_cells), dtype=np.int64)
+    p0 = 0
+    while p0 < up.shape[0]:
+        p1 = max(int(np.searchsorted(bounds, bounds[p0] + CHUNK_ROWS, side="right")) - 1, p0 + 1)
+        r0, r1 = int(bounds[p0]), int(bounds[p1])
+        seg = (parent[r0:r1] - p0)[:, None] * n_cells + cells
+        out[r0:r1] = round_preserving(x[r0:r1], seg, up[p0:p1].ravel()).reshape(-1, n_cells)
+        p0 = p1
+    return out
 
 
 def topdown(
@@ -252,7 +304,6 @@ def topdown(
     if len(rngs) != len(hierarchy.levels):
         raise InvalidParameterError(f"Invalid rngs: need one per level ({len(hierarchy.levels)})")
     truth = hierarchy.aggregate(block_hist)
-    truth_f = [t.astype(np.float64) for t in truth]
     n_cells = truth[0].shape[1]
     for q in {q for level in measured for q, _ in level}:
         if query_matrix(query_matrices, q).shape[1] != n_cells:
@@ -266,32 +317,18 @@ def topdown(
     cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
         n = hierarchy.n_units(i)
-        # normal equations, query by query: H = Σ QᵀQ/σ², b = Σ y Q/σ² (no measurement kept)
-        hess = np.zeros((n_cells, n_cells))
-        b = np.zeros((n, n_cells))
-        for q, sigma2 in level:
-            m = query_matrix(query_matrices, q)
-            if not (np.isfinite(sigma2) and sigma2 > 0):
-                raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
-            mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
-            exact = _answer(truth_f[i], m)
-            y = (exact + mech.rvs(size=exact.shape, rng=g)).astype(np.float64)
-            y *= 1.0 / sigma2
-            hess += (m.T @ m) / sigma2
-            if y.shape[1] == n_cells and (m == np.eye(n_cells)).all():
-                b += y
-            else:
-                b += y @ m
-            del exact, y
+        hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs)
         if i == 0:  # invariant: each top unit's total is exact
             seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
             target = truth[0].sum(axis=1)
+            sol = solve_wls_normal(hess, b, seg, target, tol=tol)
+            dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         else:
-            seg = hierarchy.parents[i - 1][:, None] * n_cells + cells
-            target = dp[i - 1].ravel()
-        sol = solve_wls_normal(hess, b, seg, target, tol=tol)
-        del b
-        dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
+            parent = hierarchy.parents[i - 1]
+            seg = parent[:, None] * n_cells + cells
+            sol = solve_wls_normal(hess, b, seg, dp[i - 1], tol=tol)
+            del b, seg
+            dp.append(_round_children(sol.x, parent, dp[i - 1]))
         iters.append(sol.iterations)
     return TopDownRelease(hierarchy.levels, truth, dp, iters)
 
