@@ -4,7 +4,9 @@ and one state's multi-query release over a PL94-like schema.
     PYTHONPATH=. python benchmarks/bench_topdown.py                  # both parts
     PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi       # the full-US replicate only
     PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-fanouts 10,10,3,20
-    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --no-multi --spine-states S16,S01,S09
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi --us-schema pl94
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --no-multi \
+        --spine-states S16,S01,S09
 
 The full-US part generates the 2020-sized spine (8,132,968 blocks) in the client, sends each state's
 slice to a 2-process ``LocalCluster`` (one thread each) and runs one TopDown replicate per state with
@@ -15,7 +17,8 @@ of the client's and the workers' peak resident sets (an upper bound of the simul
 ``--spine-states`` runs whole states of the spine over the ``pl94`` schema (28 cells, the
 ``pl94_2021_production`` queries the schema expresses at every level, as the audit flow measures them)
 in this process, one after the other, and extrapolates CPU time per block to the 8,132,968 blocks of
-the full US.
+the full US. Run it with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as Dask's nanny starts its
+workers: the solver's small (units × 28) @ (28 × 28) products only lose to a second BLAS thread.
 """
 
 from __future__ import annotations
@@ -65,18 +68,63 @@ def one_state(
     }
 
 
+def one_spine_state_pl94(spine: Any, measured: list[Any], seed: int, state: int) -> dict[str, Any]:
+    """One spine state over the ``pl94`` schema, its histograms drawn in the worker."""
+    from auditlib.geography.populations import spine_state_histograms
+    from auditlib.geography.schema import schema
+
+    t = time.perf_counter()
+    sch = schema("pl94")
+    queries = {q: sch.query_matrix(q) for q in sch.query_names}
+    h, _ = spine_state(spine, state)
+    hist = spine_state_histograms(spine, state, sch, seed)
+    rngs = [seeds.rng(seed, TOPDOWN_NOISE, state + 1, i, 0) for i in range(len(h.levels))]
+    rel = topdown(h, hist, queries, measured, rngs)
+    res = (rel.dp[-1] - rel.truth[-1]).astype(np.float64)
+    return {
+        "state": state,
+        "blocks": int(hist.shape[0]),
+        "total": int(rel.dp[0].sum()),
+        "truth_total": int(rel.truth[0].sum()),
+        "block_sum": int(rel.dp[-1].sum()),
+        "negative": int((rel.dp[-1] < 0).sum()),
+        "block_rmse": float(np.sqrt(np.mean(res**2))),
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def pl94_measured(neighbours: str) -> list[Any]:
+    """The ``pl94_2021_production`` queries the ``pl94`` schema expresses, per level."""
+    from auditlib.geography.schema import schema
+
+    sch = schema("pl94")
+    return allocation_measured(
+        load_allocation("pl94_2021_production"),
+        LEVELS,
+        sch.query_names,
+        neighbours,
+        attribute_aliases={"cenrace": "race"},
+        detailed_as=" * ".join(sch.attribute_names),
+    )
+
+
 def full_us(args: argparse.Namespace) -> None:
     from dask.distributed import Client, LocalCluster
 
     from auditlib.geography.spine import generate_spine
 
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
-    )
-    print(
-        "sigma2 of the total per level:",
-        {g: m[0][1] for g, m in zip(LEVELS, measured, strict=True)},
-    )
+    pl94 = args.us_schema == "pl94"
+    if pl94:
+        measured = pl94_measured(args.neighbours)
+        print("queries per level:", [len(m) for m in measured], "(pl94 schema, 28 cells)")
+    else:
+        measured = allocation_measured(
+            load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
+        )
+        print(
+            "sigma2 of the total per level:",
+            {g: m[0][1] for g, m in zip(LEVELS, measured, strict=True)},
+        )
     with (
         LocalCluster(
             n_workers=2,
@@ -92,7 +140,14 @@ def full_us(args: argparse.Namespace) -> None:
         t_spine = time.perf_counter() - t
         t0 = time.perf_counter()
         futures = []
-        for s in range(spine.n_states):
+        if pl94:  # histograms drawn in the workers; largest states first
+            sf = client.scatter(spine, broadcast=True)
+            order = np.argsort(-spine.units_per_state("Block"), kind="stable")
+            for s in (int(i) for i in order):
+                futures.append(
+                    client.submit(one_spine_state_pl94, sf, measured, args.seed, s, pure=False)
+                )
+        for s in range(0 if pl94 else spine.n_states):
             h, bp = spine_state(spine, s)
             hf, bf = client.scatter([h, bp])
             futures.append(client.submit(one_state, hf, bf, measured, args.seed, s, pure=False))
@@ -105,7 +160,7 @@ def full_us(args: argparse.Namespace) -> None:
     assert sum(o["negative"] for o in out) == 0
     print(f"spine: {spine.n_states} states, {blocks:,} blocks, generated in {t_spine:.1f} s")
     print(
-        f"one TopDown replicate, total query, state-parallel (2 workers): {wall:.1f} s; "
+        f"one TopDown replicate, {args.us_schema}, state-parallel (2 workers): {wall:.1f} s; "
         f"state task times {min(o['seconds'] for o in out):.2f}–"
         f"{max(o['seconds'] for o in out):.2f} s (sum {sum(o['seconds'] for o in out):.1f} s)"
     )
@@ -175,14 +230,7 @@ def spine_states(args: argparse.Namespace) -> None:
 
     sch = schema("pl94")
     queries = {q: sch.query_matrix(q) for q in sch.query_names}
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"),
-        LEVELS,
-        sch.query_names,
-        args.neighbours,
-        attribute_aliases={"cenrace": "race"},
-        detailed_as=" * ".join(sch.attribute_names),
-    )
+    measured = pl94_measured(args.neighbours)
     print("measured per level:", [[q for q, _ in level] for level in measured])
     spine = generate_spine(args.seed)
     names = list(spine.state_names)
@@ -220,6 +268,12 @@ def main() -> None:
         "--multi-fanouts",
         default="60,25,3,40",
         help="children per County, Tract, Block group, Block (default: 180,000 blocks)",
+    )
+    ap.add_argument(
+        "--us-schema",
+        default="total",
+        choices=("total", "pl94"),
+        help="the full-US replicate's schema (pl94: 28 cells, histograms drawn in the workers)",
     )
     ap.add_argument(
         "--spine-states",
