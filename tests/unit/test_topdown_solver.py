@@ -213,3 +213,16 @@ def test_release_does_not_depend_on_the_chunk_size(monkeypatch):
     np.testing.assert_array_equal(
         np.add.reduceat(chunked.dp[-1], np.arange(0, 120, 40), axis=0), chunked.dp[1]
     )
+
+
+def test_child_projection_falls_back_to_sorting_when_newton_stalls():
+    """With the Newton budget cut to one step the search cannot finish; the sort-based projection
+    gives the answer (and the next call starts cold)."""
+    parent, target, y = _instance(9)
+    seg = parent[:, None] * target.shape[1] + np.arange(target.shape[1])
+    cs = ChildSegments(parent, target)
+    cs.width = -2  # range(width + 3): one Newton step
+    np.testing.assert_allclose(
+        cs.project(y), Segments(seg, target).project(y).reshape(y.shape), atol=1e-12
+    )
+    assert cs.tau is None
