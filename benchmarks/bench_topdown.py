@@ -3,13 +3,22 @@ and one state's multi-query release over a PL94-like schema.
 
     PYTHONPATH=. python benchmarks/bench_topdown.py                  # both parts
     PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi       # the full-US replicate only
-    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-blocks 20000
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --multi-fanouts 10,10,3,20
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi --us-schema pl94
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --no-multi \
+        --spine-states S16,S01,S09
 
 The full-US part generates the 2020-sized spine (8,132,968 blocks) in the client, sends each state's
 slice to a 2-process ``LocalCluster`` (one thread each) and runs one TopDown replicate per state with
 the ``pl94_2021_production`` total query's σ² per level (``--neighbours``). The replicate's time is
 from the first submission to the last result (spine generation reported apart). Peak memory is the sum
 of the client's and the workers' peak resident sets (an upper bound of the simultaneous peak).
+
+``--spine-states`` runs whole states of the spine over the ``pl94`` schema (28 cells, the
+``pl94_2021_production`` queries the schema expresses at every level, as the audit flow measures them)
+in this process, one after the other, and extrapolates CPU time per block to the 8,132,968 blocks of
+the full US. Run it with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as Dask's nanny starts its
+workers: the solver's small (units × 28) @ (28 × 28) products only lose to a second BLAS thread.
 """
 
 from __future__ import annotations
@@ -59,18 +68,64 @@ def one_state(
     }
 
 
+def one_spine_state_pl94(spine: Any, measured: list[Any], seed: int, state: int) -> dict[str, Any]:
+    """One spine state over the ``pl94`` schema, its histograms drawn in the worker."""
+    from auditlib.geography.populations import spine_state_histograms
+    from auditlib.geography.schema import schema
+
+    t, cpu = time.perf_counter(), time.process_time()
+    sch = schema("pl94")
+    queries = {q: sch.query_matrix(q) for q in sch.query_names}
+    h, _ = spine_state(spine, state)
+    hist = spine_state_histograms(spine, state, sch, seed)
+    rngs = [seeds.rng(seed, TOPDOWN_NOISE, state + 1, i, 0) for i in range(len(h.levels))]
+    rel = topdown(h, hist, queries, measured, rngs)
+    res = (rel.dp[-1] - rel.truth[-1]).astype(np.float64)
+    return {
+        "state": state,
+        "blocks": int(hist.shape[0]),
+        "total": int(rel.dp[0].sum()),
+        "truth_total": int(rel.truth[0].sum()),
+        "block_sum": int(rel.dp[-1].sum()),
+        "negative": int((rel.dp[-1] < 0).sum()),
+        "block_rmse": float(np.sqrt(np.mean(res**2))),
+        "seconds": time.perf_counter() - t,
+        "cpu": time.process_time() - cpu,
+    }
+
+
+def pl94_measured(neighbours: str) -> list[Any]:
+    """The ``pl94_2021_production`` queries the ``pl94`` schema expresses, per level."""
+    from auditlib.geography.schema import schema
+
+    sch = schema("pl94")
+    return allocation_measured(
+        load_allocation("pl94_2021_production"),
+        LEVELS,
+        sch.query_names,
+        neighbours,
+        attribute_aliases={"cenrace": "race"},
+        detailed_as=" * ".join(sch.attribute_names),
+    )
+
+
 def full_us(args: argparse.Namespace) -> None:
     from dask.distributed import Client, LocalCluster
 
     from auditlib.geography.spine import generate_spine
 
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
-    )
-    print(
-        "sigma2 of the total per level:",
-        {g: m[0][1] for g, m in zip(LEVELS, measured, strict=True)},
-    )
+    pl94 = args.us_schema == "pl94"
+    if pl94:
+        measured = pl94_measured(args.neighbours)
+        print("queries per level:", [len(m) for m in measured], "(pl94 schema, 28 cells)")
+    else:
+        measured = allocation_measured(
+            load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
+        )
+        print(
+            "sigma2 of the total per level:",
+            {g: m[0][1] for g, m in zip(LEVELS, measured, strict=True)},
+        )
     with (
         LocalCluster(
             n_workers=2,
@@ -86,7 +141,14 @@ def full_us(args: argparse.Namespace) -> None:
         t_spine = time.perf_counter() - t
         t0 = time.perf_counter()
         futures = []
-        for s in range(spine.n_states):
+        if pl94:  # histograms drawn in the workers; largest states first
+            sf = client.scatter(spine, broadcast=True)
+            order = np.argsort(-spine.units_per_state("Block"), kind="stable")
+            for s in (int(i) for i in order):
+                futures.append(
+                    client.submit(one_spine_state_pl94, sf, measured, args.seed, s, pure=False)
+                )
+        for s in range(0 if pl94 else spine.n_states):
             h, bp = spine_state(spine, s)
             hf, bf = client.scatter([h, bp])
             futures.append(client.submit(one_state, hf, bf, measured, args.seed, s, pure=False))
@@ -99,9 +161,10 @@ def full_us(args: argparse.Namespace) -> None:
     assert sum(o["negative"] for o in out) == 0
     print(f"spine: {spine.n_states} states, {blocks:,} blocks, generated in {t_spine:.1f} s")
     print(
-        f"one TopDown replicate, total query, state-parallel (2 workers): {wall:.1f} s; "
+        f"one TopDown replicate, {args.us_schema}, state-parallel (2 workers): {wall:.1f} s; "
         f"state task times {min(o['seconds'] for o in out):.2f}–"
-        f"{max(o['seconds'] for o in out):.2f} s (sum {sum(o['seconds'] for o in out):.1f} s)"
+        f"{max(o['seconds'] for o in out):.2f} s (sum {sum(o['seconds'] for o in out):.1f} s"
+        + (f", {sum(o['cpu'] for o in out):.1f} CPU-s)" if pl94 else ")")
     )
     print(
         f"US total {us:,} = sum of the invariant state totals; block RMSE "
@@ -161,6 +224,42 @@ def multi_query(args: argparse.Namespace) -> None:
     )
 
 
+def spine_states(args: argparse.Namespace) -> None:
+    """Whole spine states over the ``pl94`` schema, as the audit flow releases them."""
+    from auditlib.geography.populations import spine_state_histograms
+    from auditlib.geography.schema import schema
+    from auditlib.geography.spine import generate_spine
+
+    sch = schema("pl94")
+    queries = {q: sch.query_matrix(q) for q in sch.query_names}
+    measured = pl94_measured(args.neighbours)
+    print("measured per level:", [[q for q, _ in level] for level in measured])
+    spine = generate_spine(args.seed)
+    names = list(spine.state_names)
+    blocks_done, cpu_done = 0, 0.0
+    for name in args.spine_states.split(","):
+        s = names.index(name)
+        h, _ = spine_state(spine, s)
+        hist = spine_state_histograms(spine, s, sch, args.seed)
+        rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+        t, cpu = time.perf_counter(), time.process_time()
+        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol)
+        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+        assert (rel.dp[-1] >= 0).all() and rel.dp[0].sum() == rel.truth[0].sum()
+        blocks_done += hist.shape[0]
+        cpu_done += cpu
+        print(
+            f"{name}: {hist.shape[0]:,} blocks × {hist.shape[1]} cells, tol {args.tol}: {wall:.1f} s "
+            f"({cpu:.1f} CPU-s); iterations per level {rel.iterations}; peak RSS "
+            f"{peak_rss_mb():.0f} MB"
+        )
+    us = 8_132_968 * cpu_done / blocks_done
+    print(
+        f"extrapolated full US (8,132,968 blocks): {us:.0f} CPU-s per replicate, "
+        f"{us / 2:.0f} s on 2 cores"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=20200325)
@@ -172,6 +271,17 @@ def main() -> None:
         default="60,25,3,40",
         help="children per County, Tract, Block group, Block (default: 180,000 blocks)",
     )
+    ap.add_argument(
+        "--us-schema",
+        default="total",
+        choices=("total", "pl94"),
+        help="the full-US replicate's schema (pl94: 28 cells, histograms drawn in the workers)",
+    )
+    ap.add_argument(
+        "--spine-states",
+        default="",
+        help="comma-separated spine state names to release over the pl94 schema (e.g. S16,S01)",
+    )
     ap.add_argument("--tol", type=float, default=1e-3, help="WLS stopping step, in people")
     args = ap.parse_args()
     print(machine_info())
@@ -179,6 +289,8 @@ def main() -> None:
         full_us(args)
     if not args.no_multi:
         multi_query(args)
+    if args.spine_states:
+        spine_states(args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ array, ``segment`` gives each variable's segment id, ``target`` each segment's s
 
 - :func:`project_simplex` — the exact Euclidean projection onto ``{x ≥ 0, Σ_segment x = target}``
   (sort-based, Held–Wolfe–Crowder / Duchi et al. 2008), for all segments at once.
+- :class:`ChildSegments` — the same projection for the layout TopDown solves at every level below the
+  top: units grouped by parent, a segment per (parent, cell). No sort and no gather: the thresholds
+  are found by Newton's method on the piecewise-linear ``Σ max(v − τ, 0) − target`` (Michelot 1986),
+  with per-parent sums by one sparse (parents × units) product, warm-started from the previous
+  projection's thresholds.
 - :func:`solve_wls` — weighted least squares of unit histograms to noisy marginal measurements,
   ``min Σ_units Σ_q (1/σ_q²) ‖Q_q x − y_q‖²`` over the same feasible set. When ``Σ_q Q_qᵀQ_q/σ_q²``
   is a multiple of the identity (only the detailed cells measured, or a one-cell histogram) this is
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
@@ -139,6 +145,94 @@ class Segments:
         return np.maximum(v - tau[seg], 0.0)
 
 
+class ChildSegments:
+    """Segments of children in cells: unit ``i`` (rows grouped by parent, ``parent`` non-decreasing)
+    in cell ``k`` belongs to segment ``parent[i] · n_cells + k``; ``target`` is (n_parents, n_cells).
+
+    :meth:`project` is the Euclidean projection onto ``{x ≥ 0, Σ_{children of p} x[:, k] = target[p,
+    k]}``, exact up to floating point (each segment's sum within ``1e-11 · (1 + target)``), like
+    :meth:`Segments.project` on the same segments, with cost linear in the size of ``y``.
+
+    The threshold ``τ`` of a segment solves ``g(τ) = Σ max(v − τ, 0) − t = 0``; ``g`` is convex,
+    decreasing and piecewise linear, so a Newton step from any point with a non-zero slope lands at or
+    left of the root, and from the left Newton's iterates increase to the root, reaching it in finitely
+    many steps (each step drops at least one value from the active set). Start: the previous
+    thresholds (one Newton step maps them to the left of the root) raised to the lower bound
+    ``(Σ v − t) / n`` (all children active); a segment with target 0 has ``τ = ∞`` (all zero). Should floating
+    point stall the iteration, the sort-based projection finishes the job.
+    """
+
+    def __init__(self, parent: npt.ArrayLike, target: npt.ArrayLike) -> None:
+        par = np.asarray(parent, dtype=np.int64).ravel()
+        tgt = np.asarray(target, dtype=np.float64)
+        if tgt.ndim != 2:
+            raise InvalidParameterError(
+                f"Invalid target of shape {tgt.shape}; expected (n_parents, n_cells)"
+            )
+        n_par, n_cells = tgt.shape
+        if par.size and (np.diff(par) < 0).any():
+            raise InvalidParameterError("Invalid parent: units must be grouped by parent (sorted)")
+        seg = (par[:, None] * n_cells + np.arange(n_cells)).ravel()
+        _, flat = _check_segments(seg.size, seg, tgt)
+        self.parent, self.target = par, flat.reshape(n_par, n_cells)
+        self.sizes = np.bincount(par, minlength=n_par)
+        has = self.sizes > 0
+        self.has = has
+        self.starts = (np.cumsum(self.sizes) - self.sizes)[has]
+        self.width = int(self.sizes.max(initial=0))
+        # row i's parent among the parents with children; the (parents × units) 0/1 sum operator
+        self.rows = (np.cumsum(has) - 1)[par]
+        n_has = int(has.sum())
+        self._sum = sparse.csr_matrix(
+            (np.ones(par.size), self.rows, np.arange(par.size + 1)), shape=(par.size, n_has)
+        ).T.tocsr()
+        self.tau: FloatArray | None = None  # thresholds of the last projection (warm start)
+        self._scratch: FloatArray | None = None
+
+    def project(self, y: npt.ArrayLike, out: FloatArray | None = None) -> FloatArray:
+        """Euclidean projection of ``y`` (n_units, n_cells) onto the feasible set (into ``out``, an
+        array of ``y``'s shape other than ``y``, if given)."""
+        v = np.asarray(y, dtype=np.float64)
+        n_units, n_cells = self.parent.size, self.target.shape[1]
+        if v.shape != (n_units, n_cells):
+            raise InvalidParameterError(
+                f"Invalid y of shape {v.shape}; expected ({n_units}, {n_cells})"
+            )
+        if not np.isfinite(v).all():
+            raise InvalidParameterError("Invalid y: values must be finite")
+        if v.size == 0:
+            return v.copy()
+        total = self._sum
+        t = self.target[self.has]
+        lower = (total @ v - t) / self.sizes[self.has][:, None]
+        zero = t == 0
+        lower[zero] = np.inf  # target 0: every child 0
+        tau = lower if self.tau is None else self.tau
+        if self._scratch is None:
+            self._scratch = np.empty_like(v)
+        act = self._scratch
+        d = np.empty_like(v) if out is None or out.shape != v.shape or out is v else out
+        slack = 1e-11 * (1.0 + t)
+        counts = self.sizes[self.has]
+        for it in range(self.width + 3):
+            np.subtract(v, np.repeat(tau, counts, axis=0), out=d)  # repeat: far faster than take
+            np.maximum(d, 0.0, out=d)
+            gap = total @ d - t
+            if np.all(np.abs(gap) <= slack):
+                self.tau = tau
+                return d
+            np.sign(d, out=act)  # d ≥ 0: 1 where active
+            active = total @ act
+            step = np.divide(gap, active, out=np.zeros_like(gap), where=active > 0)
+            tau = tau + step
+            if it == 0:  # now left of the root everywhere; raise to the lower bound
+                stuck = (active == 0) & ~zero  # right of every value: slope 0
+                tau = np.where(stuck, lower, np.maximum(tau, lower))
+        seg = (self.parent[:, None] * n_cells + np.arange(n_cells)).ravel()
+        self.tau = None
+        return Segments(seg, self.target).project(v).reshape(n_units, n_cells)
+
+
 def project_simplex(y: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> FloatArray:
     """Euclidean projection of ``y`` onto ``{x ≥ 0, Σ_{segment s} x = target[s]}`` for every s.
 
@@ -234,6 +328,23 @@ def query_matrix(query_matrices: Mapping[str, npt.ArrayLike], name: str) -> Floa
     return m
 
 
+def _segments(seg: IntArray, target: npt.ArrayLike) -> Segments | ChildSegments:
+    """:class:`ChildSegments` when ``seg`` (n_units, n_cells) is ``parent · n_cells + cell`` with
+    units grouped by parent (every level below the top of a TopDown run); else :class:`Segments`."""
+    n_cells = seg.shape[1]
+    tgt = np.asarray(target, dtype=np.float64).ravel()
+    first = seg[:, 0]
+    if (
+        seg.size
+        and tgt.size % n_cells == 0
+        and not (first % n_cells).any()
+        and (np.diff(first) >= 0).all()
+        and (seg == first[:, None] + np.arange(n_cells)).all()
+    ):
+        return ChildSegments(first // n_cells, tgt.reshape(-1, n_cells))
+    return Segments(seg, tgt)
+
+
 @dataclass(frozen=True)
 class WLSResult:
     x: FloatArray  # (n_units, n_cells), feasible
@@ -257,8 +368,31 @@ def solve_wls(
     adaptive restart from the projected unconstrained solution, stopped when the projected-gradient
     step ``‖x − P(x − ∇f/L)‖_∞ ≤ tol`` (people). Raises if ``max_iter`` is reached first.
     """
-    h = meas.hessian
-    n_units, n_cells = meas.y.shape[0], h.shape[0]
+    b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
+    return solve_wls_normal(meas.hessian, b, segment, target, tol=tol, max_iter=max_iter)
+
+
+def solve_wls_normal(
+    hessian: npt.ArrayLike,
+    b: npt.ArrayLike,
+    segment: npt.ArrayLike,
+    target: npt.ArrayLike,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = 20_000,
+) -> WLSResult:
+    """:func:`solve_wls` from the normal equations: ``hessian = Σ_q Q_qᵀQ_q/σ_q²`` (n_cells,
+    n_cells) and ``b = Σ_q y_q Q_q/σ_q²`` (n_units, n_cells), the objective being
+    ``½ xᵀ H x − bᵀx`` per unit. Measurements need not be kept: ``b`` accumulates query by query.
+
+    ``b`` may be overwritten (pass a copy to keep it)."""
+    h = np.asarray(hessian, dtype=np.float64)
+    bb = np.asarray(b, dtype=np.float64)
+    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
+        raise InvalidParameterError(
+            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
+        )
+    n_units, n_cells = bb.shape
     seg = np.asarray(segment, dtype=np.int64)
     if seg.shape != (n_units, n_cells):
         raise InvalidParameterError(
@@ -266,31 +400,35 @@ def solve_wls(
         )
     if not tol > 0:
         raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
-    b = (meas.y * meas.weight) @ meas.matrix  # Mᵀ W y per unit
     c = h[0, 0]
-    segs = Segments(seg, target)
+    segs = _segments(seg, target)
     if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
-        x = segs.project(b / c).reshape(n_units, n_cells)
+        x = segs.project(bb / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
     lip = float(np.linalg.eigvalsh(h)[-1])
-    start = b @ np.linalg.pinv(h, hermitian=True)
-    x = segs.project(start).reshape(n_units, n_cells)
-    z, t, step = x, 1.0, np.inf
+    w = bb @ np.linalg.pinv(h, hermitian=True)
+    x = segs.project(w).reshape(n_units, n_cells)
+    bb = np.divide(bb, lip, out=bb) if bb.flags.writeable else bb / lip
+    g_mat = np.eye(n_cells) - h / lip  # z − ∇f(z)/L = z (I − H/L) + b/L
+    z, t, step = x.copy(), 1.0, np.inf
+    spare: FloatArray | None = None
     for it in range(1, max_iter + 1):
-        grad = z @ h
-        grad -= b
-        grad *= -1.0 / lip
-        grad += z
-        x_new = segs.project(grad).reshape(n_units, n_cells)
-        moved = x_new - z
-        step = float(np.abs(moved).max(initial=0.0))
-        dx = x_new - x
-        if np.vdot(moved, dx) < 0:  # momentum points uphill: restart
+        np.matmul(z, g_mat, out=w)
+        w += bb
+        if isinstance(segs, ChildSegments):
+            x_new = segs.project(w, out=spare)
+        else:
+            x_new = segs.project(w).reshape(n_units, n_cells)
+        moved = np.subtract(x_new, z, out=w)
+        step = float(max(moved.max(initial=0.0), -moved.min(initial=0.0)))
+        # z ← x_new + (t − 1)/t_new · (x_new − x), in z's buffer
+        dx = np.subtract(x_new, x, out=z)
+        if np.einsum("ij,ij->", moved, dx) < 0:  # momentum points uphill: restart
             t = 1.0
         t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
         dx *= (t - 1) / t_new
         dx += x_new
-        z, x, t = dx, x_new, t_new
+        z, x, t, spare = dx, x_new, t_new, x
         if step <= tol:
             return WLSResult(x, it, step, False)
     raise InvalidParameterError(

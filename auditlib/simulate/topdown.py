@@ -32,10 +32,9 @@ from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
 from auditlib.simulate.postprocess import (
-    Measurements,
     query_matrix,
     round_preserving,
-    solve_wls,
+    solve_wls_normal,
 )
 from auditlib.simulate.release import ResidualBlock
 
@@ -231,6 +230,66 @@ def _check_measured(
                 )
 
 
+#: rows of units measured (and rounded) at a time: keeps temporaries flat whatever the level's size
+CHUNK_ROWS = 1 << 15
+
+
+def _normal_equations(
+    truth: IntArray,
+    query_matrices: Mapping[str, npt.ArrayLike],
+    level: Sequence[tuple[str, float]],
+    g: np.random.Generator,
+    mechs: dict[float, DiscreteGaussian],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Measure every query of a level and fold the measurements into the WLS normal equations
+    ``H = Σ_q Q_qᵀQ_q/σ_q²``, ``b = Σ_q y_q Q_q/σ_q²`` (no measurement is kept).
+
+    Units are measured :data:`CHUNK_ROWS` rows at a time; a generator's draws for consecutive row
+    chunks are its draws for the whole (units × query cells) array in C order, so the noise does not
+    depend on the chunk size."""
+    n, n_cells = truth.shape
+    hess = np.zeros((n_cells, n_cells))
+    b = np.zeros((n, n_cells))
+    eye = np.eye(n_cells)
+    for q, sigma2 in level:
+        m = query_matrix(query_matrices, q)
+        if not (np.isfinite(sigma2) and sigma2 > 0):
+            raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
+        mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
+        hess += (m.T @ m) / sigma2
+        detailed = m.shape == eye.shape and bool((m == eye).all())
+        for lo in range(0, n, CHUNK_ROWS):
+            rows = slice(lo, min(lo + CHUNK_ROWS, n))
+            t = truth[rows].astype(np.float64)
+            y: npt.NDArray[np.float64] = t if detailed else np.rint(t @ m.T)
+            y += mech.rvs(size=y.shape, rng=g)
+            y *= 1.0 / sigma2
+            b[rows] += y if detailed else y @ m
+    return hess, b
+
+
+def _round_children(x: npt.NDArray[np.float64], parent: IntArray, up: IntArray) -> IntArray:
+    """:func:`round_preserving` of children (rows, grouped by parent) to their parents' final
+    histograms ``up``, :data:`CHUNK_ROWS` rows of whole parents at a time (the same result as one
+    call: each (parent, cell) is rounded on its own)."""
+    n, n_cells = x.shape
+    cells = np.arange(n_cells, dtype=np.int64)
+    if n <= CHUNK_ROWS or (np.diff(parent) < 0).any():
+        return round_preserving(x, parent[:, None] * n_cells + cells, up.ravel()).reshape(
+            n, n_cells
+        )
+    bounds = np.searchsorted(parent, np.arange(up.shape[0] + 1))  # each parent's first row
+    out = np.empty((n, n_cells), dtype=np.int64)
+    p0 = 0
+    while p0 < up.shape[0]:
+        p1 = max(int(np.searchsorted(bounds, bounds[p0] + CHUNK_ROWS, side="right")) - 1, p0 + 1)
+        r0, r1 = int(bounds[p0]), int(bounds[p1])
+        seg = (parent[r0:r1] - p0)[:, None] * n_cells + cells
+        out[r0:r1] = round_preserving(x[r0:r1], seg, up[p0:p1].ravel()).reshape(-1, n_cells)
+        p0 = p1
+    return out
+
+
 def topdown(
     hierarchy: StateHierarchy,
     block_hist: npt.ArrayLike,
@@ -257,22 +316,19 @@ def topdown(
     iters: list[int] = []
     cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
-        noisy = []
-        for q, sigma2 in level:
-            m = query_matrix(query_matrices, q).astype(np.int64)
-            mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
-            exact = truth[i] @ m.T
-            noisy.append(exact + mech.rvs(size=exact.shape, rng=g))
-        meas = Measurements.stack(query_matrices, level, noisy)
         n = hierarchy.n_units(i)
+        hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs)
         if i == 0:  # invariant: each top unit's total is exact
             seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
             target = truth[0].sum(axis=1)
+            sol = solve_wls_normal(hess, b, seg, target, tol=tol)
+            dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         else:
-            seg = hierarchy.parents[i - 1][:, None] * n_cells + cells
-            target = dp[i - 1].ravel()
-        sol = solve_wls(meas, seg, target, tol=tol)
-        dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
+            parent = hierarchy.parents[i - 1]
+            seg = parent[:, None] * n_cells + cells
+            sol = solve_wls_normal(hess, b, seg, dp[i - 1], tol=tol)
+            del b, seg
+            dp.append(_round_children(sol.x, parent, dp[i - 1]))
         iters.append(sol.iterations)
     return TopDownRelease(hierarchy.levels, truth, dp, iters)
 
