@@ -202,7 +202,12 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     composed = (
         [
             tasks.epl_composed.with_options(task_run_name="epl composed").submit(
-                url, plan, spec.epl.percentiles, wait_for=epls, return_state=False
+                url,
+                plan,
+                spec.epl.percentiles,
+                spec.epl.bias_aware_settings(),
+                wait_for=epls,
+                return_state=False,
             )
         ]
         if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done

@@ -292,9 +292,15 @@ COMPOSED_EPL_KEY = 1000
 
 
 @task(name="epl-composed", **TASK_OPTS)
-def epl_composed(url: str, plan: AuditPlan, percentiles: tuple[float, float]) -> dict[str, Any]:
+def epl_composed(
+    url: str,
+    plan: AuditPlan,
+    percentiles: tuple[float, float],
+    bias_aware: BiasAwareSettings | None = None,
+) -> dict[str, Any]:
     """Composed EPL of the counts containing one person, over every released level of a seed 001
-    tree (paths leaf → root), with the cross-level residual correlations."""
+    tree (paths leaf → root), with the cross-level residual correlations; each level's EPL is the
+    bias-aware estimate with the spec's knobs (``bias_aware``; default: the library's)."""
     from auditlib.epl.composed import composed_epl
 
     if not plan.geometric:
@@ -303,7 +309,9 @@ def epl_composed(url: str, plan: AuditPlan, percentiles: tuple[float, float]) ->
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
-    c = composed_epl(levels, maps, percentiles=percentiles, seed=seed)
+    kw = (bias_aware or BiasAwareSettings()).surface_kwargs(percentiles)
+    n_boot, confidence = kw.pop("n_boot"), kw.pop("confidence")
+    c = composed_epl(levels, maps, n_boot=n_boot, confidence=confidence, seed=seed, **kw)
     return {"geolevels": released, **c.to_dict(), "correlation": c.correlation}
 
 

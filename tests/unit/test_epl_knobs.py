@@ -364,3 +364,28 @@ def test_spec_round_trips_through_toml_with_a_rule() -> None:
 def test_settings_refuse_bad_values(kwargs: dict[str, Any], error: type, pattern: str) -> None:
     with pytest.raises(error, match=pattern):
         BiasAwareSettings(**kwargs)
+
+
+def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
+    """Seed 001's composed EPL: default knobs give the library's defaults; a knob reaches it."""
+    from auditlib.epl.composed import composed_epl
+    from flows.plan import leaf_maps
+
+    data = {
+        "audit": {"replicates": 10, "seed": 5},
+        "population": {"kind": "flaxman", "people": 4_000, "levels": 2, "mean_per_location": 40},
+        "release": {"kind": "gdpc", "epsilon": 1.0},
+    }
+    url, plan = build_store(tmp_path, data)
+    default = tasks.epl_composed.fn(url, plan, PERC, parse_spec(data).epl.bias_aware_settings())
+    released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
+    levels = [store.read_residuals(url, 0, g)[0] for g in released]
+    _, maps = leaf_maps(plan, released)
+    seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, tasks.COMPOSED_EPL_KEY)
+    ref = composed_epl(levels, maps, percentiles=PERC, seed=seed).to_dict()
+    for k in ("epl_sum", "ci_low", "ci_high"):
+        assert default[k] == ref[k]
+    narrow = parse_spec({**data, "epl": {"confidence": 0.5}}).epl.bias_aware_settings()
+    half = tasks.epl_composed.fn(url, plan, PERC, narrow)
+    assert half["epl_sum"] == default["epl_sum"]
+    assert half["ci_high"] - half["ci_low"] < default["ci_high"] - default["ci_low"]
