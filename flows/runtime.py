@@ -132,7 +132,9 @@ def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_
             "threads_per_worker": threads_per_worker,
             "processes": True,
             "memory_limit": memory_limit,
-            "dashboard_address": None,
+            # loopback only, and a free port: a fixed 8787 clashes with any other cluster here
+            "host": "127.0.0.1",
+            "dashboard_address": "127.0.0.1:0",
         }
     )
 

@@ -67,3 +67,24 @@ def test_unknown_kwargs_of_a_class_without_var_keywords() -> None:
         ValueError, match="unknown argument\\(s\\) memory for Fixed; allowed: cores"
     ):
         check_cluster_kwargs(Fixed, {"cores": 2, "memory": "1GB"})
+
+
+def test_local_cluster_listens_on_loopback_only_and_on_free_ports() -> None:
+    """The local cluster the flows start: scheduler, nanny, worker and HTTP server all listen on
+    127.0.0.1, none on distributed's fixed 8787 (it clashes with any other cluster on the machine)."""
+    import psutil
+    from distributed import LocalCluster
+
+    from flows.runtime import task_runner
+
+    with LocalCluster(**task_runner("", 1, 1, "1GiB").cluster_kwargs):
+        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        listening = {
+            (c.laddr.ip, c.laddr.port)
+            for p in procs
+            for c in p.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+    assert len(listening) >= 3  # scheduler, its HTTP server, the nanny and worker
+    assert {ip for ip, _ in listening} == {"127.0.0.1"}
+    assert 8787 not in {port for _, port in listening}
