@@ -205,12 +205,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     url = str(path)
     store.create_residual_template(
         url,
-        states=plan.states,
-        geolevels=plan.geolevels,
-        replicates=plan.replicates,
-        n_items=plan.n_items_max,
-        queries=plan.queries,
-        sigma2=plan.sigma2_matrix(),
+        **plan.template_layout(),
         attrs={},
     )
     g = plan.geolevels.index("Block")

@@ -49,18 +49,11 @@ def cpu_seconds() -> float:
 
 
 def template(url: str, plan: Any) -> None:
-
     from storage import store
 
-    sigma2 = plan.sigma2_matrix()
     store.create_residual_template(
         url,
-        states=plan.states,
-        geolevels=plan.geolevels,
-        replicates=plan.replicates,
-        n_items=plan.n_items_max,
-        queries=plan.queries,
-        sigma2=sigma2,
+        **plan.template_layout(),
         attrs={"run_id": "bench"},
     )
 

@@ -122,7 +122,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     sigma2 = plan.sigma2_matrix()
     done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
     if done is None:
-        _create_template(url, spec, plan, run_id, sigma2, allocation_release)
+        _create_template(url, spec, plan, run_id, allocation_release)
         done = set()
     a = spec.audit
     deltas = list(spec.accounting.deltas)
@@ -265,18 +265,12 @@ def _create_template(
     spec: AuditSpec,
     plan: AuditPlan,
     run_id: str,
-    sigma2: np.ndarray,
     allocation_release: bool,
 ) -> None:
     alloc = load_allocation(spec.audit.allocation)
     store.create_residual_template(
         url,
-        states=plan.states,
-        geolevels=plan.geolevels,
-        replicates=plan.replicates,
-        n_items=plan.n_items_max,
-        queries=plan.queries,
-        sigma2=sigma2,
+        **plan.template_layout(),
         attrs={
             "dpaudit_version": auditlib.__version__,
             "run_id": run_id,

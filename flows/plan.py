@@ -112,6 +112,18 @@ class AuditPlan:
                 sigma2[gi, qid] = q.sigma2
         return sigma2
 
+    def template_layout(self) -> dict[str, Any]:
+        """The residual store's layout for this plan: the keywords of
+        ``storage.store.create_residual_template`` other than ``url`` and ``attrs``."""
+        return {
+            "states": self.states,
+            "geolevels": self.geolevels,
+            "replicates": self.replicates,
+            "n_items": self.n_items_max,
+            "queries": self.queries,
+            "sigma2": self.sigma2_matrix(),
+        }
+
 
 def _state_levels(
     states: list[str], levels: tuple[str, ...], has_nation: bool, empty: list[tuple[int, int]]

@@ -133,12 +133,7 @@ def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
     url = str(tmp_path / "s.zarr")
     store.create_residual_template(
         url,
-        states=plan.states,
-        geolevels=plan.geolevels,
-        replicates=plan.replicates,
-        n_items=plan.n_items_max,
-        queries=plan.queries,
-        sigma2=plan.sigma2_matrix(),
+        **plan.template_layout(),
         attrs={"run_id": "t"},
     )
     blocks = list(plan.blocks)

@@ -38,12 +38,7 @@ def build_store(tmp_path: Path, data: dict[str, Any]) -> tuple[str, AuditPlan]:
     url = str(tmp_path / "a.zarr")
     store.create_residual_template(
         url,
-        states=plan.states,
-        geolevels=plan.geolevels,
-        replicates=plan.replicates,
-        n_items=plan.n_items_max,
-        queries=plan.queries,
-        sigma2=plan.sigma2_matrix(),
+        **plan.template_layout(),
         attrs={},
     )
     for b in plan.blocks:
