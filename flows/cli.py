@@ -422,7 +422,7 @@ def mpl_coverage(
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE
-    from flows.mpl import GROUP, mpl_coverage_flow
+    from flows.mpl import GROUP, coverage_run_id, mpl_coverage_flow
     from storage import store
 
     mechs = mechanism or ["laplace"]
@@ -456,17 +456,19 @@ def mpl_coverage(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    import hashlib
-
-    key = [mechs, eps, repetitions, n, n_confidence, alpha, seed]
-    run_id = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    chunk = 10
+    run_id = coverage_run_id(mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk)
     summary, api_url, embedded = _execute(
         mpl_coverage_flow,
-        lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed),
+        lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk),
         store_url,
         cluster,
         run_id,
+        resume=True,
+        overwrite=overwrite,
     )
+    if summary["resumed"]:
+        typer.echo(f"resumed {summary['resumed']} of {summary['tasks']} chunks")
     ds = store.open_group(store_url, GROUP)
     typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
     for m in ds.mechanism.values:
