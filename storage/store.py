@@ -626,3 +626,8 @@ def read_parts(url: str, group: str) -> dict[str, np.ndarray]:
 def drop_group(url: str, group: str) -> None:
     """Remove a group (the parts of a run, once assembled into its final group)."""
     remove(f"{str(url).rstrip('/')}/{group}")
+
+
+def group_attrs(url: str, group: str) -> dict[str, Any]:
+    """A group's attributes (of a store being built: no consolidated metadata needed)."""
+    return dict(zarr.open_group(url, mode="r", zarr_format=3, path=group).attrs)
