@@ -8,7 +8,6 @@ fails while computing exits with code 1 and leaves no store behind. Accounting c
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -353,7 +352,7 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
-    from flows.sweep import accounting_sweep_flow, plan_jobs
+    from flows.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -369,9 +368,7 @@ def sweep(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    import hashlib
-
-    run_id = hashlib.sha256(json.dumps([allocs, nbs, deltas, points]).encode()).hexdigest()[:16]
+    run_id = sweep_run_id(allocs, nbs, deltas, points)
     t0 = time.perf_counter()
     summary, api_url, embedded = _execute(
         accounting_sweep_flow,
@@ -379,7 +376,11 @@ def sweep(
         store_url,
         cluster,
         run_id,
+        resume=True,
+        overwrite=overwrite,
     )
+    if summary["resumed"]:
+        typer.echo(f"resumed {summary['resumed']} of {summary['jobs']} jobs")
     n = len(plan_jobs(allocs, nbs))
     typer.echo(f"sweep {run_id}: {n} jobs, {time.perf_counter() - t0:.1f} s")
     typer.echo(f"store:  {store_url} (group 'accounting_sweep')")

@@ -563,7 +563,8 @@ def chunk_parts(
     """Open the parts group of a chunked run, creating its template if missing; return the indices
     of the chunks already finished (their ``part_done`` marker set).
 
-    ``arrays`` maps a name to (shape, chunks, dtype); floats are filled with NaN, others with 0.
+    ``arrays`` maps a name to (shape, chunks, dtype); floats are filled with NaN, strings (``"str"``)
+    with ``""``, others with 0.
     ``markers`` is the shape of the chunk grid. A template left half-written is rebuilt.
     """
     root = zarr.open_group(url, mode="r+", zarr_format=3)
@@ -571,7 +572,8 @@ def chunk_parts(
         return done_parts(url, group)
     grp = root.create_group(group, overwrite=True)
     for name, (shape, chunks, dtype) in arrays.items():
-        fill: Any = np.nan if np.dtype(dtype).kind == "f" else 0
+        kind = np.dtype(dtype).kind
+        fill: Any = np.nan if kind == "f" else "" if kind in "UT" else 0
         grp.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill)
     grp.create_array(
         PART_DONE, shape=markers, chunks=(1,) * len(markers), dtype="uint8", fill_value=0
