@@ -21,8 +21,8 @@ from tests.integration.test_resume import array_digests
 
 pytestmark = pytest.mark.integration
 
-MECHS, EPS, REPS, CHUNK = ["laplace", "laplace_broken"], [0.7], 40, 10
-N_CHUNKS = 2 * 1 * 4
+MECHS, EPS, REPS, CHUNK = ["laplace", "laplace_broken"], [0.7], 60, 10
+N_CHUNKS = 2 * 1 * 6
 
 
 def done_markers(staging: Path) -> int:
@@ -34,10 +34,12 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
     from prefect_dask import DaskTaskRunner
+    from typer.testing import CliRunner
 
+    from flows.cli import app  # imported before the run starts: the second run is refused quickly
     from flows.mpl import PARTS, coverage_run_id, mpl_coverage_flow
 
-    n, big_n, alpha, seed = 30_000, 75_000, 0.05, 11  # ~1 s per chunk: killed midway
+    n, big_n, alpha, seed = 40_000, 100_000, 0.05, 11  # ~0.5-1 s per chunk: killed midway
     run_id = coverage_run_id(MECHS, EPS, REPS, n, big_n, alpha, seed, CHUNK)
     target = tmp_path / "out" / "mpl.zarr"
     staging = Path(store.staging_path(str(target), run_id))
@@ -57,10 +59,6 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
             assert time.monotonic() < deadline, "no chunk was marked done in time"
             time.sleep(0.05)
         # a second run on the same store meanwhile is refused before it touches anything
-        from typer.testing import CliRunner
-
-        from flows.cli import app
-
         second = CliRunner().invoke(app, ["mpl-coverage", *args])
         assert second.exit_code == 2, second.output
         assert f"another dpaudit run (pid {proc.pid}) is writing" in second.stderr
