@@ -8,7 +8,6 @@ fails while computing exits with code 1 and leaves no store behind. Accounting c
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -353,7 +352,7 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
-    from flows.sweep import accounting_sweep_flow, plan_jobs
+    from flows.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -369,9 +368,7 @@ def sweep(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    import hashlib
-
-    run_id = hashlib.sha256(json.dumps([allocs, nbs, deltas, points]).encode()).hexdigest()[:16]
+    run_id = sweep_run_id(allocs, nbs, deltas, points)
     t0 = time.perf_counter()
     summary, api_url, embedded = _execute(
         accounting_sweep_flow,
@@ -379,7 +376,11 @@ def sweep(
         store_url,
         cluster,
         run_id,
+        resume=True,
+        overwrite=overwrite,
     )
+    if summary["resumed"]:
+        typer.echo(f"resumed {summary['resumed']} of {summary['jobs']} jobs")
     n = len(plan_jobs(allocs, nbs))
     typer.echo(f"sweep {run_id}: {n} jobs, {time.perf_counter() - t0:.1f} s")
     typer.echo(f"store:  {store_url} (group 'accounting_sweep')")
@@ -422,7 +423,7 @@ def mpl_coverage(
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE
-    from flows.mpl import GROUP, mpl_coverage_flow
+    from flows.mpl import GROUP, coverage_run_id, mpl_coverage_flow
     from storage import store
 
     mechs = mechanism or ["laplace"]
@@ -456,17 +457,19 @@ def mpl_coverage(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    import hashlib
-
-    key = [mechs, eps, repetitions, n, n_confidence, alpha, seed]
-    run_id = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    chunk = 10
+    run_id = coverage_run_id(mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk)
     summary, api_url, embedded = _execute(
         mpl_coverage_flow,
-        lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed),
+        lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk),
         store_url,
         cluster,
         run_id,
+        resume=True,
+        overwrite=overwrite,
     )
+    if summary["resumed"]:
+        typer.echo(f"resumed {summary['resumed']} of {summary['tasks']} chunks")
     ds = store.open_group(store_url, GROUP)
     typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
     for m in ds.mechanism.values:

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -216,7 +213,7 @@ def direct(
             cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
         except DPAuditError as exc:
             fail(str(exc))
-        _run(sp, store_url, cluster)
+        _run(sp, store_url, cluster, overwrite)
         return
     try:
         _refuse_mixed(values, spec=False)
@@ -247,19 +244,27 @@ def direct(
         cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    _run(p, store_url, cluster)
+    _run(p, store_url, cluster, overwrite)
 
 
-def _run(p: object, store_url: str, cluster: object) -> None:
+def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
     """Run an experiment into its store and print the estimate."""
     from flows.cli import _execute, _print_prefect_link
-    from flows.direct import GROUP, direct_flow
+    from flows.direct import GROUP, direct_flow, direct_run_id
     from storage import store
 
-    run_id = hashlib.sha256(json.dumps(asdict(p)).encode()).hexdigest()[:16]  # type: ignore[call-overload]
+    run_id = direct_run_id(p)  # type: ignore[arg-type]
     summary, api_url, embedded = _execute(
-        direct_flow, lambda staging: (staging, p), store_url, cluster, run_id
+        direct_flow,
+        lambda staging: (staging, p),
+        store_url,
+        cluster,
+        run_id,
+        resume=True,
+        overwrite=overwrite,
     )
+    if summary["resumed"]:
+        typer.echo(f"resumed {summary['resumed']} of {summary['tasks']} chunks")
     ds = store.open_group(store_url, GROUP)
     eps = ds.attrs.get("epsilon")
     known = f"  (ε = {eps:g})" if eps is not None else ""

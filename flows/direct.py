@@ -23,6 +23,8 @@ change the numbers) and returns two short arrays; the flow writes the Zarr group
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import tomllib
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +34,7 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
+from auditlib.exceptions import StoreError
 from flows.tasks import TASK_OPTS
 from storage import store
 
@@ -442,29 +445,81 @@ def direct_dataset(p: DirectParams | SpecDirectParams, errors: np.ndarray) -> xr
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-@flow(name="dpaudit-direct", validate_parameters=False)
-def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, Any]:
-    """Run the experiment into the (new) store at ``url``; return a small summary."""
+#: the per-chunk errors of an unfinished run (staging only; assembled into GROUP, then removed)
+PARTS = "direct_parts"
+
+
+def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
+    """A stable hash of what determines the numbers and the chunking: the parameters, with a spec's
+    ``output`` and ``cluster`` sections left out (where and on what it runs changes nothing)."""
     raw = asdict(params)
     if isinstance(params, SpecDirectParams):
-        chunk_task, what = direct_spec_chunk_task, type(spec_experiment(params).release).__name__
+        spec = tomllib.loads(params.spec)
+        raw["spec"] = {k: v for k, v in spec.items() if k not in ("output", "cluster")}
+    raw["kind"] = type(params).__name__
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@task(name="direct-part", **TASK_OPTS)
+def direct_part_task(url: str, index: int, params: dict[str, Any], start: int, stop: int) -> int:
+    """Run replicates ``start..stop−1`` of an experiment (``params`` with ``spec``: on an audit
+    spec) and write their errors (D, D′) as chunk ``index`` of the parts group, marker last."""
+    chunk_fn = direct_spec_chunk_task.fn if "spec" in params else direct_chunk_task.fn
+    e_d, e_p = chunk_fn(params, start, stop)
+    values = np.stack([np.asarray(e_d, dtype=float), np.asarray(e_p, dtype=float)])
+    store.write_part(url, PARTS, (index,), {"error": ((slice(None), slice(start, stop)), values)})
+    return stop - start
+
+
+@flow(name="dpaudit-direct", validate_parameters=False)
+def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, Any]:
+    """Run the experiment into the store at ``url``; return a small summary.
+
+    Resumable: each chunk's errors and done-marker go to the ``direct_parts`` group as the chunk
+    finishes; a re-run on the same store computes only the chunks not marked done, then assembles
+    the ``direct`` group and removes the parts."""
+    raw = asdict(params)
+    if isinstance(params, SpecDirectParams):
+        what = type(spec_experiment(params).release).__name__
     else:
-        chunk_task, what = direct_chunk_task, params.algorithm
-    futures = [
-        chunk_task.with_options(
-            task_run_name=f"direct {what} reps {s}-{min(s + params.chunk, params.replicates) - 1}"
-        ).submit(raw, s, min(s + params.chunk, params.replicates))
-        for s in range(0, params.replicates, params.chunk)
-    ]
-    errors = np.empty((2, params.replicates), dtype=np.float64)
-    for s, f in zip(range(0, params.replicates, params.chunk), futures, strict=True):
-        e_d, e_p = f.result()
-        errors[0, s : s + len(e_d)] = e_d
-        errors[1, s : s + len(e_p)] = e_p
-    ds = direct_dataset(params, errors)
-    store.write_group(url, GROUP, ds)
+        what = params.algorithm
+    store.claim_staging(url, direct_run_id(params))
+    reps, chunk = params.replicates, params.chunk
+    starts = list(range(0, reps, chunk))
+    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
+        if PARTS in store.groups(url):
+            store.drop_group(url, PARTS)
+        done: set[tuple[int, ...]] = {(i,) for i in range(len(starts))}
+    else:
+        done = store.chunk_parts(
+            url, PARTS, {"error": ((2, reps), (2, chunk), "float64")}, (len(starts),)
+        )
+    futures = []
+    for i, s in enumerate(starts):
+        if (i,) in done:
+            continue
+        e = min(s + chunk, reps)
+        futures.append(
+            direct_part_task.with_options(task_run_name=f"direct {what} reps {s}-{e - 1}").submit(
+                url, i, raw, s, e
+            )
+        )
+    for f in futures:
+        f.result()
+    if store.group_complete(url, GROUP):
+        attrs = store.group_attrs(url, GROUP)
+    else:
+        parts = store.read_parts(url, PARTS)
+        if not parts[store.PART_DONE].all():
+            raise StoreError(f"{url!r}: chunks of {PARTS!r} are missing after the run")
+        ds = direct_dataset(params, parts["error"])
+        store.write_group(url, GROUP, ds)
+        store.drop_group(url, PARTS)
+        attrs = ds.attrs
     return {
-        "tasks": len(futures),
-        "replicates": params.replicates,
-        **{k: ds.attrs[k] for k in ("epl_eq", "epl_lower_eq", "epl_ge", "epl_lower_ge")},
+        "tasks": len(starts),
+        "computed": len(futures),
+        "resumed": len(done),
+        "replicates": reps,
+        **{k: attrs[k] for k in ("epl_eq", "epl_lower_eq", "epl_ge", "epl_lower_ge")},
     }

@@ -12,12 +12,15 @@ layout in ``storage/schema.py``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 from prefect import flow, task
 
+from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
 from flows.tasks import TASK_OPTS
 from storage import schema as S
@@ -29,11 +32,58 @@ if TYPE_CHECKING:
 GROUP = "mpl_coverage"
 
 
+#: the per-chunk results of an unfinished run (staging only; assembled into GROUP, then removed)
+PARTS = "mpl_coverage_parts"
+
+
+def coverage_run_id(
+    mechanisms: list[str],
+    epsilons: list[float],
+    repetitions: int,
+    n: int,
+    n_confidence: int,
+    alpha: float,
+    seed: int,
+    chunk: int,
+) -> str:
+    """A stable hash of what determines the numbers and the chunking (not the store or cluster)."""
+    key = [list(mechanisms), [float(e) for e in epsilons], repetitions, n, n_confidence]
+    key += [float(alpha), seed, chunk]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
 @task(name="mpl-chunk", **TASK_OPTS)
 def mpl_chunk(
-    name: str, eps: float, start: int, stop: int, cell: tuple[int, int], settings: dict[str, Any]
-) -> dict[str, Any]:
-    return coverage_chunk(name, eps, start, stop, cell=cell, **settings)
+    url: str,
+    name: str,
+    eps: float,
+    start: int,
+    stop: int,
+    cell: tuple[int, int],
+    index: int,
+    settings: dict[str, Any],
+) -> int:
+    """Run repetitions ``start..stop-1`` of one cell and write them as chunk ``index`` (its marker
+    last); returns the number of repetitions."""
+    r = coverage_chunk(name, eps, start, stop, cell=cell, **settings)
+    mi, ei = cell
+    k = stop - start
+    reps = (mi, ei, slice(start, stop))
+    one = (mi, ei, slice(index, index + 1))
+    store.write_part(
+        url,
+        PARTS,
+        (mi, ei, index),
+        {
+            "lb": (reps, np.asarray(r["lb"], dtype=float)),
+            "floor_driven": (reps, np.asarray(r["floor_driven"], dtype=bool)),
+            "edge": (reps, np.asarray(r.get("edge", np.zeros(k, bool)), dtype=bool)),
+            "epsilon_c": (one, np.array([r["epsilon_c"]], dtype=float)),
+            "epsilon": (one, np.array([r["epsilon"]], dtype=float)),
+            "claimed_epsilon": (one, np.array([r.get("claimed_epsilon", eps)], dtype=float)),
+        },
+    )
+    return k
 
 
 @flow(name="dpaudit-mpl-coverage", validate_parameters=False)
@@ -48,19 +98,68 @@ def mpl_coverage_flow(
     seed: int = 2022,
     chunk: int = 10,
 ) -> dict[str, Any]:
+    """Resumable: each chunk writes its results and done-marker to the ``mpl_coverage_parts``
+    group as it finishes; a re-run on the same store computes only the chunks not marked done, then
+    assembles the ``mpl_coverage`` group and removes the parts."""
     settings = {"n": n, "n_confidence": n_confidence, "alpha": alpha, "seed": seed}
-    futures = {}
+    run_id = coverage_run_id(mechanisms, epsilons, repetitions, n, n_confidence, alpha, seed, chunk)
+    store.claim_staging(url, run_id)
+    shape = (len(mechanisms), len(epsilons))
+    n_chunks = -(-repetitions // chunk)
+    total = shape[0] * shape[1] * n_chunks
+    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
+        if PARTS in store.groups(url):
+            store.drop_group(url, PARTS)
+        return {"cells": shape[0] * shape[1], "tasks": total, "computed": 0, "resumed": total}
+    rep, cell = (*shape, repetitions), (*shape, n_chunks)
+    done = store.chunk_parts(
+        url,
+        PARTS,
+        {
+            "lb": (rep, (1, 1, chunk), "float64"),
+            "floor_driven": (rep, (1, 1, chunk), "bool"),
+            "edge": (rep, (1, 1, chunk), "bool"),
+            "epsilon_c": (cell, (1, 1, 1), "float64"),
+            "epsilon": (cell, (1, 1, 1), "float64"),
+            "claimed_epsilon": (cell, (1, 1, 1), "float64"),
+        },
+        cell,
+    )
+    futures = []
     for mi, name in enumerate(mechanisms):
         for ei, eps in enumerate(epsilons):
-            for start in range(0, repetitions, chunk):
+            for ci, start in enumerate(range(0, repetitions, chunk)):
+                if (mi, ei, ci) in done:
+                    continue
                 stop = min(start + chunk, repetitions)
-                futures[mi, ei, start] = mpl_chunk.with_options(
-                    task_run_name=f"mpl {name} eps={eps:g} reps {start}-{stop - 1}"
-                ).submit(name, eps, start, stop, (mi, ei), settings)
-    results = {key: f.result() for key, f in futures.items()}
+                futures.append(
+                    mpl_chunk.with_options(
+                        task_run_name=f"mpl {name} eps={eps:g} reps {start}-{stop - 1}"
+                    ).submit(url, name, eps, start, stop, (mi, ei), ci, settings)
+                )
+    for f in futures:
+        f.result()
+    parts = store.read_parts(url, PARTS)
+    if not parts[store.PART_DONE].all():
+        raise StoreError(f"{url!r}: chunks of {PARTS!r} are missing after the run")
+    results = {}
+    for mi, ei, ci in np.ndindex(cell):
+        start, stop = ci * chunk, min(ci * chunk + chunk, repetitions)
+        results[mi, ei, start] = {
+            "lb": parts["lb"][mi, ei, start:stop],
+            "floor_driven": parts["floor_driven"][mi, ei, start:stop],
+            "edge": parts["edge"][mi, ei, start:stop],
+            **{k: parts[k][mi, ei, ci] for k in ("epsilon_c", "epsilon", "claimed_epsilon")},
+        }
     ds = coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
     store.write_group(url, GROUP, ds)
-    return {"cells": len(mechanisms) * len(epsilons), "tasks": len(futures)}
+    store.drop_group(url, PARTS)
+    return {
+        "cells": shape[0] * shape[1],
+        "tasks": total,
+        "computed": len(futures),
+        "resumed": len(done),
+    }
 
 
 def coverage_dataset(

@@ -11,6 +11,8 @@ returns a few arrays; the flow writes one Zarr group ``accounting_sweep`` with d
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from prefect import flow, task
 
 from auditlib.accounting import bureau_epsilon
 from auditlib.allocations import RELEASED_PRODUCTS, cumulative_components, load_allocation
+from auditlib.exceptions import StoreError
 from auditlib.summaries import account_components
 from flows.tasks import TASK_OPTS
 from storage import store
@@ -84,9 +87,39 @@ def job_components(job: Job) -> list[tuple[Any, int]]:
     return [c for u in unis for c in alloc.components(job.neighbours, u, job.region, level)]
 
 
+#: the per-job results of an unfinished run (staging only; assembled into GROUP, then removed)
+PARTS = "accounting_sweep_parts"
+_SCALARS = {
+    "rho": "float64",
+    "n_queries": "int64",
+    "sigma2_min": "float64",
+    "sigma2_max": "float64",
+}
+_PER_DELTA = ("eps_exact_lower", "eps_exact_upper", "eps_bureau", "eps_cks")
+_PER_EPS = ("delta_exact_upper", "delta_bureau")
+
+
+def sweep_run_id(
+    allocations: list[str], neighbours: list[str], deltas: list[float], eps_grid_points: int
+) -> str:
+    """A stable hash of what determines the numbers (not the store or the cluster)."""
+    key = [list(allocations), list(neighbours), [float(d) for d in deltas], eps_grid_points]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
 @task(name="account-job", **TASK_OPTS)
-def account_job(job: Job, deltas: list[float], eps_grid: np.ndarray) -> dict[str, Any]:
-    return account_components(job_components(job), deltas, eps_grid)
+def account_job(url: str, index: int, job: Job, deltas: list[float], eps_grid: np.ndarray) -> None:
+    """Account one job and write its results as entry ``index`` of the parts group, marker last."""
+    r = account_components(job_components(job), deltas, eps_grid)
+    one = (slice(index, index + 1),)
+    row = (slice(index, index + 1), slice(None))
+    values: dict[str, tuple[tuple[int | slice, ...], np.ndarray]] = {
+        k: (one, np.array([r[k]], dtype=dt)) for k, dt in _SCALARS.items()
+    }
+    values["method"] = (one, np.array([str(r["method"])], dtype=object))
+    for k in (*_PER_DELTA, *_PER_EPS):
+        values[k] = (row, np.asarray(r[k], dtype=float)[None, :])
+    store.write_part(url, PARTS, (index,), values)
 
 
 def sweep_dataset(
@@ -138,11 +171,33 @@ def accounting_sweep_flow(
     jobs = plan_jobs(allocations, neighbours)
     rho_max = max(float(sum(c / (2 * s) for s, c in job_components(j))) for j in jobs)
     grid = np.linspace(0.0, 1.05 * float(bureau_epsilon(rho_max, min(deltas))), eps_grid_points)
+    store.claim_staging(url, sweep_run_id(allocations, neighbours, deltas, eps_grid_points))
+    nj, nd, ng = len(jobs), len(deltas), len(grid)
+    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
+        if PARTS in store.groups(url):
+            store.drop_group(url, PARTS)
+        return {"jobs": nj, "computed": 0, "resumed": nj}
+    arrays: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
+        k: ((nj,), (1,), dt) for k, dt in {**_SCALARS, "method": "str"}.items()
+    }
+    arrays |= {k: ((nj, nd), (1, nd), "float64") for k in _PER_DELTA}
+    arrays |= {k: ((nj, ng), (1, ng), "float64") for k in _PER_EPS}
+    done = store.chunk_parts(url, PARTS, arrays, (nj,))
     futures = [
-        account_job.with_options(task_run_name=f"account {j.label}").submit(j, deltas, grid)
-        for j in jobs
+        account_job.with_options(task_run_name=f"account {j.label}").submit(url, i, j, deltas, grid)
+        for i, j in enumerate(jobs)
+        if (i,) not in done
     ]
-    results = [f.result() for f in futures]
+    for f in futures:
+        f.result()
+    parts = store.read_parts(url, PARTS)
+    if not parts[store.PART_DONE].all():
+        raise StoreError(f"{url!r}: jobs of {PARTS!r} are missing after the run")
+    keys = (*_SCALARS, *_PER_DELTA, *_PER_EPS)
+    results = [
+        {"method": str(parts["method"][i]), **{k: parts[k][i] for k in keys}} for i in range(nj)
+    ]
     ds = sweep_dataset(jobs, results, deltas, grid)
     store.write_group(url, GROUP, ds)
-    return {"jobs": len(jobs)}
+    store.drop_group(url, PARTS)
+    return {"jobs": nj, "computed": len(futures), "resumed": len(done)}

@@ -528,3 +528,108 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, dict):
         return json.loads(json.dumps(v, default=str))
     return v
+
+
+# --- per-chunk parts of a resumable flow (mpl-coverage, direct) --------------------------------
+#: the array of a parts group whose nonzero entries mark finished chunks (written last per chunk)
+PART_DONE = "part_done"
+
+
+def claim_staging(url: str, run_id: str) -> bool:
+    """Create the root of a run's store keyed by ``run_id``, or check an existing one is this run's.
+
+    Returns whether the store already existed (a resumed run). A store of another run (another
+    command or spec) is refused: its parts would not fit this run's.
+    """
+    if exists(url):
+        held = root_attrs(url).get("run_id")
+        if held != run_id:
+            raise StoreError(
+                f"store {url!r} holds an unfinished run of a different command (run id {held!r}, "
+                f"this command {run_id!r}); pass --overwrite to replace it, or choose another "
+                "--store"
+            )
+        return True
+    zarr.open_group(url, mode="w-", zarr_format=3, attributes={"run_id": run_id})
+    return False
+
+
+def chunk_parts(
+    url: str,
+    group: str,
+    arrays: Mapping[str, tuple[tuple[int, ...], tuple[int, ...], str]],
+    markers: tuple[int, ...],
+) -> set[tuple[int, ...]]:
+    """Open the parts group of a chunked run, creating its template if missing; return the indices
+    of the chunks already finished (their ``part_done`` marker set).
+
+    ``arrays`` maps a name to (shape, chunks, dtype); floats are filled with NaN, strings (``"str"``)
+    with ``""``, others with 0.
+    ``markers`` is the shape of the chunk grid. A template left half-written is rebuilt.
+    """
+    root = zarr.open_group(url, mode="r+", zarr_format=3)
+    if group in root and root[group].attrs.get(S.TEMPLATE_COMPLETE_ATTR):
+        return done_parts(url, group)
+    grp = root.create_group(group, overwrite=True)
+    for name, (shape, chunks, dtype) in arrays.items():
+        kind = np.dtype(dtype).kind
+        fill: Any = np.nan if kind == "f" else "" if kind in "UT" else 0
+        grp.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill)
+    grp.create_array(
+        PART_DONE, shape=markers, chunks=(1,) * len(markers), dtype="uint8", fill_value=0
+    )
+    grp.attrs[S.TEMPLATE_COMPLETE_ATTR] = True  # last: a resumed run may write into it
+    return set()
+
+
+def _parts_array(url: str, group: str, name: str, mode: str = "r") -> zarr.Array:
+    arr = zarr.open_group(url, mode=mode, zarr_format=3, path=group)[name]  # type: ignore[arg-type]
+    if not isinstance(arr, zarr.Array):
+        raise StoreError(f"{group}/{name} in {url!r} is not an array")
+    return arr
+
+
+def write_part(
+    url: str,
+    group: str,
+    marker: tuple[int, ...],
+    values: Mapping[str, tuple[tuple[int | slice, ...], np.ndarray]],
+) -> None:
+    """Write one chunk's results (each a chunk-aligned region of its array), then its marker."""
+    for name, (index, value) in values.items():
+        arr = _parts_array(url, group, name, mode="r+")
+        for dim, (i, size, c) in enumerate(zip(index, arr.shape, arr.chunks, strict=True)):
+            lo, hi = (
+                (i.start or 0, size if i.stop is None else i.stop)
+                if isinstance(i, slice)
+                else (i, i + 1)
+            )
+            if lo % c or (hi % c and hi != size):
+                raise StoreError(
+                    f"region {index} of {group}/{name} is not chunk-aligned in dim {dim} "
+                    f"(chunks {arr.chunks}); each chunk must be written by one task"
+                )
+        arr[index] = value
+    _parts_array(url, group, PART_DONE, mode="r+")[marker] = 1
+
+
+def done_parts(url: str, group: str) -> set[tuple[int, ...]]:
+    """Indices of the chunks whose writes completed (their ``part_done`` marker is set)."""
+    marks = np.asarray(_parts_array(url, group, PART_DONE)[...])
+    return {tuple(int(x) for x in idx) for idx in zip(*np.nonzero(marks), strict=True)}
+
+
+def read_parts(url: str, group: str) -> dict[str, np.ndarray]:
+    """Every array of a parts group, as numpy."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=group)
+    return {name: np.asarray(arr[...]) for name, arr in grp.arrays()}
+
+
+def drop_group(url: str, group: str) -> None:
+    """Remove a group (the parts of a run, once assembled into its final group)."""
+    remove(f"{str(url).rstrip('/')}/{group}")
+
+
+def group_attrs(url: str, group: str) -> dict[str, Any]:
+    """A group's attributes (of a store being built: no consolidated metadata needed)."""
+    return dict(zarr.open_group(url, mode="r", zarr_format=3, path=group).attrs)

@@ -46,7 +46,8 @@ def test_sweep_flow_writes_reference_numbers(
     url = str(tmp_path / "sweep.zarr")
     flow = accounting_sweep_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
     out = flow(url, ["dhcp_20220825_paper"], ["add_remove"], [1e-5, 1e-10], eps_grid_points=30)
-    assert out == {"jobs": 9}
+    assert out == {"jobs": 9, "computed": 9, "resumed": 0}
+    assert store.groups(url) == [GROUP]  # the per-job parts are assembled, then removed
     store.finalize(url)
     ds = store.open_group(url, GROUP)
     assert ds.sizes == {"job": 9, "delta": 2, "eps_grid": 30}

@@ -22,7 +22,8 @@ def test_coverage_flow_on_dask(prefect_harness: None, dask_address: str, tmp_pat
     flow = mpl_coverage_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
     kw = {"n": 5_000, "n_confidence": 12_500, "alpha": 0.05, "seed": 5}
     out = flow(url, ["laplace", "laplace_broken"], [0.7], 40, chunk=20, **kw)
-    assert out == {"cells": 2, "tasks": 4}
+    assert out == {"cells": 2, "tasks": 4, "computed": 4, "resumed": 0}
+    assert store.groups(url) == [GROUP]  # the per-chunk parts are assembled, then removed
     store.finalize(url)
     ds = store.open_group(url, GROUP)
     assert ds.lb.dims == ("mechanism", "epsilon0", "rep") and ds.sizes["rep"] == 40
