@@ -201,10 +201,12 @@ def _remote_lock(url: str) -> Iterator[None]:
 
 
 def staging_path(url: str, run_id: str) -> str:
-    """Where a run builds its store: a directory beside the target keyed by the run id (local), or
-    the target itself (``s3://`` has no rename; the completion marker is written last instead)."""
+    """Where a run builds its store: beside the target, keyed by the run id — a directory (local)
+    or a key prefix (``s3://``). The target is replaced only once the staging store is complete,
+    so a failed run (even with ``--overwrite``) leaves the old store as it was."""
     if is_remote(url):
-        return url
+        head, _, name = url.rstrip("/").rpartition("/")
+        return f"{head}/.{name}.partial-{run_id}"
     p = Path(url)
     return str(p.with_name(f".{p.name}.partial-{run_id}"))
 
@@ -244,19 +246,24 @@ def template_complete(url: str) -> bool:
 
 
 def prepare_remote(url: str, run_id: str, overwrite: bool) -> None:
-    """Before writing an ``s3://`` store in place: keep an unfinished run of the same spec (to
-    resume), remove a finished store (only with ``overwrite``) or another spec's unfinished run."""
+    """Before a run on an ``s3://`` target: a completed store stays until the new one is published
+    over it (``overwrite`` only); an unfinished store at the target itself (a publish cut short, or
+    an older in-place run) is removed with ``overwrite`` and refused otherwise."""
     if not is_remote(url) or not exists(url):
         return
-    same = root_attrs(url).get("run_id") == run_id
-    if is_complete(url) or not same:
+    if is_complete(url):
         if not overwrite:
-            what = "a completed store" if is_complete(url) else "an unfinished run of another spec"
             raise StoreError(
-                f"{url!r} holds {what}; pass --overwrite to replace it, or choose another "
-                "output.store"
+                f"{url!r} holds a completed store; pass --overwrite to replace it, or choose "
+                "another output.store"
             )
-        remove(url)
+        return
+    if not overwrite:
+        raise StoreError(
+            f"{url!r} holds an unfinished store; pass --overwrite to replace it, or choose "
+            "another output.store"
+        )
+    remove(url)
 
 
 def remove(url: str) -> None:
@@ -268,10 +275,15 @@ def remove(url: str) -> None:
 def publish(staging: str, url: str) -> None:
     """Move a completed local store from its staging directory to its target (replacing it).
 
-    Remote stores are written in place (``staging == url``): ``finalize`` has already written the
-    completion marker and consolidated metadata last, which is what publishes them.
+    ``s3://`` has no rename: the old store is removed only now, every object of the (complete)
+    staging store is copied server-side, the root ``zarr.json`` — completion marker and
+    consolidated metadata — last, and the staging copy removed. A reader never sees a target that
+    claims completion before all of it is there.
     """
     if staging == url:
+        return
+    if is_remote(url):
+        _publish_remote(staging, url)
         return
     target = Path(url)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -285,13 +297,29 @@ def publish(staging: str, url: str) -> None:
         shutil.rmtree(old)
 
 
+def _publish_remote(staging: str, url: str) -> None:
+    fs, src = _fs(staging)
+    _, dst = _fs(url)
+    if not is_complete(staging):
+        raise StoreError(f"refusing to publish {staging!r}: it is not a completed store")
+    remove(url)
+    root = f"{src}/zarr.json"
+    keys = [k for k in fs.find(src) if k != root]
+    if keys:  # one batched call: fsspec runs the server-side copies concurrently
+        fs.copy(keys, [dst + k[len(src) :] for k in keys])
+    fs.copy(root, f"{dst}/zarr.json")
+    remove(staging)
+
+
 def discard(staging: str, url: str) -> None:
     """Remove the staging copy after a failed run (never a completed target)."""
-    if staging != url:
-        if Path(staging).exists():
-            shutil.rmtree(staging)
-    elif is_remote(url) and exists(url) and not is_complete(url):
-        remove(url)
+    if staging == url:
+        if is_remote(url) and exists(url) and not is_complete(url):
+            remove(url)
+    elif is_remote(staging):
+        remove(staging)
+    elif Path(staging).exists():
+        shutil.rmtree(staging)
 
 
 def _to_zarr(ds: xr.Dataset, url: str, **kw: Any) -> Any:

@@ -120,6 +120,18 @@ def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
     again = runner.invoke(app, ["run", str(spec), "--store", url, "--no-report"])
     assert again.exit_code == 2 and "already exists; pass --overwrite" in again.stderr
 
+    # --overwrite with a run that fails midway (a 1 s flow timeout): the old store is untouched,
+    # since the new one is built beside it and published only once complete
+    before = {k: fs.info(k)["ETag"] for k in fs.find(f"{s3.bucket}/runs/a.zarr")}
+    doomed = tmp_path / "doomed.toml"
+    doomed.write_text(SPEC + "\n[cluster]\ntimeout_s = 1\n")
+    failed = runner.invoke(app, ["run", str(doomed), "--store", url, "--overwrite", "--no-report"])
+    assert failed.exit_code == 1 and "the run failed" in failed.stderr, failed.output
+    fs.invalidate_cache()
+    assert {k: fs.info(k)["ETag"] for k in fs.find(f"{s3.bucket}/runs")} == before
+    assert store.is_complete(url)
+    assert runner.invoke(app, ["verify", url]).exit_code == 0
+
     # a lost chunk object is found and named
     chunk = f"{s3.bucket}/runs/a.zarr/residuals/residual/c/1/1/0/0"
     assert fs.exists(chunk)
