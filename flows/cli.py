@@ -178,7 +178,10 @@ def _prepare_resume(target: str, staging: str, run_id: str, overwrite: bool) -> 
     from storage import store
 
     for old in store.stale_stagings(target, run_id):
-        shutil.rmtree(old)
+        if store.is_remote(str(old)):
+            store.remove(str(old))
+        else:
+            shutil.rmtree(old)
     store.prepare_remote(target, run_id, overwrite)
     if store.exists(staging) and staging != target:
         typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)

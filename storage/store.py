@@ -211,10 +211,17 @@ def staging_path(url: str, run_id: str) -> str:
     return str(p.with_name(f".{p.name}.partial-{run_id}"))
 
 
-def stale_stagings(url: str, run_id: str) -> list[Path]:
-    """Staging directories of *other* runs (other specs) on the same local target."""
+def stale_stagings(url: str, run_id: str) -> list[Path] | list[str]:
+    """Staging copies of *other* runs (other specs) on the same target: directories, or ``s3://``
+    prefixes (as URLs)."""
     if is_remote(url):
-        return []
+        fs, path = _fs(url)
+        head, _, name = path.rstrip("/").rpartition("/")
+        keep = staging_path(path, run_id)
+        scheme = url.split("://", 1)[0]
+        return sorted(
+            f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep
+        )
     p = Path(url)
     keep = Path(staging_path(url, run_id)).name
     return sorted(q for q in p.parent.glob(f".{p.name}.partial-*") if q.is_dir() and q.name != keep)
