@@ -77,14 +77,18 @@ def test_local_cluster_listens_on_loopback_only_and_on_free_ports() -> None:
 
     from flows.runtime import task_runner
 
-    with LocalCluster(**task_runner("", 1, 1, "1GiB").cluster_kwargs):
+    def listening() -> set[tuple[str, int]]:
         procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
-        listening = {
+        return {
             (c.laddr.ip, c.laddr.port)
             for p in procs
             for c in p.net_connections(kind="inet")
             if c.status == psutil.CONN_LISTEN
         }
-    assert len(listening) >= 3  # scheduler, its HTTP server, the nanny and worker
-    assert {ip for ip, _ in listening} == {"127.0.0.1"}
-    assert 8787 not in {port for _, port in listening}
+
+    before = listening()  # e.g. a cluster another test of this session left running
+    with LocalCluster(**task_runner("", 1, 1, "1GiB").cluster_kwargs):
+        new = listening() - before
+    assert len(new) >= 3  # scheduler, its HTTP server, the nanny and worker
+    assert {ip for ip, _ in new} == {"127.0.0.1"}
+    assert 8787 not in {port for _, port in new}
