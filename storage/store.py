@@ -219,9 +219,7 @@ def stale_stagings(url: str, run_id: str) -> list[Path] | list[str]:
         head, _, name = path.rstrip("/").rpartition("/")
         keep = staging_path(path, run_id)
         scheme = url.split("://", 1)[0]
-        return sorted(
-            f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep
-        )
+        return sorted(f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep)
     p = Path(url)
     keep = Path(staging_path(url, run_id)).name
     return sorted(q for q in p.parent.glob(f".{p.name}.partial-*") if q.is_dir() and q.name != keep)
