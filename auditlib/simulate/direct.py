@@ -361,11 +361,7 @@ def release_samples(
     docstring) and keep the released value of (``level``, ``unit``, ``query`` cell ``cell``).
 
     TopDown is run on the state holding ``unit`` only (each state is its own release)."""
-    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
-        raise InvalidParameterError(f"Invalid replicates: {replicates!r}; need >= 1")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise InvalidParameterError(f"Invalid chunk: {chunk!r}; need >= 1")
-    t = Target.check(pair.d, level, unit, query, cell)
+    t = Target.check(pair.d, level, unit, query, cell)  # replicates, chunk: checked by the range
     dp_d, dp_p = release_range(
         pair,
         release,
