@@ -41,7 +41,7 @@ def main() -> None:
     t = best_of(lambda: accuracy_by_query(sigma2, factor))
     print(f"accuracy group (8 levels x 10 queries x 2 noises): {1e3 * t:.2f} ms")
     if len(sys.argv) > 1:
-        from flows.report import render_report
+        from flows.report.render import render_report
 
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "report.html"

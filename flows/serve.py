@@ -21,7 +21,7 @@ from prefect import flow
 
 from auditlib.exceptions import InvalidParameterError
 from flows.runtime import fail_orphaned_task_runs
-from flows.spec import AuditSpec, parse_spec
+from flows.spec.model import AuditSpec, parse_spec
 
 FLOW_NAME = "dpaudit-scheduled-audit"
 _PLACEHOLDER = re.compile(r"\{(date|time)\}")
@@ -104,7 +104,7 @@ def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
             store.discard(staging, target)
             raise
     if report_path:
-        from flows.report import render_report
+        from flows.report.render import render_report
 
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         render_report(url, report_path)

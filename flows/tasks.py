@@ -25,7 +25,7 @@ from auditlib.epl import (
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components
-from flows.plan import (
+from flows.spec.plan import (
     AuditPlan,
     Block,
     leaf_maps,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.spec import parse_spec
+from flows.spec.model import parse_spec
 from storage import schema as S
 from storage import store
 
@@ -116,7 +116,7 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
     assert attrs["allocation_id"] == "dhcp_20220825_paper" and attrs[S.COMPLETE_ATTR] is True
     assert "[audit]" in attrs["spec_toml"]
 
-    from flows.report import render_report
+    from flows.report.render import render_report
 
     html = render_report(url, tmp_path / "report.html").read_text()
     assert html.lstrip().lower().startswith("<!doctype html")

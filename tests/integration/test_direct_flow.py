@@ -46,7 +46,7 @@ def test_direct_flow_on_dask(prefect_harness: None, dask_address: str, tmp_path:
 def test_direct_command_rejects_bad_settings_with_exit_2(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     runner = CliRunner()
     target = str(tmp_path / "d.zarr")

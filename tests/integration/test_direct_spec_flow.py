@@ -29,7 +29,7 @@ EPS = 0.5  # the known ε of the GDPC of a table's rows
 def invoke(args: list[str]) -> str:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     res = CliRunner().invoke(app, ["direct", *args])
     assert res.exit_code == 0, res.output
@@ -53,8 +53,8 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
 ) -> None:
     from auditlib.simulate.direct import TopDown, release_samples
     from flows.direct import GROUP, SpecDirectParams, spec_experiment
-    from flows.plan import make_plan, state_population
-    from flows.spec import load_spec
+    from flows.spec.model import load_spec
+    from flows.spec.plan import make_plan, state_population
 
     spec = tmp_path / "topdown.toml"
     spec.write_text(to_toml(TOPDOWN))
@@ -142,6 +142,6 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
 
 
 def _spec_text(path: Path) -> str:
-    from flows.spec import load_spec
+    from flows.spec.model import load_spec
 
     return load_spec(path).to_toml()

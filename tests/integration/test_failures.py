@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import typer
 
-from flows import audit, cli
-from flows.spec import parse_spec
+from flows import audit
+from flows.cli import app as cli
+from flows.spec.model import parse_spec
 from storage import store
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flows.spec import parse_spec
+from flows.spec.model import parse_spec
 from storage import schema as S
 from storage import store
 
@@ -70,7 +70,7 @@ def tiny_store(
     from prefect_dask import DaskTaskRunner
 
     from flows.audit import audit_flow, run_id_for
-    from flows.report import render_report
+    from flows.report.render import render_report
 
     spec = parse_spec(TINY)
     tmp = tmp_path_factory.mktemp("tiny")

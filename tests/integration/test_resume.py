@@ -51,8 +51,8 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     from prefect_dask import DaskTaskRunner
 
     from flows.audit import audit_flow, run_id_for
-    from flows.plan import make_plan
-    from flows.spec import load_spec
+    from flows.spec.model import load_spec
+    from flows.spec.plan import make_plan
 
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(SPEC)
@@ -77,7 +77,7 @@ def test_killed_run_resumes_to_the_undisturbed_store(
         # a second run on the same store meanwhile is refused before it touches anything
         from typer.testing import CliRunner
 
-        from flows.cli import app
+        from flows.cli.app import app
 
         second = CliRunner().invoke(app, cmd[len(dpaudit()) :])
         assert second.exit_code == 2, second.output

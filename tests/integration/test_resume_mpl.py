@@ -36,7 +36,9 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     from prefect_dask import DaskTaskRunner
     from typer.testing import CliRunner
 
-    from flows.cli import app  # imported before the run starts: the second run is refused quickly
+    from flows.cli.app import (
+        app,
+    )  # imported before the run starts: the second run is refused quickly
     from flows.mpl import PARTS, coverage_run_id, mpl_coverage_flow
 
     n, big_n, alpha, seed = 40_000, 100_000, 0.05, 11  # ~0.5-1 s per chunk: killed midway

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auditlib.geography.spine import LEVELS, generate_spine
-from flows.spec import parse_spec
+from flows.spec.model import parse_spec
 from storage import schema as S
 from storage import store
 
@@ -64,7 +64,7 @@ def test_smallest_spine_state_through_the_flow(
 def test_bad_spine_spec_exits_2_without_a_store(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     spec = tmp_path / "bad.toml"
     target = tmp_path / "bad.zarr"

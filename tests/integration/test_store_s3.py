@@ -109,7 +109,7 @@ def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
     # the rest in-process (the environment's endpoint is in fsspec's config here too)
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     runner = CliRunner()
     ok = runner.invoke(app, ["verify", url])
@@ -186,7 +186,7 @@ def test_unreachable_s3_endpoint_is_a_clear_error(
     import fsspec.config
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

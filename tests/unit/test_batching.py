@@ -19,8 +19,8 @@ from flows.batching import (
     n_batches,
     pack,
 )
-from flows.plan import Block, make_plan
-from flows.spec import load_spec, parse_spec
+from flows.spec.model import load_spec, parse_spec
+from flows.spec.plan import Block, make_plan
 
 
 def plan_of(tiny: bool = False, **population: Any) -> Any:

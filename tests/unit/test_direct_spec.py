@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from auditlib.simulate.neighbours_hist import HistogramDatabase
-from flows.plan import make_plan, state_population, topdown_state
-from flows.spec import parse_spec
+from flows.spec.model import parse_spec
+from flows.spec.plan import make_plan, state_population, topdown_state
 from tests.integration._specs import to_toml
 
 FANOUT = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}
@@ -136,7 +136,7 @@ def test_bad_spec_experiments_exit_2_without_a_store(
 ) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     target = tmp_path / "d.zarr"
     args = ["direct", "--spec", str(table_spec(tmp_path)), *extra, "--store", str(target)]
@@ -150,7 +150,7 @@ def test_bad_spec_experiments_exit_2_without_a_store(
 def test_spine_states_that_do_not_exist_exit_2(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     base = {"audit": {"allocation": "pl94_2021_production", "region": "PR"},
             "population": {"kind": "spine"}, "release": {"kind": "topdown"}}  # fmt: skip
@@ -171,7 +171,7 @@ def test_spine_states_that_do_not_exist_exit_2(tmp_path: Path) -> None:
 def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     res = CliRunner().invoke(app, ["direct", "--from-block", "3", "--store", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--from-block 3" in res.output and "needs --spec" in res.output
@@ -179,7 +179,7 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
 def test_spine_spec_database_is_the_spine_state() -> None:
     from flows.direct import SpecDirectParams, spec_experiment
-    from flows.plan import load_spine
+    from flows.spec.plan import load_spine
 
     data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
             "population": {"kind": "spine", "attributes": "pl94"},

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from flows import docgen
+from flows.cli import docgen
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 
@@ -18,7 +18,7 @@ def test_generated_reference_is_up_to_date(name: str) -> None:
 
 
 def test_spec_reference_covers_every_key() -> None:
-    from flows.spec import AuditSpec
+    from flows.spec.model import AuditSpec
 
     text = docgen.spec_reference()
     for section, field in AuditSpec.model_fields.items():

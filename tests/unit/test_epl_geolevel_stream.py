@@ -25,8 +25,8 @@ import pytest
 from auditlib import seeds
 from auditlib.summaries import epl_by_query
 from flows import tasks
-from flows.plan import AuditPlan, make_plan
-from flows.spec import parse_spec
+from flows.spec.model import parse_spec
+from flows.spec.plan import AuditPlan, make_plan
 from storage import store
 
 PERC = (5.0, 95.0)

@@ -24,8 +24,8 @@ from auditlib.epl import BiasAwareSettings, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
 from flows import tasks
 from flows.audit import epl_dataset
-from flows.plan import AuditPlan
-from flows.spec import AuditSpec, load_spec, parse_spec
+from flows.spec.model import AuditSpec, load_spec, parse_spec
+from flows.spec.plan import AuditPlan
 from storage import store
 from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, in_memory
 
@@ -323,7 +323,7 @@ def test_bad_knobs_are_refused_naming_the_value(knobs: dict[str, Any], pattern: 
 def test_a_bad_knob_exits_2_from_the_cli_and_writes_nothing(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     spec = tmp_path / "spec.toml"
     store_path = tmp_path / "out.zarr"
@@ -369,7 +369,7 @@ def test_settings_refuse_bad_values(kwargs: dict[str, Any], error: type, pattern
 def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
     """Seed 001's composed EPL: default knobs give the library's defaults; a knob reaches it."""
     from auditlib.epl.composed import composed_epl
-    from flows.plan import leaf_maps
+    from flows.spec.plan import leaf_maps
 
     data = {
         "audit": {"replicates": 10, "seed": 5},

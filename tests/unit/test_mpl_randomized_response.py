@@ -141,7 +141,7 @@ def test_bad_rr_inputs_are_named() -> None:
 def test_mpl_coverage_help_lists_the_catalogue() -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import MPL_CATALOGUE_NAMES, app
+    from flows.cli.app import MPL_CATALOGUE_NAMES, app
 
     assert MPL_CATALOGUE_NAMES.split(", ") == list(CATALOGUE)
     out = CliRunner().invoke(app, ["mpl-coverage", "--help"], env={"COLUMNS": "400"})
@@ -152,8 +152,8 @@ def test_mpl_coverage_help_lists_the_catalogue() -> None:
 
 
 def test_coverage_dataset_keeps_the_claim_and_the_edge_flag() -> None:
-    from flows.figures_mpl import coverage_ecdf_figure
     from flows.mpl import coverage_dataset
+    from flows.report.figures_mpl import coverage_ecdf_figure
 
     settings = {"n": 2_000, "n_confidence": 5_000, "alpha": 0.05, "seed": 9}
     mechs, eps = ["census_dg_count", "randomized_response_broken"], [0.7]
@@ -190,7 +190,7 @@ def test_mpl_coverage_bad_input_exits_2_and_writes_nothing(
 
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     url = tmp_path / "cov.zarr"
     out = CliRunner().invoke(app, ["mpl-coverage", *argv, "--store", str(url)])

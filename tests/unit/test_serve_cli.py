@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from auditlib.exceptions import InvalidParameterError
-from flows.cli import app
+from flows.cli.app import app
 from flows.serve import check_cron, expand_placeholders
 
 runner = CliRunner()

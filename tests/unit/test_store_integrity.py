@@ -174,7 +174,7 @@ def test_no_pickles_in_a_store(tmp_path: Path) -> None:
 def test_verify_command_exit_codes(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
 
     runner = CliRunner()
     url = built(tmp_path)

@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from flows.report_common import (
+from flows.report.common import (
     ReportFigure,
     _attr_str,
     _isfinite,

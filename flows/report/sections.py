@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from flows.report_common import (
+from flows.report.common import (
     ReportFigure,
     _attr_str,
     _isfinite,
@@ -372,8 +372,8 @@ def _mpl_flags(ds: xr.Dataset, levels: list[str]) -> list[tuple[str, list[str]]]
 
 
 def _loss_curve_figure(ds: xr.Dataset, levels: list[str]) -> ReportFigure | None:
-    """The loss curves of :func:`flows.figures_mpl.loss_curve_figure` (t̂, LB, ε*_C marked)."""
-    from flows.figures_mpl import loss_curve_figure
+    """The loss curves of :func:`flows.report.figures_mpl.loss_curve_figure` (t̂, LB, ε*_C marked)."""
+    from flows.report.figures_mpl import loss_curve_figure
 
     need = ("loss_curve", "loss_t", "lb", "eps_hat", "t_hat", "epsilon_c")
     if any(v not in ds.variables for v in need) or "mpl_pair" not in ds.coords:
@@ -457,7 +457,7 @@ class MplCoverageSection:
 
 def mpl_coverage_section(ds: xr.Dataset) -> MplCoverageSection | None:
     """The coverage table and the LB eCDFs per mechanism × ε₀ of an ``mpl_coverage`` group."""
-    from flows.figures_mpl import coverage_ecdf_figure
+    from flows.report.figures_mpl import coverage_ecdf_figure
 
     if any(v not in ds.variables for v in ("lb", "epsilon_c", "coverage")):
         return None

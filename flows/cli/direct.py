@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli_common import OverwriteOption, SchedulerOption, app, fail
+from flows.cli.options import OverwriteOption, SchedulerOption, app, fail
 from flows.runtime import apply_prefect_defaults
 
 
@@ -101,7 +101,7 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
     """The :class:`~flows.direct.SpecDirectParams` of ``--spec`` and the command's options."""
     from flows.direct import DEFAULT_STREAM_CHUNK, SpecDirectParams
-    from flows.spec import load_spec
+    from flows.spec.model import load_spec
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
@@ -202,7 +202,7 @@ def direct(
     or removed."""
     values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
-    from flows.cli import _check_target_and_scheduler
+    from flows.cli.app import _check_target_and_scheduler
     from flows.direct import DirectParams, check_spec_params
 
     if spec:
@@ -249,7 +249,7 @@ def direct(
 
 def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
     """Run an experiment into its store and print the estimate."""
-    from flows.cli import _execute, _print_prefect_link
+    from flows.cli.app import _execute, _print_prefect_link
     from flows.direct import GROUP, direct_flow, direct_run_id
     from storage import store
 

@@ -29,7 +29,7 @@ import jinja2
 import numpy as np
 import xarray as xr
 
-from flows.report_common import (
+from flows.report.common import (
     ReportFigure,
     _attr_str,
     _isfinite,
@@ -50,8 +50,8 @@ from flows.report_common import (
     fmt_pct,
     fmt_range,
 )
-from flows.report_epl import ComposedEpl, composed_section, surface_figures
-from flows.report_sections import (
+from flows.report.epl import ComposedEpl, composed_section, surface_figures
+from flows.report.sections import (
     accuracy_section,
     mpl_coverage_section,
     mpl_section,
@@ -678,7 +678,7 @@ def _environment() -> jinja2.Environment:
 
 def _load_template(env: jinja2.Environment) -> jinja2.Template:
     source = (
-        importlib.resources.files("flows")
+        importlib.resources.files("flows.report")
         .joinpath("templates", _TEMPLATE)
         .read_text(encoding="utf-8")
     )

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli_common import Neighbours, app, fail
+from flows.cli.options import Neighbours, app, fail
 
 # options the accounting commands share
 AllocationOpt = Annotated[str, typer.Option("--allocation", "-a", help="Shipped allocation id.")]

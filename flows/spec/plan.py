@@ -14,7 +14,7 @@ from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan, ResidualBlock
-from flows.spec import AuditSpec
+from flows.spec.model import AuditSpec
 
 
 @dataclass(frozen=True)

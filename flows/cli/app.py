@@ -3,7 +3,7 @@
 Bad input (a malformed spec, an unknown allocation or geolevel, δ outside (0, 1), an existing store, an
 unreachable cluster) exits with code 2 and one line on stderr, before anything is written. A run that
 fails while computing exits with code 1 and leaves no store behind. Accounting commands live in
-``flows/cli_accounting.py``.
+``flows/cli/accounting.py``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Annotated, Any
 
 import typer
 
-import flows.cli_direct  # noqa: F401  (registers direct)
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows import cli_accounting  # noqa: F401  (registers account, calibrate, tradeoff)
-from flows.cli_common import (
+from flows.cli import (
+    accounting,  # noqa: F401  (registers account, calibrate, tradeoff)
+    direct,  # noqa: F401  (registers direct)
+)
+from flows.cli.options import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     Neighbours,
@@ -40,7 +42,7 @@ def spec(
     path: Annotated[Path | None, typer.Argument(help="A spec to validate and print.")] = None,
 ) -> None:
     """Print the default audit spec (or validate SPEC and print it normalized)."""
-    from flows.spec import default_spec_text, load_spec
+    from flows.spec.model import default_spec_text, load_spec
 
     if path is None:
         typer.echo(default_spec_text())
@@ -74,7 +76,7 @@ def run(
 ) -> None:
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
-    from flows.spec import load_spec, parse_spec
+    from flows.spec.model import load_spec, parse_spec
     from storage import store
 
     try:
@@ -123,7 +125,7 @@ def _check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str)
 
     Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
     does not answer."""
-    from flows.spec import ClusterSection
+    from flows.spec.model import ClusterSection
     from storage import store
 
     store.check_target(store_url, overwrite)
@@ -291,7 +293,7 @@ def _run_audit(s: Any, url: str, no_report: bool) -> None:
         overwrite=s.output.overwrite,
     )
     if not no_report:
-        from flows.report import render_report
+        from flows.report.render import render_report
 
         render_report(url, s.output.report)
     report = None if no_report else s.output.report
@@ -506,7 +508,7 @@ def serve(
     apply_prefect_defaults()
     from flows.runtime import check_reachable, redact_url
     from flows.serve import build_deployments, check_cron, has_placeholder
-    from flows.spec import load_spec
+    from flows.spec.model import load_spec
 
     try:
         api = os.environ.get("PREFECT_API_URL", "")
@@ -561,7 +563,7 @@ def report(
         fail(str(exc))
     except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
-    from flows.report import render_report
+    from flows.report.render import render_report
     from storage import checksums
 
     try:

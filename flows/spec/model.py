@@ -1,7 +1,7 @@
 """The audit spec: a TOML file validated by pydantic.
 
 Unknown keys are rejected; every error names the field, the bad value and what is allowed. A default
-spec ships with the package (``flows/default_spec.toml``); ``dpaudit spec`` prints it.
+spec ships with the package (``flows/spec/default_spec.toml``); ``dpaudit spec`` prints it.
 """
 
 from __future__ import annotations
@@ -539,7 +539,7 @@ class AuditSpec(_Strict):
                         f"simulation.queries has unknown query {q!r}; allowed: {', '.join(sorted(names))}"
                     )
         if self.release.kind == "topdown":
-            from flows.plan import topdown_measured
+            from flows.spec.plan import topdown_measured
 
             try:
                 topdown_measured(self)
@@ -552,7 +552,7 @@ class AuditSpec(_Strict):
         return self
 
     def _check_table(self) -> None:
-        from flows.plan import load_table
+        from flows.spec.plan import load_table
 
         p = self.population
         given = p.changed(SYNTHETIC_ONLY)
@@ -593,7 +593,7 @@ class AuditSpec(_Strict):
             ) from None
 
     def _check_spine(self) -> None:
-        from flows.plan import spine_state_indices
+        from flows.spec.plan import spine_state_indices
 
         p = self.population
         given = p.changed(SYNTHETIC_ONLY)
@@ -718,7 +718,7 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
 
 
 def default_spec_text() -> str:
-    return (files("flows") / "default_spec.toml").read_text()
+    return (files("flows.spec") / "default_spec.toml").read_text()
 
 
 def dump_toml(data: dict[str, Any]) -> str:

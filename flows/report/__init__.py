@@ -1,0 +1,1 @@
+"""The single-file HTML report, rendered from a result store alone."""

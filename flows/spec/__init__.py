@@ -1,0 +1,1 @@
+"""The audit spec (a TOML file validated by pydantic) and the plan of what it computes."""
