@@ -29,8 +29,9 @@ from flows import progress, tasks
 from flows.batching import batch_blocks, batch_states
 from flows.mpl import mpl_dataset, mpl_task_settings
 from flows.runtime import fail_orphaned_task_runs, planned_workers
-from flows.spec.model import GEOMETRIC_RELEASES, AuditSpec
+from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan, Block, make_plan
+from flows.spec.sections import GEOMETRIC_RELEASES
 from storage import schema as S
 from storage import store
 

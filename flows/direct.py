@@ -8,7 +8,7 @@ and compare one unit's error frequencies. Two kinds of experiment:
 - :class:`SpecDirectParams` — the population and release of an audit spec (synthetic or spine
   states, a table; allocation, TopDown, GDPC/RDPC/ADPC, SA3/SA4) with D′ from D by a change of one
   (block, cell) (:mod:`auditlib.simulate.neighbours_hist`); D is the very population the audit of
-  that spec simulates (``flows.spec.plan.state_population``), and the released values come from
+  that spec simulates (``flows.blocks.state_population``), and the released values come from
   ``auditlib.simulate.direct.release_range``.
 
 Each task computes one chunk of replicates (keyed streams: the chunking and the workers do not
@@ -175,7 +175,9 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
     from auditlib.geography.schema import schema
     from auditlib.simulate.direct import Hierarchical, Stratified, TopDown
     from auditlib.simulate.neighbours_hist import HistogramDatabase
-    from flows.spec.plan import load_table, make_plan, state_population
+    from flows.blocks import state_population
+    from flows.spec.plan import make_plan
+    from flows.spec.sources import load_table
 
     kind = spec.population.kind
     if kind == "flaxman":
@@ -275,7 +277,7 @@ def spec_experiment(p: SpecDirectParams) -> SpecExperiment:
     """Resolve an experiment (cached per process: a worker builds D and D′ once per run). Bad
     input raises :class:`~auditlib.exceptions.DPAuditError` naming the value and the fix."""
     from auditlib.exceptions import DPAuditError, InvalidParameterError
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     try:
         data = tomllib.loads(p.spec)

@@ -42,7 +42,7 @@ def spec(
     path: Annotated[Path | None, typer.Argument(help="A spec to validate and print.")] = None,
 ) -> None:
     """Print the default audit spec (or validate SPEC and print it normalized)."""
-    from flows.spec.model import default_spec_text, load_spec
+    from flows.spec import default_spec_text, load_spec
 
     if path is None:
         typer.echo(default_spec_text())
@@ -76,7 +76,7 @@ def run(
 ) -> None:
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
-    from flows.spec.model import load_spec, parse_spec
+    from flows.spec import load_spec, parse_spec
     from storage import store
 
     try:
@@ -125,7 +125,7 @@ def _check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str)
 
     Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
     does not answer."""
-    from flows.spec.model import ClusterSection
+    from flows.spec.cluster import ClusterSection
     from storage import store
 
     store.check_target(store_url, overwrite)
@@ -508,7 +508,7 @@ def serve(
     apply_prefect_defaults()
     from flows.runtime import check_reachable, redact_url
     from flows.serve import build_deployments, check_cron, has_placeholder
-    from flows.spec.model import load_spec
+    from flows.spec import load_spec
 
     try:
         api = os.environ.get("PREFECT_API_URL", "")

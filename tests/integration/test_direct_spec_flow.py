@@ -52,9 +52,10 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
     from auditlib.simulate.direct import TopDown, release_samples
+    from flows.blocks import state_population
     from flows.direct import GROUP, SpecDirectParams, spec_experiment
-    from flows.spec.model import load_spec
-    from flows.spec.plan import make_plan, state_population
+    from flows.spec import load_spec
+    from flows.spec.plan import make_plan
 
     spec = tmp_path / "topdown.toml"
     spec.write_text(to_toml(TOPDOWN))
@@ -142,6 +143,6 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
 
 
 def _spec_text(path: Path) -> str:
-    from flows.spec.model import load_spec
+    from flows.spec import load_spec
 
     return load_spec(path).to_toml()

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from auditlib.simulate.neighbours_hist import HistogramDatabase
-from flows.spec.model import parse_spec
-from flows.spec.plan import make_plan, state_population, topdown_state
+from flows.blocks import state_population, topdown_state
+from flows.spec import parse_spec
+from flows.spec.plan import make_plan
 from tests.integration._specs import to_toml
 
 FANOUT = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}
@@ -179,7 +180,7 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
 def test_spine_spec_database_is_the_spine_state() -> None:
     from flows.direct import SpecDirectParams, spec_experiment
-    from flows.spec.plan import load_spine
+    from flows.spec.sources import load_spine
 
     data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
             "population": {"kind": "spine", "attributes": "pl94"},

@@ -536,7 +536,7 @@ def _real_mpl_group() -> xr.Dataset:
     """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
     from auditlib.mpl.audit import mpl_geolevel
     from flows.mpl import mpl_dataset, mpl_task_settings
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     spec = parse_spec(
         {
@@ -813,7 +813,7 @@ def test_small_helpers() -> None:
 def test_report_labels_follow_the_stored_epl_knobs() -> None:
     """The interval's level and kind come from the knobs the epl group was computed with."""
     from flows.report.common import epl_interval_label
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     spec = parse_spec({"epl": {"confidence": 0.8, "ci_kind": "percentile", "null_quantile": 0.99}})
     ci, floor_q, ba = epl_interval_label(xr.Dataset(attrs=spec.epl.store_attrs()))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.spec.model import AuditSpec, default_spec_text, load_spec, parse_spec
+from flows.spec import AuditSpec, default_spec_text, load_spec, parse_spec
 
 
 def test_default_spec_is_valid_and_round_trips() -> None:
