@@ -169,10 +169,27 @@ class ReleaseSection(Strict):
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
 
 
+def _named_some(v: Any, example: str) -> Any:
+    """A list of names that is not empty and names each once ("all" passes)."""
+    if isinstance(v, list):
+        if not v:
+            raise ValueError(
+                f'is empty: a run of nothing; name at least one {example}, or use "all"'
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("names an entry twice; name each once")
+    return v
+
+
 class SimulationSection(Strict):
     queries: Literal["all"] | list[str] = "all"
     max_cells_per_query: Annotated[int, Field(gt=0, le=10_000_000)] = 16
     postprocess: Literal["none", "nonnegative"] = "none"
+
+    @field_validator("queries")
+    @classmethod
+    def _some_queries(cls, v: Any) -> Any:
+        return _named_some(v, 'query, e.g. ["total"]')
 
 
 class EPLSection(Strict):
@@ -318,6 +335,11 @@ class MPLSection(Strict):
     delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
         default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
     )
+
+    @field_validator("geolevels")
+    @classmethod
+    def _some_geolevels(cls, v: Any) -> Any:
+        return _named_some(v, 'geolevel, e.g. ["County"]')
 
     @field_validator("pairs")
     @classmethod

@@ -79,3 +79,19 @@ def test_release_and_population_kinds_must_match() -> None:
                 "population": {"kind": "flaxman", "people": 10**9, "mean_per_location": 1.0},
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        ({"simulation": {"queries": []}}, r"simulation\.queries = \[\]: is empty"),
+        ({"simulation": {"queries": ["detailed", "detailed"]}}, r"simulation\.queries .*twice"),
+        ({"mpl": {"enabled": True, "geolevels": []}}, r"mpl\.geolevels = \[\]: is empty"),
+        ({"mpl": {"enabled": True, "geolevels": ["State", "State"]}}, r"mpl\.geolevels .*twice"),
+    ],
+)
+def test_empty_or_repeated_name_lists_are_refused(data: dict, pattern: str) -> None:
+    """A run of 0 blocks (queries = []) or an MPL of no level is bad input, not an empty success."""
+    with pytest.raises(SpecError, match=pattern):
+        parse_spec(data)
+    assert parse_spec({"simulation": {"queries": ["detailed"]}}).simulation.queries == ["detailed"]
