@@ -73,7 +73,7 @@ def table_spec(tmp_path: Path, kind: str = "gdpc") -> Path:
 
 def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
     from auditlib.simulate.direct import Allocation, Hierarchical, Stratified, TopDown
-    from flows.direct import SpecDirectParams, check_spec_params
+    from flows.direct_experiment import SpecDirectParams, check_spec_params
 
     def run(data: dict[str, Any], **kw: Any) -> Any:
         return check_spec_params(SpecDirectParams(spec=parse_spec(data).to_toml(), **kw))
@@ -179,7 +179,7 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
 
 def test_spine_spec_database_is_the_spine_state() -> None:
-    from flows.direct import SpecDirectParams, spec_experiment
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
     from flows.spec.sources import load_spine
 
     data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
