@@ -246,6 +246,7 @@ def accounting_dataset(
         },
         attrs={
             "method": ",".join(methods),
+            "headline_delta": spec.accounting.headline_delta,
             "neighbours": spec.audit.neighbours,
             "allocation": spec.audit.allocation,
             "bureau_conversion": "eps = rho + 2 sqrt(rho ln(1/delta))",

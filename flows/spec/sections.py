@@ -299,18 +299,37 @@ class EPLSection(Strict):
         }
 
 
+def _check_delta(d: float) -> float:
+    if not (math.isfinite(d) and 1e-20 <= d < 1):
+        raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
+    return d
+
+
 class AccountingSection(Strict):
     deltas: list[float] = Field(default_factory=lambda: [1e-5, 1e-10, 1e-11], min_length=1)
+    #: the one δ of every headline number (the report's first screen, ``dpaudit run``'s table);
+    #: always among the accounted ``deltas`` (added when missing). The Bureau's: 1e-10
+    headline_delta: float = 1e-10
     composed: bool = True
     eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
 
     @field_validator("deltas")
     @classmethod
     def _deltas(cls, v: list[float]) -> list[float]:
-        for d in v:
-            if not (math.isfinite(d) and 1e-20 <= d < 1):
-                raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
-        return sorted(set(v), reverse=True)
+        return sorted({_check_delta(d) for d in v}, reverse=True)
+
+    @field_validator("headline_delta")
+    @classmethod
+    def _headline(cls, v: float) -> float:
+        return _check_delta(v)
+
+    @model_validator(mode="after")
+    def _headline_accounted(self) -> AccountingSection:
+        if self.headline_delta not in self.deltas:  # frozen: set once, while validating
+            object.__setattr__(
+                self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
+            )
+        return self
 
 
 MPLPair = Literal["add", "remove", "move"]

@@ -95,3 +95,14 @@ def test_empty_or_repeated_name_lists_are_refused(data: dict, pattern: str) -> N
     with pytest.raises(SpecError, match=pattern):
         parse_spec(data)
     assert parse_spec({"simulation": {"queries": ["detailed"]}}).simulation.queries == ["detailed"]
+
+
+def test_headline_delta_is_one_of_the_accounted_deltas() -> None:
+    """The report's and the CLI's one δ (default the Bureau's 1e-10) is always accounted."""
+    assert load_spec().accounting.headline_delta == 1e-10
+    s = parse_spec({"accounting": {"deltas": [1e-6], "headline_delta": 1e-9}})
+    assert s.accounting.deltas == [1e-6, 1e-9]
+    assert parse_spec({"accounting": {"deltas": [1e-6]}}).accounting.deltas == [1e-6, 1e-10]
+    for bad in (0.0, 1.0, -1e-10, float("nan"), float("inf")):
+        with pytest.raises(SpecError, match=r"accounting\.headline_delta"):
+            parse_spec({"accounting": {"headline_delta": bad}})
