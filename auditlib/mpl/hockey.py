@@ -36,23 +36,11 @@ import numpy.typing as npt
 from scipy import stats
 
 from auditlib.exceptions import InvalidParameterError
+from auditlib.mpl.checks import check_alpha, check_epsilons
 from auditlib.mpl.density import silverman_bandwidth
 from auditlib.mpl.protocol import OutputKind, check_kind, check_samples
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def check_epsilons(epsilons: Sequence[float] | npt.ArrayLike) -> FloatArray:
-    """ε grid as a 1-D float array of finite values ≥ 0, or raise naming the bad value."""
-    arr = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-    if arr.ndim != 1 or arr.size == 0:
-        raise InvalidParameterError(f"Invalid epsilons: {epsilons!r}; need a non-empty 1-D list.")
-    bad = arr[~(np.isfinite(arr) & (arr >= 0))]
-    if bad.size:
-        raise InvalidParameterError(
-            f"Invalid epsilon: {float(bad[0])!r}; epsilons are finite and >= 0."
-        )
-    return arr
 
 
 def hockey_stick_exact(
@@ -135,8 +123,6 @@ def hockey_stick(
     Discrete outputs or 1-D continuous outputs; both step-1 samples the same size n, both fresh
     samples the same size N.
     """
-    from auditlib.mpl.mpl import check_alpha
-
     kind = check_kind(kind)
     a = check_alpha(alpha)
     eps = check_epsilons(epsilons)
