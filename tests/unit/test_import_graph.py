@@ -70,8 +70,8 @@ def _imports(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
             found.append((node, deferred))
             return
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:  # the `else:` branch does run
-                visit(child, deferred)
+            for stmt in node.orelse:  # the `else:` branch does run
+                visit(stmt, deferred)
             return
         inner = deferred or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):

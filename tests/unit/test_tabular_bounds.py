@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import InvalidParameterError, SpecError
-from auditlib.geography.tabular import MAX_TABLE_TOTAL, read_counts
+from auditlib.geography.tabular import MAX_TABLE_TOTAL, TabularPopulation, read_counts
 from auditlib.simulate.hierarchical import residual_block
 from flows.spec import parse_spec
 
@@ -23,7 +23,7 @@ def write(tmp_path: Path, a1: str, b2: str = "50") -> Path:
     return p
 
 
-def read(path: Path):  # type: ignore[no-untyped-def]
+def read(path: Path) -> TabularPopulation:
     return read_counts(path, ["total"], levels=["state"], unit="county")
 
 
