@@ -186,18 +186,9 @@ def people_from_locations(
     return FlaxmanPopulation(h, leaf)
 
 
-def generate_population(
-    n_people: int,
-    levels: int,
-    mean_per_location: float,
-    *,
-    rng: np.random.Generator | None = None,
-    seed: int | None = None,
-) -> FlaxmanPopulation:
-    """Seed 001's database: N people, each uniform over the ``C^J`` leaves of the regular tree.
-
-    Pass either an explicit ``rng`` or a ``seed`` (then the keyed stream ``FLAXMAN_POPULATION`` is used).
-    """
+def check_population_size(n_people: int, levels: int, mean_per_location: float) -> FlaxmanHierarchy:
+    """The hierarchy of a population of ``n_people`` if both N and its number of leaves are at most
+    :data:`MAX_PEOPLE`; else raise naming the value and the bound. Nothing is allocated."""
     n = _check_int("N (n_people)", n_people, 1)
     if n > MAX_PEOPLE:
         raise InvalidParameterError(
@@ -211,6 +202,22 @@ def generate_population(
             f"leaves, more than the {MAX_PEOPLE} allowed (MAX_PEOPLE: every leaf has a count); "
             "raise mu"
         )
+    return h
+
+
+def generate_population(
+    n_people: int,
+    levels: int,
+    mean_per_location: float,
+    *,
+    rng: np.random.Generator | None = None,
+    seed: int | None = None,
+) -> FlaxmanPopulation:
+    """Seed 001's database: N people, each uniform over the ``C^J`` leaves of the regular tree.
+
+    Pass either an explicit ``rng`` or a ``seed`` (then the keyed stream ``FLAXMAN_POPULATION`` is used).
+    """
+    h = check_population_size(n_people, levels, mean_per_location)
     if (rng is None) == (seed is None):
         raise InvalidParameterError("Pass exactly one of rng= or seed=")
     g = rng if rng is not None else seeds.rng(int(seed), FLAXMAN_POPULATION)  # type: ignore[arg-type]

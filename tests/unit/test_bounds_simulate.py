@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from auditlib.geography.flaxman import MAX_PEOPLE, generate_population
+from auditlib.epl.direct import direct_chunk
+from auditlib.geography.flaxman import MAX_PEOPLE, check_population_size, generate_population
 from auditlib.geography.tabular import read_counts
 from auditlib.simulate.direct import (
     MAX_RELEASE_BYTES,
@@ -27,6 +28,7 @@ from auditlib.simulate.direct import (
     released_values,
 )
 from auditlib.simulate.hierarchical import CountTree, simulate_residuals
+from auditlib.simulate.neighbours import move_between_areas
 from auditlib.simulate.neighbours_hist import HistogramDatabase, add_person
 from auditlib.simulate.release import MAX_BLOCK_BYTES
 from auditlib.simulate.topdown import StateHierarchy, residual_blocks
@@ -119,3 +121,22 @@ def test_populations_are_bounded() -> None:
         "Invalid mu (mean_per_location): 1e-06",
         str(MAX_PEOPLE),
     )
+
+
+def test_population_sizes_are_checked_without_drawing() -> None:
+    refused(lambda: check_population_size(MAX_PEOPLE + 1, 3, 100.0), str(MAX_PEOPLE + 1))
+    h = check_population_size(MAX_PEOPLE, 3, 100.0)  # at the bound: the hierarchy, no people
+    assert h.n_leaves <= MAX_PEOPLE
+
+
+def test_seed001_direct_chunks_are_bounded() -> None:
+    pair = move_between_areas(generate_population(2_000, 2, 20.0, seed=1), 0, 5)
+    refused(
+        lambda: direct_chunk(pair, "gdpc", 1.0, level=2, unit=0, start=0, stop=10**12, seed=1),
+        "Invalid replicate range: 0..1000000000000",
+        str(MAX_REPLICATES),
+    )
+    a, b = direct_chunk(
+        pair, "gdpc", 1.0, level=2, unit=0, start=MAX_REPLICATES - 3, stop=MAX_REPLICATES, seed=1
+    )
+    assert a.shape == b.shape == (3,)
