@@ -296,7 +296,7 @@ def check_spec_params(p: SpecDirectParams) -> SpecExperiment:
     """Everything a spec experiment needs, checked before any store is written: the spec, the
     state, the change, the released cell, and that the release publishes that cell (one run)."""
     from auditlib.exceptions import InvalidParameterError
-    from auditlib.simulate.direct import released_values
+    from auditlib.simulate.direct import MAX_REPLICATES, Target, check_runs, released_values
 
     for name in ("replicates", "chunk", "stream_chunk", "min_events"):
         v = getattr(p, name)
@@ -309,6 +309,11 @@ def check_spec_params(p: SpecDirectParams) -> SpecExperiment:
         )
     if p.bin_width is not None and not p.bin_width > 0:
         raise InvalidParameterError(f"Invalid --bin-width: {p.bin_width!r}; pass a number > 0")
+    if p.replicates > MAX_REPLICATES:
+        raise InvalidParameterError(
+            f"Invalid --reps: {p.replicates!r}; the largest allowed is {MAX_REPLICATES} "
+            "(MAX_REPLICATES)"
+        )
     e = spec_experiment(p)
     import numpy as np
 
@@ -316,6 +321,9 @@ def check_spec_params(p: SpecDirectParams) -> SpecExperiment:
         e.release, e.pair.d, 1, np.random.default_rng(0), level=e.level, unit=e.unit,
         query=e.query, cell=e.cell,
     )  # fmt: skip
+    # the runs one task draws at once: refused before any store is written if they cannot fit
+    target = Target.check(e.pair.d, e.level, e.unit, e.query, e.cell)
+    check_runs(min(p.stream_chunk, p.replicates), e.release, e.pair.d, target, "--stream-chunk")
     return e
 
 

@@ -19,6 +19,7 @@ from pydantic import (
 
 from auditlib.allocations import ALLOCATION_FILES
 from auditlib.epl.settings import BiasAwareSettings
+from auditlib.geography.flaxman import MAX_PEOPLE
 
 #: fan-out (children per parent) used for a geolevel the spec does not name
 DEFAULT_FANOUT: dict[str, int] = {
@@ -95,7 +96,7 @@ class PopulationSection(Strict):
     empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
     cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    people: Annotated[int, Field(gt=0, le=10**9)] = 100_000
+    people: Annotated[int, Field(gt=0, le=MAX_PEOPLE)] = 100_000
     #: flaxman: J levels of the regular tree; table: the hierarchy columns, top to bottom
     levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0

@@ -76,7 +76,7 @@ def test_release_and_population_kinds_must_match() -> None:
         parse_spec(
             {
                 "release": {"kind": "gdpc"},
-                "population": {"kind": "flaxman", "people": 10**9, "mean_per_location": 1.0},
+                "population": {"kind": "flaxman", "people": 10**8, "mean_per_location": 1.0},
             }
         )
 
@@ -106,3 +106,12 @@ def test_headline_delta_is_one_of_the_accounted_deltas() -> None:
     for bad in (0.0, 1.0, -1e-10, float("nan"), float("inf")):
         with pytest.raises(SpecError, match=r"accounting\.headline_delta"):
             parse_spec({"accounting": {"headline_delta": bad}})
+
+
+def test_people_bounded_by_what_a_population_can_hold() -> None:
+    """population.people past MAX_PEOPLE (D and D′ of that many people would not fit) is refused."""
+    from auditlib.geography.flaxman import MAX_PEOPLE
+
+    pop = {"kind": "flaxman", "people": MAX_PEOPLE + 1}
+    with pytest.raises(SpecError, match=r"population\.people = 400000001"):
+        parse_spec({"release": {"kind": "gdpc"}, "population": pop})
