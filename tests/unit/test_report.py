@@ -487,8 +487,11 @@ def test_summary_table_puts_the_three_answers_side_by_side(
         lo, hi = float(acc["eps_exact_lower"][i, j]), float(acc["eps_exact_upper"][i, j])
         shown = fmt_bracket(lo, hi, max_decimals=6)
         assert shown in table
-        a, b = (float(x) for x in shown.strip("[]").split(","))
-        assert a <= lo and hi <= b  # rounded outwards: still a certified bracket
+        if shown.startswith("["):  # rounded outwards: still a certified bracket
+            a, b = (float(x) for x in shown.strip("[]").split(","))
+            assert a <= lo and hi <= b
+        else:  # certified to the digits shown
+            assert round(lo, 6) == round(hi, 6) == float(shown)
         assert level in table
     # variance cuts (certified from below) and reduced σ² of the made-up factors
     assert "21.00 %" in table and "15.08 %" in table and "24.82 %" in table
@@ -781,9 +784,16 @@ def test_missing_store_raises(tmp_path: pathlib.Path) -> None:
 @pytest.mark.parametrize(
     ("lo", "hi", "expected"),
     [
-        (1.2345671, 1.2345893, "[1.23456, 1.23459]"),
-        (0.5, 0.75, "[0.500, 0.750]"),
-        (10.00000012, 10.00000019, "[10.00000012, 10.00000019]"),
+        # ends agreeing beyond 4 decimals: one number, the digits both ends round to
+        (1.2345671, 1.2345893, "1.2346"),
+        (20.324689750786, 20.324689750793, "20.3247"),
+        (16.74636, 16.74644, "16.7464"),
+        (10.00000012, 10.00000019, "10.0000"),
+        # wider: one decimal past the first at which the ends differ, rounded outwards
+        (0.5, 0.75, "[0.50, 0.75]"),
+        (14.53, 16.71, "[14.5, 16.8]"),
+        (3.1234, 3.1299, "[3.1234, 3.1299]"),
+        (1.99994, 2.00006, "[1.99994, 2.00006]"),  # they round apart at 4 decimals
         (2.0, 2.0, "2 (exact)"),
         (float("nan"), 3.0, "≤ 3"),
     ],
@@ -792,14 +802,21 @@ def test_fmt_bracket(lo: float, hi: float, expected: str) -> None:
     assert fmt_bracket(lo, hi) == expected
 
 
-def test_bracket_is_outward_rounded() -> None:
+def test_bracket_is_certified() -> None:
+    """A printed bracket contains the exact bracket; a single number is what both ends round to."""
     rng = np.random.default_rng(1)
-    for _ in range(200):
+    for _ in range(400):
         lo = float(rng.uniform(0.01, 30.0))
-        hi = lo + float(10.0 ** rng.uniform(-9, 0))
+        hi = lo + float(10.0 ** rng.uniform(-12, 0))
         text = fmt_bracket(lo, hi)
-        a, b = (float(t) for t in text.strip("[]").split(", "))
-        assert a <= lo and b >= hi
+        if text.startswith("["):
+            a, b = (float(t) for t in text.strip("[]").split(", "))
+            assert a <= lo and b >= hi
+            # one decimal past the first significant decimal of the width, no more
+            assert len(text.split(", ")[0].split(".")[1]) <= math.floor(-math.log10(hi - lo)) + 2
+        else:
+            decimals = len(text.split(".")[1])
+            assert decimals >= 4 and round(lo, decimals) == round(hi, decimals) == float(text)
 
 
 def test_small_helpers() -> None:
