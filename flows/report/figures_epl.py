@@ -157,7 +157,8 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
             if per_state and sx is not None
             else []
         )
-        shown = level_states[:SURFACE_MAX_STATES]
+        # one region with data (the nation at the national level): its surface is the pooled one
+        shown = level_states[:SURFACE_MAX_STATES] if len(level_states) > 1 else []
         ncols = 1 + len(shown)
         # fixed margins, not constrained layout: laying out tens of panels costs seconds
         w, h = 1.75 * ncols + 0.6, 1.55 * len(qs) + 0.5
@@ -222,7 +223,11 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
                 else ""
             )
             if shown
-            else ""
+            else (
+                f" (the only region with data here: {states[level_states[0]]})"
+                if level_states
+                else ""
+            )
         )
         figures.append(
             ReportFigure(

@@ -435,11 +435,11 @@ def test_epl_surfaces_one_figure_per_level(full: tuple[pathlib.Path, str]) -> No
     for (_, _, alt, caption), level in zip(figs, LEVELS, strict=True):
         assert f"Level {level}:" in alt and f"at level {level}" in caption
         assert "90 % basic bootstrap band" in caption and "(2x + 1)/(2σ²)" in caption
-    # a column per region with data at the level: the nation at US, the two states below it
-    assert "then one column each for US." in figs[0][3]
+    # a column per state with data at the level; at US only the nation, whose surface is pooled
+    assert "first column pooled (the only region with data here: US)." in figs[0][3]
     assert "then one column each for ST01, ST02." in figs[1][3]
     widths = [mpimg.imread(io.BytesIO(base64.b64decode(f[1])), format="png").shape[1] for f in figs]
-    assert widths[0] < 0.8 * widths[1] and widths[1] == widths[2]
+    assert widths[0] < 0.5 * widths[1] and widths[1] == widths[2]
     # rows are queries: US and State show both queries, County only the measured one
     assert "all 2 queries" in figs[0][3] and "all 1 query" in figs[2][3]
     heights = [
@@ -464,7 +464,7 @@ def test_epl_surfaces_are_capped_and_say_so(
     assert "then one column each for ST01 (1 of the 2 with data at this level)" in figs[1][3]
     assert "up to 1 queries per level are not shown" in html
     # one query row, two columns (pooled + one state): wider than high
-    img = mpimg.imread(io.BytesIO(base64.b64decode(figs[0][1])), format="png")
+    img = mpimg.imread(io.BytesIO(base64.b64decode(figs[1][1])), format="png")
     assert img.shape[1] > 1.5 * img.shape[0]
 
 
