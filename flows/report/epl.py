@@ -179,14 +179,15 @@ def _floor_count(n: int, above: int, p: float) -> str:
     if above == 0:
         return f"All {n} estimates lie within {floors}: no loss beyond the claimed noise is seen."
     chance = chance_of_at_least(above, n, p)
+    verb = "lies" if above == 1 else "lie"
     share = f"{100 * p:.3g} %"
     if chance >= 0.05:
         return (
-            f"{above} of {n} estimates lie above {floors}, no more than such noise puts there by "
+            f"{above} of {n} estimates {verb} above {floors}, no more than such noise puts there by "
             f"chance ({share}, about {n * p:.2g}): no loss beyond the claimed noise is seen."
         )
     return (
-        f"{above} of {n} estimates lie above {floors}, more than such noise puts there by chance "
+        f"{above} of {n} estimates {verb} above {floors}, more than such noise puts there by chance "
         f"({share}, about {n * p:.2g}; {above} or more: probability {chance:.2g}): the residuals "
         "show more loss than the claimed noise."
     )
