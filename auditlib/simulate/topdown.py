@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
+from auditlib.simulate.measured import allocation_measured as allocation_measured
+from auditlib.simulate.measured import schema_query as schema_query
+from auditlib.simulate.measured import unexpressible_queries as unexpressible_queries
 from auditlib.simulate.postprocess import (
     query_matrix,
     round_preserving,
@@ -122,68 +124,6 @@ class StateHierarchy:
             ).astype(np.int64)
             out.insert(0, up)
         return out
-
-
-def schema_query(
-    query: str,
-    query_names: Sequence[str],
-    attribute_aliases: Mapping[str, str] | None = None,
-    detailed_as: str | None = None,
-) -> str | None:
-    """The schema's name of an allocation query, or None if the schema cannot express it.
-
-    Attribute names are mapped through ``attribute_aliases`` (e.g. ``cenrace`` → ``race`` for the
-    reduced race of the ``pl94`` schema); ``detailed_as`` is the product of all the schema's attributes
-    (``"votingage * hispanic * race"``), which the schema calls ``detailed``."""
-    if query in query_names:
-        return query
-    aliases = attribute_aliases or {}
-    name = " * ".join(aliases.get(p.strip(), p.strip()) for p in query.split("*"))
-    if name in query_names:
-        return name
-    if detailed_as is not None and name == detailed_as and "detailed" in query_names:
-        return "detailed"
-    return None
-
-
-def allocation_measured(
-    allocation: Allocation,
-    levels: Sequence[str],
-    query_names: Sequence[str],
-    neighbours: str,
-    universe: str = "persons",
-    region: str = "US",
-    *,
-    attribute_aliases: Mapping[str, str] | None = None,
-    detailed_as: str | None = None,
-) -> list[list[tuple[str, float]]]:
-    """Per level, the allocation's queries the attribute schema can express (by
-    :func:`schema_query`), as (schema query, σ²); a query measured twice keeps both measurements.
-
-    A level measuring none of them but measuring something gets, if the schema has ``total``, the
-    total at the level's combined precision: each query's cell sum estimates the total with variance
-    ``n_cells · σ²``, so ``σ²_total = 1 / Σ_q 1 / (n_cells_q σ²_q)`` (a total-only stand-in for an
-    allocation, such as the DHC's, without a total query).
-    """
-    out = []
-    for level in levels:
-        budgets = allocation.select(universe, region, level)
-        got = []
-        for b in budgets:
-            q = schema_query(b.query, query_names, attribute_aliases, detailed_as)
-            if q is not None:
-                got.append((q, float(b.sigma2(neighbours))))
-        if not got and "total" in query_names and budgets:
-            prec = sum(1.0 / (b.n_cells * float(b.sigma2(neighbours))) for b in budgets)
-            got = [("total", 1.0 / prec)]
-        if not got:
-            raise InvalidParameterError(
-                f"Invalid schema for allocation {allocation.allocation_id!r}: none of its queries at "
-                f"{level!r} ({', '.join(b.query for b in budgets)}) is in the schema "
-                f"({', '.join(query_names)}); choose a schema that has them"
-            )
-        out.append(got)
-    return out
 
 
 def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
