@@ -333,7 +333,7 @@ def test_spec_and_plan():
     detailed = {q.name: q for _, q in plan.level_queries[state]}["detailed"]
     assert detailed.n_cells == detailed.n_sim == 28
     # measured twice (the 2,016-cell detailed and votingage * hispanic * cenrace): both precisions
-    sig = [s for q, s in plan.topdown.measured[state] if q == "detailed"]
+    sig = [s for q, s in plan.topdown.measured["State"] if q == "detailed"]
     assert len(sig) == 2 and detailed.sigma2 == pytest.approx(1 / sum(1 / s for s in sig))
     blocks = {b.label: b.n_items for b in plan.blocks}
     assert blocks["ST01/Block"] == 24 * sum(q.n_sim for _, q in plan.level_queries[-1])
