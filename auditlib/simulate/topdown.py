@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
@@ -422,3 +423,42 @@ def residual_blocks(
         )
         for i, level in enumerate(measured)
     ]
+
+
+#: classes of a unit by its true total: the stored bias of a TopDown geolevel is per class
+TRUTH_CLASSES: tuple[str, ...] = ("empty", "populated")
+
+
+def total_bias_sums(
+    residual: npt.ArrayLike,
+    query_index: npt.ArrayLike,
+    truth: npt.ArrayLike,
+    unit_index: npt.ArrayLike,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The released − true totals of a TopDown block's units, summed per :data:`TRUTH_CLASSES`
+    (true total 0, or > 0) over units and replicates, with their number: ``(sums, counts)``, each
+    of length 2 (the mean residual of a class is ``sums / counts``; blocks add).
+
+    ``residual`` is (replicates, items), the other arrays (items,) as :func:`level_residuals`
+    lays them out (``query_index`` −1: padding). Every marginal query partitions the detailed
+    cells, so a unit's total is the sum of any one query's cells: the query with the fewest items
+    is used."""
+    res = np.asarray(residual)
+    qi = np.asarray(query_index)
+    sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
+    valid = qi >= 0
+    if not valid.any():
+        return sums, counts
+    qs, sizes = np.unique(qi[valid], return_counts=True)
+    cols = np.flatnonzero(qi == qs[np.argmin(sizes)])
+    units, inv = np.unique(np.asarray(unit_index)[cols], return_inverse=True)
+    true_total = np.bincount(inv, weights=np.asarray(truth, dtype=np.float64)[cols])
+    # (replicates, cols) @ (cols, units): each unit's released − true total, per replicate
+    by_unit = sparse.csr_matrix(
+        (np.ones(cols.size), (np.arange(cols.size), inv)), shape=(cols.size, units.size)
+    )
+    totals = np.asarray((by_unit.T @ res[:, cols].astype(np.float64).T).T)
+    for c, members in enumerate((true_total == 0, true_total > 0)):
+        sums[c] = float(totals[:, members].sum())
+        counts[c] = int(members.sum()) * res.shape[0]
+    return sums, counts
