@@ -40,7 +40,6 @@ from scipy import sparse
 from scipy.sparse.csgraph import maximum_flow
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.simulate.postprocess import round_preserving
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,13 +49,24 @@ BoolArray = npt.NDArray[np.bool_]
 TOTAL_SLACK = 1e-9
 
 
-def _group_rank(keys: IntArray) -> IntArray:
-    """0-based rank of every entry within its run of equal ``keys`` (``keys`` sorted)."""
-    n = keys.size
-    start = np.ones(n, dtype=bool)
-    start[1:] = keys[1:] != keys[:-1]
-    first = np.flatnonzero(start)
-    return np.arange(n) - np.repeat(first, np.diff(np.append(first, n)))
+def _rank_within(sorted_groups: IntArray) -> IntArray:
+    """0-based rank of every entry within its run of equal (sorted) group ids."""
+    return np.arange(sorted_groups.size) - np.searchsorted(sorted_groups, sorted_groups)
+
+
+def _by_group_then_key(group: IntArray, key: FloatArray) -> IntArray:
+    """The order sorting by group, then by ``key`` descending (``key`` in [0, 8)), ties by index:
+    one stable sort of ``group · 8 + (8 − key)`` (keys closer than float64 resolves there, about
+    1e-9 at a million groups, count as tied)."""
+    return np.argsort(group * 8.0 + (8.0 - key), kind="stable")
+
+
+def _group_sums(values: FloatArray, starts: IntArray, has: npt.NDArray[np.bool_]) -> FloatArray:
+    """Per group (rows grouped, ``starts`` the first row of the groups with rows), column sums."""
+    out = np.zeros((has.size, values.shape[1]))
+    if values.shape[0]:
+        out[has] = np.add.reduceat(values, starts, axis=0)
+    return out
 
 
 def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike) -> IntArray:
@@ -90,8 +100,10 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
     out = fl.astype(np.int64)
     if n == 0:
         return out
-    total = sparse.csr_matrix((np.ones(n), (par, np.arange(n))), shape=(n_par, n))
-    sums = total @ v
+    sizes = np.bincount(par, minlength=n_par)
+    has = sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[has]
+    sums = _group_sums(v, starts, has)
     off = np.abs(sums - tgt) > 1e-6 * (1.0 + np.abs(tgt))
     if off.any():
         p, k = np.argwhere(off)[0]
@@ -99,11 +111,18 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
             f"Invalid x: the children of parent {p} sum to {float(sums[p, k]):g} in cell {k}, not "
             f"the parent's {int(tgt[p, k])}"
         )
-    deficit = np.clip(tgt.astype(np.int64) - np.rint(total @ fl).astype(np.int64), 0, None)
+    deficit = np.clip(
+        tgt.astype(np.int64) - np.rint(_group_sums(fl, starts, has)).astype(np.int64), 0, None
+    )
     r = frac.sum(axis=1)
     lo = np.floor(r + TOTAL_SLACK).astype(np.int64)
     hi = np.ceil(r - TOTAL_SLACK).astype(np.int64)
-    target = np.clip(round_preserving(r, par, deficit.sum(axis=1)), lo, hi)
+    # step 1: largest remainder of the totals within each parent, summing to Σ_k d_k
+    extra = deficit.sum(axis=1) - np.bincount(par, weights=lo, minlength=n_par).astype(np.int64)
+    order = _by_group_then_key(par, np.clip(r - lo, 0.0, 1.0))
+    target = lo.copy()
+    up_one = order[_rank_within(par[order]) < extra[par[order]]]
+    target[up_one] = np.minimum(target[up_one] + 1, hi[up_one])
     pos = frac > 0
     picks = _greedy(frac, pos, par, deficit, lo, hi, target)
     a = picks.sum(axis=1)
@@ -131,27 +150,29 @@ def _greedy(
     """Step 2: cell by cell, each parent's round-ups to its children with a positive fraction, by
     class (must / below target / below ceiling / at ceiling), then largest fraction."""
     n, n_cells = frac.shape
-    picks = np.zeros((n, n_cells), dtype=bool)
+    picks = np.zeros((n_cells, n), dtype=bool)
     a = np.zeros(n, dtype=np.int64)  # cells rounded up so far
     chances = pos.sum(axis=1)  # cells with a fraction not yet visited (this one included)
+    pos_t, frac_t, need = pos.T, frac.T, deficit.T
     for k in range(n_cells):
-        c = np.flatnonzero(pos[:, k])
+        c = np.flatnonzero(pos_t[k])
         if c.size == 0:
             continue
         pc = par[c]
-        ac = a[c]
-        cls = np.where(
-            ac >= hi[c],
-            0,
-            np.where(lo[c] - ac >= chances[c], 3, np.where(ac < target[c], 2, 1)),
-        )
-        order = np.lexsort((-frac[c, k], -cls, pc))
-        rank = _group_rank(pc[order])
-        chosen = c[order[rank < deficit[pc[order], k]]]
-        picks[chosen, k] = True
-        a[chosen] += 1
+        if need[k].any():
+            ac = a[c]
+            cls = np.where(
+                ac >= hi[c],
+                0,
+                np.where(lo[c] - ac >= chances[c], 3, np.where(ac < target[c], 2, 1)),
+            )
+            order = _by_group_then_key(pc, cls + frac_t[k, c])
+            ps = pc[order]
+            chosen = c[order[_rank_within(ps) < need[k, ps]]]
+            picks[k, chosen] = True
+            a[chosen] += 1
         chances[c] -= 1
-    return picks
+    return picks.T.copy()
 
 
 def _flow_repair(
@@ -198,8 +219,8 @@ def _flow_repair(
     res = maximum_flow(graph, 0, 1)
     if res.flow_value != int(need.sum() + lo_sum.sum()):
         return None
-    flow = res.flow.tocsr()
-    got = np.asarray(flow[rows[ri], cols[ri, ki]]).ravel() > 0
+    flow = res.flow.tocoo()
+    on = (flow.row >= row0) & (flow.row < col0) & (flow.col >= col0) & (flow.data > 0)
     out = np.zeros((n, n_cells), dtype=bool)
-    out[ri[got], ki[got]] = True
+    out[flow.row[on] - row0, (flow.col[on] - col0) % n_cells] = True
     return out
