@@ -231,9 +231,10 @@ class HistogramDatabase:
         state: int,
         schema: AttributeSchema | str = "total",
     ) -> HistogramDatabase:
-        """One state (1-based, as in the synthetic hierarchy) from State down: the ``total`` schema
-        takes its block populations, another schema
-        :func:`~auditlib.geography.populations.synthetic_state_histograms`."""
+        """One state (1-based, as in the synthetic hierarchy) from State down, as
+        :func:`~auditlib.simulate.topdown.synthetic_state` builds it (the ``total`` schema takes its
+        block populations, another schema
+        :func:`~auditlib.geography.populations.synthetic_state_histograms`)."""
         sch = schema_by_name(schema) if isinstance(schema, str) else schema
         if (
             isinstance(state, bool)
