@@ -223,8 +223,9 @@ def exclusive(url: str) -> Iterator[None]:
     lock left by a killed run is free again (no stale lock exists). The holder's pid, host and start
     time are written into the file for the refusal message only. ``s3://``: a lock object
     ``<store>.lock`` created with a conditional write (``If-None-Match: *``), so of two runs
-    starting at once exactly one gets it; a lock left by a killed run is taken over only from the
-    same host once its PID is gone, otherwise the message names it for removal by hand.
+    starting at once exactly one gets it; a lock left by a killed run is taken over (a conditional
+    write, ``If-Match`` its ETag) only from the same host once its PID is gone, otherwise the
+    message names it for removal by hand; released by a delete conditional on our ETag.
     """
     if is_remote(url):
         with _remote_lock(url):
@@ -288,33 +289,68 @@ def _read_identity(fd: int) -> str:
 def _remote_lock(url: str) -> Iterator[None]:
     fs, path = _fs(url)
     lock = f"{path.rstrip('/')}.lock"
-    me = {"host": socket.gethostname(), "pid": os.getpid()}
-    for _ in range(2):
-        try:
-            fs.pipe_file(lock, json.dumps(me).encode(), mode="create")
-            break
-        except (FileExistsError, OSError) as exc:
-            if not fs.exists(lock):
-                raise StoreError(f"could not lock {url!r}: {type(exc).__name__}: {exc}") from exc
-            try:
-                held = json.loads(fs.cat_file(lock))
-            except (OSError, ValueError):
-                held = {}
-            same_host = held.get("host") == me["host"]
-            pid = int(held.get("pid", 0) or 0)
-            if not (same_host and pid > 0 and pid != me["pid"] and not _pid_alive(pid)):
-                raise StoreError(
-                    f"another dpaudit run (host {held.get('host', '?')}, pid {pid}) is writing "
-                    f"{url!r}; wait for it to finish, or delete the lock object "
-                    f"{fs.unstrip_protocol(lock)!r} if that run is gone"
-                ) from None
-            fs.rm_file(lock)  # stale: its writer on this host is gone
-    else:  # pragma: no cover - lost a race twice
-        raise StoreError(f"could not lock {url!r}; another run is starting on it")
+    me = _identity()
+    body = json.dumps(me).encode()
+    try:
+        out = fs.pipe_file(lock, body, mode="create")
+    except (FileExistsError, OSError) as exc:
+        fs.invalidate_cache(lock)
+        if not fs.exists(lock):
+            raise StoreError(f"could not lock {url!r}: {type(exc).__name__}: {exc}") from exc
+        out = _take_over(fs, lock, body, url, me)
+    etag = (out or {}).get("ETag")
     try:
         yield
     finally:
-        fs.rm_file(lock)
+        _release_remote(fs, lock, etag)
+
+
+def _take_over(fs: Any, lock: str, body: bytes, url: str, me: dict[str, Any]) -> Any:
+    """Replace a lock object left by a killed run on this host — in one conditional write
+    (``If-Match`` its ETag), so of two runs taking it over at once exactly one succeeds."""
+    held: dict[str, Any] = {}
+    try:
+        before = fs.info(lock)["ETag"]
+        try:
+            held = json.loads(fs.cat_file(lock))
+        except ValueError:
+            held = {}
+        fs.invalidate_cache(lock)
+        after = fs.info(lock)["ETag"]
+    except FileNotFoundError:  # released meanwhile: a run is starting or just finished
+        before, after = None, ""
+    if not isinstance(held, dict):
+        held = {}
+    pid = int(held.get("pid", 0) or 0)
+    stale = held.get("host") == me["host"] and pid > 0 and pid != me["pid"] and not _pid_alive(pid)
+    refusal = StoreError(
+        f"another dpaudit run (host {held.get('host', '?')}, pid {pid}) is writing {url!r}; wait "
+        f"for it to finish, or delete the lock object {fs.unstrip_protocol(lock)!r} if that run "
+        "is gone"
+    )
+    if before != after or not stale:
+        raise refusal
+    try:
+        return fs.pipe_file(lock, body, IfMatch=before)  # stale: its writer on this host is gone
+    except (FileExistsError, OSError):  # someone else replaced it first
+        raise refusal from None
+
+
+def _release_remote(fs: Any, lock: str, etag: str | None) -> None:
+    """Delete the lock object if it is still ours (``If-Match`` our ETag)."""
+    bucket, key, _ = fs.split_path(lock)
+    fs.invalidate_cache(lock)
+    if etag:
+        try:
+            fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+            return
+        except Exception:  # not ours, or a server without conditional deletes
+            try:
+                if fs.info(lock)["ETag"] != etag:
+                    return
+            except FileNotFoundError:
+                return
+    fs.rm_file(lock)
 
 
 def staging_path(url: str, run_id: str) -> str:
@@ -471,10 +507,24 @@ def publish(staging: str, url: str) -> None:
         _delete_store(str(old))
 
 
+#: the root a target holds while an ``s3://`` store is being published into it
+_UNFINISHED_ROOT = json.dumps(
+    {"zarr_format": 3, "node_type": "group", "attributes": {S.STORE_ATTR: True}}
+).encode()
+
+
 def _publish_remote(staging: str, url: str) -> None:
     fs, src = _fs(staging)
     _, dst = _fs(url)
-    remove(url)
+    dst = dst.rstrip("/")
+    # first a root marked as dpaudit's but unfinished (no completion marker, no consolidated
+    # metadata), in one write over the old root: a publish cut short at any later point leaves a
+    # target that is recognisably an unfinished dpaudit store
+    fs.pipe_file(f"{dst}/zarr.json", _UNFINISHED_ROOT)
+    fs.invalidate_cache(dst)
+    old = [k for k in fs.find(dst) if k != f"{dst}/zarr.json"]
+    if old:
+        fs.rm(old)
     root = f"{src}/zarr.json"
     keys = [k for k in fs.find(src) if k != root]
     if keys:  # one batched call: fsspec runs the server-side copies concurrently
