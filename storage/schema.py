@@ -2,7 +2,12 @@
 
 A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
 
-- root attrs: ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
+- root attrs: ``dpaudit_store`` (true; written with the root group itself, in the same write: the
+  mark of a hierarchy created by dpaudit — only such a store, or an empty directory, is ever
+  replaced with ``--overwrite`` or deleted as a staging copy), ``dpaudit_metadata_sha256``
+  (written when the store is finalized: {path of every node's own ``zarr.json`` relative to the
+  root: sha256 hex of its bytes}, every node but the root, whose metadata is the consolidated copy
+  and holds this record), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
 - ``residuals``: ``residual(state, geolevel, replicate, item)`` float32 (DP − truth, NaN padding);
@@ -89,8 +94,14 @@ TRUTH_CLASS = "truth_class"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 
+#: marks a hierarchy created by dpaudit (root attribute, written together with the root group)
+STORE_ATTR = "dpaudit_store"
 #: marks a store written completely by dpaudit (set last, after every group)
 COMPLETE_ATTR = "dpaudit_complete"
+#: root attribute {node path/zarr.json: sha256 hex of its bytes}, every node but the root (finalize)
+METADATA_SHA256_ATTR = "dpaudit_metadata_sha256"
+#: root attribute written before dpaudit_store existed: still recognised as dpaudit's
+LEGACY_VERSION_ATTR = "dpaudit_version"
 #: residuals group attribute: its template (metadata of every array) is written
 TEMPLATE_COMPLETE_ATTR = "dpaudit_template_complete"
 #: marks a group written completely (set after its data and checksums)

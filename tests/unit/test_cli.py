@@ -52,7 +52,7 @@ def test_run_refuses_to_replace_an_existing_store(tmp_path: Path) -> None:
     (tmp_path / "out.zarr" / "keep.txt").write_text("mine")
     res = runner.invoke(app, ["run", str(spec)])
     assert res.exit_code == 2
-    assert "already exists; pass --overwrite" in res.stderr
+    assert "is not a dpaudit store" in res.stderr  # --overwrite would not replace it either
     assert (tmp_path / "out.zarr" / "keep.txt").read_text() == "mine"
 
 
@@ -128,17 +128,24 @@ def test_report_of_a_missing_store(tmp_path: Path) -> None:
 
 
 def test_run_refuses_a_store_another_run_is_writing(tmp_path: Path) -> None:
-    from storage import store
 
     spec = write_spec(tmp_path, "")
-    lock = store.lock_path(str(tmp_path / "out.zarr"))
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    code = (
+        "import sys, time\nfrom storage import store\n"
+        "with store.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n"
+    )
+    live = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "out.zarr")],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        lock.write_text(str(live.pid))
+        assert live.stdout is not None and live.stdout.readline().strip() == "held"
         res = runner.invoke(app, ["run", str(spec)])
     finally:
         live.kill()
         live.wait()
     assert res.exit_code == 2
-    assert f"another dpaudit run (pid {live.pid}) is writing" in res.stderr
+    assert f"another dpaudit run (pid {live.pid}, host " in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.zarr.lock", "spec.toml"]
