@@ -191,7 +191,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     import tracemalloc
 
     from flows import tasks
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
     from flows.spec.plan import make_plan
     from storage import store
 

@@ -101,7 +101,7 @@ def run_prefect(
 
 
 def plan_for(states: int | None, replicates: int | None) -> Any:
-    from flows.spec.model import load_spec, parse_spec
+    from flows.spec import load_spec, parse_spec
     from flows.spec.plan import make_plan
 
     data = load_spec().model_dump(mode="json", by_alias=True)
@@ -247,7 +247,7 @@ def main() -> None:
 
     apply_prefect_defaults()
     from flows.runtime import prefect_api
-    from flows.spec.model import load_spec
+    from flows.spec import load_spec
 
     per_worker = args.tasks_per_worker
     if per_worker is None:

@@ -27,7 +27,7 @@ from storage import schema as S
 from storage import store
 
 if TYPE_CHECKING:
-    from flows.spec.model import AuditSpec
+    from flows.spec import AuditSpec
 
 GROUP = "mpl_coverage"
 

@@ -158,7 +158,7 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
             runner.adapt_kwargs = adapt
         yield runner
         return
-    from flows.spec.model import import_cluster_class
+    from flows.spec.cluster import import_cluster_class
 
     kwargs = dict(cluster.kwargs or {})
     try:

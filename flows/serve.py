@@ -21,7 +21,7 @@ from prefect import flow
 
 from auditlib.exceptions import InvalidParameterError
 from flows.runtime import fail_orphaned_task_runs
-from flows.spec.model import AuditSpec, parse_spec
+from flows.spec import AuditSpec, parse_spec
 
 FLOW_NAME = "dpaudit-scheduled-audit"
 _PLACEHOLDER = re.compile(r"\{(date|time)\}")

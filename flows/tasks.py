@@ -25,14 +25,8 @@ from auditlib.epl import (
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.summaries import account_components
-from flows.spec.plan import (
-    AuditPlan,
-    Block,
-    leaf_maps,
-    release_block,
-    topdown_nation,
-    topdown_state,
-)
+from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
+from flows.spec.plan import AuditPlan, Block
 from storage import store
 
 TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}

@@ -36,6 +36,7 @@ from scipy import stats
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError
+from auditlib.simulate.direct import MAX_REPLICATES
 from auditlib.simulate.hierarchical import ALGORITHM_KEYS, Algorithm, CountTree, release
 from auditlib.simulate.neighbours import NEIGHBOUR_NOISE, NeighbourPair
 
@@ -176,6 +177,11 @@ def direct_chunk(
     if not 0 <= int(start) < int(stop):
         raise InvalidParameterError(
             f"Invalid replicate range: {start}..{stop}; need 0 <= start < stop."
+        )
+    if int(stop) > MAX_REPLICATES:
+        raise InvalidParameterError(
+            f"Invalid replicate range: {start}..{stop}; the largest allowed stop is "
+            f"{MAX_REPLICATES} (MAX_REPLICATES)."
         )
     trees: tuple[CountTree, CountTree] = pair.trees()
     if not 0 <= level <= trees[0].levels:

@@ -41,7 +41,7 @@ from auditlib.geography.spine import LEVELS as SPINE_LEVELS
 from auditlib.geography.spine import Spine
 from auditlib.mechanisms import TwoSidedGeometric
 from auditlib.mechanisms.base import check_rng, positive_finite
-from auditlib.simulate.release import ResidualBlock
+from auditlib.simulate.release import ResidualBlock, check_block_size
 
 #: keyed stream of the noise of one replicate: (HIERARCHICAL_NOISE, algorithm key, replicate)
 HIERARCHICAL_NOISE = 11
@@ -285,6 +285,8 @@ def simulate_residuals(
         if not reps or min(reps) < 0:
             raise InvalidParameterError(f"Invalid replicates: {replicates!r}; need indices >= 0")
     levels = released_levels(t, algorithm)
+    items = sum(t.counts[j].size for j in levels)
+    check_block_size(len(reps), items, np.dtype(dtype).itemsize)
     out = {j: np.empty((len(reps), t.counts[j].size), dtype=dtype) for j in levels}
     for row, r in enumerate(reps):
         rel = release(t, algorithm, eps, replicate_rng(seed, algorithm, r), n_runs=n_runs)

@@ -36,7 +36,7 @@ from auditlib.simulate.postprocess import (
     round_preserving,
     solve_wls_normal,
 )
-from auditlib.simulate.release import ResidualBlock
+from auditlib.simulate.release import ResidualBlock, check_block_size
 
 #: keyed stream of TopDown noise: (TOPDOWN_NOISE, state, geolevel, replicate)
 TOPDOWN_NOISE = 15
@@ -401,6 +401,10 @@ def residual_blocks(
         for q, _ in level:
             if q not in query_ids:
                 raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
+    n_cells = int(np.shape(block_hist)[1]) if np.ndim(block_hist) == 2 else 1
+    units = sum(hierarchy.n_units(i) for i in range(len(hierarchy.levels)))
+    # every run is kept until the blocks are cut: its truth and released histograms, int64
+    check_block_size(n_replicates, units * n_cells, 16)
     runs = replicates(
         hierarchy, block_hist, query_matrices, measured, level_rngs, n_replicates, tol=tol
     )

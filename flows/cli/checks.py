@@ -21,7 +21,7 @@ from auditlib.exceptions import SpecError, StoreError
 def load_spec(path: str | Path | None) -> Any:
     """The validated spec at ``path`` (None: the shipped default); a file that cannot be read or is
     not UTF-8 text raises :class:`SpecError` naming it and the first bad byte."""
-    from flows.spec.model import load_spec as load
+    from flows.spec import load_spec as load
 
     if path is not None and Path(path).is_file():
         p = Path(path)

@@ -20,7 +20,7 @@ def check_params(p: object) -> None:
     """Bad experiment settings raise :class:`InvalidParameterError` naming the value and the fix."""
     from auditlib.geography.flaxman import children_per_unit
     from auditlib.simulate.hierarchical import ALGORITHMS
-    from flows.direct import DirectParams
+    from flows.direct_experiment import DirectParams
 
     assert isinstance(p, DirectParams)
     if p.algorithm not in ALGORITHMS:
@@ -102,8 +102,8 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 
 
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
-    """The :class:`~flows.direct.SpecDirectParams` of ``--spec`` and the command's options."""
-    from flows.direct import DEFAULT_STREAM_CHUNK, SpecDirectParams
+    """The :class:`~flows.direct_experiment.SpecDirectParams` of ``--spec`` and the command's options."""
+    from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
@@ -203,7 +203,7 @@ def direct(
     or removed."""
     values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
-    from flows.direct import DirectParams, check_spec_params
+    from flows.direct_experiment import DirectParams, check_spec_params
 
     if spec:
         try:

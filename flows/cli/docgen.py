@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from flows.spec.model import AuditSpec
+from flows.spec import AuditSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPEC_REFERENCE = "spec-reference.md"
@@ -164,7 +164,7 @@ def spec_reference() -> str:
         "",
         "An audit spec is a TOML file; every key is optional and unknown keys are rejected. "
         "`dpaudit spec` prints the default spec, commented; `dpaudit run my.toml` runs yours. "
-        "Types, defaults and bounds below come from the validating schema (`flows/spec/model.py`).",
+        "Types, defaults and bounds below come from the validating schema (`flows/spec/`).",
     ]
     for section, ref in schema["properties"].items():
         name = ref.get("$ref", "").rsplit("/", 1)[-1]

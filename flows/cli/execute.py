@@ -32,7 +32,7 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
 
     Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
     does not answer."""
-    from flows.spec.model import ClusterSection
+    from flows.spec.cluster import ClusterSection
 
     check_store_target(store_url, overwrite)
     cluster = ClusterSection(scheduler=scheduler)

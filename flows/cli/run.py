@@ -47,7 +47,7 @@ def run(
 ) -> None:
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     try:
         s = load_spec(spec_path)
@@ -149,7 +149,7 @@ def spec(
     path: Annotated[Path | None, typer.Argument(help="A spec to validate and print.")] = None,
 ) -> None:
     """Print the default audit spec (or validate SPEC and print it normalized)."""
-    from flows.spec.model import default_spec_text
+    from flows.spec import default_spec_text
 
     if path is None:
         typer.echo(default_spec_text())

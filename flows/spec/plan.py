@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,8 +12,17 @@ from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
-from auditlib.simulate import QueryPlan, ResidualBlock
+from auditlib.simulate import QueryPlan
 from flows.spec.model import AuditSpec
+from flows.spec.sources import (
+    SPINE_LEVEL_OF,
+    load_spine,
+    load_table,
+    spine_geolevels,
+    spine_state_indices,
+    spine_state_labels,
+    topdown_measured,
+)
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,6 @@ class TableParams:
     epsilon: float
     n_runs: int
     epsilon_strata: float | None = None  # sa3: ε₂ of the counts (None: epsilon)
-
-
-#: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
-STRATIFIED_NOISE = 17
 
 
 @dataclass(frozen=True)
@@ -254,26 +258,18 @@ def released_levels_of(kind: str, levels: int) -> tuple[int, ...]:
     return tuple(range(levels + 1)) if kind == "rdpc" else (levels,)
 
 
-def load_table(path: str, counts: tuple[str, ...], levels: tuple[str, ...], unit: str) -> Any:
-    """A table of real counts (``read_counts``; cached per process and file version: a worker
-    reads it once)."""
-    import os
-
-    try:
-        st = os.stat(path)
-        version = (st.st_mtime_ns, st.st_size)
-    except OSError:
-        version = (0, 0)  # read_counts names the missing file
-    return _load_table(path, version, counts, levels, unit)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_table(
-    path: str, version: tuple[int, int], counts: tuple[str, ...], levels: tuple[str, ...], unit: str
-) -> Any:
-    from auditlib.geography.tabular import read_counts
-
-    return read_counts(path, counts, levels=levels, unit=unit or None)
+def measured_queries(spec: AuditSpec) -> list[list[tuple[str, float]]]:
+    """Per simulated geolevel of a TopDown spec, the queries it measures with their σ²."""
+    a = spec.audit
+    return topdown_measured(
+        a.allocation,
+        spec.geolevels,
+        spec.population.attributes,
+        a.neighbours,
+        a.universe,
+        a.region,
+        on_spine=spec.population.kind == "spine",
+    )
 
 
 def table_tree(t: TableParams) -> Any:
@@ -328,115 +324,6 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
     )
 
 
-def leaf_maps(plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
-    """Leaves of a seed 001 plan's tree and, per level in ``levels``, each leaf's unit there."""
-    if plan.table is not None:
-        tree = table_tree(plan.table)
-        n = int(tree.counts[-1].size)
-        up = [np.arange(n)]  # up[k]: each leaf's unit k levels above the leaves
-        for par in reversed(tree.parents):
-            up.append(par[up[-1]])
-        return n, [up[tree.levels - g] for g in levels]
-    from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
-
-    f = plan.flaxman
-    if f is None:
-        raise ValueError("leaf_maps needs a seed 001 plan")
-    h = FlaxmanHierarchy(f.levels, children_per_unit(f.people, f.levels, f.mean_per_location))
-    leaves = np.arange(h.n_leaves)
-    return h.n_leaves, [h.unit_of_leaf(leaves, g) for g in levels]
-
-
-def stratified_block(plan: AuditPlan, t: TableParams) -> ResidualBlock:
-    """Seed 003's SA3 / SA4 of a table's rows (strata = count columns), every replicate: items are
-    each row's total (query 0), then each row's counts (query 1, cell = column)."""
-    from auditlib import seeds
-    from auditlib.simulate.stratified import invariant_release, stratified_release
-
-    tab = load_table(t.path, t.counts, t.levels, t.unit)
-    x = np.asarray(tab.histograms, dtype=np.int64)  # (rows, strata)
-    n, k = x.shape
-    res = np.empty((plan.replicates, n * (1 + k)), dtype=np.float32)
-    for r in range(plan.replicates):
-        g = seeds.rng(plan.noise_seed, STRATIFIED_NOISE, r)
-        if plan.release == "sa3":
-            e2 = t.epsilon_strata if t.epsilon_strata is not None else t.epsilon
-            rel = stratified_release(x, t.epsilon, e2, g)
-        else:
-            rel = invariant_release(x, tab.parents[tab.levels[-1]], t.epsilon, g)
-        res[r, :n] = rel.total_residuals()
-        res[r, n:] = rel.strata_residuals().ravel()
-    if x.max(initial=0) > np.iinfo(np.int32).max:
-        raise ValueError("a table count exceeds int32")
-    return ResidualBlock(
-        residual=res,
-        truth=np.concatenate([x.sum(axis=1), x.ravel()]).astype(np.int32),
-        query_index=np.repeat(np.array([0, 1], dtype=np.int16), [n, n * k]),
-        unit_index=np.concatenate([np.arange(n), np.repeat(np.arange(n), k)]).astype(np.int32),
-        cell_index=np.concatenate([np.zeros(n), np.tile(np.arange(k), n)]).astype(np.int32),
-    )
-
-
-def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
-    """Residuals of one level of a seed 001 release (the population is rebuilt from its seed, or
-    the table read again)."""
-    from auditlib.geography.flaxman import generate_population
-    from auditlib.simulate.hierarchical import residual_block
-
-    if plan.table is not None and plan.release in ("sa3", "sa4"):
-        return stratified_block(plan, plan.table)
-    if plan.table is not None:
-        t = plan.table
-        return residual_block(
-            table_tree(t),
-            plan.release,  # type: ignore[arg-type]
-            t.epsilon,
-            level=block.geolevel,
-            seed=plan.noise_seed,
-            replicates=plan.replicates,
-            n_runs=t.n_runs,
-        )
-    f = plan.flaxman
-    if f is None:
-        raise ValueError("release_block needs a seed 001 plan")
-    pop = generate_population(f.people, f.levels, f.mean_per_location, seed=f.seed)
-    return residual_block(
-        pop,
-        plan.release,  # type: ignore[arg-type]
-        f.epsilon,
-        level=block.geolevel,
-        seed=plan.noise_seed,
-        replicates=plan.replicates,
-        n_runs=f.n_runs,
-    )
-
-
-#: the ``pl94`` schema's reduced race stands for the allocations' CENRACE
-SCHEMA_ALIASES: dict[str, dict[str, str]] = {"pl94": {"cenrace": "race"}}
-
-
-def topdown_measured(spec: AuditSpec) -> list[list[tuple[str, float]]]:
-    """Per geolevel of the spec, the allocation's queries the schema expresses, with their σ²."""
-    from auditlib.geography.schema import schema
-    from auditlib.simulate.topdown import allocation_measured
-
-    a = spec.audit
-    sch = schema(spec.population.attributes)
-    levels = spec.geolevels
-    if spec.population.kind == "spine":
-        levels = spine_geolevels(levels)
-    return allocation_measured(
-        load_allocation(a.allocation),
-        levels,
-        sch.query_names,
-        a.neighbours,
-        a.universe,
-        a.region,
-        attribute_aliases=SCHEMA_ALIASES.get(sch.name),
-        detailed_as=" * ".join(sch.attribute_names),
-    )
-
-
 def _measured_query_plans(
     measured: list[list[tuple[str, float]]], sch: AttributeSchema
 ) -> tuple[tuple[str, ...], list[tuple[tuple[int, QueryPlan], ...]]]:
@@ -463,7 +350,7 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
     from auditlib.geography.schema import schema
 
     sch = schema(spec.population.attributes)
-    measured = topdown_measured(spec)
+    measured = measured_queries(spec)
     as_measurements = {
         "release": spec.release.model_copy(update={"kind": "allocation"}),
         "simulation": spec.simulation.model_copy(update={"queries": "all"}),
@@ -491,174 +378,6 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
     )
 
 
-def _topdown_inputs(plan: AuditPlan) -> tuple[TopDownParams, Any, dict[str, Any], dict[str, int]]:
-    from auditlib.geography.schema import schema
-
-    td = plan.topdown
-    if td is None:
-        raise ValueError("needs a topdown plan")
-    sch = schema(td.schema)
-    matrices = {q: sch.query_matrix(q) for q in sch.query_names}
-    return td, sch, matrices, {q: i for i, q in enumerate(plan.queries)}
-
-
-def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
-    """The hierarchy (``StateHierarchy``) and block histograms ``(n_blocks, n_cells)`` of one state
-    (``key``: 1..n, a spine state's index + 1) of a TopDown plan: the population its TopDown runs
-    on, and D of a direct estimate built from the same spec. Synthetic states draw their
-    histograms with ``synthetic_state_histograms`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states
-    with ``spine_state_histograms``; the ``total`` schema takes the block populations."""
-    from auditlib.geography import state_level_populations
-    from auditlib.geography.populations import synthetic_state_histograms
-    from auditlib.simulate.topdown import StateHierarchy
-
-    _, sch, _, _ = _topdown_inputs(plan)
-    hist: np.ndarray
-    if plan.spine is not None:
-        from auditlib.geography.populations import spine_state_histograms
-        from auditlib.simulate.topdown import spine_state
-
-        spine = load_spine(plan.spine.seed, plan.spine.region)
-        hierarchy, hist = spine_state(spine, key - 1)
-        if sch.n_cells != 1:
-            hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
-        return hierarchy, hist
-    h = plan.hierarchy
-    if sch.n_cells == 1:
-        hist = state_level_populations(h, plan.population, key)[h.geolevels[-1]][:, None]
-    else:
-        hist = synthetic_state_histograms(h, plan.population, key, sch)
-    return StateHierarchy.from_fanouts(h.geolevels, h.fanouts), hist
-
-
-def topdown_state(
-    plan: AuditPlan, block: Block
-) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
-    """One state's TopDown replicates (``block``: the state's State-level block): residual blocks
-    per geolevel index, the State level's released histograms (replicates, n_cells) and its true
-    histogram (n_cells,)."""
-    from auditlib import seeds
-    from auditlib.simulate.topdown import TOPDOWN_NOISE, level_residuals, replicates
-
-    td, _, matrices, ids = _topdown_inputs(plan)
-    key = block.state_key
-    hierarchy, hist = state_population(plan, key)
-    if plan.spine is not None:
-        gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
-    else:
-        gis = [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
-    runs = replicates(
-        hierarchy,
-        hist,
-        matrices,
-        [td.measured[gi] for gi in gis],
-        lambda r: [seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r) for gi in gis],
-        plan.replicates,
-        tol=td.tol,
-    )
-    out = {
-        gi: level_residuals(
-            runs[0].truth[i],
-            [run.dp[i] for run in runs],
-            matrices,
-            [q.name for _, q in plan.level_queries[gi]],
-            ids,
-        )
-        for i, gi in enumerate(gis)
-    }
-    return out, np.stack([run.dp[0][0] for run in runs]), runs[0].truth[0][0]
-
-
-def topdown_nation(
-    plan: AuditPlan, geolevel: int, state_dp: list[np.ndarray], state_truth: list[np.ndarray]
-) -> ResidualBlock:
-    """The national level: the sum of the states' released (and true) histograms."""
-    from auditlib.simulate.topdown import level_residuals
-
-    _, _, matrices, ids = _topdown_inputs(plan)
-    dp = np.sum(state_dp, axis=0)  # (replicates, n_cells)
-    truth = np.sum(state_truth, axis=0)
-    return level_residuals(
-        truth[None, :],
-        [row[None, :] for row in dp],
-        matrices,
-        [q.name for _, q in plan.level_queries[geolevel]],
-        ids,
-    )
-
-
-#: the spine level each allocation geolevel stands on (the DHC's Tract_Subset: the spine's tracts);
-#: Prim and Tract_Subset_Group have no spine level and are not simulated
-SPINE_LEVEL_OF: dict[str, str] = {
-    "State": "State",
-    "County": "County",
-    "Tract": "Tract",
-    "Tract_Subset": "Tract",
-    "Block_Group": "Block_Group",
-    "Block": "Block",
-}
-
-
-def spine_geolevels(allocation_levels: tuple[str, ...]) -> tuple[str, ...]:
-    """The allocation's geolevels simulated on the spine (US, if present, first; then one per spine
-    level, in spine order), named as the allocation names them."""
-    from auditlib.geography.spine import LEVELS
-
-    kept = tuple(g for g in allocation_levels if g == NATIONAL or g in SPINE_LEVEL_OF)
-    on_spine = tuple(SPINE_LEVEL_OF[g] for g in kept if g != NATIONAL)
-    if on_spine != LEVELS:
-        raise ValueError(
-            f"the allocation's geolevels {', '.join(allocation_levels)} do not map one to one onto "
-            f"the spine's {', '.join(LEVELS)}; use an allocation with those levels"
-        )
-    return kept
-
-
-def spine_state_labels(region: str) -> tuple[str, ...]:
-    """Labels of the spine's states of a region: ST01..ST51 (the spine's S01..S51) or PR."""
-    from auditlib.geography.spine import tallies_2020
-
-    if region == "PR":
-        return ("PR",)
-    return tuple(f"ST{i:02d}" for i in range(1, tallies_2020()[region].states + 1))
-
-
-def spine_state_indices(region: str, wanted: str | int | list[str]) -> tuple[int, ...]:
-    """Spine indices of ``population.spine_states``; ``ValueError`` naming a bad state and the fix."""
-    labels = spine_state_labels(region)
-    if wanted == "all":
-        return tuple(range(len(labels)))
-    if isinstance(wanted, int):
-        if wanted > len(labels):
-            raise ValueError(
-                f"population.spine_states = {wanted}: region {region!r} has {len(labels)} "
-                f'state(s); use 1..{len(labels)} or "all"'
-            )
-        return tuple(range(wanted))
-    if not wanted:
-        raise ValueError('population.spine_states = []: name at least one state, or use "all"')
-    out = []
-    for name in wanted:
-        if name not in labels:
-            raise ValueError(
-                f"population.spine_states has unknown state {name!r} for region {region!r}; "
-                f"allowed: {labels[0]}..{labels[-1]}"
-                + (' (Puerto Rico: audit.region = "PR")' if name == "PR" else "")
-            )
-        if labels.index(name) in out:
-            raise ValueError(f"population.spine_states repeats {name!r}; name each state once")
-        out.append(labels.index(name))
-    return tuple(sorted(out))
-
-
-@functools.lru_cache(maxsize=2)
-def load_spine(seed: int, region: str) -> Any:
-    """The spine of one region (cached per process: a worker builds it once per run)."""
-    from auditlib.geography.spine import generate_spine
-
-    return generate_spine(seed, regions=(region,))
-
-
 def _spine_plan(spec: AuditSpec) -> AuditPlan:
     """A TopDown-style release on the US spine: one spine state's levels are one run; the nation
     (if the allocation has it) is the sum of the chosen states."""
@@ -668,7 +387,7 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
     a = spec.audit
     sch = schema(spec.population.attributes)
     levels = spine_geolevels(spec.geolevels)
-    measured = topdown_measured(spec)
+    measured = measured_queries(spec)
     base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
     pop_seed = spec.population.seed if spec.population.seed is not None else int(base_seed[0])
     spine = load_spine(pop_seed, a.region)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import store
 from tests.integration._specs import tiny_spec
 from tests.integration.test_resume import array_digests

@@ -52,9 +52,11 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
     from auditlib.simulate.direct import TopDown, release_samples
-    from flows.direct import GROUP, SpecDirectParams, spec_experiment
-    from flows.spec.model import load_spec
-    from flows.spec.plan import make_plan, state_population
+    from flows.blocks import state_population
+    from flows.direct import GROUP
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
+    from flows.spec import load_spec
+    from flows.spec.plan import make_plan
 
     spec = tmp_path / "topdown.toml"
     spec.write_text(to_toml(TOPDOWN))
@@ -129,7 +131,7 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
     assert 0.6 * EPS < ds.attrs["epl_lower_ge"] <= EPS
     assert abs(ds.attrs["epl_ge"] - EPS) < band
     # power: the same statistic of a GDPC at 0.35 or 0.65 falls outside the band around 0.5
-    from flows.direct import SpecDirectParams, spec_experiment
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
 
     e = spec_experiment(SpecDirectParams(spec=_spec_text(spec), change="move", from_block=0,
                                          to_block=5, replicates=6000))  # fmt: skip
@@ -142,6 +144,6 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
 
 
 def _spec_text(path: Path) -> str:
-    from flows.spec.model import load_spec
+    from flows.spec import load_spec
 
     return load_spec(path).to_toml()

@@ -10,7 +10,7 @@ import typer
 
 from flows import audit
 from flows.cli import run as cli
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import store
 
 pytestmark = pytest.mark.integration

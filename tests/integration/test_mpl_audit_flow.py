@@ -12,7 +12,7 @@ import pytest
 from auditlib.allocations import load_allocation
 from auditlib.mpl.audit import mpl_geolevel
 from flows.mpl import mpl_task_settings
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 from tests.integration._specs import tiny_spec

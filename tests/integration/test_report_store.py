@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 

@@ -51,7 +51,7 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     from prefect_dask import DaskTaskRunner
 
     from flows.audit import audit_flow, run_id_for
-    from flows.spec.model import load_spec
+    from flows.spec import load_spec
     from flows.spec.plan import make_plan
 
     spec_path = tmp_path / "spec.toml"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from auditlib.mechanisms import TwoSidedGeometric
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 

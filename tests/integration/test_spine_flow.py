@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auditlib.geography.spine import LEVELS, generate_spine
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from auditlib.mechanisms import TwoSidedGeometric
-from flows.spec.model import load_spec
+from flows.spec import load_spec
 from storage import schema as S
 from storage import store
 
@@ -81,7 +81,7 @@ def test_sa3_of_a_csv_through_the_flow(
     from prefect_dask import DaskTaskRunner
 
     from flows.audit import audit_flow, run_id_for
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
     (tmp_path / "tracts.csv").write_text("\n".join(rows) + "\n")

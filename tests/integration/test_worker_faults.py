@@ -21,7 +21,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from flows import audit
 from flows.cli import run as cli
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 from tests.integration._specs import tiny_spec

@@ -19,7 +19,7 @@ from flows.batching import (
     n_batches,
     pack,
 )
-from flows.spec.model import load_spec, parse_spec
+from flows.spec import load_spec, parse_spec
 from flows.spec.plan import Block, make_plan
 
 

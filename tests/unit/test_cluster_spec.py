@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.spec.model import load_spec, parse_spec
+from flows.spec import load_spec, parse_spec
 
 
 def test_class_kwargs_and_adapt_round_trip_through_toml() -> None:
@@ -56,7 +56,7 @@ def test_bad_cluster_sections_are_named(cluster: dict[str, object], needle: str)
 def test_unknown_kwargs_of_a_class_without_var_keywords() -> None:
     from distributed.deploy.cluster import Cluster
 
-    from flows.spec.model import check_cluster_kwargs
+    from flows.spec.cluster import check_cluster_kwargs
 
     class Fixed(Cluster):
         def __init__(self, cores: int = 1) -> None:  # pragma: no cover - never built

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from flows.serve import check_cron
-from flows.spec.model import load_spec
+from flows.spec import load_spec
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -13,7 +13,7 @@ from auditlib.mpl.audit import mpl_geolevel
 from auditlib.mpl.coverage import coverage_chunk
 from flows.mpl import coverage_dataset, mpl_dataset, mpl_task_settings
 from flows.report.figures_mpl import coverage_ecdf_figure, loss_curve_figure
-from flows.spec.model import parse_spec
+from flows.spec import parse_spec
 
 
 def _png(fig) -> bytes:  # type: ignore[no-untyped-def]

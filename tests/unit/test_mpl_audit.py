@@ -10,7 +10,7 @@ import pytest
 from auditlib.exceptions import SpecError
 from auditlib.mpl.audit import mpl_geolevel
 from flows.mpl import mpl_dataset, mpl_task_settings
-from flows.spec.model import load_spec, parse_spec
+from flows.spec import load_spec, parse_spec
 from storage import schema as S
 
 

@@ -16,7 +16,9 @@ import xarray as xr
 from matplotlib import image as mpimg
 
 from flows.report import render as report
-from flows.report.render import dg_pmf, fmt_bracket, fmt_delta, render_report
+from flows.report.figures_residuals import dg_pmf
+from flows.report.format import fmt_bracket, fmt_delta
+from flows.report.render import render_report
 
 LEVELS = ["US", "State", "County"]
 STATES = ["ST01", "ST02"]
@@ -421,7 +423,7 @@ def test_epl_surfaces_one_figure_per_level(full: tuple[pathlib.Path, str]) -> No
 def test_epl_surfaces_are_capped_and_say_so(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.report import epl as report_epl
+    from flows.report import figures_epl as report_epl
 
     monkeypatch.setattr(report_epl, "SURFACE_MAX_QUERIES", 1)
     monkeypatch.setattr(report_epl, "SURFACE_MAX_STATES", 1)
@@ -536,7 +538,7 @@ def _real_mpl_group() -> xr.Dataset:
     """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
     from auditlib.mpl.audit import mpl_geolevel
     from flows.mpl import mpl_dataset, mpl_task_settings
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
 
     spec = parse_spec(
         {
@@ -812,8 +814,8 @@ def test_small_helpers() -> None:
 
 def test_report_labels_follow_the_stored_epl_knobs() -> None:
     """The interval's level and kind come from the knobs the epl group was computed with."""
-    from flows.report.common import epl_interval_label
-    from flows.spec.model import parse_spec
+    from flows.report.store_data import epl_interval_label
+    from flows.spec import parse_spec
 
     spec = parse_spec({"epl": {"confidence": 0.8, "ci_kind": "percentile", "null_quantile": 0.99}})
     ci, floor_q, ba = epl_interval_label(xr.Dataset(attrs=spec.epl.store_attrs()))

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.spec.model import load_spec, parse_spec
-from flows.spec.plan import leaf_maps, make_plan, table_tree
+from flows.blocks import leaf_maps
+from flows.spec import load_spec, parse_spec
+from flows.spec.plan import make_plan, table_tree
 
 CSV = "state,county,total\nB,b1,300\nA,a1,120\nB,b2,50\nA,a2,80\nB,b3,10\n"
 
@@ -157,7 +158,7 @@ STRATA = "state,county,a,b,c\nA,a1,30,5,0\nA,a2,12,40,3\nB,b1,7,7,7\nB,b2,50,0,9
 
 
 def stratified(tmp_path: Path, kind: str, **release: object) -> tuple:
-    from flows.spec.plan import stratified_block
+    from flows.blocks import stratified_block
 
     p = tmp_path / "strata.csv"
     p.write_text(STRATA)

@@ -14,8 +14,9 @@ import pytest
 
 from auditlib.exceptions import SpecError
 from auditlib.geography.spine import Spine, generate_spine
-from flows.spec.model import parse_spec
-from flows.spec.plan import make_plan, topdown_state
+from flows.blocks import topdown_state
+from flows.spec import parse_spec
+from flows.spec.plan import make_plan
 
 SEED = 5  # population.seed: the spine's seed
 

@@ -308,7 +308,7 @@ def test_allocation_queries_map_to_the_schema():
 
 def test_spec_and_plan():
     from auditlib.exceptions import SpecError
-    from flows.spec.model import parse_spec
+    from flows.spec import parse_spec
     from flows.spec.plan import make_plan
 
     fan = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}

@@ -1,0 +1,66 @@
+"""Spec files: read (TOML, UTF-8) and validated into an :class:`AuditSpec` with one readable error,
+and the default spec shipped with the package."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from auditlib.exceptions import SpecError
+from flows.spec.model import AuditSpec
+
+
+def _format_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        typ = e["type"]
+        value = e.get("input")
+        if typ == "extra_forbidden":
+            lines.append(
+                f"{loc}: unknown key (value {value!r}); check its spelling in the spec reference"
+            )
+        elif typ == "literal_error":
+            allowed = e.get("ctx", {}).get("expected", "")
+            lines.append(f"{loc} = {value!r}: not allowed; allowed: {allowed}")
+        elif loc:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc} = {value!r}: {msg}")
+        else:
+            lines.append(e["msg"].removeprefix("Value error, "))
+    return "; ".join(lines)
+
+
+def parse_spec(data: dict[str, Any], origin: str = "spec") -> AuditSpec:
+    try:
+        return AuditSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(f"invalid {origin}: {_format_error(err)}") from None
+
+
+def load_spec(path: str | Path | None = None) -> AuditSpec:
+    """Read and validate a spec file (``None``: the default spec shipped with the package)."""
+    if path is None:
+        return parse_spec(tomllib.loads(default_spec_text()), "default spec")
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(
+            f"spec file not found: {str(p)!r}; pass a TOML file or omit it for defaults"
+        )
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"spec {str(p)!r} is not valid TOML: {exc}") from None
+    pop = data.get("population")
+    if isinstance(pop, dict) and isinstance(pop.get("path"), str) and pop["path"]:
+        # a table's relative path is relative to the spec file's directory
+        pop["path"] = str((p.parent / Path(pop["path"]).expanduser()).resolve())
+    return parse_spec(data, f"spec {str(p)!r}")
+
+
+def default_spec_text() -> str:
+    return (files("flows.spec") / "default_spec.toml").read_text()

@@ -1,0 +1,375 @@
+"""The sections of an audit spec, each a strict pydantic model with its bounds: audit, population,
+release, simulation, epl, accounting, mpl, output (the cluster's in ``flows.spec.cluster``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from auditlib.allocations import ALLOCATION_FILES
+from auditlib.epl.settings import BiasAwareSettings
+from auditlib.geography.flaxman import MAX_PEOPLE
+
+#: fan-out (children per parent) used for a geolevel the spec does not name
+DEFAULT_FANOUT: dict[str, int] = {
+    "County": 3,
+    "Prim": 1,
+    "Tract_Subset_Group": 2,
+    "Tract_Subset": 3,
+    "Tract": 6,
+    "Block_Group": 3,
+    "Block": 8,
+}
+
+
+#: seed 001's geometric releases (population.kind = "flaxman"); the others use the allocation
+GEOMETRIC_RELEASES = ("gdpc", "rdpc", "adpc")
+
+
+#: population keys of the synthetic hierarchy, refused with population.kind = "spine"
+SYNTHETIC_ONLY = (
+    "states",
+    "fanout",
+    "mean_block_population",
+    "empty_block_share",
+    "cell_concentration",
+)
+
+
+#: release kinds each population kind supports
+RELEASES_OF = {
+    "synthetic": ("allocation", "topdown"),
+    "spine": ("topdown",),
+    "flaxman": GEOMETRIC_RELEASES,
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4"),
+}
+
+
+#: seed 003's stratified releases of a table's rows (count columns = strata)
+STRATIFIED_RELEASES = ("sa3", "sa4")
+
+
+#: population keys of a table of real counts, refused with other population kinds
+TABLE_ONLY = ("path", "counts", "unit")
+
+
+#: name of a table population's root level (the sum of every row)
+TABLE_ROOT = "All"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class AuditSection(Strict):
+    name: str = Field("audit", min_length=1, max_length=200)
+    allocation: Literal[tuple(ALLOCATION_FILES)] = "dhcp_20220825_paper"  # type: ignore[valid-type]
+    universe: str = "persons"
+    region: str = "US"
+    neighbours: Literal["add_remove", "bounded"] = "add_remove"
+    replicates: Annotated[int, Field(gt=0, le=100_000)] = 4
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 20200401
+
+
+class PopulationSection(Strict):
+    #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
+    #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
+    #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
+    #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
+    #: "table": real counts from a CSV or Parquet file (``path``, ``counts``, ``levels``, ``unit``;
+    #: ``auditlib.geography.tabular.read_counts``), release.kind = "gdpc" | "rdpc" | "adpc"
+    kind: Literal["synthetic", "flaxman", "spine", "table"] = "synthetic"
+    states: Annotated[int, Field(gt=0, le=52)] = 3
+    fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
+    mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
+    empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    people: Annotated[int, Field(gt=0, le=MAX_PEOPLE)] = 100_000
+    #: flaxman: J levels of the regular tree; table: the hierarchy columns, top to bottom
+    levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
+    mean_per_location: Annotated[float, Field(gt=0)] = 100.0
+    #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
+    #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells)
+    attributes: Literal["total", "pl94"] = "total"
+    #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
+    #: (region "US") / "PR" (region "PR")
+    spine_states: Literal["all"] | int | list[str] = "all"
+    #: kind = "table": the CSV / Parquet file (relative: to the spec file's directory, or to the
+    #: working directory for a spec given as data), its count columns and its unit column
+    path: str = ""
+    counts: list[str] = Field(default_factory=list)
+    unit: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table_levels(cls, data: Any) -> Any:
+        # a table without hierarchy columns: its rows hang from the root
+        if isinstance(data, dict) and data.get("kind") == "table" and "levels" not in data:
+            return {**data, "levels": []}
+        return data
+
+    def changed(self, keys: tuple[str, ...]) -> list[str]:
+        """Those of ``keys`` whose value is not the default (a spec written back out sets them all)."""
+        default = PopulationSection()
+        return [k for k in keys if getattr(self, k) != getattr(default, k)]
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        # resolved once, here: workers may run in another directory
+        return str(Path(v).expanduser().resolve()) if v else v
+
+    @property
+    def depth(self) -> int:
+        """flaxman: J, the levels of the regular tree below the root (``levels``)."""
+        if isinstance(self.levels, list):
+            raise ValueError("population.levels is a list of columns: a table population")
+        return self.levels
+
+    @property
+    def level_columns(self) -> tuple[str, ...]:
+        """table: the hierarchy columns (``levels``; none when it is left unset)."""
+        return tuple(self.levels) if isinstance(self.levels, list) else ()
+
+    @field_validator("spine_states", mode="before")
+    @classmethod
+    def _spine_states(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, str) and v != "all"):
+            raise ValueError('use "all", a count of states, or a list of labels such as ["ST01"]')
+        if isinstance(v, int) and v < 1:
+            raise ValueError('need a count >= 1, a list of labels such as ["ST01"], or "all"')
+        return v
+
+
+class ReleaseSection(Strict):
+    #: "allocation": discrete Gaussian noise on every query of the allocation at every geounit
+    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": seed 001's geometric
+    #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
+    #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
+    #: (``population.attributes``), state totals invariant
+    #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
+    #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
+    #: G(epsilon) on each count, the totals of the last levels column invariant
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4"] = "allocation"
+    epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
+    epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
+    n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
+    #: topdown: stopping step of the multi-query least-squares solver, in people per cell
+    tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
+
+
+def _named_some(v: Any, example: str) -> Any:
+    """A list of names that is not empty and names each once ("all" passes)."""
+    if isinstance(v, list):
+        if not v:
+            raise ValueError(
+                f'is empty: a run of nothing; name at least one {example}, or use "all"'
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("names an entry twice; name each once")
+    return v
+
+
+class SimulationSection(Strict):
+    queries: Literal["all"] | list[str] = "all"
+    max_cells_per_query: Annotated[int, Field(gt=0, le=10_000_000)] = 16
+    postprocess: Literal["none", "nonnegative"] = "none"
+
+    @field_validator("queries")
+    @classmethod
+    def _some_queries(cls, v: Any) -> Any:
+        return _named_some(v, 'query, e.g. ["total"]')
+
+
+class EPLSection(Strict):
+    method: Literal["flaxman_petti"] = "flaxman_petti"
+    bandwidth_factor: Annotated[float, Field(gt=0, le=100)] = 0.1
+    percentiles: tuple[float, float] = (5.0, 95.0)
+    range_multiplier: Annotated[float, Field(gt=0, le=100)] = 1.0
+    # the bias-aware estimate (auditlib.epl.estimate_epl) and the EPL(x) surfaces
+    bias_aware_bandwidth: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    bandwidth_kind: Literal["factor", "absolute", "scott", "silverman"] = "factor"
+    bias_aware_percentiles: Literal["percentiles"] | tuple[float, float] = "percentiles"
+    shift: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    n_boot: Annotated[int, Field(gt=0, le=100_000)] = 200
+    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.9
+    ci_kind: Literal["basic", "percentile"] = "basic"
+    n_null: Annotated[int, Field(gt=0, le=100_000)] = 100
+    null_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.95
+
+    @field_validator("percentiles")
+    @classmethod
+    def _window(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not (0 <= lo < hi <= 100):
+            raise ValueError("must satisfy 0 <= lower < upper <= 100")
+        return v
+
+    @field_validator("bias_aware_percentiles", mode="before")
+    @classmethod
+    def _bias_aware_window(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            if v != "percentiles":
+                raise ValueError('use "percentiles" (the same window) or a pair such as [5, 95]')
+            return v
+        try:
+            lo, hi = (float(p) for p in v)
+        except (TypeError, ValueError):
+            raise ValueError(
+                'use "percentiles" (the same window) or a pair such as [5, 95]'
+            ) from None
+        if not (0 <= lo < hi <= 100):
+            raise ValueError("must satisfy 0 <= lower < upper <= 100")
+        return (lo, hi)
+
+    @field_validator("bandwidth_kind")
+    @classmethod
+    def _bandwidth_value(cls, v: str, info: ValidationInfo) -> str:
+        if "bias_aware_bandwidth" not in info.data:  # that key failed on its own
+            return v
+        h = info.data["bias_aware_bandwidth"]
+        if v == "absolute" and h is None:
+            raise ValueError(
+                "needs epl.bias_aware_bandwidth, h in residual units (e.g. 3.0); set it"
+            )
+        if v in ("scott", "silverman") and h is not None:
+            raise ValueError(
+                f"is a rule that sets h from the data, so epl.bias_aware_bandwidth = {h!r} is "
+                'not used; drop it, or use bandwidth_kind = "factor" to set h = value x sd'
+            )
+        return v
+
+    def bias_aware_settings(self) -> BiasAwareSettings:
+        """The bias-aware estimate's knobs, as :func:`flows.tasks.epl_geolevel` takes them."""
+        p = self.bias_aware_percentiles
+        return BiasAwareSettings(
+            bandwidth=self.bias_aware_bandwidth,
+            bandwidth_kind=self.bandwidth_kind,
+            percentiles=None if p == "percentiles" else tuple(p),  # type: ignore[arg-type]
+            range_multiplier=self.range_multiplier,
+            shift=self.shift,
+            n_boot=self.n_boot,
+            confidence=self.confidence,
+            ci_kind=self.ci_kind,
+            n_null=self.n_null,
+            null_quantile=self.null_quantile,
+        )
+
+    def store_attrs(self) -> dict[str, Any]:
+        """Attributes of the ``epl`` group that describe the bias-aware estimate, its surfaces
+        and ``kde_error``, with the knobs that produced them."""
+        ba = self.bias_aware_settings()
+        lo, hi = ba.window(self.percentiles)
+        if self.bandwidth_kind == "factor":
+            h = f"bandwidth {ba.bandwidth_value():g} sd"
+        elif self.bandwidth_kind == "absolute":
+            h = f"bandwidth {ba.bandwidth_value():g} (residual units)"
+        else:
+            h = f"bandwidth by {self.bandwidth_kind}'s rule"
+        window = f"integer window {self.range_multiplier:g} x percentiles {lo:g}-{hi:g}"
+        conf = f"{100 * self.confidence:g} % {self.ci_kind}"
+        ratio = "log p(x)/p(x+1)" if self.shift == 1 else f"log p(x)/p(x+{self.shift:g})"
+        return {
+            "range_multiplier": self.range_multiplier,
+            "bias_aware_settings": json.dumps(ba.to_dict(), sort_keys=True),
+            "bias_aware": f"epl_bias_aware: {h}, {window}, shift {self.shift:g}; "
+            f"epl_ci_low/high: {conf} bootstrap interval of it ({self.n_boot} resamples); "
+            f"epl_null_upper: {100 * self.null_quantile:g} % quantile of the same estimator on "
+            f"{self.n_null} draws of matched discrete-Gaussian noise (a small-sample reference, "
+            "not a no-loss null); inv_sigma2_hat: slope of EPL(x), an estimate of 1/sigma^2 "
+            "assuming Gaussian noise; bootstrap and reference draws keyed from the audit seed",
+            "surface": f"surface*: the bias-aware EPL(x) = {ratio} at surface*_x with its "
+            f"pointwise {conf} bootstrap band (multinomial on lattice counts, window and h "
+            "fixed), per state and pooled; thinned to at most 101 points (ends and argmax kept)",
+            "kde_error": "kde_error: bound on the relative error of every KDE behind a (geolevel, "
+            "query)'s stored EPLs (pooled and per state, every bandwidth): 0 for lattice "
+            "residuals (exact), the linear-binning bound for non-integer residuals binned on a "
+            "fine lattice; NaN where nothing was estimated",
+        }
+
+
+def _check_delta(d: float) -> float:
+    if not (math.isfinite(d) and 1e-20 <= d < 1):
+        raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
+    return d
+
+
+class AccountingSection(Strict):
+    deltas: list[float] = Field(default_factory=lambda: [1e-5, 1e-10, 1e-11], min_length=1)
+    #: the one δ of every headline number (the report's first screen, ``dpaudit run``'s table);
+    #: always among the accounted ``deltas`` (added when missing). The Bureau's: 1e-10
+    headline_delta: float = 1e-10
+    composed: bool = True
+    eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, v: list[float]) -> list[float]:
+        return sorted({_check_delta(d) for d in v}, reverse=True)
+
+    @field_validator("headline_delta")
+    @classmethod
+    def _headline(cls, v: float) -> float:
+        return _check_delta(v)
+
+    @model_validator(mode="after")
+    def _headline_accounted(self) -> AccountingSection:
+        if self.headline_delta not in self.deltas:  # frozen: set once, while validating
+            object.__setattr__(
+                self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
+            )
+        return self
+
+
+MPLPair = Literal["add", "remove", "move"]
+
+
+def _all_pairs() -> list[MPLPair]:
+    return ["add", "remove", "move"]
+
+
+class MPLSection(Strict):
+    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
+    enabled: bool = False
+    geolevels: Literal["all"] | list[str] = "all"
+    query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
+    count: Annotated[int, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
+    pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
+    n: Annotated[int, Field(ge=100, le=10**7)] = 20_000
+    n_confidence: Annotated[int, Field(ge=100, le=10**7)] = 50_000
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
+    radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0
+    delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
+        default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
+    )
+
+    @field_validator("geolevels")
+    @classmethod
+    def _some_geolevels(cls, v: Any) -> Any:
+        return _named_some(v, 'geolevel, e.g. ["County"]')
+
+    @field_validator("pairs")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a pair kind")
+        return v
+
+
+class OutputSection(Strict):
+    store: str = Field("results/audit.zarr", min_length=1)
+    report: str = Field("results/report.html", min_length=1)
+    overwrite: bool = False

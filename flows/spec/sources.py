@@ -1,0 +1,136 @@
+"""The population sources a spec names, read and checked where the spec is validated and where
+its plan is made: tables of real counts, the US spine's states and levels, and the allocation's
+queries a TopDown release measures."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from auditlib.allocations import load_allocation
+from auditlib.geography import NATIONAL
+
+
+def load_table(path: str, counts: tuple[str, ...], levels: tuple[str, ...], unit: str) -> Any:
+    """A table of real counts (``read_counts``; cached per process and file version: a worker
+    reads it once)."""
+    import os
+
+    try:
+        st = os.stat(path)
+        version = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        version = (0, 0)  # read_counts names the missing file
+    return _load_table(path, version, counts, levels, unit)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_table(
+    path: str, version: tuple[int, int], counts: tuple[str, ...], levels: tuple[str, ...], unit: str
+) -> Any:
+    from auditlib.geography.tabular import read_counts
+
+    return read_counts(path, counts, levels=levels, unit=unit or None)
+
+
+#: the ``pl94`` schema's reduced race stands for the allocations' CENRACE
+SCHEMA_ALIASES: dict[str, dict[str, str]] = {"pl94": {"cenrace": "race"}}
+
+
+def topdown_measured(
+    allocation: str,
+    geolevels: tuple[str, ...],
+    attributes: str,
+    neighbours: str,
+    universe: str,
+    region: str,
+    on_spine: bool = False,
+) -> list[list[tuple[str, float]]]:
+    """Per geolevel (``on_spine``: those the spine simulates), the allocation's queries the
+    attribute schema expresses, with their σ²."""
+    from auditlib.geography.schema import schema
+    from auditlib.simulate.topdown import allocation_measured
+
+    sch = schema(attributes)
+    return allocation_measured(
+        load_allocation(allocation),
+        spine_geolevels(geolevels) if on_spine else geolevels,
+        sch.query_names,
+        neighbours,
+        universe,
+        region,
+        attribute_aliases=SCHEMA_ALIASES.get(sch.name),
+        detailed_as=" * ".join(sch.attribute_names),
+    )
+
+
+#: the spine level each allocation geolevel stands on (the DHC's Tract_Subset: the spine's tracts);
+#: Prim and Tract_Subset_Group have no spine level and are not simulated
+SPINE_LEVEL_OF: dict[str, str] = {
+    "State": "State",
+    "County": "County",
+    "Tract": "Tract",
+    "Tract_Subset": "Tract",
+    "Block_Group": "Block_Group",
+    "Block": "Block",
+}
+
+
+def spine_geolevels(allocation_levels: tuple[str, ...]) -> tuple[str, ...]:
+    """The allocation's geolevels simulated on the spine (US, if present, first; then one per spine
+    level, in spine order), named as the allocation names them."""
+    from auditlib.geography.spine import LEVELS
+
+    kept = tuple(g for g in allocation_levels if g == NATIONAL or g in SPINE_LEVEL_OF)
+    on_spine = tuple(SPINE_LEVEL_OF[g] for g in kept if g != NATIONAL)
+    if on_spine != LEVELS:
+        raise ValueError(
+            f"the allocation's geolevels {', '.join(allocation_levels)} do not map one to one onto "
+            f"the spine's {', '.join(LEVELS)}; use an allocation with those levels"
+        )
+    return kept
+
+
+def spine_state_labels(region: str) -> tuple[str, ...]:
+    """Labels of the spine's states of a region: ST01..ST51 (the spine's S01..S51) or PR."""
+    from auditlib.geography.spine import tallies_2020
+
+    if region == "PR":
+        return ("PR",)
+    return tuple(f"ST{i:02d}" for i in range(1, tallies_2020()[region].states + 1))
+
+
+def spine_state_indices(region: str, wanted: str | int | list[str]) -> tuple[int, ...]:
+    """Spine indices of ``population.spine_states``; ``ValueError`` naming a bad state and the fix."""
+    labels = spine_state_labels(region)
+    if wanted == "all":
+        return tuple(range(len(labels)))
+    if isinstance(wanted, int):
+        if wanted > len(labels):
+            raise ValueError(
+                f"population.spine_states = {wanted}: region {region!r} has {len(labels)} "
+                f'state(s); use 1..{len(labels)} or "all"'
+            )
+        return tuple(range(wanted))
+    if not wanted:
+        raise ValueError('population.spine_states = []: name at least one state, or use "all"')
+    out = []
+    for name in wanted:
+        if name not in labels:
+            raise ValueError(
+                f"population.spine_states has unknown state {name!r} for region {region!r}; "
+                f"allowed: {labels[0]}..{labels[-1]}"
+                + (' (Puerto Rico: audit.region = "PR")' if name == "PR" else "")
+            )
+        if labels.index(name) in out:
+            raise ValueError(f"population.spine_states repeats {name!r}; name each state once")
+        out.append(labels.index(name))
+    return tuple(sorted(out))
+
+
+@functools.lru_cache(maxsize=2)
+def load_spine(seed: int, region: str) -> Any:
+    """The spine of one region (cached per process: a worker builds it once per run)."""
+    from auditlib.geography.spine import generate_spine
+
+    return generate_spine(seed, regions=(region,))
