@@ -25,7 +25,8 @@ from flows.cli.options import (
     UniverseOpt,
 )
 
-#: most points of the even α grid (--points)
+#: most points of the even α grid: auditlib.accounting.tradeoff.MAX_TRADEOFF_POINTS, written out
+#: here so that --help needs no import of the accountant (a test checks they agree)
 MAX_POINTS = 100_000
 
 #: the comment line that opens the CSV
@@ -115,16 +116,15 @@ def tradeoff(
         zcdp_tradeoff,
     )
     from auditlib.accounting import tradeoff as tradeoff_curve
+    from auditlib.accounting.tradeoff import check_tradeoff_points
 
     try:
         if alpha and points is not None:
             raise InvalidParameterError(
                 "Invalid options: give either --alpha values or --points, not both"
             )
-        if points is not None and not 2 <= points <= MAX_POINTS:
-            raise InvalidParameterError(
-                f"Invalid points: {points!r}; must be >= 2 and <= {MAX_POINTS}"
-            )
+        if points is not None:
+            check_tradeoff_points(points)
         for a in alpha or []:
             if not (0.0 <= a <= 1.0):
                 raise InvalidParameterError(f"Invalid alpha: {a!r}; must be in [0, 1]")

@@ -239,3 +239,12 @@ def test_tradeoff_csv_says_its_columns_and_keeps_the_bracket_certified(tmp_path:
     again = runner.invoke(app, [*args, "-o", str(target)])
     assert again.exit_code == 2 and "already exists; pass --overwrite" in again.stderr
     assert runner.invoke(app, [*args, "-o", str(target), "--overwrite"]).exit_code == 0
+
+
+def test_tradeoff_help_states_the_accountants_bound() -> None:
+    from auditlib.accounting.tradeoff import MAX_TRADEOFF_POINTS
+    from flows.cli.tradeoff import MAX_POINTS
+
+    assert MAX_POINTS == MAX_TRADEOFF_POINTS
+    res = runner.invoke(app, ["tradeoff", "--help"], env={"COLUMNS": "200"})
+    assert f"2..{MAX_TRADEOFF_POINTS} points" in res.stdout
