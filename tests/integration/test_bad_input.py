@@ -29,10 +29,6 @@ from tests.integration._specs import tiny_spec, to_toml
 #: cases whose fix lands with another part of the code (strict: they fail until it lands; then
 #: remove them from here)
 PENDING = {
-    "run-queries-empty": "lands with flows/spec: simulation.queries = [] refused",
-    "run-mpl-geolevels-empty": "lands with flows/spec: mpl.geolevels = [] refused",
-    "run-table-count-1e30": "lands with auditlib: table counts bounded",
-    "account-max-work-1e300": "lands with auditlib: max_work bounded",
     "run-overwrite-non-store": "lands with storage/store.py: only dpaudit stores are overwritten",
     "run-scheduler-http": "lands with flows/runtime.py: a Dask connect timeout",
 }
@@ -191,6 +187,7 @@ CASES = [
     line("run-missing-spec", run_(S("none")), "spec file not found"),
     line("run-spec-is-a-directory", run_("specs"), "spec file not found"),
     line("run-queries-empty", run_(S("queries-empty")), "simulation.queries"),
+    line("run-table-count-1e30", run_(S("table-1e30")), "Invalid count 1e+30"),
     line("run-mpl-geolevels-empty", run_(S("mpl-geolevels-empty")), "mpl.geolevels"),
     # run: the outputs (before the cluster)
     line("run-unreachable-scheduler", run_(S("good")), "is unreachable"),
@@ -423,7 +420,6 @@ def dpaudit() -> list[str]:
             "line",
             "count",
             id="exe-run-table-count-1e30",
-            marks=pytest.mark.xfail(strict=True, reason=PENDING["run-table-count-1e30"]),
         ),
     ],
 )
