@@ -4,7 +4,7 @@ keeps the full trace of a failure, and ``--debug``.
 Every failure ends in exactly one ``dpaudit: error: ...`` line: exit 2 for bad input (nothing was
 written), exit 1 for a failure midway. The traceback of a failure midway goes to a log file the line
 names (``$DPAUDIT_LOG_DIR``, default ``<temp dir>/dpaudit-logs``); ``dpaudit --debug`` prints it
-on stderr as well.
+on stderr instead.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ def append_trace(log: Path | None, exc: BaseException) -> None:
 
 def where_logged(log: Path | None) -> str:
     """The end of the one error line: where the full trace is."""
+    if debug_mode():
+        return "the trace is above"
     if log is None:
         return f"no log could be written in {str(log_dir())!r}; run with --debug for the trace"
     return f"the full log is in {log}"
@@ -89,6 +91,6 @@ def where_logged(log: Path | None) -> str:
 
 def fail_with_trace(what: str, message: str, exc: BaseException) -> NoReturn:
     """A failure midway: the trace of ``exc`` in a new log file, one line naming it, exit 1."""
-    log = new_log(what)
+    log = None if debug_mode() else new_log(what)
     append_trace(log, exc)
     fail(f"{message.rstrip('.')}; {where_logged(log)}", EXIT_FAILED)

@@ -119,7 +119,7 @@ def execute_locked(
     )
     from storage import store
 
-    log = new_log(f"run-{run_id}")
+    log = None if debug_mode() else new_log(f"run-{run_id}")
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:

@@ -138,14 +138,22 @@ def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     assert "exceeded timeout of 1.0 second" in text  # Prefect's own line, kept off the terminal
     assert "Traceback (most recent call last)" in text
     assert sorted(p.name for p in work.iterdir()) == ["slow.toml"]  # no store, no staging copy
-    # --debug: the trace on the terminal, then the one line
-    debug = subprocess.run(
-        [*dpaudit(), "--debug", *cmd[len(dpaudit()) :]],
-        cwd=work, env=api_env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert debug.returncode == 1
-    assert "Traceback (most recent call last)" in debug.stderr
-    assert debug.stderr.strip().splitlines()[-1].startswith("dpaudit: error: the run failed: ")
+
+
+def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_path: Path) -> None:
+    """``dpaudit --debug run``: what Prefect prints and the trace stay on the terminal, then the
+    one line; no log file."""
+    spec = tmp_path / "slow.toml"
+    spec.write_text(to_toml(tiny_spec(cluster={"timeout_s": 1, "n_workers": 1})))
+    cmd = [*dpaudit(), "--debug", "run", str(spec), "--store", "a.zarr", "--no-report"]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "exceeded timeout of 1.0 second" in done.stderr
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("dpaudit: error: the run failed: ")
+    assert not (tmp_path / "logs").exists()
 
 
 def test_a_cluster_class_that_does_not_start_is_one_line(

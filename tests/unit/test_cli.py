@@ -182,6 +182,8 @@ def test_a_failure_midway_is_one_line_naming_a_log_with_the_trace(
     assert res.exit_code == 1
     assert "Traceback (most recent call last)" in res.stderr
     assert res.stderr.strip().splitlines()[-1].startswith("dpaudit: error: dpaudit calibrate")
+    assert res.stderr.strip().endswith("the trace is above")
+    assert list(logs.iterdir()) == [log]  # no second log
 
 
 def test_debug_shows_the_trace_of_bad_input(tmp_path: Path) -> None:
