@@ -409,7 +409,6 @@ def dpaudit() -> list[str]:
     ("args", "kind", "pattern"),
     [
         pytest.param(["run", S("latin1")], "line", "position 19", id="exe-run-not-utf8"),
-        pytest.param(["run", "--store", "afile/a.zarr"], "line", "is a file", id="exe-store-file"),
         pytest.param(
             ["tradeoff", "-o", "{ro}/c.csv"], "line", "cannot write", id="exe-tradeoff-ro"
         ),
