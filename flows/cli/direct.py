@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
+from flows.cli.checks import load_spec
 from flows.cli.errors import fail
 from flows.cli.execute import check_target_and_scheduler, execute, print_prefect_link
 from flows.cli.options import OverwriteOption, SchedulerOption
@@ -103,7 +104,6 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
     """The :class:`~flows.direct_experiment.SpecDirectParams` of ``--spec`` and the command's options."""
     from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
-    from flows.spec import load_spec
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
