@@ -48,27 +48,25 @@ from auditlib.epl.bandwidth import (
     check_positive,
     resolve_bandwidth,
 )
-from auditlib.epl.bootstrap import KernelMatrix, multinomial_counts
-from auditlib.epl.kde import (
-    _linear_binning,
-    as_residuals,
-    integer_view,
-    lattice_kde_logpdf,
-    mixture_logpdf,
-    support,
-    weighted_percentiles,
-    weighted_std,
+from auditlib.epl.bootstrap import max_abs
+from auditlib.epl.curves import Curves
+from auditlib.epl.extrapolate import (
+    CI_TARGETS,
+    MULTIPLIERS,
+    bracket,
+    extrapolate,
+    outer_percentiles,
 )
+from auditlib.epl.kde import as_residuals, weighted_percentiles, weighted_std
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mechanisms import DiscreteGaussian
 
 #: Default bandwidth factor of the bias-aware estimate (h = factor × sd); see docs/epl.md.
 BIAS_AWARE_FACTOR = 0.3
 CI_KINDS = ("percentile", "basic")
-#: Distinct non-integer values above which the bootstrap works on a linearly binned lattice.
-_MAX_DISTINCT = 20_000
+#: where EPL(x) is evaluated: the residuals' lattice (ℤ/P for means of P runs), or the integers
+GRIDS = ("lattice", "integers")
 
 _EMPTY: npt.NDArray[np.float64] = np.empty(0, dtype=np.float64)
 
@@ -127,6 +125,12 @@ class EPLEstimate:
     rho_hat: float = math.nan
     epl_gaussian: float = math.nan
     seed: int | None = None
+    # the residuals' lattice and what the interval covers
+    lattice: float = math.nan
+    grid: str = "integers"
+    ci_target: str = "smoothed"
+    epl_extrapolated: float = math.nan
+    outer_window: tuple[float, float] = (math.nan, math.nan)
     # pointwise bootstrap band of EPL(x) (same ``confidence`` and ``ci_kind``; empty without draws)
     band_low: npt.NDArray[np.float64] = field(
         default_factory=lambda: _EMPTY, compare=False, repr=False
@@ -192,12 +196,6 @@ def _check_fraction(name: str, value: object) -> float:
     return v
 
 
-def _max_abs(e: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Row-wise max |e|; NaN for rows with a non-finite entry (a log of an empty region)."""
-    m = np.max(np.abs(e), axis=-1)
-    return np.where(np.all(np.isfinite(e), axis=-1), m, math.nan)
-
-
 def estimate_epl(
     residuals: npt.ArrayLike | LatticeHistogram,
     *,
@@ -209,6 +207,8 @@ def estimate_epl(
     n_boot: int | None = 200,
     confidence: float = 0.9,
     ci_kind: str = "basic",
+    ci_target: str = "auto",
+    grid: str = "lattice",
     n_null: int | None = 100,
     null_quantile: float = 0.95,
     seed: Seed = None,
@@ -221,9 +221,12 @@ def estimate_epl(
     ``"factor"``, default :data:`BIAS_AWARE_FACTOR`; residual units for ``"absolute"``; ignored by
     ``"scott"``/``"silverman"``). The window is ``[m·p_lo, m·p_hi]`` with (p_lo, p_hi) the
     ``percentiles`` and m = ``range_multiplier``; EPL(x) = log p̂(x)/p̂(x+Δ), Δ = ``shift``, over
-    the integer x with both x and x+Δ in the window. ``n_boot`` bootstrap resamples give the
-    ``confidence`` interval; ``n_null`` draws of the matched discrete Gaussian give the floor
-    (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
+    the points x of the residuals' lattice (ℤ for integers, ℤ/P for means of P runs; integers for
+    residuals on no lattice) with both x and x+Δ in the window. ``n_boot`` bootstrap resamples
+    give the ``confidence`` interval, for the smoothed loss (``ci_target="smoothed"``) or bracketing
+    the unsmoothed one (``"exact"``; ``"auto"``: exact on a lattice finer than ℤ, see
+    :mod:`auditlib.epl.extrapolate`); ``n_null`` draws of the matched discrete Gaussian give the
+    floor (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
     """
     hist: LatticeHistogram | None = None
     raw: npt.ArrayLike = ()
@@ -241,6 +244,10 @@ def estimate_epl(
         )
     if ci_kind not in CI_KINDS:
         raise UnknownNameError(f"Unknown ci_kind {ci_kind!r}; choose one of {CI_KINDS}.")
+    if ci_target not in CI_TARGETS:
+        raise UnknownNameError(f"Unknown ci_target {ci_target!r}; choose one of {CI_TARGETS}.")
+    if grid not in GRIDS:
+        raise UnknownNameError(f"Unknown grid {grid!r}; choose one of {GRIDS}.")
     value = BIAS_AWARE_FACTOR if bandwidth is None and bandwidth_kind == "factor" else bandwidth
     if bandwidth_kind in ("factor", "absolute"):
         value = check_positive(
@@ -282,43 +289,54 @@ def estimate_epl(
         nan2 = (math.nan, math.nan)
         return EPLEstimate(math.nan, "too_few", n, math.nan, empty, empty, nan2, **meta)
 
-    if hist is not None:
-        ints: npt.NDArray[np.int64] | None = np.empty(0, dtype=np.int64)  # lattice: not None
-        points, counts = hist.points, hist.counts
-    else:
-        ints = integer_view(raw, r)
-        points, counts = support(r, ints)
+    ev = Curves(hist, raw, r, delta, grid == "lattice")
+    meta["lattice"] = ev.spacing
+    meta["grid"] = "lattice" if ev.lattice is not None else "integers"
+    target = ci_target
+    if target == "auto":
+        target = "exact" if ev.lattice is not None and ev.lattice.denominator > 1 else "smoothed"
+    meta["ci_target"] = target
+    points, counts = ev.points, ev.counts
     sd = weighted_std(points, counts)
     p_lo, p_hi = (float(v) for v in weighted_percentiles(points, counts, [lo, hi]))
     h = resolve_bandwidth(bandwidth_kind, value, sd, n)
     window = (mult * p_lo, mult * p_hi)
-    x = np.arange(math.ceil(window[0]), math.floor(window[1] - delta) + 1, dtype=np.float64)
+    x = ev.grid(window, delta)
     if x.size == 0:
         return EPLEstimate(math.nan, "empty_window", n, h, empty, empty, window, **meta)
-    xq = np.concatenate([x, x + delta])
-    if ints is not None:
-        logf = mixture_logpdf(points, counts, h, xq)
-    else:
-        logf = lattice_kde_logpdf(r, h, xq)
-    epl_x = logf[: x.size] - logf[x.size :]
+    x_all, inner = x, slice(0, x.size)
+    hs = [h]
+    if target == "exact":  # the curves on the outer window, at the extrapolation's bandwidths
+        out_p = outer_percentiles((lo, hi), n, conf)
+        o_lo, o_hi = (float(v) for v in weighted_percentiles(points, counts, list(out_p)))
+        x_all = ev.grid((min(mult * o_lo, window[0]), max(mult * o_hi, window[1])), delta)
+        first = int(np.searchsorted(x_all, x[0]))
+        inner = slice(first, first + x.size)
+        hs = [h * m for m in MULTIPLIERS]
+        meta["outer_window"] = (float(x_all[0]), float(x_all[-1]) + delta)
+    xq = np.concatenate([x_all, x_all + delta])
+    q = x_all.size
+    curves = [lf[:q] - lf[q:] for lf in ev.main(hs, xq)]
+    epl_x = curves[0][inner]
     estimate = float(np.max(np.abs(epl_x)))
     slope = float(least_squares_slope(x, epl_x)) if x.size >= 2 else math.nan
     inv_s2 = inverse_sigma2(slope, h, delta)
-    centre = float(round(float(np.dot(points, counts)) / float(counts.sum())))
+    centre = ev.centre(float(np.dot(points, counts)) / float(counts.sum()))
     out: dict[str, Any] = {
         "slope": slope,
         "inv_sigma2_hat": inv_s2,
         "rho_hat": 0.5 * delta * delta * inv_s2,
         "epl_gaussian": float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)))) * 0.5 * inv_s2,
     }
+    ext = extrapolate(curves) if target == "exact" else _EMPTY
+    if target == "exact":
+        out["epl_extrapolated"] = float(np.max(np.abs(ext[inner])))
     rng_boot, rng_null = _rngs(seed)
     if b is not None:
-        if ints is None and points.size > _MAX_DISTINCT:
-            points, counts = _linear_binning(r, h / 200.0)
-        km = KernelMatrix(points, h, xq, float(n))
-        rows = km.log_density(multinomial_counts(counts, n, b, rng_boot))
-        e = rows[:, : x.size] - rows[:, x.size :]
-        boot = _max_abs(e)
+        draws = ev.resample(n, b, h, rng_boot)
+        e_all = [lf[:, :q] - lf[:, q:] for lf in ev.boot(draws, hs, xq)]
+        e = e_all[0][:, inner]
+        boot = max_abs(e)
         ok = boot[np.isfinite(boot)]
         a = 0.5 * (1.0 - conf)
         if ok.size:
@@ -332,6 +350,15 @@ def estimate_epl(
                 epl_debiased=max(0.0, 2.0 * estimate - float(ok.mean())),
                 boot_se=float(ok.std(ddof=1)) if ok.size > 1 else math.nan,
             )
+        if target == "exact":
+            lo_hi = bracket(
+                (out.get("ci_low", math.nan), out.get("ci_high", math.nan)),
+                float(np.max(np.abs(ext))),
+                max_abs(extrapolate(e_all)),
+                a,
+                ci_kind,
+            )
+            out.update(ci_low=lo_hi[0], ci_high=lo_hi[1])
         out.update(_pointwise_band(epl_x, e, a, ci_kind))
         if x.size >= 2:
             s = least_squares_slope(x, e)
@@ -340,7 +367,7 @@ def estimate_epl(
                 out["slope_se"] = float(s.std(ddof=1))
         out["n_boot"] = b
     if nn is not None:
-        out.update(_reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
+        out.update(ev.reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
     return EPLEstimate(estimate, "ok", n, h, x, epl_x, window, **meta, **out)
 
 
@@ -357,43 +384,11 @@ def _pointwise_band(
     safe = np.where(finite, e, np.nan)
     with np.errstate(invalid="ignore"):
         q = np.full((2, e.shape[1]), np.nan)
-        if ok.any():
+        if finite.all() and e.shape[0] >= 2:  # the same numbers as below, one sort per column
+            q = np.quantile(e, [a, 1.0 - a], axis=0)
+        elif ok.any():
             q[:, ok] = np.nanquantile(safe[:, ok], [a, 1.0 - a], axis=0)
     lo, hi = q[0], q[1]
     if ci_kind == "basic":
         lo, hi = 2.0 * epl_x - hi, 2.0 * epl_x - lo
     return {"band_low": lo, "band_high": hi}
-
-
-def _reference_floor(
-    sd: float,
-    mean: float,
-    n: int,
-    h: float,
-    x: npt.NDArray[np.float64],
-    delta: float,
-    draws: int,
-    quantile: float,
-    rng: np.random.Generator,
-) -> dict[str, Any]:
-    """EPL of ``draws`` samples of n from N_Z(c, sd²) (c = ``mean``, an integer) on the same x, h, Δ."""
-    s2 = max(sd * sd, 1e-6)
-    dg = DiscreteGaussian(s2)
-    c = float(mean)
-    k = np.arange(-dg.support_radius, dg.support_radius + 1, dtype=np.float64)
-    pmf = dg.pmf(k)
-    pts = k + c
-    xq = np.concatenate([x, x + delta])
-    km = KernelMatrix(pts, h, xq, float(n))
-    rows = km.log_density(multinomial_counts(pmf, n, draws, rng))
-    null = _max_abs(rows[:, : x.size] - rows[:, x.size :])
-    ok = null[np.isfinite(null)]
-    u = x - c
-    true = float(np.max(np.abs(delta * (2.0 * u + delta)) / (2.0 * s2)))
-    return {
-        "n_null": draws,
-        "null_sigma2": s2,
-        "null_true": true,
-        "null_mean": float(ok.mean()) if ok.size else math.nan,
-        "null_upper": float(np.quantile(ok, quantile)) if ok.size else math.nan,
-    }
