@@ -8,9 +8,9 @@ pmf that is smooth at the scale h, L(h) = L(0) + a·h² + b·h⁴ + …, so the 
     EPL₀(x) = 3·EPL_h(x) − 3·EPL_{√2h}(x) + EPL_{√3h}(x).
 
 On the exact pmf of ADPC (P = 2, 3, 4, 8; ε = 0.01 … 2) its maximum is within −0.06 … +1.2 % of the
-exact loss, against −5 … −8 % for L(h). At a kink of the pmf (the two-sided geometric's mode) the
-expansion fails and the extrapolation errs **high** (+14 … +27 % on a single geometric): it is used
-as an *upper* end only.
+exact loss, against −3 … −8 % for L(h) (``benchmarks/epl_smoothing_bias.py``). At a kink of the pmf
+(the two-sided geometric's mode) the expansion fails and the extrapolation errs **high** (+14 …
++27 % on a single geometric at ε ≤ 1): it is used as an *upper* end only.
 
 :func:`bracket` makes the ``"exact"`` interval from bootstrap curves:
 
