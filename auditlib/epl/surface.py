@@ -81,8 +81,10 @@ def epl_surface(
 ) -> EPLSurface:
     """The bias-aware EPL(x) of ``residuals`` with its pointwise ``confidence`` band from
     ``n_boot`` multinomial resamples, thinned to ``max_points``. Other keywords (bandwidth and its
-    kind, percentiles, range_multiplier, shift, ci_kind, min_residuals) go to
-    :func:`auditlib.epl.estimate_epl`; the matched floor is not drawn here."""
+    kind, percentiles, range_multiplier, shift, ci_kind, grid, min_residuals) go to
+    :func:`auditlib.epl.estimate_epl`; the matched floor is not drawn here, nor the bracket of the
+    exact loss (the band is pointwise, for the smoothed curve)."""
+    kwargs.setdefault("ci_target", "smoothed")  # the band is the smoothed curve's, pointwise
     est = estimate_epl(
         residuals, n_boot=n_boot, confidence=confidence, n_null=None, seed=seed, **kwargs
     )

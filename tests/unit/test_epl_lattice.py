@@ -16,7 +16,7 @@ import pytest
 from scipy.special import logsumexp
 from test_epl_seed001 import adpc_exact_loss
 
-from auditlib.epl import LatticeHistogram, estimate_epl
+from auditlib.epl import LatticeHistogram, epl_surface, estimate_epl
 from auditlib.epl.bootstrap import KernelMatrix
 from auditlib.epl.exact import adpc_pmf, windowed_loss
 from auditlib.epl.kde import mixture_logpdf, support
@@ -240,3 +240,11 @@ def test_gdpc_residuals_stay_on_the_integers() -> None:
     opt = estimate_epl(r, seed=0, n_null=None, ci_target="exact")  # opt-in: only widens upward
     assert opt.ci_low == pytest.approx(e.ci_low, rel=1e-12) and opt.ci_high >= e.ci_high
     assert opt.epl == pytest.approx(e.epl, rel=1e-12)
+
+
+def test_surface_of_adpc_residuals_is_on_their_lattice() -> None:
+    r = _adpc(1.0, 9261, np.random.default_rng(4))
+    s = epl_surface(r, seed=2)
+    e = estimate_epl(r, seed=2, n_null=None, ci_target="smoothed")
+    assert s.grid_size == e.x.size and np.any(s.x != np.round(s.x))
+    assert s.epl == e.epl and np.all(np.isfinite(s.low)) and np.all(s.low < s.high)
