@@ -93,6 +93,12 @@ class EPLEstimate:
     |Δ(2(x−c)+Δ)|/(2σ̂²) (c the rounded mean: the loss a discrete Gaussian of that σ̂² has there) are
     **estimates that assume Gaussian noise** (see :mod:`auditlib.epl.slope`); for other noise they
     mean nothing.
+
+    ``lattice`` is the spacing of the residuals' lattice (1 for integers, 1/P for ADPC; NaN on
+    none), ``grid`` where x was taken (``"lattice"`` or ``"integers"``), ``ci_target`` what the
+    interval covers (``"smoothed"`` or ``"exact"``, resolved from ``"auto"``); with ``"exact"``,
+    ``epl_extrapolated`` is the maximum of the curve extrapolated to h → 0 over the window and
+    ``outer_window`` the window of the interval's upper end (:mod:`auditlib.epl.extrapolate`).
     """
 
     epl: float
