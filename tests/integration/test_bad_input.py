@@ -29,7 +29,6 @@ from tests.integration._specs import tiny_spec, to_toml
 #: cases whose fix lands with another part of the code (strict: they fail until it lands; then
 #: remove them from here)
 PENDING = {
-    "run-overwrite-non-store": "lands with storage/store.py: only dpaudit stores are overwritten",
     "run-scheduler-http": "lands with flows/runtime.py: a Dask connect timeout",
 }
 

@@ -117,7 +117,7 @@ def test_cli_run_with_overwrite_leaves_a_foreign_prefix_alone(
 ) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from flows.cli.app import app
     from tests.integration.test_cli_run import SPEC
 
     fs = fs_of(s3)

@@ -14,7 +14,7 @@ import zarr
 from typer.testing import CliRunner
 
 from auditlib.exceptions import StoreError
-from flows.cli import app
+from flows.cli.app import app
 from storage import checksums, store
 from storage import schema as S
 from tests.unit.test_store import template
