@@ -29,6 +29,10 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``epl_composed_projection`` (EPL of the Gaussian-optimal combination of a path: a lower-bound
   check), ``composed_dependence_factor``; ``level_correlation(geolevel, geolevel_b)`` the
   cross-level residual correlations along paths leaf → root (seed 001 trees; NaN otherwise).
+  TopDown releases also store the bias of unit totals conditional on the truth:
+  ``total_bias(geolevel, truth_class)``, the mean released − true total of the level's units whose
+  true total is 0 (``empty``) or > 0 (``populated``), over every unit, state and replicate, and
+  ``total_bias_units(geolevel, truth_class)``, how many (unit, replicate) pairs it averages.
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
@@ -81,6 +85,7 @@ NOISE = "noise"
 COUNT = "count"
 MPL_PAIR = "mpl_pair"
 MPL_EPS = "mpl_eps"
+TRUTH_CLASS = "truth_class"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 

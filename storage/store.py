@@ -489,6 +489,13 @@ def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.
     return res, qi
 
 
+def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(truth (n,), unit_index (n,)) of one block's items, padding removed."""
+    n = int(np.asarray(_array(url, "n_items")[state, geolevel]))
+    truth = np.asarray(_array(url, "truth")[state, geolevel, :n])
+    return truth, np.asarray(_array(url, "unit_index")[state, geolevel, :n])
+
+
 def write_group(url: str, group: str, ds: xr.Dataset) -> None:
     """Write a small group whole (one writer)."""
     ds = ds.copy()

@@ -19,6 +19,7 @@
 The derivation and the error budget are in ``docs/accounting.md``.
 """
 
+from auditlib.accounting._validation import MAX_LATTICE, MAX_WORK, check_max_work
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.calibrate import (
     Calibration,
@@ -38,6 +39,8 @@ from auditlib.accounting.losses import (
     LaplaceLoss,
 )
 from auditlib.accounting.tradeoff import (
+    MAX_TRADEOFF_POINTS,
+    check_tradeoff_points,
     gaussian_tradeoff,
     gdp_mu_estimate,
     tradeoff,
@@ -47,6 +50,9 @@ from auditlib.accounting.tradeoff import (
 from auditlib.accounting.zcdp import bureau_delta, bureau_epsilon, cks_delta, cks_epsilon
 
 __all__ = [
+    "MAX_LATTICE",
+    "MAX_TRADEOFF_POINTS",
+    "MAX_WORK",
     "Bracket",
     "Calibration",
     "DiscreteGaussianComposition",
@@ -60,6 +66,8 @@ __all__ = [
     "calibrate_factor",
     "calibrate_mixed",
     "calibrate_sigma2",
+    "check_max_work",
+    "check_tradeoff_points",
     "cks_delta",
     "cks_epsilon",
     "gaussian_tradeoff",

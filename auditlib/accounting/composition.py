@@ -32,7 +32,7 @@ import numpy as np
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, trim
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
-from auditlib.accounting._validation import to_positive_fraction
+from auditlib.accounting._validation import check_budgets, to_positive_fraction
 from auditlib.accounting.discrete_gaussian_pld import (
     _SUBGAUSS_HALF_WIDTH,
     EPSILON_WIDTH_TARGET,
@@ -164,12 +164,7 @@ class PrivacyLossComposition(ProfileQueries):
             raise InvalidParameterError(
                 f"mode must be 'auto', 'exact-lattice' or 'bracket-grid', got {mode!r}"
             )
-        if isinstance(max_lattice, bool) or not isinstance(max_lattice, int) or max_lattice < 16:
-            raise InvalidParameterError(
-                f"max_lattice must be an integer >= 16, got {max_lattice!r}"
-            )
-        if not (isinstance(max_work, int | float) and math.isfinite(max_work) and max_work > 0):
-            raise InvalidParameterError(f"max_work must be positive and finite, got {max_work!r}")
+        max_lattice, max_work = check_budgets(max_lattice, max_work)
         h_user = None if grid is None else to_positive_fraction(grid, "grid")
         comps = self.components
         self.weight = sum(_rounding_weight(c) for c in comps)

@@ -38,6 +38,7 @@ from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
 from auditlib.accounting._split import SplitLowerBound, dyadic_shift, split_to_grid
 from auditlib.accounting._validation import (
+    check_budgets,
     parse_components,
     to_positive_fraction,
 )
@@ -137,15 +138,17 @@ class DiscreteGaussianComposition(ProfileQueries):
         Bracket-mode grid step in loss units. ``None``: the coarsest of ``1e-6 / (number of distinct
         sigma2)`` and the finest grid within ``max_lattice`` and ``max_work``.
     max_lattice
-        Largest lattice (number of points) the direct convolution may build.
+        Largest lattice (number of points) the direct convolution may build; at most
+        :data:`~auditlib.accounting._validation.MAX_LATTICE` (20 million, about 3 GB).
     mode
         ``"auto"`` (exact lattice when commensurate within the budgets, else bracket mode),
         ``"exact-lattice"`` (raise :class:`AccountingError` if impossible) or ``"bracket-grid"``.
     limit_denominator
         If given, float ``sigma2`` are replaced by ``Fraction(x).limit_denominator(...)``.
     max_work
-        Largest number of multiply-adds the direct convolution may spend (0.5-1 s per ``1e9`` on one
-        core); the bracket mode counts both of its passes.
+        Largest number of multiply-adds the direct convolution may spend (0.5-2 s per ``1e9`` on one
+        core); the bracket mode counts both of its passes. At most
+        :data:`~auditlib.accounting._validation.MAX_WORK` (1e12).
     refine
         Bracket mode only: also build the second-order split composition (every variance class
         split onto a dyadic grid by mass-preserving splits; see :mod:`auditlib.accounting._split`)
@@ -190,12 +193,7 @@ class DiscreteGaussianComposition(ProfileQueries):
             raise InvalidParameterError(
                 f"mode must be 'auto', 'exact-lattice' or 'bracket-grid', got {mode!r}"
             )
-        if isinstance(max_lattice, bool) or not isinstance(max_lattice, int) or max_lattice < 16:
-            raise InvalidParameterError(
-                f"max_lattice must be an integer >= 16, got {max_lattice!r}"
-            )
-        if not (isinstance(max_work, int | float) and math.isfinite(max_work) and max_work > 0):
-            raise InvalidParameterError(f"max_work must be positive and finite, got {max_work!r}")
+        max_lattice, max_work = check_budgets(max_lattice, max_work)
         h_user = None if grid is None else to_positive_fraction(grid, "grid")
 
         counts: dict[Fraction, int] = {}

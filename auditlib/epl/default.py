@@ -70,6 +70,22 @@ CI_KINDS = ("percentile", "basic")
 #: Distinct non-integer values above which the bootstrap works on a linearly binned lattice.
 _MAX_DISTINCT = 20_000
 
+#: Most bootstrap resamples (``n_boot``) or reference draws (``n_null``) one estimate takes, as the
+#: spec allows. Each draw is one multinomial histogram and one product with the kernel matrix
+#: (about a millisecond for a few thousand lattice points), so the bound is a couple of minutes.
+MAX_DRAWS = 100_000
+
+#: Most memory the bootstrap's curves (``n_boot`` × query points, float64, about four copies for
+#: the band, the slopes and their quantiles) may take: 4 GiB. A larger ``n_boot`` for the window
+#: at hand is refused before any draw, naming the memory it would need and the largest allowed.
+MAX_BOOTSTRAP_BYTES = 4 * 2**30
+
+#: Memory of one block of resampled histograms: the draws are made block by block (the same
+#: random stream as all at once), so the (draws × lattice points) matrix never exists whole. A
+#: problem that fits one block gives the numbers it gave before blocks; with several, the kernel
+#: products of fewer rows may round differently in the last bits.
+_BLOCK_BYTES = 256 * 2**20
+
 _EMPTY: npt.NDArray[np.float64] = np.empty(0, dtype=np.float64)
 
 Seed = int | np.random.SeedSequence | np.random.Generator | None
@@ -177,7 +193,43 @@ def _check_draws(name: str, value: object) -> int | None:
         raise InvalidParameterError(
             f"Invalid {name}: {value!r}; pass an integer ≥ 1 (e.g. 200), or None to skip."
         )
+    if int(value) > MAX_DRAWS:
+        raise InvalidParameterError(
+            f"Invalid {name}: {value!r}; the largest allowed is {MAX_DRAWS} (MAX_DRAWS)."
+        )
     return int(value)
+
+
+def _check_boot_memory(draws: int, queries: int) -> None:
+    """Refuse ``n_boot`` whose curves (draws × queries float64, about four copies) pass
+    :data:`MAX_BOOTSTRAP_BYTES`, naming the memory it needs and the largest allowed."""
+    per_draw = 4 * 8 * queries
+    if draws * per_draw > MAX_BOOTSTRAP_BYTES:
+        raise InvalidParameterError(
+            f"Invalid n_boot: {draws}; its curves over {queries} query points would need about "
+            f"{draws * per_draw / 2**30:.1f} GiB, more than the {MAX_BOOTSTRAP_BYTES / 2**30:g} GiB "
+            f"allowed (MAX_BOOTSTRAP_BYTES); the largest allowed here is "
+            f"{MAX_BOOTSTRAP_BYTES // per_draw}"
+        )
+
+
+def _resampled_rows(
+    km: KernelMatrix,
+    counts: npt.NDArray[np.float64],
+    n: int,
+    draws: int,
+    rng: np.random.Generator,
+    reduce: Any = None,
+) -> npt.NDArray[np.float64]:
+    """``km.log_density`` of ``draws`` multinomial resamples of ``counts``, made block by block
+    (:data:`_BLOCK_BYTES`; the same stream as one call); ``reduce`` maps each block's rows first."""
+    width = int(np.size(counts)) + int(km.matrix.shape[0])
+    step = max(1, _BLOCK_BYTES // (3 * 8 * width))
+    parts = []
+    for start in range(0, draws, step):
+        rows = km.log_density(multinomial_counts(counts, n, min(step, draws - start), rng))
+        parts.append(rows if reduce is None else reduce(rows))
+    return np.concatenate(parts)
 
 
 def _check_fraction(name: str, value: object) -> float:
@@ -296,6 +348,8 @@ def estimate_epl(
     if x.size == 0:
         return EPLEstimate(math.nan, "empty_window", n, h, empty, empty, window, **meta)
     xq = np.concatenate([x, x + delta])
+    if b is not None:
+        _check_boot_memory(b, int(xq.size))
     if ints is not None:
         logf = mixture_logpdf(points, counts, h, xq)
     else:
@@ -316,7 +370,7 @@ def estimate_epl(
         if ints is None and points.size > _MAX_DISTINCT:
             points, counts = _linear_binning(r, h / 200.0)
         km = KernelMatrix(points, h, xq, float(n))
-        rows = km.log_density(multinomial_counts(counts, n, b, rng_boot))
+        rows = _resampled_rows(km, counts, n, b, rng_boot)
         e = rows[:, : x.size] - rows[:, x.size :]
         boot = _max_abs(e)
         ok = boot[np.isfinite(boot)]
@@ -385,8 +439,9 @@ def _reference_floor(
     pts = k + c
     xq = np.concatenate([x, x + delta])
     km = KernelMatrix(pts, h, xq, float(n))
-    rows = km.log_density(multinomial_counts(pmf, n, draws, rng))
-    null = _max_abs(rows[:, : x.size] - rows[:, x.size :])
+    null = _resampled_rows(
+        km, pmf, n, draws, rng, lambda rows: _max_abs(rows[:, : x.size] - rows[:, x.size :])
+    )
     ok = null[np.isfinite(null)]
     u = x - c
     true = float(np.max(np.abs(delta * (2.0 * u + delta)) / (2.0 * s2)))

@@ -36,6 +36,7 @@ from scipy import stats
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError
+from auditlib.simulate.direct import MAX_REPLICATES
 from auditlib.simulate.hierarchical import ALGORITHM_KEYS, Algorithm, CountTree, release
 from auditlib.simulate.neighbours import NEIGHBOUR_NOISE, NeighbourPair
 
@@ -166,9 +167,10 @@ def direct_chunk(
     start: int,
     stop: int,
     seed: int,
-    n_runs: int = 4,
+    n_runs: int | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Errors ``DP_unit − TC_unit(D)`` under D and under D′ of replicates ``start..stop−1``."""
+    """Errors ``DP_unit − TC_unit(D)`` under D and under D′ of replicates ``start..stop−1`` (ADPC
+    needs ``n_runs`` = P)."""
     if algorithm not in ALGORITHM_KEYS:
         raise InvalidParameterError(
             f"Invalid algorithm: {algorithm!r}; allowed: {', '.join(ALGORITHM_KEYS)}"
@@ -176,6 +178,11 @@ def direct_chunk(
     if not 0 <= int(start) < int(stop):
         raise InvalidParameterError(
             f"Invalid replicate range: {start}..{stop}; need 0 <= start < stop."
+        )
+    if int(stop) > MAX_REPLICATES:
+        raise InvalidParameterError(
+            f"Invalid replicate range: {start}..{stop}; the largest allowed stop is "
+            f"{MAX_REPLICATES} (MAX_REPLICATES)."
         )
     trees: tuple[CountTree, CountTree] = pair.trees()
     if not 0 <= level <= trees[0].levels:

@@ -29,6 +29,13 @@ from auditlib.exceptions import InvalidParameterError
 #: keyed stream of the people's locations (see :mod:`auditlib.seeds`; ids >= 10 are module-local)
 FLAXMAN_POPULATION = 10
 
+#: Most people (N) and most leaves (C^J ≤ N/μ) of a generated population: the United States'
+#: size, rounded up. A person's leaf code takes 8 bytes and a neighbour pair holds D and D′
+#: (16 bytes a person, measured), so a pair at the bound takes 6.4 GB; every leaf has a count
+#: (8 bytes, and residuals per replicate), hence the same bound on the leaves.
+#: :func:`generate_population` refuses more before drawing anyone.
+MAX_PEOPLE = 4 * 10**8
+
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
@@ -179,6 +186,25 @@ def people_from_locations(
     return FlaxmanPopulation(h, leaf)
 
 
+def check_population_size(n_people: int, levels: int, mean_per_location: float) -> FlaxmanHierarchy:
+    """The hierarchy of a population of ``n_people`` if both N and its number of leaves are at most
+    :data:`MAX_PEOPLE`; else raise naming the value and the bound. Nothing is allocated."""
+    n = _check_int("N (n_people)", n_people, 1)
+    if n > MAX_PEOPLE:
+        raise InvalidParameterError(
+            f"Invalid N (n_people): {n_people!r}; the largest allowed is {MAX_PEOPLE} "
+            "(MAX_PEOPLE: 8 bytes a person, 16 for D and D′)"
+        )
+    h = FlaxmanHierarchy.from_population(n, levels, mean_per_location)
+    if h.n_leaves > MAX_PEOPLE:
+        raise InvalidParameterError(
+            f"Invalid mu (mean_per_location): {mean_per_location!r}; N/mu gives {h.n_leaves} "
+            f"leaves, more than the {MAX_PEOPLE} allowed (MAX_PEOPLE: every leaf has a count); "
+            "raise mu"
+        )
+    return h
+
+
 def generate_population(
     n_people: int,
     levels: int,
@@ -191,7 +217,7 @@ def generate_population(
 
     Pass either an explicit ``rng`` or a ``seed`` (then the keyed stream ``FLAXMAN_POPULATION`` is used).
     """
-    h = FlaxmanHierarchy.from_population(n_people, levels, mean_per_location)
+    h = check_population_size(n_people, levels, mean_per_location)
     if (rng is None) == (seed is None):
         raise InvalidParameterError("Pass exactly one of rng= or seed=")
     g = rng if rng is not None else seeds.rng(int(seed), FLAXMAN_POPULATION)  # type: ignore[arg-type]

@@ -32,6 +32,15 @@ IntArray = npt.NDArray[np.int64]
 #: name of the level of the table's rows when no unit column is given
 ROW_LEVEL = "unit"
 
+#: The largest total of all the counts of a table (and so of any one count): 2**31 − 1. Every
+#: level's counts are sums of the table's, and the largest is the top unit's (the root of
+#: :meth:`TabularPopulation.count_tree`, released by RDPC): result stores hold true counts as
+#: int32 (:class:`auditlib.simulate.release.ResidualBlock`), so this bound makes every count of
+#: every level, every marginal query and every sum fit, and keeps the float64 arithmetic of the
+#: releases (raking, ADPC means, residuals) exact. A larger table is refused on reading, naming
+#: the file, column and row, before any work is done.
+MAX_TABLE_TOTAL = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class TabularPopulation:
@@ -114,33 +123,73 @@ def _read(source: str | Path | pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _counts(frame: pd.DataFrame, columns: Sequence[str]) -> IntArray:
+def _numbers(s: pd.Series, col: str, where: str) -> npt.NDArray[np.float64]:
+    """A count column as float64 (integers beyond int64 arrive as Python ints), or raise."""
+    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        return s.to_numpy(dtype=np.float64)
+    if s.dtype == object and all(
+        isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool) for x in s
+    ):
+        return np.array([float(x) for x in s], dtype=np.float64)
+    raise InvalidParameterError(
+        f"Invalid column {col!r}: dtype {s.dtype} in {where}; counts must be numbers"
+    )
+
+
+def _counts(frame: pd.DataFrame, columns: Sequence[str], where: str) -> IntArray:
+    """The count columns as int64, each a whole number in 0..MAX_TABLE_TOTAL, or raise naming
+    the value, its column and row and ``where`` (the file)."""
     out = np.empty((len(frame), len(columns)), dtype=np.int64)
     for j, col in enumerate(columns):
         s = frame[col]
         if s.isna().any():
             i = int(np.flatnonzero(s.isna().to_numpy())[0])
             raise InvalidParameterError(
-                f"Invalid count in column {col!r}, row {i}: missing; every count must be given"
+                f"Invalid count in column {col!r}, row {i}: missing in {where}; every count "
+                "must be given"
             )
-        if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
-            raise InvalidParameterError(
-                f"Invalid column {col!r}: dtype {s.dtype}; counts must be numbers"
-            )
-        v = s.to_numpy(dtype=np.float64)
+        v = _numbers(s, col, where)
         bad = ~np.isfinite(v) | (v != np.round(v))
         if bad.any():
             i = int(np.argmax(bad))
             raise InvalidParameterError(
-                f"Invalid count {float(v[i])!r} in column {col!r}, row {i}; counts must be whole numbers"
+                f"Invalid count {float(v[i])!r} in column {col!r}, row {i} of {where}; counts "
+                "must be whole numbers"
             )
         if (v < 0).any():
             i = int(np.argmax(v < 0))
             raise InvalidParameterError(
-                f"Invalid count {int(v[i])} in column {col!r}, row {i}; counts must be >= 0"
+                f"Invalid count {int(v[i])} in column {col!r}, row {i} of {where}; counts must "
+                "be >= 0"
             )
-        out[:, j] = s.to_numpy(dtype=np.int64)
+        if (v > MAX_TABLE_TOTAL).any():
+            i = int(np.argmax(v > MAX_TABLE_TOTAL))
+            raise InvalidParameterError(
+                f"Invalid count {_show(s.iloc[i])} in column {col!r}, row {i} of {where}; the "
+                f"largest allowed count is {MAX_TABLE_TOTAL} (2**31 - 1), and so is the total "
+                "of all counts: true counts are stored as int32"
+            )
+        out[:, j] = v.astype(np.int64)  # exact: whole numbers <= 2**31 - 1
     return out
+
+
+def _show(x: object) -> str:
+    """A count as written: integers in full, floats as repr (1e+30)."""
+    return str(int(x)) if isinstance(x, int | np.integer) else repr(float(x))  # type: ignore[arg-type]
+
+
+def _check_total(hist: IntArray, columns: Sequence[str], where: str) -> None:
+    """Refuse a table whose counts sum past MAX_TABLE_TOTAL, naming where the sum crosses it."""
+    total = int(hist.sum())  # exact: each count <= 2**31 - 1, far fewer than 2**32 of them
+    if total <= MAX_TABLE_TOTAL:
+        return
+    k = int(np.argmax(np.cumsum(hist.ravel()) > MAX_TABLE_TOTAL))
+    i, j = divmod(k, hist.shape[1])
+    raise InvalidParameterError(
+        f"Invalid table {where}: its counts sum to {total}, past the largest allowed total "
+        f"{MAX_TABLE_TOTAL} (2**31 - 1; the top level's count is stored as int32); the sum "
+        f"crosses it at column {columns[j]!r}, row {i}: split the table into parts within it"
+    )
 
 
 def read_counts(
@@ -160,6 +209,10 @@ def read_counts(
     attribute called ``attribute`` whose levels are the column names). ``levels``: hierarchy columns
     top to bottom; ``unit``: the column labelling the rows (default: the row number). ``total``: a
     column that must equal the sum of the counts in every row.
+
+    Counts are whole numbers >= 0 summing to at most :data:`MAX_TABLE_TOTAL` (2**31 − 1); a
+    missing, fractional, negative, infinite or too large count is refused naming the file, its
+    column and row (rows numbered from 0, the header not counted).
     """
     frame = _read(source)
     counts = list(counts)
@@ -183,9 +236,11 @@ def read_counts(
             f"Invalid counts: {len(counts)} columns for schema {schema.name!r} with "
             f"{schema.n_cells} cells; give one column per detailed cell, in C order"
         )
-    hist = _counts(frame, counts)
+    where = "the table" if isinstance(source, pd.DataFrame) else repr(str(source))
+    hist = _counts(frame, counts, where)
+    _check_total(hist, counts, where)
     if total is not None:
-        t = _counts(frame, [total])[:, 0]
+        t = _counts(frame, [total], where)[:, 0]
         bad = t != hist.sum(axis=1)
         if bad.any():
             i = int(np.argmax(bad))

@@ -30,8 +30,37 @@ from auditlib.mpl.catalogue import (
 )
 from auditlib.mpl.census import adpc_count, allocation_count, gdpc_count
 from auditlib.mpl.mpl import mpl
+from auditlib.mpl.protocol import check_sample_size
 
 MPL_COVERAGE = 20  # stream id of coverage repetitions
+
+#: Most repetitions of one (mechanism, ε₀) cell: a repetition is one MPL run (0.05-1 s at the
+#: default sizes), so the bound is a day of one core per cell at most; the results take 10 bytes
+#: a repetition. :func:`coverage_chunk` refuses repetition indices at or past it.
+MAX_REPETITIONS = 100_000
+
+
+def check_coverage_sizes(
+    repetitions: object, n: object, n_confidence: object
+) -> tuple[int, int, int]:
+    """The sizes of a coverage experiment: ``repetitions`` in ``1..MAX_REPETITIONS``, ``n`` and
+    ``n_confidence`` in ``10..MAX_SAMPLE_SIZE``; raise naming the first bad one. Nothing is
+    allocated, so callers can check before planning any work."""
+    if (
+        isinstance(repetitions, bool)
+        or not isinstance(repetitions, int | np.integer)
+        or not 1 <= repetitions <= MAX_REPETITIONS
+    ):
+        raise InvalidParameterError(
+            f"Invalid repetitions: {repetitions!r}; allowed 1..{MAX_REPETITIONS} (MAX_REPETITIONS)"
+        )
+    sizes = []
+    for name, v in (("n", n), ("n_confidence", n_confidence)):
+        size = check_sample_size(name, v)
+        if size < 10:
+            raise InvalidParameterError(f"Invalid {name}: {v!r}; need >= 10 draws")
+        sizes.append(size)
+    return int(repetitions), sizes[0], sizes[1]
 
 
 def _broken_laplace(eps: float) -> KnownMechanism:
@@ -106,6 +135,11 @@ def coverage_chunk(
     """
     if not 0 <= start < stop:
         raise InvalidParameterError(f"Invalid repetitions {start}..{stop}; need 0 <= start < stop")
+    if stop > MAX_REPETITIONS:
+        raise InvalidParameterError(
+            f"Invalid repetitions {start}..{stop}; the largest allowed stop is {MAX_REPETITIONS} "
+            "(MAX_REPETITIONS)"
+        )
     e = known_mechanism(name, epsilon)
     lb = np.empty(stop - start)
     floor = np.zeros(stop - start, dtype=bool)

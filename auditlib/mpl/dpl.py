@@ -37,6 +37,21 @@ from auditlib.mpl.protocol import (
 DEFAULT_TAU = 1e-3  # the floor of seed 002 §V for n = 2·10⁴
 DEFAULT_GRID = 201  # grid points of a 1-D continuous region
 
+#: Most evaluation points of a region C (all axes together: ``grid_size ** d`` for a box, ``hi − lo
+#: + 1`` for integers). Each pair keeps a loss curve over them (8 bytes a point) and the estimators
+#: evaluate both densities there (continuous d > 1: ``n`` kernel terms a point), so 10⁶ points
+#: cost 8 MB a curve and minutes of kernel sums at the default n; a larger C is refused before
+#: any point is built.
+MAX_REGION_POINTS = 10**6
+
+
+def _check_region_points(m: int, what: str) -> None:
+    if m > MAX_REGION_POINTS:
+        raise InvalidParameterError(
+            f"Invalid region: {what} = {m} points; the largest allowed is {MAX_REGION_POINTS} "
+            "(MAX_REGION_POINTS); use a smaller region or a coarser grid."
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class Region:
@@ -68,6 +83,7 @@ class Region:
         g = check_sample_size("grid_size", grid_size)
         if g < 2:
             raise InvalidParameterError(f"Invalid grid_size: {grid_size}; need >= 2 points.")
+        _check_region_points(g ** len(b), f"grid_size^d = {g}^{len(b)}")
         axes = [np.linspace(lo, hi, g) for lo, hi in b]
         mesh = np.meshgrid(*axes, indexing="ij")
         pts = np.stack([m.ravel() for m in mesh], axis=1)
@@ -87,6 +103,7 @@ class Region:
                 raise InvalidParameterError(
                     f"Invalid region: {points!r}; a discrete region is (lo, hi) integers, lo <= hi."
                 )
+            _check_region_points(int(hi) - int(lo) + 1, f"{{{int(lo)}, ..., {int(hi)}}}")
             pts = np.arange(int(lo), int(hi) + 1, dtype=np.int64)
         else:
             arr = np.asarray(points)

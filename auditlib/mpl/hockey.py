@@ -36,23 +36,30 @@ import numpy.typing as npt
 from scipy import stats
 
 from auditlib.exceptions import InvalidParameterError
+from auditlib.mpl.checks import check_alpha, check_epsilons
 from auditlib.mpl.density import silverman_bandwidth
 from auditlib.mpl.protocol import OutputKind, check_kind, check_samples
 
 FloatArray = npt.NDArray[np.float64]
 
+#: Most memory the cell arrays of :func:`hockey_stick` may take: 2 GiB. With m cells and a grid
+#: of k values of ε it holds four (m,) count vectors and about six (k, m) arrays (events, their
+#: plug-in terms), 8 bytes an entry; m follows the data (up to 4n integers for discrete outputs,
+#: range / bandwidth bins for continuous ones). A larger problem is refused before any array is
+#: built, naming the memory it would need and the largest ε grid allowed.
+MAX_HOCKEY_BYTES = 2 * 2**30
 
-def check_epsilons(epsilons: Sequence[float] | npt.ArrayLike) -> FloatArray:
-    """ε grid as a 1-D float array of finite values ≥ 0, or raise naming the bad value."""
-    arr = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-    if arr.ndim != 1 or arr.size == 0:
-        raise InvalidParameterError(f"Invalid epsilons: {epsilons!r}; need a non-empty 1-D list.")
-    bad = arr[~(np.isfinite(arr) & (arr >= 0))]
-    if bad.size:
+
+def _check_memory(cells: int, epsilons: int) -> None:
+    need = 8 * cells * (4 + 6 * epsilons)
+    if need > MAX_HOCKEY_BYTES:
+        most = max(0, (MAX_HOCKEY_BYTES // (8 * cells) - 4) // 6)
         raise InvalidParameterError(
-            f"Invalid epsilon: {float(bad[0])!r}; epsilons are finite and >= 0."
+            f"Invalid epsilons: {epsilons} values over {cells} cells would need about "
+            f"{need / 2**30:.1f} GiB, more than the {MAX_HOCKEY_BYTES / 2**30:g} GiB allowed "
+            f"(MAX_HOCKEY_BYTES); the largest epsilon grid allowed here is {most} values"
+            + ("" if most else " (the outputs spread over too many cells: use fewer draws)")
         )
-    return arr
 
 
 def hockey_stick_exact(
@@ -60,6 +67,7 @@ def hockey_stick_exact(
 ) -> FloatArray:
     """max(H_ε(P‖Q), H_ε(Q‖P)) of two pmfs given as logs on a common support (−inf for 0)."""
     eps = check_epsilons(epsilons)
+    _check_memory(int(np.size(log_p)), eps.size)
     p = np.exp(np.asarray(log_p, dtype=np.float64))
     q = np.exp(np.asarray(log_q, dtype=np.float64))
     e = np.exp(eps)[:, None]
@@ -135,8 +143,6 @@ def hockey_stick(
     Discrete outputs or 1-D continuous outputs; both step-1 samples the same size n, both fresh
     samples the same size N.
     """
-    from auditlib.mpl.mpl import check_alpha
-
     kind = check_kind(kind)
     a = check_alpha(alpha)
     eps = check_epsilons(epsilons)
@@ -156,6 +162,7 @@ def hockey_stick(
             f"{arrs[3].size} (fresh); each pair of samples must have equal sizes."
         )
     first, fresh, m, width = _cells(kind, arrs[:2], arrs[2:])
+    _check_memory(m, eps.size)
     p1 = np.bincount(first[0], minlength=m) / n
     q1 = np.bincount(first[1], minlength=m) / n
     cp = np.bincount(fresh[0], minlength=m)

@@ -30,6 +30,7 @@ from scipy.special import ndtri
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import check_rng
+from auditlib.mpl.checks import check_alpha, check_epsilons
 from auditlib.mpl.density import (
     check_bandwidth,
     check_smoothing,
@@ -40,7 +41,7 @@ from auditlib.mpl.density import (
     undersmoothed_bandwidth,
 )
 from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, as_region, dpl_from_samples
-from auditlib.mpl.hockey import HockeyStick, check_epsilons, hockey_stick
+from auditlib.mpl.hockey import HockeyStick, hockey_stick
 from auditlib.mpl.protocol import (
     MechanismUnderTest,
     OutputKind,
@@ -50,17 +51,6 @@ from auditlib.mpl.protocol import (
 )
 
 SPARSE_COUNT = 20  # fewer draws than this at t̂ (discrete): the normal approximation is doubtful
-
-
-def check_alpha(alpha: object) -> float:
-    """Return α as a float in (0, 1), or raise naming it."""
-    try:
-        a = float(alpha)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"Invalid alpha: {alpha!r} is not a number.") from None
-    if not (0.0 < a < 1.0):
-        raise InvalidParameterError(f"Invalid alpha: {alpha!r}; a level must lie in (0, 1).")
-    return a
 
 
 def _check_positive(fx: float, fy: float, t: Any, tau: float) -> None:

@@ -54,6 +54,22 @@ from auditlib.simulate.topdown import StateHierarchy, topdown
 DIRECT_RELEASE = 19
 DEFAULT_CHUNK = 2_000
 
+#: Most replicates of one direct experiment (:func:`release_range`, :func:`release_samples`): the
+#: released values on D and D′ take 16 bytes a replicate (160 MB at the bound), and the cheapest
+#: release runs about ten million times a second, the costliest (TopDown of a state) far slower.
+MAX_REPLICATES = 10**7
+
+#: Most memory one call of :func:`released_values` (``n`` runs at once, e.g. one stream chunk) may
+#: take: 2 GiB. The runs are vectorised, so the peak is ``n`` × the values one run computes ×
+#: :data:`BYTES_PER_VALUE`; a larger ``n`` is refused before any draw, naming the memory it would
+#: need and the largest allowed ``n``.
+MAX_RELEASE_BYTES = 2 * 2**30
+
+#: Peak bytes per value a run computes, measured (``tracemalloc``): 106-113 for TopDown per
+#: histogram cell of the state, about 108 for SA3 per cell of the block, 84 for SA4 per cell of the
+#: county's blocks, 32-72 for one noisy count (allocation, GDPC, ADPC); RDPC runs one at a time.
+BYTES_PER_VALUE = 128
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -82,11 +98,19 @@ class TopDown:
 
 @dataclass(frozen=True)
 class Hierarchical:
-    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon`` (ADPC: ``n_runs`` = P)."""
+    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon``; ADPC needs ``n_runs`` = P
+    (seed 001: 4)."""
 
     algorithm: Algorithm
     epsilon: float
-    n_runs: int = 4
+    n_runs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.algorithm == "adpc" and self.n_runs is None:
+            raise InvalidParameterError(
+                "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass "
+                "Hierarchical('adpc', epsilon, n_runs) (seed 001: 4)"
+            )
 
     @property
     def key(self) -> int:
@@ -149,6 +173,34 @@ def _allocation(
     truth = np.full((n, 1), t.truth(db), dtype=np.int64)
     block = simulate_block([truth], [QueryPlan("cell", 1, 1, s2)], [0], [g], r.postprocess)
     return block.truth.astype(np.float64) + block.residual[0].astype(np.float64)
+
+
+def values_per_run(release: Release, db: HistogramDatabase, t: Target) -> int:
+    """How many values one run of ``release`` computes for the target (what ``n`` runs copy)."""
+    if isinstance(release, TopDown):
+        return int(_state_of(db, t)[0].histograms.size)
+    if isinstance(release, Stratified):
+        cells = int(db.histograms.shape[1])
+        if release.kind == "sa4" and len(db.levels) > 1:
+            county = db.parents[-1]
+            return cells * int(np.count_nonzero(county == county[t.unit]))
+        return cells
+    return 1
+
+
+def check_runs(n: int, release: Release, db: HistogramDatabase, t: Target, name: str = "n") -> int:
+    """Refuse ``n`` runs at once whose peak memory would pass :data:`MAX_RELEASE_BYTES`, naming
+    ``name`` (``n``, or the chunk of a replicate range), the memory it needs and the largest
+    allowed."""
+    per_run = values_per_run(release, db, t) * BYTES_PER_VALUE
+    if n * per_run > MAX_RELEASE_BYTES:
+        raise InvalidParameterError(
+            f"Invalid {name}: {n} runs of {type(release).__name__} at once would need about "
+            f"{n * per_run / 2**30:.1f} GiB ({per_run // BYTES_PER_VALUE} values per run); the "
+            f"largest allowed is {MAX_RELEASE_BYTES // per_run} (MAX_RELEASE_BYTES = "
+            f"{MAX_RELEASE_BYTES / 2**30:g} GiB per call)"
+        )
+    return n
 
 
 def _state_of(db: HistogramDatabase, t: Target) -> tuple[HistogramDatabase, int]:
@@ -258,11 +310,13 @@ def released_values(
     cell: int = 0,
 ) -> FloatArray:
     """``n`` independent runs of ``release`` on ``db``: the released value of (level, unit, query
-    cell) of each (float64; ADPC's values lie on ℤ/P, RDPC's are real)."""
+    cell) of each (float64; ADPC's values lie on ℤ/P, RDPC's are real). ``n`` is bounded by
+    :data:`MAX_RELEASE_BYTES` (:func:`check_runs`)."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise InvalidParameterError(f"Invalid n: {n!r}; need an integer >= 1")
     g = check_rng(rng)
     t = Target.check(db, level, unit, query, cell)
+    check_runs(int(n), release, db, t)
     if isinstance(release, Allocation):
         return np.asarray(_allocation(release, db, t, int(n), g), dtype=np.float64)
     if isinstance(release, TopDown):
@@ -299,6 +353,10 @@ class ReleaseSamples:
 def _check_size(name: str, v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
         raise InvalidParameterError(f"Invalid {name}: {v!r}; need an integer >= 1")
+    if v > MAX_REPLICATES:
+        raise InvalidParameterError(
+            f"Invalid {name}: {v!r}; the largest allowed is {MAX_REPLICATES} (MAX_REPLICATES)"
+        )
     return int(v)
 
 
@@ -331,6 +389,7 @@ def release_range(
         )
     start, stop = int(start), int(stop)
     t = Target.check(pair.d, level, unit, query, cell)
+    check_runs(min(chunk, replicates), release, pair.d, t, name="chunk")
     key = int(release.key)
     out = np.empty((2, stop - start), dtype=np.float64)
     for b, db in enumerate((pair.d, pair.d_prime)):

@@ -23,6 +23,25 @@ from auditlib.mechanisms import DiscreteGaussian
 
 Postprocess = Literal["none", "nonnegative"]
 
+#: Most memory the residuals of one block may take: replicates × items × the bytes each replicate
+#: holds per item (4 for the float32 residuals written to the store; more where whole releases are
+#: kept until the block is cut). 4 GiB, so two workers of a 2-core, 24 GB machine fit with room for
+#: the store's buffers; a larger block is refused before its replicates are drawn, naming the
+#: memory it would need and the most replicates allowed (split the block, or run fewer).
+MAX_BLOCK_BYTES = 4 * 2**30
+
+
+def check_block_size(replicates: int, items: int, bytes_per_item: int = 4) -> None:
+    """Refuse ``replicates`` × ``items`` × ``bytes_per_item`` past :data:`MAX_BLOCK_BYTES`."""
+    need = int(replicates) * int(items) * int(bytes_per_item)
+    if need > MAX_BLOCK_BYTES:
+        most = MAX_BLOCK_BYTES // max(1, int(items) * int(bytes_per_item))
+        raise InvalidParameterError(
+            f"Invalid replicates: {replicates} of a block of {items} items would need about "
+            f"{need / 2**30:.1f} GiB, more than the {MAX_BLOCK_BYTES / 2**30:g} GiB allowed "
+            f"(MAX_BLOCK_BYTES); the largest allowed here is {most} replicates"
+        )
+
 
 @dataclass(frozen=True)
 class QueryPlan:
@@ -118,6 +137,7 @@ def simulate_block(
     cell = np.concatenate(
         [np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]) for t in truths]
     )
+    check_block_size(len(noise_rngs), truth.size)
     mechs = [DiscreteGaussian(q.sigma2) for q in queries]
     residual = np.empty((len(noise_rngs), truth.size), dtype=np.float32)
     for r, g in enumerate(noise_rngs):

@@ -1,2 +1,11 @@
-"""The ``dpaudit`` command line: one module per command group (app: the audit and its store;
-accounting; direct), shared options in ``options``, the generated references in ``docgen``."""
+"""The ``dpaudit`` command line, one module per concern:
+
+- ``app``: the Typer app, its commands in ``--help`` order, ``--version``, :func:`~flows.cli.app.main`
+- ``run``: run, spec, verify, report, serve (an audit and its store)
+- ``experiments``: sweep, mpl-coverage; ``direct``: direct
+- ``accounting``: account, calibrate (``accounting_results``: what they compute;
+  ``accounting_tables``: how they print it); ``tradeoff``: tradeoff
+- ``execute``: running one flow into one store on a cluster with the Prefect API
+- ``options``: options and choices shared by several commands; ``errors``: exit codes, the error line
+- ``docgen``: the generated references (docs/cli.md, docs/spec-reference.md)
+"""

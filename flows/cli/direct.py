@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli.options import OverwriteOption, SchedulerOption, app, fail
+from flows.cli.errors import fail
+from flows.cli.execute import check_target_and_scheduler, execute, print_prefect_link
+from flows.cli.options import OverwriteOption, SchedulerOption
 from flows.runtime import apply_prefect_defaults
 
 
@@ -17,7 +19,7 @@ def check_params(p: object) -> None:
     """Bad experiment settings raise :class:`InvalidParameterError` naming the value and the fix."""
     from auditlib.geography.flaxman import children_per_unit
     from auditlib.simulate.hierarchical import ALGORITHMS
-    from flows.direct import DirectParams
+    from flows.direct_experiment import DirectParams
 
     assert isinstance(p, DirectParams)
     if p.algorithm not in ALGORITHMS:
@@ -99,8 +101,8 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 
 
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
-    """The :class:`~flows.direct.SpecDirectParams` of ``--spec`` and the command's options."""
-    from flows.direct import DEFAULT_STREAM_CHUNK, SpecDirectParams
+    """The :class:`~flows.direct_experiment.SpecDirectParams` of ``--spec`` and the command's options."""
+    from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
     from flows.spec import load_spec
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
@@ -127,7 +129,6 @@ def spec_params(spec_path: str, values: dict[str, object]) -> object:
     )
 
 
-@app.command(name="direct")
 def direct(
     algorithm: Annotated[
         str, typer.Option("--algorithm", "-a", help="gdpc | rdpc | adpc")
@@ -202,15 +203,14 @@ def direct(
     or removed."""
     values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
-    from flows.cli.app import _check_target_and_scheduler
-    from flows.direct import DirectParams, check_spec_params
+    from flows.direct_experiment import DirectParams, check_spec_params
 
     if spec:
         try:
             _refuse_mixed(values, spec=True)
             sp = spec_params(spec, values)
             check_spec_params(sp)  # type: ignore[arg-type]
-            cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
+            cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
         except DPAuditError as exc:
             fail(str(exc))
         _run(sp, store_url, cluster, overwrite)
@@ -241,7 +241,7 @@ def direct(
     )
     try:
         check_params(p)
-        cluster = _check_target_and_scheduler(store_url, overwrite, scheduler)
+        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     _run(p, store_url, cluster, overwrite)
@@ -249,12 +249,11 @@ def direct(
 
 def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
     """Run an experiment into its store and print the estimate."""
-    from flows.cli.app import _execute, _print_prefect_link
     from flows.direct import GROUP, direct_flow, direct_run_id
     from storage import store
 
     run_id = direct_run_id(p)  # type: ignore[arg-type]
-    summary, api_url, embedded = _execute(
+    summary, api_url, embedded = execute(
         direct_flow,
         lambda staging: (staging, p),
         store_url,
@@ -281,4 +280,4 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
             f"{ds.attrs[f'epl_lower_{ev}']:>12.4f}"
         )
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
-    _print_prefect_link(api_url, embedded, summary["flow_run_id"])
+    print_prefect_link(api_url, embedded, summary["flow_run_id"])

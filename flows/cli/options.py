@@ -1,25 +1,11 @@
-"""What every ``dpaudit`` command shares: the app, exit codes, the one-line error."""
+"""The options and choices several ``dpaudit`` commands share, declared once."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-
-from auditlib import __version__
-
-app = typer.Typer(
-    name="dpaudit",
-    help="Audit the privacy of differentially private statistical releases (2020 US Census).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-
 
 # --scheduler and --overwrite of the commands that run one flow into one store
 SchedulerOption = Annotated[str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")]
@@ -31,23 +17,40 @@ class Neighbours(StrEnum):
     bounded = "bounded"
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """One line on stderr naming the problem, and the exit code (2: bad input, 1: failed run)."""
-    typer.echo(f"dpaudit: error: {message}", err=True)
-    raise typer.Exit(code)
+class AccountMethod(StrEnum):
+    auto = "auto"
+    exact = "exact"
+    bracket = "bracket"
+    zcdp_simple = "zcdp-simple"
+    zcdp_cks = "zcdp-cks"
+    paper_bound = "paper-bound"
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"dpaudit {__version__}")
-        raise typer.Exit(0)
+class CalibrationMethod(StrEnum):
+    exact = "exact"
+    paper_bound = "paper-bound"
 
 
-@app.callback()
-def _root(
-    version: Annotated[
-        bool | None,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = None,
-) -> None:
-    """dpaudit: exact accounting, empirical privacy loss and simulation of DP releases."""
+class CurveFormat(StrEnum):
+    csv = "csv"
+    json = "json"
+
+
+# options the accounting commands (account, calibrate, tradeoff) share
+AllocationOpt = Annotated[str, typer.Option("--allocation", "-a", help="Shipped allocation id.")]
+NeighboursOpt = Annotated[
+    Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
+]
+AllocationsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allocation",
+        "-a",
+        help="Shipped allocation id; repeat it (or give --cumulative) to compose products.",
+    ),
+]
+UniverseOpt = Annotated[str, typer.Option(help="persons | units.")]
+RegionOpt = Annotated[str, typer.Option(help="US | PR.")]
+LevelsOpt = Annotated[
+    list[str] | None, typer.Option("--level", "-l", help="Geolevel(s); default: all.")
+]

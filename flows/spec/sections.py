@@ -19,6 +19,7 @@ from pydantic import (
 
 from auditlib.allocations import ALLOCATION_FILES
 from auditlib.epl.settings import BiasAwareSettings
+from auditlib.geography.flaxman import MAX_PEOPLE
 
 #: fan-out (children per parent) used for a geolevel the spec does not name
 DEFAULT_FANOUT: dict[str, int] = {
@@ -95,7 +96,7 @@ class PopulationSection(Strict):
     empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
     cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    people: Annotated[int, Field(gt=0, le=10**9)] = 100_000
+    people: Annotated[int, Field(gt=0, le=MAX_PEOPLE)] = 100_000
     #: flaxman: J levels of the regular tree; table: the hierarchy columns, top to bottom
     levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0
@@ -169,10 +170,27 @@ class ReleaseSection(Strict):
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
 
 
+def _named_some(v: Any, example: str) -> Any:
+    """A list of names that is not empty and names each once ("all" passes)."""
+    if isinstance(v, list):
+        if not v:
+            raise ValueError(
+                f'is empty: a run of nothing; name at least one {example}, or use "all"'
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("names an entry twice; name each once")
+    return v
+
+
 class SimulationSection(Strict):
     queries: Literal["all"] | list[str] = "all"
     max_cells_per_query: Annotated[int, Field(gt=0, le=10_000_000)] = 16
     postprocess: Literal["none", "nonnegative"] = "none"
+
+    @field_validator("queries")
+    @classmethod
+    def _some_queries(cls, v: Any) -> Any:
+        return _named_some(v, 'query, e.g. ["total"]')
 
 
 class EPLSection(Strict):
@@ -282,18 +300,37 @@ class EPLSection(Strict):
         }
 
 
+def _check_delta(d: float) -> float:
+    if not (math.isfinite(d) and 1e-20 <= d < 1):
+        raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
+    return d
+
+
 class AccountingSection(Strict):
     deltas: list[float] = Field(default_factory=lambda: [1e-5, 1e-10, 1e-11], min_length=1)
+    #: the one δ of every headline number (the report's first screen, ``dpaudit run``'s table);
+    #: always among the accounted ``deltas`` (added when missing). The Bureau's: 1e-10
+    headline_delta: float = 1e-10
     composed: bool = True
     eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
 
     @field_validator("deltas")
     @classmethod
     def _deltas(cls, v: list[float]) -> list[float]:
-        for d in v:
-            if not (math.isfinite(d) and 1e-20 <= d < 1):
-                raise ValueError(f"delta {d!r} is outside [1e-20, 1); use values such as 1e-10")
-        return sorted(set(v), reverse=True)
+        return sorted({_check_delta(d) for d in v}, reverse=True)
+
+    @field_validator("headline_delta")
+    @classmethod
+    def _headline(cls, v: float) -> float:
+        return _check_delta(v)
+
+    @model_validator(mode="after")
+    def _headline_accounted(self) -> AccountingSection:
+        if self.headline_delta not in self.deltas:  # frozen: set once, while validating
+            object.__setattr__(
+                self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
+            )
+        return self
 
 
 MPLPair = Literal["add", "remove", "move"]
@@ -318,6 +355,11 @@ class MPLSection(Strict):
     delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
         default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
     )
+
+    @field_validator("geolevels")
+    @classmethod
+    def _some_geolevels(cls, v: Any) -> Any:
+        return _named_some(v, 'geolevel, e.g. ["County"]')
 
     @field_validator("pairs")
     @classmethod

@@ -53,7 +53,8 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
 ) -> None:
     from auditlib.simulate.direct import TopDown, release_samples
     from flows.blocks import state_population
-    from flows.direct import GROUP, SpecDirectParams, spec_experiment
+    from flows.direct import GROUP
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
     from flows.spec import load_spec
     from flows.spec.plan import make_plan
 
@@ -130,7 +131,7 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
     assert 0.6 * EPS < ds.attrs["epl_lower_ge"] <= EPS
     assert abs(ds.attrs["epl_ge"] - EPS) < band
     # power: the same statistic of a GDPC at 0.35 or 0.65 falls outside the band around 0.5
-    from flows.direct import SpecDirectParams, spec_experiment
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
 
     e = spec_experiment(SpecDirectParams(spec=_spec_text(spec), change="move", from_block=0,
                                          to_block=5, replicates=6000))  # fmt: skip

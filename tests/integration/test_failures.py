@@ -9,7 +9,7 @@ import pytest
 import typer
 
 from flows import audit
-from flows.cli import app as cli
+from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import store
 
@@ -40,6 +40,6 @@ def test_failed_run_leaves_no_store(
     url = str(tmp_path / "out.zarr")
     spec = parse_spec({"output": {"store": url, "report": str(tmp_path / "r.html")}})
     with pytest.raises(typer.Exit) as exc:
-        cli._run_audit(spec, url, no_report=False)
+        cli.run_audit(spec, url, no_report=False)
     assert exc.value.exit_code == 1
     assert list(tmp_path.iterdir()) == []  # neither the store, its staging copy, nor a report

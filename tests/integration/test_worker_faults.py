@@ -20,7 +20,7 @@ import xarray as xr
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from flows import audit
-from flows.cli import app as cli
+from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
@@ -131,13 +131,13 @@ def test_worker_killed_mid_run_gives_the_same_store(
 ) -> None:
     address = cluster.scheduler.address
     calm = spec_for(tmp_path, "calm.zarr", address, seed=31)
-    cli._run_audit(calm, calm.output.store, no_report=True)
+    cli.run_audit(calm, calm.output.store, no_report=True)
 
     pids_before = set(cluster.run(os.getpid).values())
     marker = tmp_path / "killed"
     cluster.register_plugin(KillInBlockWrite(1, 3, str(marker)))
     hit = spec_for(tmp_path, "hit.zarr", address, seed=31)
-    cli._run_audit(hit, hit.output.store, no_report=True)
+    cli.run_audit(hit, hit.output.store, no_report=True)
 
     killed = int(marker.read_text())  # a worker died running a simulation block ...
     assert killed in pids_before
@@ -165,7 +165,7 @@ def test_task_that_kills_every_worker_fails_cleanly(
     # one task per block, so the task run that failed is named for the block that killed its worker
     s = spec_for(tmp_path, "poison.zarr", cluster.scheduler.address, seed=32, tasks_per_worker=0)
     with pytest.raises(typer.Exit) as exc:
-        cli._run_audit(s, s.output.store, no_report=True)
+        cli.run_audit(s, s.output.store, no_report=True)
     assert exc.value.exit_code == 1
     err = capsys.readouterr().err
     assert "the run failed: KilledWorker" in err and "out of memory?" in err

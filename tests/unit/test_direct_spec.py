@@ -73,7 +73,7 @@ def table_spec(tmp_path: Path, kind: str = "gdpc") -> Path:
 
 def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
     from auditlib.simulate.direct import Allocation, Hierarchical, Stratified, TopDown
-    from flows.direct import SpecDirectParams, check_spec_params
+    from flows.direct_experiment import SpecDirectParams, check_spec_params
 
     def run(data: dict[str, Any], **kw: Any) -> Any:
         return check_spec_params(SpecDirectParams(spec=parse_spec(data).to_toml(), **kw))
@@ -130,6 +130,7 @@ def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
         (["--change", "add", "--to-block", "0", "--state", "ST01"], "--state 'ST01'"),
         (["--change", "add", "--to-block", "0", "--algorithm", "adpc"], "--algorithm 'adpc'"),
         (["--change", "add", "--to-block", "0", "--reps", "0"], "--reps"),
+        (["--change", "add", "--to-block", "0", "--reps", "20000000"], "Invalid --reps: 20000000"),
     ],
 )
 def test_bad_spec_experiments_exit_2_without_a_store(
@@ -179,7 +180,7 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
 
 def test_spine_spec_database_is_the_spine_state() -> None:
-    from flows.direct import SpecDirectParams, spec_experiment
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
     from flows.spec.sources import load_spine
 
     data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
@@ -198,3 +199,18 @@ def test_spine_spec_database_is_the_spine_state() -> None:
     np.testing.assert_array_equal(e.pair.d.histograms, ref.histograms)
     assert e.pair.d.levels == ref.levels
     assert e.pair.d_prime.histograms.sum() == ref.histograms.sum() + 1
+
+
+def test_runs_drawn_at_once_are_bounded_before_any_store() -> None:
+    """A stream chunk whose runs would need more than MAX_RELEASE_BYTES is refused by the check
+    made before the store (naming --stream-chunk), not by a worker's MemoryError midway."""
+    from auditlib.exceptions import InvalidParameterError
+    from flows.direct_experiment import SpecDirectParams, check_spec_params
+
+    spec = parse_spec(topdown_spec("pl94")).to_toml()
+    kw: dict[str, Any] = {"change": "add", "to_block": 0, "geolevel": "County"}
+    check_spec_params(SpecDirectParams(spec=spec, replicates=10, stream_chunk=10, **kw))
+    with pytest.raises(InvalidParameterError, match=r"Invalid --stream-chunk: 5000000 runs"):
+        check_spec_params(
+            SpecDirectParams(spec=spec, replicates=5_000_000, stream_chunk=5_000_000, **kw)
+        )

@@ -23,7 +23,7 @@ from auditlib import seeds
 from auditlib.epl import BiasAwareSettings, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
 from flows import tasks
-from flows.audit import epl_dataset
+from flows.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.plan import AuditPlan
 from storage import store

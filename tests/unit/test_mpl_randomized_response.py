@@ -141,7 +141,8 @@ def test_bad_rr_inputs_are_named() -> None:
 def test_mpl_coverage_help_lists_the_catalogue() -> None:
     from typer.testing import CliRunner
 
-    from flows.cli.app import MPL_CATALOGUE_NAMES, app
+    from flows.cli.app import app
+    from flows.cli.experiments import MPL_CATALOGUE_NAMES
 
     assert MPL_CATALOGUE_NAMES.split(", ") == list(CATALOGUE)
     out = CliRunner().invoke(app, ["mpl-coverage", "--help"], env={"COLUMNS": "400"})

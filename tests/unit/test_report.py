@@ -16,7 +16,9 @@ import xarray as xr
 from matplotlib import image as mpimg
 
 from flows.report import render as report
-from flows.report.render import dg_pmf, fmt_bracket, fmt_delta, render_report
+from flows.report.figures_residuals import dg_pmf
+from flows.report.format import fmt_bracket, fmt_delta
+from flows.report.render import render_report
 
 LEVELS = ["US", "State", "County"]
 STATES = ["ST01", "ST02"]
@@ -421,7 +423,7 @@ def test_epl_surfaces_one_figure_per_level(full: tuple[pathlib.Path, str]) -> No
 def test_epl_surfaces_are_capped_and_say_so(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.report import epl as report_epl
+    from flows.report import figures_epl as report_epl
 
     monkeypatch.setattr(report_epl, "SURFACE_MAX_QUERIES", 1)
     monkeypatch.setattr(report_epl, "SURFACE_MAX_STATES", 1)
@@ -812,7 +814,7 @@ def test_small_helpers() -> None:
 
 def test_report_labels_follow_the_stored_epl_knobs() -> None:
     """The interval's level and kind come from the knobs the epl group was computed with."""
-    from flows.report.common import epl_interval_label
+    from flows.report.store_data import epl_interval_label
     from flows.spec import parse_spec
 
     spec = parse_spec({"epl": {"confidence": 0.8, "ci_kind": "percentile", "null_quantile": 0.99}})

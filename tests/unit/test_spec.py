@@ -76,6 +76,42 @@ def test_release_and_population_kinds_must_match() -> None:
         parse_spec(
             {
                 "release": {"kind": "gdpc"},
-                "population": {"kind": "flaxman", "people": 10**9, "mean_per_location": 1.0},
+                "population": {"kind": "flaxman", "people": 10**8, "mean_per_location": 1.0},
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        ({"simulation": {"queries": []}}, r"simulation\.queries = \[\]: is empty"),
+        ({"simulation": {"queries": ["detailed", "detailed"]}}, r"simulation\.queries .*twice"),
+        ({"mpl": {"enabled": True, "geolevels": []}}, r"mpl\.geolevels = \[\]: is empty"),
+        ({"mpl": {"enabled": True, "geolevels": ["State", "State"]}}, r"mpl\.geolevels .*twice"),
+    ],
+)
+def test_empty_or_repeated_name_lists_are_refused(data: dict, pattern: str) -> None:
+    """A run of 0 blocks (queries = []) or an MPL of no level is bad input, not an empty success."""
+    with pytest.raises(SpecError, match=pattern):
+        parse_spec(data)
+    assert parse_spec({"simulation": {"queries": ["detailed"]}}).simulation.queries == ["detailed"]
+
+
+def test_headline_delta_is_one_of_the_accounted_deltas() -> None:
+    """The report's and the CLI's one δ (default the Bureau's 1e-10) is always accounted."""
+    assert load_spec().accounting.headline_delta == 1e-10
+    s = parse_spec({"accounting": {"deltas": [1e-6], "headline_delta": 1e-9}})
+    assert s.accounting.deltas == [1e-6, 1e-9]
+    assert parse_spec({"accounting": {"deltas": [1e-6]}}).accounting.deltas == [1e-6, 1e-10]
+    for bad in (0.0, 1.0, -1e-10, float("nan"), float("inf")):
+        with pytest.raises(SpecError, match=r"accounting\.headline_delta"):
+            parse_spec({"accounting": {"headline_delta": bad}})
+
+
+def test_people_bounded_by_what_a_population_can_hold() -> None:
+    """population.people past MAX_PEOPLE (D and D′ of that many people would not fit) is refused."""
+    from auditlib.geography.flaxman import MAX_PEOPLE
+
+    pop = {"kind": "flaxman", "people": MAX_PEOPLE + 1}
+    with pytest.raises(SpecError, match=r"population\.people = 400000001"):
+        parse_spec({"release": {"kind": "gdpc"}, "population": pop})

@@ -1,0 +1,267 @@
+"""What ``account`` and ``calibrate`` compute, as the JSON-ready dicts they print: the exact
+bracket (or bound) of each level next to the zCDP conversions, and the checks of their options."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from auditlib.exceptions import InvalidParameterError
+
+MODES = {"auto": "auto", "exact": "exact-lattice", "bracket": "bracket-grid"}
+
+DEFAULT_ALLOCATION = "dhcp_20220825_paper"
+
+METHOD_NOTES = {
+    "auto": "exact = certified upper bound of the exact value (exact_lower <= truth <= exact_upper), "
+    "on the exact lattice when the variances are commensurate, else on a rounded grid",
+    "exact": "exact = certified upper bound of the exact value on the exact lattice "
+    "(exact_lower <= truth <= exact_upper)",
+    "bracket": "exact = certified upper bound from the grid-rounded (bracket) mode "
+    "(exact_lower <= truth <= exact_upper)",
+    "zcdp-simple": "value = the Bureau's rho + 2 sqrt(rho ln 1/delta) conversion of rho-zCDP",
+    "zcdp-cks": "value = the Canonne-Kamath-Steinke conversion of rho-zCDP",
+    "paper-bound": "paper_bound = seed 004's delta(eps) <= P[L > eps] (drops the -e^eps Q[.] term): "
+    "an upper bound on delta, looser than exact",
+}
+
+
+def bracket_entry(name: str, lower: Any, upper: Any) -> dict[str, float]:
+    """JSON keys of a certified bracket: ``name`` (its conservative upper end), ``name_lower``,
+    ``name_upper``."""
+    return {name: float(upper), f"{name}_lower": float(lower), f"{name}_upper": float(upper)}
+
+
+def check_deltas(deltas: list[float]) -> None:
+    """Every δ in (0, 1), or :class:`InvalidParameterError` naming the first that is not."""
+    for d in deltas:
+        if not (math.isfinite(d) and 0 < d < 1):
+            raise InvalidParameterError(
+                f"Invalid delta: {d!r}; must be in (0, 1), e.g. --delta 1e-10"
+            )
+
+
+def check_epsilons(epsilons: list[float]) -> None:
+    """Every ε finite and >= 0, or :class:`InvalidParameterError` naming the first that is not."""
+    for e in epsilons:
+        if not (math.isfinite(e) and e >= 0):
+            raise InvalidParameterError(
+                f"Invalid epsilon: {e!r}; must be finite and >= 0, e.g. --epsilon 10"
+            )
+
+
+def select_levels(
+    allocation: str, universe: str, region: str, level: list[str] | None
+) -> tuple[Any, list[str]]:
+    """The allocation and the geolevels asked for (default: all of the universe and region);
+    an unknown allocation or level raises, naming the allowed ones."""
+    from auditlib.allocations import load_allocation
+
+    alloc = load_allocation(allocation)
+    levels = level or list(alloc.geolevels(universe, region))
+    for g in levels:
+        alloc.select(universe, region, g)  # raises on an unknown level
+    return alloc, levels
+
+
+def grid_options(split_grid: float | None, max_work: float) -> dict[str, Any]:
+    """The accountant's grid budget from the CLI, checked here so a bad value fails before work."""
+    if not (math.isfinite(max_work) and max_work > 0):
+        raise InvalidParameterError(
+            f"Invalid --max-work {max_work!r}: give a positive number of multiply-adds, e.g. 2e10"
+        )
+    out: dict[str, Any] = {"max_work": max_work}
+    if split_grid is not None:
+        m, _ = math.frexp(split_grid) if math.isfinite(split_grid) else (0.0, 0)
+        if not (0 < split_grid < 1 and m == 0.5):
+            raise InvalidParameterError(
+                f"Invalid --split-grid {split_grid!r}: give a power of two in (0, 1), "
+                "e.g. 6.103515625e-05 (2^-14)"
+            )
+        out["split_grid"] = split_grid
+    return out
+
+
+def parse_target(target: str) -> float | None:
+    """``--target`` of calibrate: ``None`` for 'bureau', else a positive ε."""
+    if target.strip().lower() == "bureau":
+        return None
+    try:
+        value = float(target)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidParameterError(
+            f"Invalid target: {target!r}; give 'bureau' or a positive epsilon, e.g. --target 20"
+        )
+    return value
+
+
+def account_levels(
+    alloc: Any,
+    neighbours: str,
+    universe: str,
+    region: str,
+    levels: list[str],
+    deltas: list[float],
+    composed: bool,
+    *,
+    method: str = "auto",
+    epsilons: list[float] | None = None,
+    grid_opts: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The rows of ``levels`` of one allocation (and, with ``composed``, all levels composed)."""
+
+    def one(g: str | None) -> dict[str, Any]:
+        comps = alloc.components(neighbours, universe, region, g)
+        return level_row(comps, g or "all levels composed", deltas, method, epsilons, grid_opts)
+
+    out: dict[str, Any] = {
+        "allocation": alloc.allocation_id,
+        "neighbours": neighbours,
+        "universe": universe,
+        "region": region,
+        "method": method,
+        "deltas": deltas if epsilons is None else [],
+        "epsilons": epsilons or [],
+        "note": METHOD_NOTES[method] + "; bureau = rho + 2 sqrt(rho ln 1/delta) (inverted for "
+        "delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
+        "levels": [one(g) for g in levels],
+    }
+    if composed:
+        out["composed"] = one(None)
+    return out
+
+
+def account_cumulative(
+    allocation_ids: list[str],
+    neighbours: str,
+    region: str,
+    deltas: list[float],
+    *,
+    method: str = "auto",
+    epsilons: list[float] | None = None,
+    grid_opts: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Whole products composed: each universe, persons + units per product, all products."""
+    from auditlib.allocations import cumulative_components, load_allocation
+
+    allocs = [load_allocation(a) for a in dict.fromkeys(allocation_ids)]  # unknown ids fail first
+    rows = []
+    for alloc in allocs:
+        a = alloc.allocation_id
+        unis = [u for u in alloc.universes() if region in alloc.regions(u)]
+        if not unis:
+            alloc.regions(alloc.universes()[0])  # names the allowed regions
+        for u in unis:
+            rows.append(
+                level_row(
+                    alloc.components(neighbours, u, region),
+                    f"{a} {u}",
+                    deltas,
+                    method,
+                    epsilons,
+                    grid_opts,
+                )
+            )
+        if len(unis) > 1:
+            comps = cumulative_components([a], neighbours, region, unis)
+            rows.append(
+                level_row(comps, f"{a} {'+'.join(unis)}", deltas, method, epsilons, grid_opts)
+            )
+    ids = list(dict.fromkeys(allocation_ids))
+    if len(ids) > 1:
+        comps = cumulative_components(ids, neighbours, region)
+        rows.append(level_row(comps, "all products composed", deltas, method, epsilons, grid_opts))
+    return {
+        "allocation": " + ".join(ids),
+        "allocations": ids,
+        "neighbours": neighbours,
+        "universe": "all",
+        "region": region,
+        "method": method,
+        "deltas": deltas if epsilons is None else [],
+        "epsilons": epsilons or [],
+        "note": METHOD_NOTES[method] + "; sequential composition of every query of the products "
+        "and universes in a row (as the Bureau totals rho); bureau = rho + 2 sqrt(rho ln 1/delta) "
+        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
+        "levels": rows,
+    }
+
+
+def level_row(
+    comps: list[Any],
+    label: str,
+    deltas: list[float],
+    method: str,
+    epsilons: list[float] | None,
+    grid_opts: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One output row: the exact bracket (or bound) of ``comps`` next to the zCDP conversions."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from auditlib.accounting import (
+        DiscreteGaussianComposition,
+        bureau_delta,
+        bureau_epsilon,
+        cks_delta,
+        cks_epsilon,
+        paper_bound_epsilon,
+        tail_probability,
+    )
+
+    rho = float(sum(Fraction(c) / (2 * s) for s, c in comps))
+    s2 = [float(s) for s, _ in comps]
+    row: dict[str, Any] = {
+        "geolevel": label,
+        "n_queries": len(comps),
+        "rho": rho,
+        "sigma2_min": min(s2),
+        "sigma2_max": max(s2),
+    }
+    comp = None
+    if method in ("auto", "exact", "bracket", "paper-bound"):
+        comp = DiscreteGaussianComposition(
+            list(comps),
+            mode=MODES.get(method, "auto"),  # type: ignore[arg-type]
+            **(grid_opts or {}),
+        )
+        row["method"] = comp.method
+    else:
+        row["method"] = method
+    if epsilons is not None:
+        e = np.asarray(epsilons, dtype=float)
+        bd = np.atleast_1d(np.asarray(bureau_delta(rho, e), dtype=float))
+        cd = np.atleast_1d(np.asarray(cks_delta(rho, e), dtype=float))
+        entries = []
+        for i, eps in enumerate(epsilons):
+            entry: dict[str, Any] = {"epsilon": eps}
+            if comp is not None and method != "paper-bound":
+                b = comp.delta(eps)
+                entry |= bracket_entry("exact", b.lower, b.upper)
+            elif comp is not None:
+                b = tail_probability(comp, eps)
+                entry |= bracket_entry("paper_bound", b.lower, b.upper)
+            entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
+            entries.append(entry)
+        row["delta"] = entries
+        return row
+    d = np.asarray(deltas, dtype=float)
+    be = np.atleast_1d(np.asarray(bureau_epsilon(rho, d), dtype=float))
+    ce = np.atleast_1d(np.asarray(cks_epsilon(rho, d), dtype=float))
+    exact = comp.epsilon(d) if comp is not None and method != "paper-bound" else None
+    entries = []
+    for i, dd in enumerate(deltas):
+        entry = {"delta": dd}
+        if exact is not None:
+            lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
+            entry |= bracket_entry("exact", lo[i], hi[i])
+        elif comp is not None:
+            b = paper_bound_epsilon(comp, dd)
+            entry |= bracket_entry("paper_bound", b.lower, b.upper)
+        entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
+        entries.append(entry)
+    row["epsilon"] = entries
+    return row

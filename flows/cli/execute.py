@@ -1,0 +1,177 @@
+"""Running one flow into one store: the checks before it, the cluster and the Prefect API it runs
+on, the staging copy it writes and publishes, and the link to its flow run.
+
+Every command that computes on Dask (run, sweep, mpl-coverage, direct) goes through
+:func:`execute`: bad input found here exits 2 before anything is written; a failure while computing
+exits 1 and leaves no store behind (a resumable run keeps its staging copy).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from flows.cli.errors import EXIT_FAILED, fail
+
+
+def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
+    """The cluster section of a command with ``--store``, ``--overwrite`` and ``--scheduler``.
+
+    Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
+    does not answer."""
+    from flows.spec.cluster import ClusterSection
+    from storage import store
+
+    store.check_target(store_url, overwrite)
+    cluster = ClusterSection(scheduler=scheduler)
+    if scheduler:
+        from flows.runtime import check_reachable
+
+        check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+    return cluster
+
+
+def execute(
+    flow_fn: Any,
+    args: Callable[[str], tuple[Any, ...]],
+    url: str,
+    cluster: Any,
+    run_id: str,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> tuple[dict[str, Any], str, bool]:
+    """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
+
+    Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
+    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
+    the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
+    """
+    import logging
+
+    from auditlib.exceptions import StoreError
+    from storage import store
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
+    target = store.absolute(url)  # absolute: workers with another working directory agree on it
+    staging = store.staging_path(target, run_id)
+    try:
+        with store.exclusive(target):  # one run per store at a time
+            if resume:
+                _prepare_resume(target, staging, run_id, overwrite)
+            else:
+                store.discard(staging, target)  # leftovers of an interrupted run
+                store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
+            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume)
+    except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
+        fail(str(exc))
+
+
+def _prepare_resume(target: str, staging: str, run_id: str, overwrite: bool) -> None:
+    """Keep this spec's staging copy (resumed); drop other specs' (superseded by this run)."""
+    import shutil
+
+    from storage import store
+
+    for old in store.stale_stagings(target, run_id):
+        if store.is_remote(str(old)):
+            store.remove(str(old))
+        else:
+            shutil.rmtree(old)
+    store.prepare_remote(target, run_id, overwrite)
+    if store.exists(staging) and staging != target:
+        typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)
+
+
+def execute_locked(
+    flow_fn: Any,
+    args: Callable[[str], tuple[Any, ...]],
+    cluster: Any,
+    run_id: str,
+    target: str,
+    staging: str,
+    resume: bool = False,
+) -> tuple[dict[str, Any], str, bool]:
+    """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from flows import progress as progress_events
+    from flows.runtime import (
+        ClusterConfigError,
+        ClusterUnreachableError,
+        cluster_runner,
+        describe_failure,
+        prefect_api,
+        worker_count,
+    )
+    from storage import store
+
+    try:
+        with (
+            prefect_api() as api_url,
+            Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            ) as progress,
+        ):
+            bar = progress.add_task("starting cluster", total=None)
+
+            def hook(done: int, total: int, what: str) -> None:
+                progress.update(bar, completed=done, total=total, description=what)
+
+            progress_events.listen(hook)
+            with cluster_runner(cluster) as runner:
+                flow = flow_fn.with_options(task_runner=runner, timeout_seconds=cluster.timeout_s)
+                state = flow(*args(staging), return_state=True)
+            summary = state.result()
+            summary["flow_run_id"] = str(state.state_details.flow_run_id)
+            embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+        store.set_root_attrs(
+            staging,
+            {
+                "run_id": run_id,
+                "dask_scheduler": cluster.scheduler
+                or getattr(cluster, "cluster_class", None)
+                or "LocalCluster",
+                "n_workers": worker_count(cluster),
+                "prefect_api": "embedded" if embedded else api_url,
+                "prefect_flow_run_id": summary["flow_run_id"],
+            },
+        )
+        store.finalize(staging)
+        store.publish(staging, target)
+    except (ClusterUnreachableError, ClusterConfigError) as exc:
+        store.discard(staging, target)
+        fail(str(exc))
+    except KeyboardInterrupt:
+        if resume:
+            fail(
+                f"interrupted; finished blocks are kept in {staging!r}: run the same command "
+                "again to resume",
+                EXIT_FAILED,
+            )
+        store.discard(staging, target)
+        fail("interrupted; nothing was written", EXIT_FAILED)
+    except Exception as exc:
+        store.discard(staging, target)
+        fail(f"the run failed: {describe_failure(exc)}", EXIT_FAILED)
+    finally:
+        progress_events.listen(None)
+    return summary, api_url, embedded
+
+
+def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:
+    """The flow run's page in the Prefect UI (not for an embedded API: it is gone after the run)."""
+    if not embedded:
+        ui = api_url.removesuffix("/").removesuffix("/api")
+        typer.echo(f"prefect: {ui}/runs/flow-run/{flow_run_id}")

@@ -1,0 +1,264 @@
+"""The commands of an audit and its store: ``run`` (simulate, estimate, account, publish, report),
+``spec`` (print or check a spec), ``verify`` (a store's checksums), ``report`` (a store's HTML
+report) and ``serve`` (scheduled runs on a Prefect server)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from auditlib.exceptions import DPAuditError, InvalidParameterError
+from flows.cli.errors import EXIT_FAILED, fail
+from flows.cli.execute import execute, print_prefect_link
+from flows.runtime import apply_prefect_defaults
+
+
+def run(
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(metavar="SPEC", help="Audit spec (TOML); default: shipped spec."),
+    ] = None,
+    store_url: Annotated[
+        str | None, typer.Option("--store", help="Output store (overrides output.store).")
+    ] = None,
+    report: Annotated[
+        str | None, typer.Option("--report", help="Report path (overrides output.report).")
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler address (overrides cluster.scheduler)."),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing store and report.")
+    ] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
+) -> None:
+    """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
+    apply_prefect_defaults()
+    from flows.spec import load_spec, parse_spec
+    from storage import store
+
+    try:
+        s = load_spec(spec_path)
+        data = s.model_dump(mode="json")
+        if store_url is not None:
+            data["output"]["store"] = store_url
+        if report is not None:
+            data["output"]["report"] = report
+        if scheduler is not None:
+            data["cluster"]["scheduler"] = scheduler
+        if overwrite:
+            data["output"]["overwrite"] = True
+        s = parse_spec(data, "spec with command-line overrides")
+        url = s.output.store
+        store.check_target(url, s.output.overwrite)
+        if not no_report:
+            _check_report_target(s.output.report, s.output.overwrite)
+        if s.cluster.scheduler:
+            from flows.runtime import check_reachable
+
+            check_reachable(
+                s.cluster.scheduler,
+                "Dask scheduler",
+                'start one (`dask scheduler`) or set cluster.scheduler = "" for a local cluster',
+            )
+    except DPAuditError as exc:
+        fail(str(exc))
+    run_audit(s, url, no_report)
+
+
+def _check_report_target(path: str, overwrite: bool) -> None:
+    from auditlib.exceptions import StoreError
+
+    p = Path(path)
+    if p.exists() and not overwrite:
+        raise StoreError(
+            f"report {str(p)!r} already exists; pass --overwrite or choose another output.report"
+        )
+    if p.exists() and p.is_dir():
+        raise StoreError(f"report path {str(p)!r} is a directory; give a file name")
+
+
+def run_audit(s: Any, url: str, no_report: bool) -> None:
+    """Run the audit of spec ``s`` into store ``url`` (resuming an interrupted run of the same
+    spec), render its report unless ``no_report``, and print the summary."""
+    from flows import audit
+
+    t0 = time.perf_counter()
+    run_id = audit.run_id_for(s)
+    summary, api_url, embedded = execute(
+        audit.audit_flow,
+        lambda staging: (s, staging, run_id),
+        url,
+        s.cluster,
+        run_id,
+        resume=True,
+        overwrite=s.output.overwrite,
+    )
+    if not no_report:
+        from flows.report.render import render_report
+
+        render_report(url, s.output.report)
+    report = None if no_report else s.output.report
+    print_run_summary(url, report, summary, time.perf_counter() - t0)
+    print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
+    """Blocks, wall time and the ε (or EPL) table of a finished run, then where it was written."""
+    from storage import schema as S
+    from storage import store
+
+    if S.ACCOUNTING not in store.groups(url):
+        epl = store.open_group(url, S.EPL)
+        typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks, {wall:.1f} s")
+        for g in epl.geolevel.values:
+            typer.echo(f"{g!s:<8} EPL {float(epl.epl_pooled.sel(geolevel=g).max()):.4f}")
+        typer.echo(f"store:  {url}")
+        if report:
+            typer.echo(f"report: {report}")
+        return
+    acc = store.open_group(url, S.ACCOUNTING)
+    resumed = summary.get("resumed_blocks", 0)
+    typer.echo(
+        f"run {summary['run_id']}: {summary['blocks']} blocks"
+        f"{f' ({resumed} resumed)' if resumed else ''}, "
+        f"{summary['residuals']:,} residuals, {wall:.1f} s"
+    )
+    d = float(acc.delta.values[len(acc.delta) // 2])
+    typer.echo(f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}  (delta={d:g})")
+    for g in acc.geolevel.values:
+        row = acc.sel(geolevel=g, delta=d)
+        typer.echo(
+            f"{g!s:<20} {float(row.rho):8.4f} {float(row.eps_bureau):11.4f} "
+            f"{float(row.eps_exact_upper):11.4f}"
+        )
+    typer.echo(f"store:  {url}")
+    if report:
+        typer.echo(f"report: {report}")
+
+
+def spec(
+    path: Annotated[Path | None, typer.Argument(help="A spec to validate and print.")] = None,
+) -> None:
+    """Print the default audit spec (or validate SPEC and print it normalized)."""
+    from flows.spec import default_spec_text, load_spec
+
+    if path is None:
+        typer.echo(default_spec_text())
+        return
+    try:
+        typer.echo(load_spec(path).to_toml())
+    except DPAuditError as exc:
+        fail(str(exc))
+
+
+def verify(
+    store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
+) -> None:
+    """Check every array of a store against the checksums recorded when it was written."""
+    from storage import checksums, store
+
+    if not store.exists(store_url):
+        fail(f"store {store_url!r} not found; give a result store path or URL")
+    try:
+        v = checksums.verify(store_url)
+    except DPAuditError as exc:
+        fail(str(exc))
+    for problem in v.problems:
+        typer.echo(f"dpaudit: {problem}", err=True)
+    if v.problems:
+        fail(
+            f"store {store_url!r} failed its integrity check ({len(v.problems)} problem(s)); "
+            "re-run the audit (with --overwrite) to rebuild it",
+            EXIT_FAILED,
+        )
+    typer.echo(f"ok: {store_url}: {v.arrays} arrays and {v.blocks} blocks match their checksums")
+
+
+def report(
+    store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="HTML file to write.")
+    ] = "report.html",
+) -> None:
+    """Render the HTML report of a result store."""
+    from storage import schema as S
+    from storage import store
+
+    try:
+        if not store.is_remote(store_url) and not Path(store_url).is_dir():
+            raise InvalidParameterError(f"store {store_url!r} not found; give a result store path")
+        if not store.root_attrs(store_url).get(S.COMPLETE_ATTR):
+            raise InvalidParameterError(f"store {store_url!r} is not a completed dpaudit store")
+    except DPAuditError as exc:
+        fail(str(exc))
+    except Exception as exc:
+        fail(f"cannot open store {store_url!r}: {exc}")
+    from flows.report.render import render_report
+    from storage import checksums
+
+    try:
+        checksums.check(store_url)  # never render from a store with a missing or corrupt chunk
+    except DPAuditError as exc:
+        fail(str(exc), EXIT_FAILED)
+    path = render_report(store_url, output)
+    typer.echo(f"report: {path}")
+
+
+def serve(
+    spec_paths: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="SPEC...", help="Audit specs (TOML); default: the shipped spec."),
+    ] = None,
+    cron: Annotated[
+        str, typer.Option("--cron", help='Schedule of every deployment, e.g. "0 3 * * *".')
+    ] = "0 3 * * *",
+    timezone: Annotated[str, typer.Option("--timezone", help="IANA time zone of --cron.")] = "UTC",
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
+) -> None:
+    """Register one scheduled deployment per spec on the Prefect server and run them as they come.
+
+    Needs PREFECT_API_URL (a `prefect server start`); keeps serving until interrupted. Output paths
+    may contain {date} and {time} (UTC), filled in when a run starts.
+    """
+    apply_prefect_defaults()
+    from flows.runtime import check_reachable, redact_url
+    from flows.serve import build_deployments, check_cron, has_placeholder
+    from flows.spec import load_spec
+
+    try:
+        api = os.environ.get("PREFECT_API_URL", "")
+        if not api:
+            raise InvalidParameterError(
+                "dpaudit serve needs a Prefect server: start one (`prefect server start`) and set "
+                "PREFECT_API_URL=http://127.0.0.1:4200/api"
+            )
+        from urllib.parse import urlparse
+
+        u = urlparse(api)
+        check_reachable(
+            f"tcp://{u.hostname}:{u.port or (443 if u.scheme == 'https' else 80)}",
+            f"Prefect API (PREFECT_API_URL={redact_url(api)})",
+            "start it (`prefect server start`) or fix PREFECT_API_URL",
+        )
+        check_cron(cron, timezone)
+        paths: list[Path | None] = list(spec_paths) if spec_paths else [None]
+        specs = [(p, load_spec(p)) for p in paths]
+        deployments = build_deployments(specs, cron, timezone, report=not no_report)
+    except DPAuditError as exc:
+        fail(str(exc))
+    for p, s in specs:
+        if not has_placeholder(s.output.store) and not s.output.overwrite:
+            typer.echo(
+                f"note: {p or 'default spec'}: output.store has no {{date}}; runs after the first "
+                "fail on the existing store unless overwrite = true",
+                err=True,
+            )
+    from prefect import serve as prefect_serve
+
+    prefect_serve(*deployments, print_starting_message=True)

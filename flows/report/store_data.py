@@ -1,0 +1,173 @@
+"""Reading a result store for the report: its groups (opened lazily, without dask), root attributes,
+string coordinates and attributes, arrays of a group, the EPL knobs a group was computed with, the
+spec's name and the provenance of the run.
+
+Nothing here draws or formats numbers; a group the store does not hold reads as ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+#: Optional groups of a result store, in report order.
+GROUPS: tuple[str, ...] = ("accounting", "accuracy", "epl", "mpl", "residuals")
+#: Group written by ``dpaudit mpl-coverage`` (flows/mpl.py); rendered on its own or beside MPL.
+COVERAGE_GROUP = "mpl_coverage"
+#: What each of :data:`GROUPS` holds, in the words of the report's list of absent groups.
+GROUP_DESCRIPTIONS = {
+    "accounting": "privacy accounting (exact ε(δ) and conversions)",
+    "epl": "empirical privacy loss",
+    "residuals": "noise residuals (DP − truth)",
+    "accuracy": "accuracy of counts under the Bureau's and the reduced noise",
+    "mpl": "maximum privacy loss lower bounds (not run)",
+}
+
+
+def store_arg(store: str | os.PathLike[str]) -> str:
+    """The store as the string fsspec and zarr take (a path or a URI)."""
+    return os.fspath(store)
+
+
+def open_group(store: str, group: str, storage_options: dict[str, Any] | None) -> xr.Dataset | None:
+    """Open one group lazily (no dask), or ``None`` if the store does not hold it."""
+    try:
+        return xr.open_zarr(
+            store,
+            group=group,
+            consolidated=True,
+            chunks=None,
+            storage_options=storage_options or None,
+        )
+    except (KeyError, FileNotFoundError, zarr.errors.NodeNotFoundError):
+        return None
+
+
+def read_root_attrs(store: str, storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The root attributes of ``store``, or ``None`` if it is no Zarr group."""
+    kwargs: dict[str, Any] = {"mode": "r"}
+    if storage_options:
+        kwargs["storage_options"] = storage_options
+    try:
+        root = zarr.open_group(store, **kwargs)
+    except (KeyError, FileNotFoundError, zarr.errors.NodeNotFoundError):
+        return None
+    return dict(root.attrs)
+
+
+def open_store(
+    store: str, storage_options: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, xr.Dataset | None]]:
+    """The root attributes and every group the report reads (:data:`GROUPS`, ``summary`` and
+    :data:`COVERAGE_GROUP`; ``None`` where absent) of ``store``.
+
+    Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any group.
+    """
+    root_attrs = read_root_attrs(store, storage_options)
+    groups = {
+        g: open_group(store, g, storage_options) for g in (*GROUPS, "summary", COVERAGE_GROUP)
+    }
+    if root_attrs is None and all(ds is None for ds in groups.values()):
+        raise FileNotFoundError(f"no dpaudit result store at {store!r}")
+    return root_attrs, groups
+
+
+def str_values(values: Any) -> list[str]:
+    """Coordinate or string variable values as plain ``str`` (object / StringDType / bytes)."""
+    out = []
+    for v in np.asarray(values).ravel().tolist():
+        out.append(v.decode() if isinstance(v, bytes) else str(v))
+    return out
+
+
+def attr_str(attrs: Mapping[str, Any], key: str, default: str = "—") -> str:
+    v = attrs.get(key)
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return default
+    return str(v)
+
+
+def var_values(ds: xr.Dataset | None, name: str) -> np.ndarray | None:
+    """The values of variable ``name`` of ``ds`` as stored, or ``None`` if absent."""
+    if ds is None or name not in ds.variables:
+        return None
+    return np.asarray(ds[name].values)
+
+
+def float_values(ds: xr.Dataset, name: str) -> np.ndarray | None:
+    """The values of variable ``name`` of ``ds`` as float64, or ``None`` if absent."""
+    return np.asarray(ds[name].values, dtype=np.float64) if name in ds.variables else None
+
+
+def epl_interval_label(epl: Any) -> tuple[str, str, str]:
+    """(interval, floor quantile, bias-aware description) of an ``epl`` group, from the knobs it
+    was computed with (stores written before the knobs were stored: 90 % basic, 95 %)."""
+    attrs = getattr(epl, "attrs", None) or {}
+    try:
+        knobs = json.loads(attrs.get("bias_aware_settings", "{}"))
+    except (TypeError, ValueError):
+        knobs = {}
+    conf = float(knobs.get("confidence", 0.9))
+    kind = str(knobs.get("ci_kind", "basic"))
+    null_q = float(knobs.get("null_quantile", 0.95))
+    describe = str(attrs.get("bias_aware", "bandwidth 0.3 sd, integer window")).split(";")[0]
+    return (
+        f"{100 * conf:g} % {kind}",
+        f"{100 * null_q:g} %",
+        describe.removeprefix("epl_bias_aware: "),
+    )
+
+
+def spec_name(spec_toml: Any) -> str:
+    """The spec's ``audit.name`` (shown as text; the template escapes it)."""
+    if not isinstance(spec_toml, str):
+        return "—"
+    try:
+        name = tomllib.loads(spec_toml).get("audit", {}).get("name")
+    except tomllib.TOMLDecodeError:
+        return "—"
+    return str(name) if name else "—"
+
+
+@dataclass
+class Provenance:
+    software: list[tuple[str, str]]
+    software_raw: str | None
+    spec_toml: str | None
+    attrs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def provenance(attrs: Mapping[str, Any]) -> Provenance:
+    """The software versions, the spec and the other run attributes, for the last section."""
+    software: list[tuple[str, str]] = []
+    raw: str | None = None
+    sw = attrs.get("software")
+    if isinstance(sw, Mapping):
+        software = sorted((str(k), str(v)) for k, v in sw.items())
+    elif isinstance(sw, str) and sw.strip():
+        try:
+            parsed = json.loads(sw)
+        except json.JSONDecodeError:
+            raw = sw
+        else:
+            if isinstance(parsed, Mapping):
+                software = sorted((str(k), str(v)) for k, v in parsed.items())
+            else:
+                raw = sw
+    spec = attrs.get("spec_toml")
+    known = {"spec_toml", "software"}
+    extra = [(str(k), str(v)) for k, v in sorted(attrs.items()) if k not in known]
+    return Provenance(
+        software=software,
+        software_raw=raw,
+        spec_toml=str(spec) if spec is not None and str(spec).strip() else None,
+        attrs=extra,
+    )
