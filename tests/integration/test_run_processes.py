@@ -139,7 +139,11 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
         os.kill(proc.pid, signal.SIGKILL)  # the run only: what it started must end by itself
         proc.wait(30)
         deadline = time.monotonic() + 15
-        while any(alive(p.pid) for p in tree) and time.monotonic() < deadline:
+
+        def ended() -> bool:
+            return not any(alive(p.pid) for p in tree) and not any(map(port_open, ports))
+
+        while not ended() and time.monotonic() < deadline:
             time.sleep(0.1)
         left = [(p.pid, p.cmdline()) for p in tree if alive(p.pid)]
         assert not left, f"processes of the killed run are still running: {left}"
