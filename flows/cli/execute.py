@@ -37,9 +37,9 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
     check_store_target(store_url, overwrite)
     cluster = ClusterSection(scheduler=scheduler)
     if scheduler:
-        from flows.runtime import check_reachable
+        from flows.runtime import check_scheduler
 
-        check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        check_scheduler(scheduler, cluster.connect_timeout)
     return cluster
 
 

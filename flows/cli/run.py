@@ -66,13 +66,9 @@ def run(
         if not no_report:
             check_output_file(s.output.report, s.output.overwrite, "report", create=True)
         if s.cluster.scheduler:
-            from flows.runtime import check_reachable
+            from flows.runtime import check_scheduler
 
-            check_reachable(
-                s.cluster.scheduler,
-                "Dask scheduler",
-                'start one (`dask scheduler`) or set cluster.scheduler = "" for a local cluster',
-            )
+            check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
         fail(str(exc))
     run_audit(s, url, no_report)
