@@ -252,10 +252,10 @@ def _flock(lock: Path, url: str) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            held = _read_identity(fd)
+            pid, since = _read_identity(fd)
             os.close(fd)
             raise StoreError(
-                f"another dpaudit run ({held}) is writing {url!r}; wait for it to finish"
+                f"another dpaudit run (pid {pid}) is writing {url!r}{since}; wait for it to finish"
             ) from None
         except OSError as exc:
             os.close(fd)
@@ -276,13 +276,13 @@ def _flock(lock: Path, url: str) -> int:
     raise StoreError(f"could not lock {url!r}; other runs keep starting on it")  # pragma: no cover
 
 
-def _read_identity(fd: int) -> str:
-    """ "pid N, host H, since T" of a lock's holder (as far as it has written it)."""
+def _read_identity(fd: int) -> tuple[str, str]:
+    """(pid, " (host H, since T)") of a lock's holder, as far as it has written them."""
     try:
         held = json.loads(os.pread(fd, 4096, 0))
-        return f"pid {held['pid']}, host {held['host']}, since {held['started_utc']}"
+        return str(int(held["pid"])), f" (host {held['host']}, since {held['started_utc']})"
     except (OSError, ValueError, KeyError, TypeError):
-        return "pid not yet recorded"
+        return "not yet recorded", ""
 
 
 @contextmanager

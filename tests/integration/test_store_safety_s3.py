@@ -21,6 +21,7 @@ import pytest
 
 from auditlib.exceptions import StoreError
 from storage import store
+from tests.integration.test_store_races import _child
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
 
 pytestmark = pytest.mark.integration
@@ -188,7 +189,7 @@ def test_runs_taking_over_a_killed_runs_lock_at_once_get_it_once(
     out = CTX.Queue()
     marker = str(tmp_path / "holder")
     args = (url, s3.endpoint, int(dead.stdout), marker, start, go, rounds, out)
-    procs = [CTX.Process(target=_take_over, args=args) for _ in range(CONTENDERS)]
+    procs = [CTX.Process(target=_child, args=(_take_over, *args)) for _ in range(CONTENDERS)]
     for p in procs:
         p.start()
     total: Counter[str] = Counter()
@@ -196,6 +197,7 @@ def test_runs_taking_over_a_killed_runs_lock_at_once_get_it_once(
         total.update(out.get(timeout=120))
     for p in procs:
         p.join(timeout=30)
+        assert p.exitcode == 0
     assert total["overlap"] == 0, total
     assert set(total) <= {"held", "refused"}, total
     assert total["held"] >= rounds and total["held"] + total["refused"] == rounds * CONTENDERS
