@@ -175,6 +175,8 @@ def verify(
             "re-run the audit (with --overwrite) to rebuild it",
             EXIT_FAILED,
         )
+    for note in v.notes:  # e.g. a store written before metadata digests were recorded
+        typer.echo(f"dpaudit: note: {note}", err=True)
     typer.echo(f"ok: {store_url}: {v.arrays} arrays and {v.blocks} blocks match their checksums")
 
 

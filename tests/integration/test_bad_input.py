@@ -28,8 +28,7 @@ from tests.integration._specs import tiny_spec, to_toml
 
 #: cases whose fix lands with another part of the code (strict: they fail until it lands; then
 #: remove them from here)
-PENDING = {
-}
+PENDING = {}
 
 runner = CliRunner()
 
@@ -264,7 +263,10 @@ CASES = [
     line("mpl-epsilon-0", lambda c: ["mpl-coverage", "-e", "0"], "Invalid epsilon"),
     line("mpl-epsilon-negative", lambda c: ["mpl-coverage", "-e", "-1"], "Invalid epsilon"),
     line("mpl-alpha", lambda c: ["mpl-coverage", "--alpha", "1.5"], "Invalid alpha"),
-    line("mpl-reps-0", lambda c: ["mpl-coverage", "--reps", "0"], "Invalid sizes"),
+    line("mpl-reps-0", lambda c: ["mpl-coverage", "--reps", "0"], "Invalid repetitions: 0"),
+    line("mpl-reps-huge", lambda c: ["mpl-coverage", "--reps", "1000000000"], "MAX_REPETITIONS"),
+    line("direct-people-huge", lambda c: ["direct", "--people", "1000000000000"], "MAX_PEOPLE"),
+    line("direct-reps-huge", lambda c: ["direct", "--reps", "100000000"], "MAX_REPLICATES"),
     line("mpl-twice", lambda c: ["mpl-coverage", "-m", "laplace", "-m", "laplace"], "twice"),
     line(
         "mpl-store-read-only",
