@@ -265,6 +265,8 @@ CASES = [
     line("mpl-alpha", lambda c: ["mpl-coverage", "--alpha", "1.5"], "Invalid alpha"),
     line("mpl-reps-0", lambda c: ["mpl-coverage", "--reps", "0"], "Invalid repetitions: 0"),
     line("mpl-reps-huge", lambda c: ["mpl-coverage", "--reps", "1000000000"], "MAX_REPETITIONS"),
+    line("calibrate-target-tiny", lambda c: ["calibrate", "--target", "1e-300"], "smallest target"),
+    line("direct-mean-tiny", lambda c: ["direct", "--mean", "1e-300"], "Invalid mu"),
     line("direct-people-huge", lambda c: ["direct", "--people", "1000000000000"], "MAX_PEOPLE"),
     line("direct-reps-huge", lambda c: ["direct", "--reps", "100000000"], "MAX_REPLICATES"),
     line("mpl-twice", lambda c: ["mpl-coverage", "-m", "laplace", "-m", "laplace"], "twice"),
