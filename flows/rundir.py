@@ -128,6 +128,9 @@ def route_logs() -> Path:
     log = run_log_path()
     if _routed:
         return log
+    if os.environ.get("DPAUDIT_DEBUG") == "1":  # ``dpaudit --debug``: everything on the console
+        _routed.append(log)
+        return log
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _remove_stale_private_dirs(log.parent)
     private = private_dir()

@@ -3,7 +3,7 @@ keeps the full trace of a failure, and ``--debug``.
 
 Every failure ends in exactly one ``dpaudit: error: ...`` line: exit 2 for bad input (nothing was
 written), exit 1 for a failure midway. The traceback of a failure midway goes to a log file the line
-names (``$DPAUDIT_LOG_DIR``, default ``<temp dir>/dpaudit-logs``); ``dpaudit --debug`` prints it
+names (``$DPAUDIT_LOG_DIR``, default ``<temp dir>/dpaudit-<user>``); ``dpaudit --debug`` prints it
 on stderr instead.
 """
 
@@ -20,11 +20,15 @@ from typing import NoReturn
 
 import typer
 
+from flows import rundir
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 #: where the log files of failed runs go (default: a directory in the system's temp dir)
-LOG_DIR_ENV = "DPAUDIT_LOG_DIR"
+LOG_DIR_ENV = rundir.ENV_DIR
+#: set while ``--debug`` is on (read by :mod:`flows.rundir`)
+DEBUG_ENV = "DPAUDIT_DEBUG"
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -43,6 +47,10 @@ _DEBUG: ContextVar[bool] = ContextVar("dpaudit_debug", default=False)
 
 def set_debug(on: bool) -> None:
     _DEBUG.set(on)
+    if on:  # read by flows.rundir: with --debug, Prefect's and Dask's logging stay on the terminal
+        os.environ[DEBUG_ENV] = "1"
+    else:
+        os.environ.pop(DEBUG_ENV, None)
 
 
 def debug_mode() -> bool:
@@ -51,11 +59,21 @@ def debug_mode() -> bool:
 
 
 def log_dir() -> Path:
-    return Path(os.environ.get(LOG_DIR_ENV) or Path(tempfile.gettempdir()) / "dpaudit-logs")
+    return rundir.log_dir()
 
 
 def new_log(what: str) -> Path | None:
-    """A new, empty log file named after ``what`` and the time (None if none can be created)."""
+    """A new, empty log file named after ``what`` and the time (None if none can be created); the
+    run's log (:func:`flows.rundir.run_log_path`, where Prefect's and Dask's logging already go)
+    when it is chosen in this log directory, so a run keeps one log file."""
+    run_log = os.environ.get(rundir.ENV_LOG)
+    if run_log and Path(run_log).parent == log_dir():
+        try:
+            Path(run_log).parent.mkdir(parents=True, exist_ok=True)
+            Path(run_log).touch()
+            return Path(run_log)
+        except OSError:
+            return None
     try:
         d = log_dir()
         d.mkdir(parents=True, exist_ok=True)
