@@ -126,19 +126,64 @@ def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wal
     typer.echo(
         f"run {summary['run_id']}: {summary['blocks']} blocks"
         f"{f' ({resumed} resumed)' if resumed else ''}, "
-        f"{summary['residuals']:,} residuals, {wall:.1f} s"
+        f"{summary['residuals']:,} residuals"
     )
-    d = float(acc.delta.values[len(acc.delta) // 2])
-    typer.echo(f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}  (delta={d:g})")
-    for g in acc.geolevel.values:
-        row = acc.sel(geolevel=g, delta=d)
-        typer.echo(
-            f"{g!s:<20} {float(row.rho):8.4f} {float(row.eps_bureau):11.4f} "
-            f"{float(row.eps_exact_upper):11.4f}"
-        )
+    typer.echo(f"time:   {wall:.1f} s in all{_flow_time(url)}")
+    print_headline_table(acc)
     typer.echo(f"store:  {url}")
     if report:
         typer.echo(f"report: {report}")
+
+
+def _flow_time(url: str) -> str:
+    """The flow's own wall time as the store records it (the report's header), beside the
+    command's: the difference is the cluster's start and the report."""
+    from storage import store
+
+    try:
+        flow = float(store.root_attrs(url).get("wall_time_s", "nan"))
+    except (TypeError, ValueError, KeyError, FileNotFoundError, AttributeError):
+        return ""
+    if flow != flow:  # not recorded
+        return ""
+    return f", {flow:.1f} s in the flow (the report's figure)"
+
+
+def print_headline_table(acc: Any) -> None:
+    """Per level and all levels composed, ρ, the Bureau's and the exact ε at the headline δ —
+    the numbers of the report's first screen."""
+    from flows.report.format import fmt_bracket, fmt_delta, fmt_num
+    from flows.report.store_data import headline_delta
+
+    hd = headline_delta(acc)
+    if hd is None:
+        return
+    j, d = hd
+    typer.echo(
+        f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}  (delta={fmt_delta(d)})"
+    )
+    rows = [
+        (
+            str(g),
+            float(acc.rho.values[i]),
+            float(acc.eps_bureau.values[i, j]),
+            fmt_bracket(acc.eps_exact_lower.values[i, j], acc.eps_exact_upper.values[i, j]),
+        )
+        for i, g in enumerate(acc.geolevel.values)
+    ]
+    if "composed_eps_bureau" in acc:
+        rows.append(
+            (
+                "all levels composed",
+                float(acc.composed_rho.values),
+                float(acc.composed_eps_bureau.values[j]),
+                fmt_bracket(
+                    acc.composed_eps_exact_lower.values[j], acc.composed_eps_exact_upper.values[j]
+                ),
+            )
+        )
+    for g, rho, bureau, exact in rows:
+        typer.echo(f"{g:<20} {rho:8.4f} {fmt_num(bureau, 5):>11} {exact:>11}")
 
 
 def spec(

@@ -1,11 +1,11 @@
 """The accounting section: per geolevel and composed, the exact ε(δ) bracket beside the Bureau's
-and the Canonne–Kamath–Steinke conversions of ρ, the reduction, a plain-language summary at
-δ ≈ 1e-10, and the (ε, δ) and trade-off figures."""
+and the Canonne–Kamath–Steinke conversions of ρ, the reduction, a plain-language summary at the
+headline δ (:func:`flows.report.store_data.headline_delta`), seed 004's reduced noise at its δ*,
+and the (ε, δ) and trade-off figures."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from flows.report.figures import ReportFigure
 from flows.report.figures_accounting import accounting_figure, tradeoff_figure
 from flows.report.format import (
     fmt_bracket,
+    fmt_cut,
     fmt_delta,
     fmt_int,
     fmt_num,
@@ -23,11 +24,7 @@ from flows.report.format import (
     fmt_range,
     is_finite,
 )
-from flows.report.store_data import attr_str, str_values
-
-#: δ used for the plain-language summary (the nearest stored δ is used).
-SUMMARY_DELTA = 1e-10
-
+from flows.report.store_data import attr_str, headline_delta, str_values
 
 NEIGHBOURS = {
     "add_remove": "add/remove one person (unbounded)",
@@ -45,11 +42,9 @@ class AccountingSection:
     figure: ReportFigure | None
     summary: str
     tradeoff_figure: ReportFigure | None = None
-
-
-def _nearest_index(values: Sequence[float], target: float) -> int:
-    logs = [abs(math.log10(v) - math.log10(target)) if v > 0 else math.inf for v in values]
-    return int(np.argmin(logs))
+    headline: str = "—"  # the headline δ
+    reduced: list[dict[str, str]] | None = None  # seed 004's reduced noise per level and composed
+    reduced_delta: str = "—"  # its δ*
 
 
 def _reduction(exact_upper: Any, bureau: Any) -> float:
@@ -72,15 +67,19 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
     def at(a: np.ndarray | None, *idx: int) -> float:
         return float(a[idx]) if a is not None else math.nan
 
+    hd = headline_delta(acc)
+    head_j = hd[0] if hd is not None else None
+
     def cells(get: Any) -> list[dict[str, str]]:
         if not deltas:
-            keys = ("delta", "bureau", "cks", "exact", "exact_full", "reduction")
+            keys = ("delta", "bureau", "cks", "exact", "exact_full", "reduction", "headline")
             return [dict.fromkeys(keys, "—")]
         out = []
         for j in range(len(deltas)):
             lo, hi, bu, ck = get(j)
             out.append(
                 {
+                    "headline": "headline" if j == head_j else "",
                     "delta": fmt_delta(deltas[j]),
                     "bureau": fmt_num(bu, 5),
                     "cks": fmt_num(ck, 5),
@@ -127,16 +126,16 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
             "cells": cells(lambda j: (at(c_lo, j), at(c_hi, j), at(c_bu, j), at(c_ck, j))),
         }
 
-    # plain-language summary
+    # plain-language summary, at the headline δ
     summary = ""
-    if deltas:
-        j = _nearest_index(deltas, SUMMARY_DELTA)
+    if hd is not None:
+        j = hd[0]
         d_txt = fmt_delta(deltas[j])
         parts = []
         if composed is not None and c_hi is not None:
             parts.append(
-                f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε "
-                f"lies in {fmt_bracket(at(c_lo, j), at(c_hi, j))}, against "
+                f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε is "
+                f"{_exact_words(at(c_lo, j), at(c_hi, j))}, against "
                 f"ε = {fmt_num(at(c_bu, j), 5)} "
                 f"from the Bureau's conversion ρ + 2√(ρ ln 1/δ) and "
                 f"{fmt_num(at(c_ck, j), 5)} from the Canonne–Kamath–Steinke conversion; the "
@@ -155,7 +154,11 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
                 )
         summary = " ".join(parts)
 
+    reduced, reduced_delta = _reduced_rows(acc, levels)
     return AccountingSection(
+        headline=fmt_delta(hd[1]) if hd is not None else "—",
+        reduced=reduced,
+        reduced_delta=reduced_delta,
         deltas=[fmt_delta(d) for d in deltas],
         rows=rows,
         composed=composed,
@@ -167,3 +170,52 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
         summary=summary,
         tradeoff_figure=tradeoff_figure(acc, levels),
     )
+
+
+def _exact_words(lo: float, hi: float) -> str:
+    text = fmt_bracket(lo, hi)
+    return f"in {text}" if text.startswith("[") else text
+
+
+def _reduced_rows(acc: xr.Dataset, levels: list[str]) -> tuple[list[dict[str, str]] | None, str]:
+    """Seed 004's reduced noise (σ², reduced σ², certified variance cut) per level and composed,
+    and the δ* it keeps the Bureau's ε at; ``None`` for a store without calibration."""
+    if "variance_cut_lower" not in acc.variables:
+        return None, "—"
+
+    def get(name: str) -> np.ndarray | None:
+        return np.asarray(acc[name].values, dtype=np.float64) if name in acc.variables else None
+
+    def at(a: np.ndarray | None, *idx: int) -> float:
+        return float(a[idx]) if a is not None else math.nan
+
+    s2_lo, s2_hi = get("sigma2_min"), get("sigma2_max")
+    rows = []
+    for prefix, name, ix in [("", lv, (i,)) for i, lv in enumerate(levels)] + [
+        ("composed_", "all levels composed", ())
+    ]:
+        if prefix and f"{prefix}variance_cut_lower" not in acc.variables:
+            continue
+        s2 = (
+            fmt_range(at(s2_lo, *ix), at(s2_hi, *ix))
+            if ix or s2_lo is None or s2_hi is None
+            else fmt_range(np.nanmin(s2_lo), np.nanmax(s2_hi))
+        )
+        rows.append(
+            {
+                "geolevel": name,
+                "composed": "composed" if not ix else "",
+                "sigma2": s2,
+                "reduced_sigma2": fmt_range(
+                    at(get(f"{prefix}reduced_sigma2_min"), *ix),
+                    at(get(f"{prefix}reduced_sigma2_max"), *ix),
+                ),
+                "target": fmt_num(at(get(f"{prefix}calibration_target_eps"), *ix), 5),
+                "cut": fmt_cut(
+                    at(get(f"{prefix}variance_cut_lower"), *ix),
+                    at(get(f"{prefix}variance_cut_upper"), *ix),
+                ),
+            }
+        )
+    want = acc.attrs.get("calibration_delta")
+    return rows, fmt_delta(float(want)) if want is not None and is_finite(want) else "—"

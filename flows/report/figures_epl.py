@@ -143,7 +143,6 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
     slo, shi = float_values(epl, "surface_low"), float_values(epl, "surface_high")
     ci = epl_interval_label(epl)[0]
     sigma2 = float_values(epl, "sigma2")
-    shown_states = states[:SURFACE_MAX_STATES] if per_state else []
     figures: list[ReportFigure] = []
     capped_q = 0
     for i, level in enumerate(levels):
@@ -152,7 +151,15 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
             continue
         qs = _chosen_queries(epl, i, have)
         capped_q = max(capped_q, int(have.sum()) - len(qs))
-        ncols = 1 + len(shown_states)
+        # the states with a surface at this level (the nation only at the national level)
+        level_states = (
+            [k for k in range(len(states)) if np.isfinite(sx[k, i]).any()]
+            if per_state and sx is not None
+            else []
+        )
+        # one region with data (the nation at the national level): its surface is the pooled one
+        shown = level_states[:SURFACE_MAX_STATES] if len(level_states) > 1 else []
+        ncols = 1 + len(shown)
         # fixed margins, not constrained layout: laying out tens of panels costs seconds
         w, h = 1.75 * ncols + 0.6, 1.55 * len(qs) + 0.5
         fig = Figure(figsize=(w, h))
@@ -182,12 +189,13 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
             for c in range(1, ncols):
                 if sx is None or sy is None:
                     break
+                k = shown[c - 1]
                 _panel(
                     axes[r][c],
-                    sx[c - 1, i, q],
-                    sy[c - 1, i, q],
-                    slo[c - 1, i, q] if slo is not None else None,
-                    shi[c - 1, i, q] if shi is not None else None,
+                    sx[k, i, q],
+                    sy[k, i, q],
+                    slo[k, i, q] if slo is not None else None,
+                    shi[k, i, q] if shi is not None else None,
                     STATE_COLOUR,
                     s2,
                 )
@@ -199,9 +207,7 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
                 if c:
                     axes[r][c].tick_params(labelleft=False)
                 if r == 0:
-                    axes[r][c].set_title(
-                        "all states" if c == 0 else shown_states[c - 1], fontsize=8
-                    )
+                    axes[r][c].set_title("pooled" if c == 0 else states[shown[c - 1]], fontsize=8)
         fig.supxlabel("residual x", fontsize=8, y=0.02)
         n_q = int(have.sum())
         q_note = (
@@ -210,25 +216,30 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
             else f"all {n_q} quer{'y' if n_q == 1 else 'ies'} with a surface"
         )
         s_note = (
-            ""
-            if not per_state
+            f"; then one column each for {', '.join(states[k] for k in shown)}"
+            + (
+                f" ({len(shown)} of the {len(level_states)} with data at this level)"
+                if len(shown) < len(level_states)
+                else ""
+            )
+            if shown
             else (
-                f"; then {len(shown_states)} of {len(states)} states (in store order)"
-                if len(shown_states) < len(states)
-                else f"; then every state ({len(states)})"
+                f" (the only region with data here: {states[level_states[0]]})"
+                if level_states
+                else ""
             )
         )
         figures.append(
             ReportFigure(
                 title=f"EPL(x) surfaces at level {level}",
                 alt=(
-                    f"Level {level}: rows are queries, the first column the pooled EPL(x) over "
-                    "all states with its bootstrap band, the other columns single states."
+                    f"Level {level}: rows are queries, the first column the pooled EPL(x) "
+                    "with its bootstrap band, the other columns single states."
                 ),
                 caption=(
                     f"Bias-aware EPL(x) = log p(x)/p(x + 1) (solid) with its pointwise {ci} "
-                    f"bootstrap band (shaded), for {q_note}; first column pooled over all "
-                    f"states{s_note}. Dotted red: (2x + 1)/(2σ²), the loss of a discrete "
+                    f"bootstrap band (shaded), for {q_note}; first column pooled{s_note}. "
+                    "Dotted red: (2x + 1)/(2σ²), the loss of a discrete "
                     "Gaussian with the query's σ² — a surface that follows it is what the "
                     "accounting assumes; a steeper one is more loss than claimed."
                 ),

@@ -11,7 +11,7 @@ import xarray as xr
 
 from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
 from flows.report.format import fmt_num, is_finite
-from flows.report.store_data import str_values
+from flows.report.store_data import nation_and_states, str_values
 
 #: Residual histograms read at most this many states and items per state of one replicate.
 HIST_MAX_STATES = 5
@@ -51,7 +51,6 @@ def residual_figure(res: xr.Dataset, epl: xr.Dataset | None) -> ReportFigure:
     levels = str_values(res["geolevel"].values)
     n_states = int(res.sizes.get("state", 0))
     states = str_values(res["state"].values)[:HIST_MAX_STATES] if "state" in res.coords else []
-    n_read_states = min(n_states, HIST_MAX_STATES)
     fig, axes = new_figure(len(levels))
     any_overlay = False
     for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
@@ -106,8 +105,25 @@ def residual_figure(res: xr.Dataset, epl: xr.Dataset | None) -> ReportFigure:
         ),
         caption=(
             "Distribution of DP − truth over the items of the first replicate of "
-            f"{n_read_states} of {n_states} states ({', '.join(states)}), pooled over "
-            f"queries. {overlay_txt}"
+            f"{_regions(res, states, n_states)}, pooled over queries. {overlay_txt}"
         ),
         src=to_data_uri(fig),
     )
+
+
+def _regions(res: xr.Dataset, read: list[str], n_states: int) -> str:
+    """The regions read, in words: the nation (a state-equivalent at the national level only)
+    apart from the states, e.g. "the nation (US) and 3 states (ST01, ST02, ST03)"."""
+    nation, states = nation_and_states(res)
+    n_read = [s for s in read if s in states]
+    parts = (
+        [f"the nation ({', '.join(s for s in read if s in nation)})"]
+        if set(nation) & set(read)
+        else []
+    )
+    if n_read:
+        of = f" of {len(states)}" if len(n_read) < len(states) else ""
+        parts.append(
+            f"{len(n_read)}{of} state{'s' if len(states) != 1 else ''} ({', '.join(n_read)})"
+        )
+    return " and ".join(parts) or f"{n_states} regions"

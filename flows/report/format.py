@@ -8,7 +8,7 @@ non-finite values print as "—" (∞ as "∞").
 from __future__ import annotations
 
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,23 @@ def fmt_int(x: Any) -> str:
     return f"{int(x):,}".replace(",", "\u202f")
 
 
-def fmt_bracket(lower: Any, upper: Any, *, min_decimals: int = 3, max_decimals: int = 12) -> str:
-    """Format a certified bracket ``[lower, upper]`` of ε.
+#: Decimals of a certified ε for a reader: a bracket narrower than this prints as one number.
+READER_DECIMALS = 4
 
-    The number of decimals follows the width of the bracket: both ends are shown to the first
-    decimal at which they can differ, rounded *outwards* (lower down, upper up), so the printed
-    bracket still contains the exact value and the digits the ends share are the certified ones.
+
+def _strip(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_bracket(lower: Any, upper: Any, *, max_decimals: int = READER_DECIMALS) -> str:
+    """Format a certified bracket ``[lower, upper]`` of ε for a reader.
+
+    A bracket is printed to one decimal past the first at which its ends differ (the first
+    significant decimal of its width), both ends rounded *outwards* (lower down, upper up), so the
+    printed bracket still contains the exact value. A bracket whose ends agree beyond ``max_decimals`` is noise to a reader: it prints as
+    one number, the exact value to ``max_decimals`` decimals (both ends round to it, so the exact
+    value does too: certified to the digits shown; more decimals only in the rare case that the
+    ends round apart). JSON and the store keep both ends in full.
     """
     if not (is_finite(lower) and is_finite(upper)):
         if is_finite(upper):
@@ -70,19 +81,18 @@ def fmt_bracket(lower: Any, upper: Any, *, min_decimals: int = 3, max_decimals: 
         if is_finite(lower):
             return f"≥ {fmt_num(lower, 6)}"
         return "—"
-    lo, hi = float(lower), float(upper)
-    if lo > hi:
-        lo, hi = hi, lo
-    width = hi - lo
-    if width <= 0:
-        decimals = max(min_decimals, 6)
-    else:
-        decimals = min(max(math.ceil(-math.log10(width)), min_decimals), max_decimals)
+    lo, hi = sorted((Decimal(repr(float(lower))), Decimal(repr(float(upper)))))
+    if lo == hi:
+        return _strip(f"{lo:.{max_decimals}f}") + " (exact)"
+    decimals = max(math.floor(-math.log10(float(hi - lo))) + 2, 0)
+    for d in range(max_decimals, decimals):
+        q = Decimal(1).scaleb(-d)
+        a, b = lo.quantize(q, rounding=ROUND_HALF_EVEN), hi.quantize(q, rounding=ROUND_HALF_EVEN)
+        if a == b:
+            return f"{a:.{d}f}"
     q = Decimal(1).scaleb(-decimals)
-    lo_d = Decimal(repr(lo)).quantize(q, rounding=ROUND_FLOOR)
-    hi_d = Decimal(repr(hi)).quantize(q, rounding=ROUND_CEILING)
-    if width <= 0:
-        return f"{float(lo_d):.{decimals}f}".rstrip("0").rstrip(".") + " (exact)"
+    lo_d = lo.quantize(q, rounding=ROUND_FLOOR)
+    hi_d = hi.quantize(q, rounding=ROUND_CEILING)
     return f"[{lo_d:.{decimals}f}, {hi_d:.{decimals}f}]"
 
 

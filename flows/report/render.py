@@ -29,7 +29,7 @@ from flows.report.accounting import NEIGHBOURS, accounting_section
 from flows.report.accuracy import accuracy_section
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
-from flows.report.format import fmt_duration
+from flows.report.format import fmt_delta, fmt_duration
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
 from flows.report.residuals import residual_section
@@ -39,8 +39,10 @@ from flows.report.store_data import (
     GROUPS,
     attr_str,
     epl_interval_label,
+    headline_delta,
     open_store,
     provenance,
+    replicates,
     spec_name,
     store_arg,
 )
@@ -77,12 +79,14 @@ def render_report(
 
     acc, epl, res = groups["accounting"], groups["epl"], groups["residuals"]
     accuracy_ds, mpl_ds = groups["accuracy"], groups["mpl"]
+    n_rep = replicates(attrs, res)
+    hd = headline_delta(acc)
     try:
         accounting = accounting_section(acc) if acc is not None else None
-        epl_sec = epl_section(epl) if epl is not None else None
+        epl_sec = epl_section(epl, n_rep) if epl is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
         residuals = residual_section(res, epl) if res is not None else None
-        table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds)
+        table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep)
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
@@ -105,13 +109,8 @@ def render_report(
     if accounting is not None and accounting.summary:
         summary_parts.append(accounting.summary)
     if epl_sec is not None:
-        summary_parts.append(epl_sec.summary)
-    if missing:
-        summary_parts.append(
-            "This store holds no "
-            + ", no ".join(desc for _, desc in missing)
-            + "; the corresponding sections are omitted."
-        )
+        summary_parts.extend(epl_sec.summary)
+    # the groups a store lacks are listed once, under the summary (``missing``)
 
     neighbours_raw = attr_str(attrs, "neighbours", "")
     if not neighbours_raw and acc is not None:
@@ -128,12 +127,14 @@ def render_report(
         "n_workers": attr_str(attrs, "n_workers"),
         "dask_scheduler": attr_str(attrs, "dask_scheduler"),
         "wall_time": fmt_duration(attrs.get("wall_time_s")),
+        "replicates": str(n_rep) if n_rep else "—",
+        "headline_delta": fmt_delta(hd[1]) if hd is not None else None,
         "dpaudit_version": attr_str(attrs, "dpaudit_version"),
     }
 
     html = render_page(
         header=header,
-        summary=" ".join(summary_parts),
+        summary=summary_parts,
         accounting=accounting,
         epl=epl_sec,
         residuals=residuals,

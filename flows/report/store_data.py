@@ -8,6 +8,7 @@ Nothing here draws or formats numbers; a group the store does not hold reads as 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -107,6 +108,59 @@ def float_values(ds: xr.Dataset, name: str) -> np.ndarray | None:
     return np.asarray(ds[name].values, dtype=np.float64) if name in ds.variables else None
 
 
+#: The headline δ of a store written before ``accounting.headline_delta`` was stored: the stored δ
+#: closest to the Bureau's 1e-10.
+BUREAU_DELTA = 1e-10
+
+
+def headline_delta(acc: xr.Dataset | None) -> tuple[int, float] | None:
+    """(index, value) of the headline δ among the ``accounting`` group's δ: its ``headline_delta``
+    attribute (the spec's ``accounting.headline_delta``), or for older stores the δ closest to
+    :data:`BUREAU_DELTA` (on a log scale). ``None`` without a group or δ."""
+    if acc is None or "delta" not in acc.coords:
+        return None
+    deltas = [float(d) for d in np.asarray(acc["delta"].values, dtype=np.float64)]
+    if not deltas:
+        return None
+    want = acc.attrs.get("headline_delta")
+    try:
+        target = float(want) if want is not None else BUREAU_DELTA
+    except (TypeError, ValueError):
+        target = BUREAU_DELTA
+    if not (math.isfinite(target) and target > 0):
+        target = BUREAU_DELTA
+    logs = [abs(math.log10(d) - math.log10(target)) if d > 0 else math.inf for d in deltas]
+    j = int(np.argmin(logs))
+    return j, deltas[j]
+
+
+def nation_and_states(ds: xr.Dataset | None) -> tuple[list[str], list[str]]:
+    """The ``state`` coordinate of a group split into (the nation, the states): the nation is
+    the entry named like a geolevel (the national level, ``US``, held as a state-equivalent that
+    has data at that level only)."""
+    if ds is None or "state" not in ds.coords:
+        return [], []
+    labels = str_values(ds["state"].values)
+    levels = set(str_values(ds["geolevel"].values)) if "geolevel" in ds.coords else set()
+    return [s for s in labels if s in levels], [s for s in labels if s not in levels]
+
+
+def replicates(attrs: Mapping[str, Any], res: xr.Dataset | None) -> int | None:
+    """The replicates of the run: the spec's ``audit.replicates``, else the ``replicate``
+    dimension of the residuals group, else ``None``."""
+    spec = attrs.get("spec_toml")
+    if isinstance(spec, str):
+        try:
+            r = tomllib.loads(spec).get("audit", {}).get("replicates")
+        except tomllib.TOMLDecodeError:
+            r = None
+        if isinstance(r, int) and not isinstance(r, bool) and r > 0:
+            return r
+    if res is not None and res.sizes.get("replicate", 0) > 0:
+        return int(res.sizes["replicate"])
+    return None
+
+
 def epl_interval_label(epl: Any) -> tuple[str, str, str]:
     """(interval, floor quantile, bias-aware description) of an ``epl`` group, from the knobs it
     was computed with (stores written before the knobs were stored: 90 % basic, 95 %)."""
@@ -163,7 +217,8 @@ def provenance(attrs: Mapping[str, Any]) -> Provenance:
             else:
                 raw = sw
     spec = attrs.get("spec_toml")
-    known = {"spec_toml", "software"}
+    # the spec and the software have their own tables; the allocation's source heads the report
+    known = {"spec_toml", "software", "allocation_source"}
     extra = [(str(k), str(v)) for k, v in sorted(attrs.items()) if k not in known]
     return Provenance(
         software=software,

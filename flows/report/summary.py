@@ -1,6 +1,8 @@
 """The summary table ("at a glance"): one row per geolevel, and all levels composed, of what each
-of the three answers says — the Bureau's and the exact ε, the reduced σ² and variance cut, the
-largest EPL with its interval and floor, and the MPL lower bound."""
+of the three answers says at the report's one headline δ — the Bureau's and the exact ε, the
+level's largest bias-aware EPL with its interval, floor and whether it is resolved
+(:mod:`flows.report.epl_headline`, the numbers of the summary box too), and the MPL lower bound.
+The reduced noise (at seed 004's δ*) is in the accounting section, beside the other δ."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from flows.report.format import fmt_bracket, fmt_cut, fmt_delta, fmt_num, fmt_range, is_finite
-from flows.report.store_data import attr_str, str_values, var_values
+from flows.report.epl_headline import LevelEpl, flag_class, level_epls
+from flows.report.format import fmt_bracket, fmt_delta, fmt_num, fmt_range, is_finite
+from flows.report.resolution import resolutions
+from flows.report.store_data import attr_str, headline_delta, str_values, var_values
 
 
 def _level_index(ds: xr.Dataset | None) -> dict[str, int]:
@@ -32,48 +36,6 @@ class SummarySection:
     notes: list[str]
 
 
-def _summary_delta(acc: xr.Dataset) -> tuple[int | None, float | None]:
-    if "delta" not in acc.coords:
-        return None, None
-    deltas = [float(d) for d in np.asarray(acc["delta"].values)]
-    if not deltas:
-        return None, None
-    want = acc.attrs.get("calibration_delta")
-    target = float(want) if want is not None and is_finite(want) else 1e-10
-    j = int(np.argmin([abs(math.log10(d) - math.log10(target)) for d in deltas]))
-    return j, deltas[j]
-
-
-def _epl_cell(epl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> tuple[str, str]:
-    """The level's largest EPL over its measured queries: ``(value [interval], floor)``."""
-    if epl is None or level not in levels:
-        return "not run", "—"
-    i = levels[level]
-    status = var_values(epl, "epl_status")
-    ok = (
-        np.array([s == "ok" for s in str_values(status[i])])
-        if status is not None
-        else np.ones(epl.sizes.get("query", 0), dtype=bool)
-    )
-    ba = var_values(epl, "epl_bias_aware")
-    if ba is not None:
-        v = np.where(ok, ba[i].astype(float), np.nan)
-        if np.any(np.isfinite(v)):
-            q = int(np.nanargmax(v))
-            lo, hi = var_values(epl, "epl_ci_low"), var_values(epl, "epl_ci_high")
-            floor = var_values(epl, "epl_null_upper")
-            txt = fmt_num(v[q], 3)
-            if lo is not None and hi is not None and is_finite(lo[i, q]) and is_finite(hi[i, q]):
-                txt += f" [{fmt_num(lo[i, q], 3)}, {fmt_num(hi[i, q], 3)}]"
-            return txt, fmt_num(floor[i, q], 3) if floor is not None else "—"
-    pooled = var_values(epl, "epl_pooled")
-    if pooled is not None:
-        v = np.where(ok, pooled[i].astype(float), np.nan)
-        if np.any(np.isfinite(v)):
-            return fmt_num(float(np.nanmax(v)), 3), "—"
-    return "—", "—"
-
-
 def _mpl_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> str:
     if mpl is None:
         return "not run"
@@ -83,11 +45,30 @@ def _mpl_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> 
     return fmt_num(float(lb[levels[level]]), 4)
 
 
+def _epl_cells(head: LevelEpl | None, ran: bool) -> dict[str, str]:
+    if head is None:
+        return {
+            "epl": "—" if ran else "not run",
+            "epl_floor": "—",
+            "epl_flag": "",
+            "epl_flag_class": "",
+            "epl_query": "",
+        }
+    return {
+        "epl": head.text,
+        "epl_floor": fmt_num(head.floor, 3),
+        "epl_flag": head.flag,
+        "epl_flag_class": flag_class(head.flag),
+        "epl_query": head.query,
+    }
+
+
 def summary_section(
     attrs: Mapping[str, Any],
     acc: xr.Dataset | None,
     epl: xr.Dataset | None,
     mpl: xr.Dataset | None,
+    replicates: int | None = None,
 ) -> SummarySection | None:
     """One row per geolevel (and all levels composed) of what each of the three answers says."""
     level_order: list[str] = []
@@ -98,7 +79,9 @@ def summary_section(
     if not level_order:
         return None
     acc_idx, epl_idx, mpl_idx = _level_index(acc), _level_index(epl), _level_index(mpl)
-    j, delta = _summary_delta(acc) if acc is not None else (None, None)
+    hd = headline_delta(acc)
+    j, delta = hd if hd is not None else (None, None)
+    heads = level_epls(epl, resolutions(epl, replicates)) if epl is not None else {}
 
     def acc_cells(prefix: str, i: int | None) -> dict[str, str]:
         def get(name: str) -> np.ndarray | None:
@@ -111,16 +94,12 @@ def summary_section(
 
         ix: tuple[int, ...] = () if i is None else (i,)
         bu, lo, hi = get("eps_bureau"), get("eps_exact_lower"), get("eps_exact_upper")
-        out = {"bureau": "—", "exact": "—"}
+        out = {"bureau": "—", "exact": "—", "exact_full": ""}
         if j is not None:
             out["bureau"] = fmt_num(at(bu, *ix, j), 5)
-            # six decimals at most: still rounded outwards, so still a certified bracket
-            out["exact"] = fmt_bracket(at(lo, *ix, j), at(hi, *ix, j), max_decimals=6)
-        out["reduced_sigma2"] = fmt_range(
-            at(get("reduced_sigma2_min"), *ix), at(get("reduced_sigma2_max"), *ix)
-        )
+            out["exact"] = fmt_bracket(at(lo, *ix, j), at(hi, *ix, j))
+            out["exact_full"] = f"[{at(lo, *ix, j)!r}, {at(hi, *ix, j)!r}]"
         out["sigma2"] = fmt_range(at(get("sigma2_min"), *ix), at(get("sigma2_max"), *ix))
-        out["cut"] = fmt_cut(at(get("variance_cut_lower"), *ix), at(get("variance_cut_upper"), *ix))
         return out
 
     rows: list[dict[str, str]] = []
@@ -129,8 +108,10 @@ def summary_section(
         if acc is not None and level in acc_idx:
             row.update(acc_cells("", acc_idx[level]))
         else:
-            row.update(dict.fromkeys(("bureau", "exact", "reduced_sigma2", "sigma2", "cut"), "—"))
-        row["epl"], row["epl_floor"] = _epl_cell(epl, epl_idx, level)
+            row.update({"bureau": "—", "exact": "—", "exact_full": "", "sigma2": "—"})
+        row.update(
+            _epl_cells(heads.get(epl_idx[level]) if level in epl_idx else None, epl is not None)
+        )
         row["mpl"] = _mpl_cell(mpl, mpl_idx, level)
         rows.append(row)
     if acc is not None and "composed_eps_bureau" in acc:
@@ -139,14 +120,12 @@ def summary_section(
         s2min, s2max = var_values(acc, "sigma2_min"), var_values(acc, "sigma2_max")
         if s2min is not None and s2max is not None and s2min.size:
             row["sigma2"] = fmt_range(np.min(s2min), np.max(s2max))
-        row.update({"epl": "—", "epl_floor": "—", "mpl": "—"})
+        row.update(_epl_cells(None, True) | {"mpl": "—"})
         rows.append(row)
 
     notes = []
     if acc is None:
         notes.append("No accounting group: the Bureau's and the exact ε are not shown.")
-    elif "variance_cut_lower" not in acc:
-        notes.append("This store was written without seed 004's reduced noise (no calibration).")
     if epl is None:
         notes.append("No epl group: EPL was not estimated.")
     if mpl is None:

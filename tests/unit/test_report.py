@@ -21,7 +21,9 @@ from flows.report.format import fmt_bracket, fmt_delta
 from flows.report.render import render_report
 
 LEVELS = ["US", "State", "County"]
-STATES = ["ST01", "ST02"]
+# the nation is a state-equivalent with data at the national level only, as the audit writes it
+STATES = ["US", "ST01", "ST02"]
+NATION = 0
 QUERIES = ["total", "age_38_groups * sex"]
 DELTAS = [1e-5, 1e-10]
 # σ² per (level, query); NaN: the query is not measured at the level.
@@ -138,7 +140,12 @@ def _accounting() -> xr.Dataset:
             "delta": np.array(DELTAS),
             "eps_grid": eps_grid,
         },
-        attrs={"method": "exact-lattice", "neighbours": "add_remove", "calibration_delta": 1e-10},
+        attrs={
+            "method": "exact-lattice",
+            "neighbours": "add_remove",
+            "headline_delta": 1e-10,
+            "calibration_delta": 1e-5,  # seed 004's δ*: not the headline δ
+        },
     )
 
 
@@ -211,6 +218,8 @@ def _surfaces(rng: np.random.Generator, n_l: int, n_q: int) -> dict[str, object]
     """EPL(x) surfaces per state and pooled: the DG loss plus noise, a band around it, NaN pads."""
     n_s = len(STATES)
     out: dict[str, np.ndarray] = {}
+    # (state, level) pairs with data: the nation at the national level, the states below it
+    holds = [[(k == NATION) == (i == 0) for i in range(n_l)] for k in range(n_s)]
     for prefix, lead in (("surface_pooled", ()), ("surface", (n_s,))):
         x = np.full((*lead, n_l, n_q, N_SURFACE), np.nan, dtype=np.float32)
         y, lo, hi = x.copy(), x.copy(), x.copy()
@@ -222,6 +231,8 @@ def _surfaces(rng: np.random.Generator, n_l: int, n_q: int) -> dict[str, object]
                 xs = np.arange(-reach, reach, dtype=np.float64)[:N_SURFACE]
                 m = xs.size
                 for idx in np.ndindex(*lead):
+                    if idx and not holds[idx[0]][i]:
+                        continue
                     ys = _dg_loss(xs, SIGMA2[i, q]) + rng.normal(0, 0.02, m)
                     x[(*idx, i, q, slice(0, m))] = xs
                     y[(*idx, i, q, slice(0, m))] = ys
@@ -231,6 +242,12 @@ def _surfaces(rng: np.random.Generator, n_l: int, n_q: int) -> dict[str, object]
         for suffix, a in (("_x", x), ("", y), ("_low", lo), ("_high", hi)):
             out[prefix + suffix] = (dims, a)
     return out  # type: ignore[return-value]
+
+
+# the matched-reference floors: (US, total) below its estimate, (US, age × sex) within 10 % of the
+# claimed noise's loss (resolved), the State pairs above it (not resolved at 2 replicates)
+FLOOR = np.array([[0.8, 0.225], [0.9, 0.2], [np.nan, np.nan]])
+BIAS_AWARE_KNOBS = {"bandwidth": 0.3, "bandwidth_kind": "factor", "null_quantile": 0.95, "shift": 1}
 
 
 def _epl(rng: np.random.Generator) -> xr.Dataset:
@@ -243,8 +260,10 @@ def _epl(rng: np.random.Generator) -> xr.Dataset:
     pooled = np.where(measured, 1.645 / np.sqrt(SIGMA2), np.nan)
     pooled[0, 0] = 0.987654
     per_state = pooled[None, :, :] * (1.0 + rng.uniform(-0.1, 0.1, size=(len(STATES), n_l, n_q)))
-    per_state[0, 0, 0] = 0.9
-    per_state[1, 0, 0] = 1.1
+    per_state[NATION, 1:] = np.nan  # the nation: the national level only
+    per_state[NATION + 1 :, 0] = np.nan
+    per_state[1, 1, 0] = 0.9
+    per_state[2, 1, 0] = 1.1
     curve_x = np.full((n_l, n_q, n_p), np.nan)
     curve = np.full((n_l, n_q, n_p), np.nan)
     for i in range(n_l):
@@ -261,6 +280,7 @@ def _epl(rng: np.random.Generator) -> xr.Dataset:
             "epl_bias_aware": (("geolevel", "query"), pooled * 1.01),
             "epl_ci_low": (("geolevel", "query"), pooled * 0.9),
             "epl_ci_high": (("geolevel", "query"), pooled * 1.1),
+            "epl_null_upper": (("geolevel", "query"), FLOOR),
             "epl_composed": ((), COMPOSED[0], {"composed_over": "paths <leaf> -> root"}),
             "epl_composed_ci_low": ((), COMPOSED[1]),
             "epl_composed_ci_high": ((), COMPOSED[2]),
@@ -283,13 +303,18 @@ def _epl(rng: np.random.Generator) -> xr.Dataset:
             "point": np.arange(n_p),
             "geolevel_b": np.array(LEVELS, dtype=object),
         },
-        attrs={"method": "flaxman_petti", "bandwidth_factor": 0.1, "percentiles": "5,95"},
+        attrs={
+            "method": "flaxman_petti",
+            "bandwidth_factor": 0.1,
+            "percentiles": "5,95",
+            "bias_aware_settings": json.dumps(BIAS_AWARE_KNOBS),
+        },
     )
 
 
 def _residuals(rng: np.random.Generator) -> xr.Dataset:
     n_s, n_l, n_r, n_items = len(STATES), len(LEVELS), 2, 300
-    n_items_arr = np.array([[2, 60, 300], [0, 40, 250]], dtype=np.int64)
+    n_items_arr = np.array([[2, 0, 0], [0, 60, 300], [0, 40, 250]], dtype=np.int64)
     residual = np.full((n_s, n_l, n_r, n_items), np.nan, dtype=np.float32)
     qidx = np.full((n_s, n_l, n_items), -1, dtype=np.int16)
     truth = np.zeros((n_s, n_l, n_items), dtype=np.int32)
@@ -410,7 +435,11 @@ def test_epl_surfaces_one_figure_per_level(full: tuple[pathlib.Path, str]) -> No
     for (_, _, alt, caption), level in zip(figs, LEVELS, strict=True):
         assert f"Level {level}:" in alt and f"at level {level}" in caption
         assert "90 % basic bootstrap band" in caption and "(2x + 1)/(2σ²)" in caption
-        assert f"every state ({len(STATES)})" in caption
+    # a column per state with data at the level; at US only the nation, whose surface is pooled
+    assert "first column pooled (the only region with data here: US)." in figs[0][3]
+    assert "then one column each for ST01, ST02." in figs[1][3]
+    widths = [mpimg.imread(io.BytesIO(base64.b64decode(f[1])), format="png").shape[1] for f in figs]
+    assert widths[0] < 0.5 * widths[1] and widths[1] == widths[2]
     # rows are queries: US and State show both queries, County only the measured one
     assert "all 2 queries" in figs[0][3] and "all 1 query" in figs[2][3]
     heights = [
@@ -432,10 +461,10 @@ def test_epl_surfaces_are_capped_and_say_so(
     figs = SURFACE_FIG_RE.findall(html)
     assert len(figs) == len(LEVELS)
     assert "the 1 of 2 queries with the largest bias-aware EPL" in figs[0][3]
-    assert "then 1 of 2 states" in figs[0][3]
+    assert "then one column each for ST01 (1 of the 2 with data at this level)" in figs[1][3]
     assert "up to 1 queries per level are not shown" in html
     # one query row, two columns (pooled + one state): wider than high
-    img = mpimg.imread(io.BytesIO(base64.b64decode(figs[0][1])), format="png")
+    img = mpimg.imread(io.BytesIO(base64.b64decode(figs[1][1])), format="png")
     assert img.shape[1] > 1.5 * img.shape[0]
 
 
@@ -449,6 +478,8 @@ def test_composed_epl_table(full: tuple[pathlib.Path, str]) -> None:
     county = re.search(r"County</td><td class=\"num\">0</td>\s*<td class=\"num\">—", table)
     assert county is not None  # the County query has too few residuals: no EPL
     assert "<strong>1.235</strong>" in table and "[0.9877, 1.457]" in table
+    # beside it: the sum of the floors (0.8 + 0.225 + 0.9 + 0.2)
+    assert "2.125" in table
     assert (
         "Projection (lower-bound check): 0.8765" in html and "dependence factor:\n    0.935" in html
     )
@@ -457,8 +488,9 @@ def test_composed_epl_table(full: tuple[pathlib.Path, str]) -> None:
     assert "which way" not in corr
     assert "sum of the levels' bias-aware EPLs" in html and "upward" in html
     assert "paths &lt;leaf&gt; -&gt; root" in html and "<leaf>" not in html
-    summary = _between(html, '<p class="summary" id="summary">', "</p>")
-    assert "the counts containing one person is 1.235 (interval [0.9877, 1.457])" in summary
+    summary = _between(html, '<ul class="summary" id="summary">', "</ul>")
+    assert "the EPL is 1.235 (interval [0.9877, 1.457]). It is no ε(δ)" in summary
+    assert "sum of the floors" in summary
 
 
 def test_epl_without_surfaces_or_composed(tmp_path: pathlib.Path) -> None:
@@ -479,21 +511,22 @@ def test_summary_table_puts_the_three_answers_side_by_side(
     _, html = full
     acc = _accounting()
     table = _between(html, '<table class="glance">', "</table>")
-    assert "pl94_2021_production" in table and "δ = 1e-10" in table
+    assert "pl94_2021_production" in table and "headline δ = 1e-10" in table
     assert table.count('class="level"') == len(LEVELS) + 1  # and all levels composed
-    j = DELTAS.index(1e-10)  # the calibration δ
+    j = DELTAS.index(1e-10)  # the headline δ (the calibration δ* is 1e-5)
     for i, level in enumerate(LEVELS):
         assert f"{float(acc['eps_bureau'][i, j]):.5g}" in table
         lo, hi = float(acc["eps_exact_lower"][i, j]), float(acc["eps_exact_upper"][i, j])
-        shown = fmt_bracket(lo, hi, max_decimals=6)
-        assert shown in table
-        a, b = (float(x) for x in shown.strip("[]").split(","))
-        assert a <= lo and hi <= b  # rounded outwards: still a certified bracket
+        assert f">{fmt_bracket(lo, hi)}<" in table
+        assert f"{float(acc['eps_bureau'][i, 1 - j]):.5g}" not in table  # no other δ
         assert level in table
-    # variance cuts (certified from below) and reduced σ² of the made-up factors
-    assert "21.00 %" in table and "15.08 %" in table and "24.82 %" in table
-    assert "12.28 %" in table  # composed
-    assert "5.095" in table  # reduced σ² of State's 6.0
+    # the level's largest bias-aware EPL with its interval and floor: (US, total) 0.988 × 1.01
+    assert "0.998 [0.889, 1.09]" in table and ">0.8<" in table
+    assert "above its floor" in table
+    # the reduced noise is at δ* (another δ): in the accounting section, not here
+    assert "15.08 %" not in table and "15.08 %" in _between(
+        html, '<table class="reduced">', "</table>"
+    )
     # MPL lower bounds where the mpl group has the level, "not run" elsewhere
     assert "0.1235" in table and "0.6543" in table and table.count("not run") == 1
 
@@ -628,18 +661,20 @@ def test_coverage_store_renders_the_lb_ecdfs(tmp_path: pathlib.Path) -> None:
 
 def test_summary_paragraph(full: tuple[pathlib.Path, str]) -> None:
     _, html = full
-    summary = re.search(r'<p class="summary" id="summary">(.*?)</p>', html, re.S)
-    assert summary is not None
-    text = summary.group(1)
-    assert "At δ = 1e-10" in text
+    text = _between(html, '<ul class="summary" id="summary">', "</ul>")
+    assert "At δ = 1e-10" in text and "1e-5" not in text
     assert "Bureau" in text and "largest exact ε is that of level" in text
+    # the summary quotes the glance table's EPL: the bias-aware one, not the Flaxman–Petti
+    assert "(EPL, bias-aware) is largest at level US (“total”): 0.998 [0.889, 1.09]" in text
+    assert "0.9877" not in text.replace("[0.9877, 1.457]", "")
     assert "Absent from this store" not in html
+    assert 'id="headline-delta"' in html and html.count("headline δ = <strong>1e-10") == 1
 
 
 def test_accounting_table_values(full: tuple[pathlib.Path, str]) -> None:
     _, html = full
     acc = _accounting()
-    table = html[html.index('<table class="accounting">') : html.index('id="fig-eps-delta"')]
+    table = _between(html, '<table class="accounting">', "</table>")
     assert "all levels composed" in table
     assert table.count('class="level"') == len(LEVELS) + 1
     assert "0.2125" in table  # ρ(US) = 1/(2·2.5) + 1/(2·40)
@@ -661,10 +696,9 @@ def test_accounting_table_values(full: tuple[pathlib.Path, str]) -> None:
 
 def test_epl_table_values(full: tuple[pathlib.Path, str]) -> None:
     _, html = full
-    table = html[html.index('<table class="epl">') : html.index('id="fig-epl"')]
-    assert "0.9877" in table  # pooled EPL of (US, total)
-    assert "0.9 – 1.1" in table  # per-state spread of (US, total)
-    assert "too_few" in table and table.count('class="status ok"') == 4
+    table = _between(html, '<table class="epl">', "</table>")
+    assert "0.998 [0.889, 1.09]" in table  # bias-aware EPL of (US, total) with its interval
+    assert "too few residuals" in table
     assert "age_38_groups * sex" in table
     assert "2\u202f000" in table and ">12<" in table  # residual counts
     # 5 measured pairs, the (County, age × sex) pair is not measured
@@ -672,6 +706,14 @@ def test_epl_table_values(full: tuple[pathlib.Path, str]) -> None:
     assert "One level–query pair that is not measured is omitted." in html
     assert "unbounded" in html and "slope 1/σ²" in html
     assert "5th and 95th percentile" in html
+    # the Flaxman–Petti estimate and the diagnostics: in their own table
+    diag = _between(html, '<table class="epl-diagnostics">', "</table>")
+    assert "0.9877" in diag and "0.9 – 1.1" in diag and diag.count('class="status ok"') == 4
+    # two states and the nation, never the nation counted as a state
+    states = _between(html, '<p class="note" id="epl-states">', "</p>")
+    assert (
+        "2\n    states (ST01, ST02)" in states and "the nation (US, at the national level" in states
+    )
 
 
 def test_spec_is_escaped(full: tuple[pathlib.Path, str]) -> None:
@@ -781,9 +823,16 @@ def test_missing_store_raises(tmp_path: pathlib.Path) -> None:
 @pytest.mark.parametrize(
     ("lo", "hi", "expected"),
     [
-        (1.2345671, 1.2345893, "[1.23456, 1.23459]"),
-        (0.5, 0.75, "[0.500, 0.750]"),
-        (10.00000012, 10.00000019, "[10.00000012, 10.00000019]"),
+        # ends agreeing beyond 4 decimals: one number, the digits both ends round to
+        (1.2345671, 1.2345893, "1.2346"),
+        (20.324689750786, 20.324689750793, "20.3247"),
+        (16.74636, 16.74644, "16.7464"),
+        (10.00000012, 10.00000019, "10.0000"),
+        # wider: one decimal past the first at which the ends differ, rounded outwards
+        (0.5, 0.75, "[0.50, 0.75]"),
+        (14.53, 16.71, "[14.5, 16.8]"),
+        (3.1234, 3.1299, "[3.1234, 3.1299]"),
+        (1.99994, 2.00006, "[1.99994, 2.00006]"),  # they round apart at 4 decimals
         (2.0, 2.0, "2 (exact)"),
         (float("nan"), 3.0, "≤ 3"),
     ],
@@ -792,14 +841,21 @@ def test_fmt_bracket(lo: float, hi: float, expected: str) -> None:
     assert fmt_bracket(lo, hi) == expected
 
 
-def test_bracket_is_outward_rounded() -> None:
+def test_bracket_is_certified() -> None:
+    """A printed bracket contains the exact bracket; a single number is what both ends round to."""
     rng = np.random.default_rng(1)
-    for _ in range(200):
+    for _ in range(400):
         lo = float(rng.uniform(0.01, 30.0))
-        hi = lo + float(10.0 ** rng.uniform(-9, 0))
+        hi = lo + float(10.0 ** rng.uniform(-12, 0))
         text = fmt_bracket(lo, hi)
-        a, b = (float(t) for t in text.strip("[]").split(", "))
-        assert a <= lo and b >= hi
+        if text.startswith("["):
+            a, b = (float(t) for t in text.strip("[]").split(", "))
+            assert a <= lo and b >= hi
+            # one decimal past the first significant decimal of the width, no more
+            assert len(text.split(", ")[0].split(".")[1]) <= math.floor(-math.log10(hi - lo)) + 2
+        else:
+            decimals = len(text.split(".")[1])
+            assert decimals >= 4 and round(lo, decimals) == round(hi, decimals) == float(text)
 
 
 def test_small_helpers() -> None:
@@ -823,3 +879,79 @@ def test_report_labels_follow_the_stored_epl_knobs() -> None:
     assert ba.startswith("bandwidth 0.3 sd")
     # a store written before the knobs were stored: the fixed defaults of that time
     assert epl_interval_label(xr.Dataset())[:2] == ("90 % basic", "95 %")
+
+
+def _claimed(level: int, query: int) -> float:
+    """The estimator on the claimed noise with unlimited residuals, by the documented rule: the
+    discrete Gaussian's loss (2x + 1)/(2σ²) at the window's widest x, over 1 + f² (f = 0.3)."""
+    reach = int(1.645 * math.sqrt(SIGMA2[level, query]))  # the fixture's window [-reach, reach)
+    return (2 * reach - 1) / (2 * SIGMA2[level, query]) / (1 + 0.3**2)
+
+
+def test_epl_estimates_say_whether_they_are_resolved(full: tuple[pathlib.Path, str]) -> None:
+    """An estimate is resolved when its floor is within 10 % of what the claimed noise gives
+    with unlimited residuals; otherwise the table names the replicates that resolve it."""
+    _, html = full
+    table = _between(html, '<table class="epl">', "</table>")
+    rows = table.split("<tr")[2:]  # US total, US age × sex, State total, State age × sex, County
+    replicates = 2  # the residuals group's replicates (the spec does not set them)
+    for q, query in enumerate(QUERIES):
+        loss = _claimed(1, q)  # level State
+        need = math.ceil(replicates * ((FLOOR[1, q] - loss) / (0.1 * loss)) ** 2)
+        assert query in rows[2 + q] and f"within floor; run ≥ {need} replicates" in rows[2 + q]
+    # (US, age × sex): floor 0.225 within 10 % of its claimed noise's 0.218, estimate 0.263 above
+    assert FLOOR[0, 1] - _claimed(0, 1) <= 0.1 * _claimed(0, 1)
+    assert "above floor; resolved" in rows[1]
+    # (US, total): its estimate 0.998 above its floor 0.8, which is far above 0.55
+    need_us = math.ceil(replicates * ((FLOOR[0, 0] - _claimed(0, 0)) / (0.1 * _claimed(0, 0))) ** 2)
+    assert f"above floor; run ≥ {need_us} replicates" in rows[0]
+    glance = _between(html, '<table class="glance">', "</table>")
+    assert f"not resolved at 2 replicates: run ≥ {need_us}" in glance
+
+
+def test_resolution_rule_holds_on_the_estimator() -> None:
+    """The rule's premise, on the estimator itself: the floor's excess over the claimed noise's
+    value shrinks like 1/√n, so the replicates the rule names bring the floor to within about
+    10 % of it."""
+    from auditlib.epl.default import estimate_epl
+    from auditlib.mechanisms import DiscreteGaussian
+    from flows.report.resolution import RESOLUTION, needed_scale
+
+    sigma2, n0 = 10.0, 128
+    noise = DiscreteGaussian(sigma2)
+    rng = np.random.default_rng(2024)
+
+    def floor_and_limit(n: int) -> tuple[float, float]:
+        floors, limits = [], []
+        for seed in range(4):
+            est = estimate_epl(noise.rvs(n, rng), n_boot=None, n_null=100, seed=seed)
+            floors.append(est.null_upper)
+            limits.append(est.null_true / (1 + 0.3**2))  # L = L0 / (1 + f²)
+        return float(np.mean(floors)), float(np.mean(limits))
+
+    floor0, loss0 = floor_and_limit(n0)
+    floor4, loss4 = floor_and_limit(4 * n0)
+    ratio = (floor0 - loss0) / (floor4 - loss4)
+    assert 1.6 < ratio < 2.5  # 1/√n: 2 for four times the residuals
+    scale = needed_scale(floor0 - loss0, loss0)
+    assert scale > 4  # not resolved at n0
+    floor_n, loss_n = floor_and_limit(math.ceil(n0 * scale))
+    assert floor_n - loss_n <= 1.5 * RESOLUTION * loss_n
+
+
+def test_headline_delta_of_an_older_store_is_the_one_closest_to_1e_10(
+    tmp_path: pathlib.Path,
+) -> None:
+    from flows.report.store_data import headline_delta
+
+    acc = _accounting()
+    assert headline_delta(acc) == (1, 1e-10)
+    acc.attrs.pop("headline_delta")
+    acc = acc.assign_coords(delta=[1e-5, 3e-11])
+    assert headline_delta(acc) == (1, 3e-11)
+    acc.attrs["headline_delta"] = 1e-5
+    assert headline_delta(acc) == (0, 1e-5)
+    store = build_store(tmp_path / "s.zarr", ("accounting",))
+    html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
+    # ★ marks the headline δ's rows of the detailed table, one per level and composed
+    assert html.count('headline">') == len(LEVELS) + 1
