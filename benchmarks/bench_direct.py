@@ -29,7 +29,7 @@ from auditlib.simulate.direct import (
     release_samples,
 )
 from auditlib.simulate.neighbours_hist import HistogramDatabase, move_person
-from auditlib.simulate.topdown import allocation_measured
+from auditlib.simulate.topdown import allocation_measured, unexpressible_queries
 
 
 def main() -> None:
@@ -49,7 +49,8 @@ def main() -> None:
         order = np.argsort(blocks)
         states = [int(order[0]), int(order[order.size // 2])]
     alloc = load_allocation("pl94_2021_production")
-    measured = TopDown.of(allocation_measured(alloc, LEVELS, ("total",), "add_remove"))
+    skip = unexpressible_queries(alloc, LEVELS, ("total",))  # the total only
+    measured = TopDown.of(allocation_measured(alloc, LEVELS, ("total",), "add_remove", skip=skip))
     for s in states:
         db = HistogramDatabase.from_spine(spine, state=s)
         full = np.flatnonzero(db.histograms[:, 0] > 0)

@@ -71,10 +71,10 @@ def main() -> None:
 
         def runs(a: Algorithm = algo) -> None:
             for r in range(args.runs):
-                release(tree, a, args.epsilon, np.random.default_rng(r))
+                release(tree, a, args.epsilon, np.random.default_rng(r), n_runs=4)
 
         def chunk(a: Algorithm = algo) -> None:
-            simulate_residuals(tree, a, args.epsilon, seed=1, replicates=500)
+            simulate_residuals(tree, a, args.epsilon, seed=1, replicates=500, n_runs=4)
 
         tr, _ = timed(runs, args.repeat)
         tr500, _ = timed(chunk, 1)

@@ -40,6 +40,7 @@ from auditlib.simulate.topdown import (
     allocation_measured,
     spine_state,
     topdown,
+    unexpressible_queries,
 )
 
 LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
@@ -106,6 +107,7 @@ def pl94_measured(neighbours: str) -> list[Any]:
         neighbours,
         attribute_aliases={"cenrace": "race"},
         detailed_as=" * ".join(sch.attribute_names),
+        skip=("hhgq", "hhinstlevels"),  # no group quarters in the schema
     )
 
 
@@ -119,8 +121,13 @@ def full_us(args: argparse.Namespace) -> None:
         measured = pl94_measured(args.neighbours)
         print("queries per level:", [len(m) for m in measured], "(pl94 schema, 28 cells)")
     else:
+        alloc = load_allocation("pl94_2021_production")
         measured = allocation_measured(
-            load_allocation("pl94_2021_production"), LEVELS, ["total"], args.neighbours
+            alloc,
+            LEVELS,
+            ["total"],
+            args.neighbours,
+            skip=unexpressible_queries(alloc, LEVELS, ["total"]),
         )
         print(
             "sigma2 of the total per level:",
@@ -204,8 +211,10 @@ def multi_query(args: argparse.Namespace) -> None:
     pops[g.random(n_blocks) < 0.3] = 0
     blocks = g.multinomial(pops, shares)
     # σ² of the PL94 production's per-level total and detailed queries, reused for the marginals
+    alloc = load_allocation("pl94_2021_production")
+    kept = ["total", "detailed"]
     pl = allocation_measured(
-        load_allocation("pl94_2021_production"), LEVELS, ["total", "detailed"], args.neighbours
+        alloc, LEVELS, kept, args.neighbours, skip=unexpressible_queries(alloc, LEVELS, kept)
     )
     measured = []
     for level in pl:

@@ -63,7 +63,11 @@ def midwest_tree(pop: TabularPopulation) -> tuple[CountTree, list[np.ndarray]]:
     h = pop.histograms
     counties = pop.count_tree()  # root -> state -> county totals
     county_of_cell = np.repeat(np.arange(h.shape[0]), h.shape[1])
-    tree = CountTree((*counties.counts, h.ravel()), (*counties.parents, county_of_cell))
+    tree = CountTree(
+        (*counties.counts, h.ravel()),
+        (*counties.parents, county_of_cell),
+        ("Midwest", "state", "county", "cell"),
+    )
     state_of_cell = tree.parents[1][county_of_cell]
     maps = [np.zeros(h.size, np.int64), state_of_cell, county_of_cell, np.arange(h.size)]
     return tree, maps
@@ -75,12 +79,13 @@ def seed001_epl(epsilon: float, replicates: int, seed: int) -> dict[str, Any]:
     tree, maps = midwest_tree(midwest_population())
     out: dict[str, Any] = {"epsilon": epsilon, "cells": int(tree.leaf_counts.size)}
     for alg in ("gdpc", "rdpc", "adpc"):
-        res = simulate_residuals(tree, alg, epsilon, seed=seed, replicates=replicates)  # type: ignore[arg-type]
-        leaf = res[tree.levels].ravel()
+        p = 4 if alg == "adpc" else None
+        res = simulate_residuals(tree, alg, epsilon, seed=seed, replicates=replicates, n_runs=p)  # type: ignore[arg-type]
+        leaf = res["cell"].ravel()
         out["n"] = int(leaf.size)
         out[alg] = epl(leaf).epl
         if alg == "rdpc":
-            levels = [res[j] for j in range(tree.levels + 1)]
+            levels = [res[name] for name in tree.names]
             c = composed_epl(levels, maps, seed=np.random.SeedSequence(seed))
             out["rdpc_levels"] = c.per_level
             out["rdpc_composed"] = c.epl_sum

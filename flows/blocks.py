@@ -114,12 +114,10 @@ def _topdown_inputs(plan: AuditPlan) -> tuple[TopDownParams, Any, dict[str, Any]
 def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
     """The hierarchy (``StateHierarchy``) and block histograms ``(n_blocks, n_cells)`` of one state
     (``key``: 1..n, a spine state's index + 1) of a TopDown plan: the population its TopDown runs
-    on, and D of a direct estimate built from the same spec. Synthetic states draw their
-    histograms with ``synthetic_state_histograms`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states
-    with ``spine_state_histograms``; the ``total`` schema takes the block populations."""
-    from auditlib.geography import state_level_populations
-    from auditlib.geography.populations import synthetic_state_histograms
-    from auditlib.simulate.topdown import StateHierarchy
+    on, and D of a direct estimate built from the same spec. Synthetic states are the library's
+    ``synthetic_state`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states draw their histograms with
+    ``spine_state_histograms``; the ``total`` schema takes the block populations."""
+    from auditlib.simulate.topdown import synthetic_state
 
     _, sch, _, _ = _topdown_inputs(plan)
     hist: np.ndarray
@@ -132,12 +130,7 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
         if sch.n_cells != 1:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
         return hierarchy, hist
-    h = plan.hierarchy
-    if sch.n_cells == 1:
-        hist = state_level_populations(h, plan.population, key)[h.geolevels[-1]][:, None]
-    else:
-        hist = synthetic_state_histograms(h, plan.population, key, sch)
-    return StateHierarchy.from_fanouts(h.geolevels, h.fanouts), hist
+    return synthetic_state(plan.hierarchy, plan.population, key, sch)
 
 
 def topdown_state(
@@ -160,7 +153,7 @@ def topdown_state(
         hierarchy,
         hist,
         matrices,
-        [td.measured[gi] for gi in gis],
+        [td.measured[plan.geolevels[gi]] for gi in gis],
         lambda r: [seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r) for gi in gis],
         plan.replicates,
         tol=td.tol,

@@ -197,7 +197,7 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
         gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
     else:
         gis = [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
-    measured = [td.measured[gi] for gi in gis]
+    measured = [td.measured[plan.geolevels[gi]] for gi in gis]
     if spec.release.kind == "topdown":
         return db, TopDown.of(measured, td.tol), label
     return db, _AllocationOf(tuple(tuple(m) for m in measured), spec.simulation.postprocess), label

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from auditlib.simulate.topdown import TRUTH_CLASSES
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan
@@ -67,6 +68,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
                 extra[k][g, q] = r.get(k, np.nan)
             kde_error[g, q] = np.fmax(kde_error[g, q], r.get("kde_error", np.nan))
     surf = _surfaces(ns, ng, nq, results)
+    bias = _total_bias(ng, results)
     npts = max((len(x) for x, _ in curves.values()), default=1)
     cx = np.full((ng, nq, npts), np.nan)
     cy = np.full((ng, nq, npts), np.nan)
@@ -91,6 +93,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "inv_sigma2_hat": ((gl, qu), extra["inv_sigma2_hat"]),
             "kde_error": ((gl, qu), kde_error),
             **surf,
+            **bias,
         },
         coords={
             st: np.array(plan.states, dtype=object),
@@ -98,6 +101,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             qu: np.array(plan.queries, dtype=object),
             pt: np.arange(npts),
             S.SURFACE_POINT: np.arange(next(iter(surf.values()))[1].shape[-1]),
+            **({S.TRUTH_CLASS: np.array(TRUTH_CLASSES, dtype=object)} if bias else {}),
         },
         attrs={
             "method": spec.epl.method,
@@ -107,6 +111,26 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             **spec.epl.store_attrs(),
         },
     )
+
+
+def _total_bias(ng: int, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """TopDown: the mean released − true unit total per (geolevel, truth class) and its count."""
+    if not any("total_bias" in r for r in results):
+        return {}
+    sums = np.zeros((ng, len(TRUTH_CLASSES)))
+    counts = np.zeros((ng, len(TRUTH_CLASSES)), dtype=np.int64)
+    for res in results:
+        if "total_bias" in res:
+            sums[res["geolevel"]] += res["total_bias"]["sums"]
+            counts[res["geolevel"]] += res["total_bias"]["counts"]
+    mean = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    dims = (S.GEOLEVEL, S.TRUTH_CLASS)
+    what = {
+        "description": "mean of released minus true total over the level's units whose true total "
+        "is 0 (empty) or > 0 (populated), every unit, state and replicate (TopDown: "
+        "non-negativity lifts empty units, the invariant totals take it back from the others)"
+    }
+    return {"total_bias": (dims, mean, what), "total_bias_units": (dims, counts)}
 
 
 def composed_epl_vars(

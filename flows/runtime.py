@@ -1,10 +1,14 @@
 """Where the flow runs: the Prefect API it reports to and the Dask cluster its tasks run on.
 
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
-  Dask worker process reports to it (instead of each starting its own); logs are drained before it stops.
-- ``cluster.scheduler`` empty: a local Dask cluster of processes; otherwise that scheduler, checked to be
-  reachable before anything is written. ``cluster.class``: that cluster class (by import path) built
-  with ``cluster.kwargs`` before the flow starts, so a class that cannot start is a configuration error.
+  Dask worker process reports to it (instead of each starting its own); logs are drained before it
+  stops. The server ends with this process however it ends, ``kill -9`` included (flows/lifeline.py).
+- ``cluster.scheduler`` empty: a local Dask cluster of processes; otherwise that scheduler, checked
+  within ``cluster.connect_timeout`` seconds to answer as a Dask scheduler before anything is written
+  (:func:`check_scheduler`). ``cluster.class``: that cluster class (by import path) built with
+  ``cluster.kwargs`` before the flow starts, so a class that cannot start is a configuration error;
+  its servers listen on loopback unless the kwargs say otherwise (:func:`cluster_class_kwargs`).
+- Prefect's and Dask's logging goes to the run's log file, not the console (flows/rundir.py).
 - A failed flow run leaves no task run Running in the API (:func:`fail_orphaned_task_runs`): a task
   whose worker died on every attempt (Dask's ``KilledWorker``) never reports its end to Prefect.
 """
@@ -12,22 +16,30 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
+import struct
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
+from flows.rundir import route_logs
+from flows.rundir import run_log_path as run_log_path  # the CLI names it in a failed run's line
 
 #: settings that must be in place before Prefect is imported (see docs/stack.md)
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_LOGGING_LEVEL": "WARNING",
-    # keep the terminal for the progress bar: Dask's scheduler and nanny chatter at warning level
-    "DASK_LOGGING__DISTRIBUTED": "warning",
 }
+
+#: seconds to reach a Dask scheduler and get its handshake (the spec's cluster.connect_timeout)
+CONNECT_TIMEOUT_S = 10.0
+#: servers dpaudit starts listen here unless the spec says otherwise
+LOOPBACK = "127.0.0.1"
 
 
 class ClusterUnreachableError(DPAuditError, ConnectionError):
@@ -39,8 +51,13 @@ class ClusterConfigError(DPAuditError, ValueError):
 
 
 def apply_prefect_defaults() -> None:
+    """Settings that must be in place before Prefect and Dask are imported: Prefect's defaults, and
+    their logging routed to the run's log file (:func:`run_log_path`), off the console."""
     for k, v in PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
+    route_logs()
+    if "DASK_LOGGING" not in os.environ:  # Dask logging set by the user: distributed at warning
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
 def redact_url(url: str) -> str:
@@ -53,12 +70,20 @@ def redact_url(url: str) -> str:
     return u._replace(netloc=netloc).geturl()
 
 
-def check_reachable(address: str, what: str, fix: str, timeout: float = 5.0) -> None:
-    """Open (and close) a TCP connection to ``address`` or raise a clear error."""
+def _host_port(address: str, what: str, fix: str) -> tuple[str, int]:
     u = urlparse(address if "://" in address else f"tcp://{address}")
-    host, port = u.hostname, u.port
+    try:
+        host, port = u.hostname, u.port
+    except ValueError:  # a port that is not a number
+        host, port = None, None
     if not host or not port:
         raise ClusterUnreachableError(f"{what} address {address!r} has no host:port; {fix}")
+    return host, port
+
+
+def check_reachable(address: str, what: str, fix: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Open (and close) a TCP connection to ``address`` within ``timeout`` s or raise a clear error."""
+    host, port = _host_port(address, what, fix)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
@@ -66,6 +91,89 @@ def check_reachable(address: str, what: str, fix: str, timeout: float = 5.0) -> 
         raise ClusterUnreachableError(
             f"{what} at {address!r} is unreachable ({exc.strerror or exc}); {fix}"
         ) from None
+
+
+#: a Dask scheduler's handshake is a few hundred bytes; a larger announced length is not one
+_MAX_HANDSHAKE = 1 << 20
+SCHEDULER_FIX = (
+    "give the address `dask scheduler` prints (e.g. tcp://HOST:8786), raise cluster.connect_timeout "
+    'for a slow network, or set cluster.scheduler = "" for a local cluster'
+)
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Check within ``timeout`` seconds that a Dask scheduler answers at ``address``, or raise
+    :class:`ClusterUnreachableError` (one line naming the address and the fix).
+
+    A Dask scheduler speaks first: on a ``tcp://`` address its handshake (an 8-byte frame length,
+    then msgpack frames) is read here without Dask's frame reader, which trusts the length it reads
+    (an HTTP server's ``HTTP/1.1`` is 3.07 EiB to it) and waits for ever for a peer that says
+    nothing. Other schemes (``tls://``, ...) are only checked to accept a connection.
+    """
+    what = "Dask scheduler"
+    host, port = _host_port(address, what, SCHEDULER_FIX)
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        reason = (
+            f"no answer within {timeout:g} s"
+            if isinstance(exc, TimeoutError)
+            else (exc.strerror or str(exc))
+        )
+        raise ClusterUnreachableError(
+            f"{what} at {address!r} is unreachable ({reason}); {SCHEDULER_FIX}"
+        ) from None
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    with sock:
+        if scheme != "tcp":
+            return
+        problem = _handshake_problem(sock, deadline, timeout)
+    if problem:
+        raise ClusterUnreachableError(
+            f"{address!r} does not answer as a Dask scheduler ({problem}); {SCHEDULER_FIX}"
+        )
+
+
+def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Up to ``n`` bytes (fewer if the peer closes); ``TimeoutError`` past ``deadline``."""
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _handshake_problem(sock: socket.socket, deadline: float, timeout: float) -> str | None:
+    """Why what the peer sends first is not a Dask handshake (None if it is one)."""
+    try:
+        head = _recv(sock, 8, deadline)
+        if len(head) < 8:
+            return "it closed the connection without a Dask handshake"
+        (n,) = struct.unpack("Q", head)
+        if not 0 < n <= _MAX_HANDSHAKE:
+            return f"it answered {head!r}, not a Dask handshake"
+        body = _recv(sock, n, deadline)
+    except TimeoutError:
+        return f"no Dask handshake within {timeout:g} s"
+    except OSError as exc:
+        return f"the connection failed: {exc.strerror or exc}"
+    try:
+        from distributed.protocol.core import loads
+        from distributed.protocol.utils import unpack_frames
+
+        msg = loads(unpack_frames(body), deserialize=False)
+    except Exception:
+        return f"it answered {head!r}..., not a Dask handshake"
+    if not (isinstance(msg, dict) and "compression" in msg):
+        return "its first message is not a Dask handshake"
+    return None
 
 
 @contextmanager
@@ -85,10 +193,9 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
         )
         yield url
         return
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    server = SubprocessASGIServer()
+    server = embedded_server_class()()
     server.start(timeout=startup_timeout)
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ["DPAUDIT_EMBEDDED_API"] = server.api_url
@@ -104,6 +211,54 @@ def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
         server.stop()
 
 
+def embedded_server_class() -> type:
+    """Prefect's ``SubprocessASGIServer`` whose uvicorn process ends with this process.
+
+    The command is Prefect 3.8.8's (prefect/server/api/server.py, ``_run_uvicorn_command``), run
+    under :mod:`flows.lifeline`: after a ``kill -9`` of the run the server would otherwise keep
+    its port and the ``PREFECT_HOME`` database for ever. Its own instance registry keeps it apart
+    from servers Prefect starts (a test harness's).
+    """
+    global _EmbeddedServer
+    if _EmbeddedServer is not None:
+        return _EmbeddedServer
+    import subprocess
+
+    import prefect
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    from flows import lifeline
+
+    class EmbeddedAPIServer(SubprocessASGIServer):
+        _instances: dict[int | None, SubprocessASGIServer] = {}  # noqa: RUF012 (Prefect's)
+
+        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
+            server_env = {
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+            }
+            args = ["-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)]
+            args += ["--factory", "prefect.server.api.server:create_app"]
+            args += ["--host", "127.0.0.1", "--port", str(self.port)]
+            args += ["--log-level", "error", "--lifespan", "on"]
+            return subprocess.Popen(
+                args=lifeline.command(args),
+                env={
+                    **os.environ,
+                    **server_env,
+                    **get_current_settings().to_environment_variables(exclude_unset=True),
+                },
+            )
+
+    _EmbeddedServer = EmbeddedAPIServer
+    return _EmbeddedServer
+
+
+_EmbeddedServer: type | None = None
+
+
 def _drain() -> None:
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
@@ -115,17 +270,20 @@ def _drain() -> None:
             pass
 
 
-def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_limit: str) -> Any:
-    """A DaskTaskRunner for the configured cluster (checked to be reachable first)."""
+def task_runner(
+    scheduler: str,
+    n_workers: int,
+    threads_per_worker: int,
+    memory_limit: str,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+) -> Any:
+    """A DaskTaskRunner for the configured cluster (an external scheduler is checked first)."""
+    if scheduler:
+        check_scheduler(scheduler, connect_timeout)
     from prefect_dask import DaskTaskRunner
 
     if scheduler:
-        check_reachable(
-            scheduler,
-            "Dask scheduler",
-            'start one (`dask scheduler`) or set cluster.scheduler = "" for a local cluster',
-        )
-        return DaskTaskRunner(address=scheduler)
+        return DaskTaskRunner(address=scheduler, client_kwargs={"timeout": connect_timeout})
     return DaskTaskRunner(
         cluster_kwargs={
             "n_workers": n_workers,
@@ -133,9 +291,80 @@ def task_runner(scheduler: str, n_workers: int, threads_per_worker: int, memory_
             "processes": True,
             "memory_limit": memory_limit,
             # loopback only, and a free port: a fixed 8787 clashes with any other cluster here
-            "host": "127.0.0.1",
-            "dashboard_address": "127.0.0.1:0",
+            "host": LOOPBACK,
+            "dashboard_address": f"{LOOPBACK}:0",
         }
+    )
+
+
+def cluster_class_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``cluster.kwargs`` for cluster class ``cls`` with loopback defaults for what they leave unset.
+
+    - A class taking ``scheduler_options`` (dask_jobqueue's ``SLURMCluster``, ``PBSCluster``, ...):
+      the dashboard on ``127.0.0.1`` and a free port, added to the scheduler options the class would
+      use (``kwargs['scheduler_options']`` or its ``jobqueue.<name>.scheduler-options`` config).
+      The scheduler itself keeps the class's choice (the interface it shares with the workers):
+      workers in batch jobs on other nodes must reach it.
+    - A class taking ``host`` and/or ``dashboard_address`` (``distributed.LocalCluster``): the
+      scheduler on ``127.0.0.1`` unless ``host``, ``ip``, ``interface`` or ``protocol`` is given
+      (or ``processes = false``: in-process comms), the
+      dashboard on ``127.0.0.1`` and a free port unless ``dashboard_address`` is given.
+    - Any other class gets its kwargs unchanged (only named parameters are filled in).
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    out = dict(kwargs)
+    dashboard = f"{LOOPBACK}:0"
+    if "scheduler_options" in params:
+        options = kwargs.get("scheduler_options")
+        if options is None:
+            options = _jobqueue_scheduler_options(cls, kwargs)
+        if isinstance(options, dict) and "dashboard_address" not in options:
+            out["scheduler_options"] = {**options, "dashboard_address": dashboard}
+        return out
+    in_process = kwargs.get("processes") is False  # LocalCluster: in-process comms, no host
+    if "host" in params and not ({"host", "ip", "interface", "protocol"} & kwargs.keys()):
+        if not in_process:
+            out["host"] = LOOPBACK
+    if "dashboard_address" in params and "dashboard_address" not in kwargs:
+        out["dashboard_address"] = dashboard
+    return out
+
+
+def _jobqueue_scheduler_options(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The scheduler options a dask_jobqueue class reads from Dask's config when given none."""
+    import dask
+
+    name = kwargs.get("config_name") or getattr(getattr(cls, "job_cls", None), "config_name", None)
+    if not name:
+        return {}
+    return dict(dask.config.get(f"jobqueue.{name}.scheduler-options", {}) or {})
+
+
+def _class_failure(path: str, kwargs: dict[str, Any], exc: BaseException) -> str:
+    """One line for a cluster class that did not start: the kwarg it did not take, if that is it."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    for e in chain:
+        m = re.search(r"unexpected keyword argument '([^']+)'", str(e))
+        if isinstance(e, TypeError) and m:
+            return (
+                f"cluster.class = {path!r} did not start: it (or a worker or scheduler it starts) "
+                f"takes no argument {m.group(1)!r}; remove or rename it in cluster.kwargs "
+                "(see that class's documentation)"
+            )
+    root = chain[-1]
+    text = f"{type(root).__name__}: {root}".splitlines()[0][:300]
+    return (
+        f"cluster.class = {path!r} did not start with cluster.kwargs = {kwargs!r} ({text}); "
+        "fix cluster.kwargs (see that class's documentation)"
     )
 
 
@@ -144,15 +373,21 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
     """A DaskTaskRunner for a ``ClusterSection``: external scheduler, cluster class or local cluster.
 
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
-    flow runs, as a :class:`ClusterConfigError` naming them.
+    flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
+    goes to the run's log file (flows/rundir.py), not the console.
     """
     from prefect_dask import DaskTaskRunner
 
     adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None
     path = getattr(cluster, "cluster_class", None)
+    connect_timeout = float(getattr(cluster, "connect_timeout", CONNECT_TIMEOUT_S))
     if not path:
         runner = task_runner(
-            cluster.scheduler, cluster.n_workers, cluster.threads_per_worker, cluster.memory_limit
+            cluster.scheduler,
+            cluster.n_workers,
+            cluster.threads_per_worker,
+            cluster.memory_limit,
+            connect_timeout,
         )
         if adapt and not cluster.scheduler:
             runner.adapt_kwargs = adapt
@@ -160,19 +395,18 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
         return
     from flows.spec.cluster import import_cluster_class
 
-    kwargs = dict(cluster.kwargs or {})
+    given = dict(cluster.kwargs or {})
     try:
         cls = import_cluster_class(path)
-        built = cls(**kwargs)
+        built = cls(**cluster_class_kwargs(cls, given))
     except Exception as exc:
-        raise ClusterConfigError(
-            f"cluster.class = {path!r} did not start with cluster.kwargs = {kwargs!r} "
-            f"({type(exc).__name__}: {exc}); fix cluster.kwargs (see that class's documentation)"
-        ) from None
+        raise ClusterConfigError(_class_failure(path, given, exc)) from None
     try:
         if adapt:
             built.adapt(**adapt)
-        yield DaskTaskRunner(address=built.scheduler_address)
+        yield DaskTaskRunner(
+            address=built.scheduler_address, client_kwargs={"timeout": connect_timeout}
+        )
     finally:
         built.close()
 
@@ -237,7 +471,8 @@ def worker_count(cluster: Any) -> int:
     try:
         from distributed import Client
 
-        with Client(cluster.scheduler, timeout=10) as client:
+        timeout = float(getattr(cluster, "connect_timeout", CONNECT_TIMEOUT_S))
+        with Client(cluster.scheduler, timeout=timeout) as client:
             return len(client.scheduler_info().get("workers", {}))
     except (OSError, TimeoutError):
         return 0

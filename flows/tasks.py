@@ -24,6 +24,7 @@ from auditlib.epl import (
 )
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
+from auditlib.simulate.topdown import total_bias_sums
 from auditlib.summaries import account_components
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
 from flows.spec.plan import AuditPlan, Block
@@ -188,8 +189,13 @@ def epl_geolevel(
         "range_multiplier": range_multiplier,
         "bias_aware": ba,
     }
+    bias_sums, bias_n = np.zeros(2), np.zeros(2, dtype=np.int64)  # TopDown: unit totals by truth
     for b in blocks:
         r, q = store.read_residuals(url, b.state, b.geolevel)
+        if plan.topdown is not None:
+            s, c = total_bias_sums(r, q, *store.read_items(url, b.state, b.geolevel))
+            bias_sums += s
+            bias_n += c
         _choose_spacings(r, q, spacings, factor, ba)
         hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
         del r
@@ -217,7 +223,10 @@ def epl_geolevel(
         ),
         **knobs,
     )
-    return {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+    out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+    if plan.topdown is not None:
+        out["total_bias"] = {"sums": bias_sums, "counts": bias_n}
+    return out
 
 
 #: residuals of a query sampled (from the first block that has it) to choose its lattice

@@ -8,6 +8,13 @@ which zarr silently reads as fill values, is caught as well as a corrupt one):
   whose digest row is still zero has not been written (the resume marker).
 - per whole array of every other variable and coordinate: the group attribute ``dpaudit_sha256``
   ({name: hex digest}), written after the group's data, together with the group's completion marker.
+
+And one over metadata: the sha256 of the bytes of every group's and array's own ``zarr.json`` (all
+but the root's), in the root attribute ``dpaudit_metadata_sha256`` ({path relative to the root:
+hex digest}), recorded when the store is finalized. Readers use the consolidated copy in the root,
+which hides a damaged node document from everything but a reader that opens the node itself
+(``consolidated=False``); ``verify`` reads each document as bytes. Stores finalized before this
+record existed verify their data as before, with a note that their metadata was not checked.
 """
 
 from __future__ import annotations
@@ -54,13 +61,45 @@ def group_digests(group: zarr.Group, skip: tuple[str, ...] = ()) -> dict[str, st
     }
 
 
+#: the note ``verify`` gives a store finalized before metadata digests were recorded
+NO_METADATA_DIGESTS = (
+    f"no metadata digests recorded (no {S.METADATA_SHA256_ATTR!r}: a store written by an older "
+    "dpaudit): the data was checked, each node's own zarr.json was not"
+)
+
+
+def _metadata_files(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """{path relative to the root: full path} of every node's own ``zarr.json`` but the root's."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    root = str(root).rstrip("/")
+    out = {}
+    for path in fs.find(root):
+        rel = str(path)[len(root) + 1 :]
+        if rel.endswith("/zarr.json"):
+            out[rel] = (fs, path)
+    return out
+
+
+def metadata_digests(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, str]:
+    """{``group/array/zarr.json``: sha256 hex of its bytes} of every node below the root."""
+    return {
+        rel: hashlib.sha256(fs.cat_file(path)).hexdigest()
+        for rel, (fs, path) in sorted(_metadata_files(url, storage_options).items())
+    }
+
+
 @dataclass
 class Verification:
-    """What ``verify`` checked and what it found wrong (empty ``problems``: the store is intact)."""
+    """What ``verify`` checked and what it found wrong (empty ``problems``: the store is intact);
+    ``notes``: what it could not check (not a failure)."""
 
     arrays: int = 0
     blocks: int = 0
+    metadata: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verification:
@@ -75,6 +114,11 @@ def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verificat
             f"store {url!r} is not a completed dpaudit store (no {S.COMPLETE_ATTR!r} marker): its "
             "run was interrupted or is still running; re-run the same spec to finish it"
         )
+    recorded_meta = root.attrs.get(S.METADATA_SHA256_ATTR)
+    if isinstance(recorded_meta, dict):
+        _verify_metadata(url, storage_options, recorded_meta, out)
+    else:
+        out.notes.append(NO_METADATA_DIGESTS)
     for gname, grp in sorted(root.groups()):
         recorded: dict[str, Any] = dict(grp.attrs.get(S.SHA256_ATTR) or {})  # type: ignore[arg-type]
         names = sorted(n for n, _ in grp.arrays())
@@ -96,6 +140,33 @@ def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verificat
         if gname == S.RESIDUALS:
             _verify_blocks(grp, out)
     return out
+
+
+def _verify_metadata(
+    url: str, storage_options: dict[str, Any] | None, recorded: dict[str, Any], out: Verification
+) -> None:
+    """Each node's own ``zarr.json`` against its recorded digest: changed, missing or added."""
+    try:
+        found = _metadata_files(url, storage_options)
+    except Exception as exc:
+        out.problems.append(f"metadata: cannot list the store ({type(exc).__name__}: {exc})")
+        return
+    for rel in sorted(set(recorded) | set(found)):
+        if rel not in found:
+            out.problems.append(f"{rel}: missing (its metadata digest is recorded)")
+            continue
+        if rel not in recorded:
+            out.problems.append(f"{rel}: no metadata digest recorded (added after the run)")
+            continue
+        out.metadata += 1
+        fs, path = found[rel]
+        try:
+            got = hashlib.sha256(fs.cat_file(path)).hexdigest()
+        except Exception as exc:
+            out.problems.append(f"{rel}: unreadable ({type(exc).__name__}: {exc})")
+            continue
+        if got != recorded[rel]:
+            out.problems.append(f"{rel}: metadata checksum mismatch (corrupt or changed)")
 
 
 def _read(grp: zarr.Group, name: str, *index: Any) -> np.ndarray:

@@ -2,7 +2,12 @@
 
 A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
 
-- root attrs: ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
+- root attrs: ``dpaudit_store`` (true; written with the root group itself, in the same write: the
+  mark of a hierarchy created by dpaudit — only such a store, or an empty directory, is ever
+  replaced with ``--overwrite`` or deleted as a staging copy), ``dpaudit_metadata_sha256``
+  (written when the store is finalized: {path of every node's own ``zarr.json`` relative to the
+  root: sha256 hex of its bytes}, every node but the root, whose metadata is the consolidated copy
+  and holds this record), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
 - ``residuals``: ``residual(state, geolevel, replicate, item)`` float32 (DP − truth, NaN padding);
@@ -29,6 +34,10 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``epl_composed_projection`` (EPL of the Gaussian-optimal combination of a path: a lower-bound
   check), ``composed_dependence_factor``; ``level_correlation(geolevel, geolevel_b)`` the
   cross-level residual correlations along paths leaf → root (seed 001 trees; NaN otherwise).
+  TopDown releases also store the bias of unit totals conditional on the truth:
+  ``total_bias(geolevel, truth_class)``, the mean released − true total of the level's units whose
+  true total is 0 (``empty``) or > 0 (``populated``), over every unit, state and replicate, and
+  ``total_bias_units(geolevel, truth_class)``, how many (unit, replicate) pairs it averages.
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
@@ -81,11 +90,18 @@ NOISE = "noise"
 COUNT = "count"
 MPL_PAIR = "mpl_pair"
 MPL_EPS = "mpl_eps"
+TRUTH_CLASS = "truth_class"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")
 
+#: marks a hierarchy created by dpaudit (root attribute, written together with the root group)
+STORE_ATTR = "dpaudit_store"
 #: marks a store written completely by dpaudit (set last, after every group)
 COMPLETE_ATTR = "dpaudit_complete"
+#: root attribute {node path/zarr.json: sha256 hex of its bytes}, every node but the root (finalize)
+METADATA_SHA256_ATTR = "dpaudit_metadata_sha256"
+#: root attribute written before dpaudit_store existed: still recognised as dpaudit's
+LEGACY_VERSION_ATTR = "dpaudit_version"
 #: residuals group attribute: its template (metadata of every array) is written
 TEMPLATE_COMPLETE_ATTR = "dpaudit_template_complete"
 #: marks a group written completely (set after its data and checksums)

@@ -4,14 +4,19 @@ Writes are safe by construction: the template is written once (metadata only), e
 exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer.
 A local store is built in a staging directory beside its target and moved into place only when the run
 has completed, so a failed or interrupted run never leaves a half-written store at the target. An
-``s3://`` store (no rename) is written in place and published by its last write: the root metadata
-with the completion marker and the consolidated metadata. Every block records its checksums after its
-data (``storage/checksums.py``): they are both its integrity record and the marker a resumed run
-uses to skip it.
+``s3://`` store (no rename) is staged under a prefix beside its target and published by copying, the
+root metadata with the completion marker and the consolidated metadata last. Every block records its
+checksums after its data (``storage/checksums.py``): they are both its integrity record and the
+marker a resumed run uses to skip it.
+
+dpaudit deletes only what it created: every root it writes carries ``dpaudit_store`` from its first
+write (``is_dpaudit_store``), and ``remove``, ``discard``, ``publish`` and ``stale_stagings`` touch
+nothing else (an empty directory aside). See docs/guarantees.md.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -19,6 +24,7 @@ import socket
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,8 +68,8 @@ def exists(url: str) -> bool:
     return bool(fs.exists(f"{path}/zarr.json"))
 
 
-def is_complete(url: str) -> bool:
-    """A completed store: root marker set *and* consolidated metadata written (both last)."""
+def _root_meta(url: str) -> dict[str, Any] | None:
+    """The root ``zarr.json`` of ``url`` as JSON; ``None`` if absent, unreadable or not an object."""
     try:
         if is_remote(url):
             fs, path = _fs(url)
@@ -72,13 +78,86 @@ def is_complete(url: str) -> bool:
             raw = (Path(url) / "zarr.json").read_bytes()
         meta = json.loads(raw)
     except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def is_complete(url: str) -> bool:
+    """A completed store: root marker set *and* consolidated metadata written (both last)."""
+    meta = _root_meta(url)
+    if meta is None:
         return False
     attrs = meta.get("attributes") or {}
     return bool(attrs.get(S.COMPLETE_ATTR)) and bool(meta.get("consolidated_metadata"))
 
 
+def is_dpaudit_store(url: str, run_id: str | None = None) -> bool:
+    """Whether ``url`` holds a hierarchy dpaudit created: finished, unfinished or a staging copy.
+
+    Its root ``zarr.json`` is a group whose attributes carry ``dpaudit_store`` (written with the
+    root itself), or — stores written before that mark — the completion marker or
+    ``dpaudit_version``, or a ``run_id`` equal to ``run_id`` or to the id in a staging name
+    (``.<store>.partial-<run id>``). Nothing else is ever replaced or deleted by dpaudit.
+    """
+    meta = _root_meta(url)
+    if meta is None or meta.get("node_type") != "group":
+        return False
+    attrs = meta.get("attributes")
+    if not isinstance(attrs, dict):
+        return False
+    if attrs.get(S.STORE_ATTR) is True or attrs.get(S.COMPLETE_ATTR) is True:
+        return True
+    if S.LEGACY_VERSION_ATTR in attrs:
+        return True
+    name = str(url).rstrip("/").rpartition("/")[2]
+    _, sep, staged_id = name.partition(".partial-")
+    held = attrs.get("run_id")
+    if not isinstance(held, str) or not held:
+        return False
+    return held == run_id or (name.startswith(".") and bool(sep) and held == staged_id)
+
+
+def _occupant(url: str, run_id: str | None = None) -> str:
+    """What is at ``url``: ``none``, ``empty`` (an empty directory), ``dpaudit`` (a store dpaudit
+    created), ``symlink``, ``file``, or ``foreign`` (anything else)."""
+    if is_remote(url):
+        fs, path = _fs(url)
+        path = path.rstrip("/")
+        if fs.isfile(path):
+            return "file"
+        fs.invalidate_cache(path)
+        if not fs.find(path):
+            return "none"
+    else:
+        p = Path(url)
+        if p.is_symlink():
+            return "symlink"
+        if not p.exists():
+            return "none"
+        if not p.is_dir():
+            return "file"
+        if next(p.iterdir(), None) is None:
+            return "empty"
+    return "dpaudit" if is_dpaudit_store(url, run_id) else "foreign"
+
+
+def _not_ours(url: str, kind: str) -> str:
+    what = {
+        "symlink": "is a symbolic link",
+        "file": "is a file",
+        "foreign": f"is not a dpaudit store (its root zarr.json has no {S.STORE_ATTR!r} attribute)",
+    }[kind]
+    return f"{url!r} {what}; dpaudit never replaces or deletes it, even with --overwrite"
+
+
 def check_target(url: str, overwrite: bool) -> None:
-    """Refuse (before anything is written) to replace an existing store unless asked to."""
+    """Refuse (before anything is written) to replace an existing store unless asked to, and to
+    replace anything that is not a dpaudit store at all (``--overwrite`` or not).
+
+    Nothing there, or an empty directory: the run may write there. A dpaudit store (finished or
+    not): only with ``overwrite``. A file, a symbolic link, or a directory or ``s3://`` prefix
+    holding anything else: refused, nothing touched.
+    """
     if is_remote(url):
         try:
             fs, path = _fs(url)
@@ -93,21 +172,22 @@ def check_target(url: str, overwrite: bool) -> None:
                 "(FSSPEC_S3_ENDPOINT_URL or fsspec config), the bucket and the credentials "
                 "(AWS_* environment variables or profile)"
             ) from exc
-        if is_complete(url) and not overwrite:
-            raise StoreError(
-                f"output store {url!r} already exists; pass --overwrite (or output.overwrite = "
-                "true) to replace it, or choose another output.store"
-            )
+        shown = url
+    else:
+        shown = str(Path(url))
+    kind = _occupant(url)
+    if kind in ("none", "empty"):
         return
-    p = Path(url)
-    if p.exists() and not overwrite:
+    if kind != "dpaudit":
         raise StoreError(
-            f"output store {str(p)!r} already exists; pass --overwrite (or output.overwrite = true) "
-            "to replace it, or choose another output.store"
+            f"output store {_not_ours(shown, kind)}: choose another output.store, or move it "
+            "away yourself"
         )
-    if p.exists() and not p.is_dir():
+    if not overwrite and (not is_remote(url) or is_complete(url)):
+        # (an unfinished s3:// store at the target itself is refused or resumed by prepare_remote)
         raise StoreError(
-            f"output store {str(p)!r} exists and is not a directory; remove or rename it"
+            f"output store {shown!r} already exists; pass --overwrite (or output.overwrite = true) "
+            "to replace it, or choose another output.store"
         )
 
 
@@ -126,15 +206,26 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _identity() -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
 @contextmanager
 def exclusive(url: str) -> Iterator[None]:
     """Hold the target's lock for the whole run: a second run on the same store is refused.
 
-    Local paths: a lock file holding the writer's PID; a lock whose process is gone (a killed run)
-    is taken over. ``s3://``: a lock object ``<store>.lock`` created with a conditional write
-    (``If-None-Match: *``), so of two runs starting at once exactly one gets it; a lock left by a
-    killed run is taken over only from the same host once its PID is gone, otherwise the message
-    names it for removal by hand.
+    Local paths: an exclusive ``flock`` on ``.<store>.lock`` beside the target, held through an
+    open file for the whole run; the OS releases it when the process ends, however it ends, so a
+    lock left by a killed run is free again (no stale lock exists). The holder's pid, host and start
+    time are written into the file for the refusal message only. ``s3://``: a lock object
+    ``<store>.lock`` created with a conditional write (``If-None-Match: *``), so of two runs
+    starting at once exactly one gets it; a lock left by a killed run is taken over (a conditional
+    write, ``If-Match`` its ETag) only from the same host once its PID is gone, otherwise the
+    message names it for removal by hand; released by a delete conditional on our ETag.
     """
     if is_remote(url):
         with _remote_lock(url):
@@ -142,62 +233,124 @@ def exclusive(url: str) -> Iterator[None]:
         return
     lock = lock_path(url)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or "0")
-            except (OSError, ValueError):
-                pid = 0
-            if pid > 0 and pid != os.getpid() and _pid_alive(pid):
-                raise StoreError(
-                    f"another dpaudit run (pid {pid}) is writing {url!r}; wait for it to finish, "
-                    f"or remove {str(lock)!r} if that process is not dpaudit"
-                ) from None
-            lock.unlink(missing_ok=True)  # stale: its writer is gone
-    else:  # pragma: no cover - lost a race twice
-        raise StoreError(f"could not lock {url!r}; another run is starting on it")
+    fd = _flock(lock, url)
     try:
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
         yield
     finally:
-        lock.unlink(missing_ok=True)
+        # unlinked while still held: whoever locks the old file afterwards sees that the path no
+        # longer names it and starts again on the path's (new) file
+        try:
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
+def _flock(lock: Path, url: str) -> int:
+    """An open descriptor of ``lock`` holding its exclusive flock, with this process's identity."""
+    for _ in range(100):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, since = _read_identity(fd)
+            os.close(fd)
+            raise StoreError(
+                f"another dpaudit run (pid {pid}) is writing {url!r}{since}; wait for it to finish"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(
+                f"cannot lock {str(lock)!r}: {exc}; the file system must support flock (on NFS "
+                "that depends on the server), or choose a store on a local disk"
+            ) from exc
+        try:
+            same = os.path.samestat(os.stat(lock), os.fstat(fd))
+        except FileNotFoundError:
+            same = False
+        if not same:  # its holder released it (and unlinked the path) before we locked it
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)  # a killed holder's identity (the offset is still 0)
+        os.write(fd, json.dumps(_identity()).encode())
+        return fd
+    raise StoreError(f"could not lock {url!r}; other runs keep starting on it")  # pragma: no cover
+
+
+def _read_identity(fd: int) -> tuple[str, str]:
+    """(pid, " (host H, since T)") of a lock's holder, as far as it has written them."""
+    try:
+        held = json.loads(os.pread(fd, 4096, 0))
+        return str(int(held["pid"])), f" (host {held['host']}, since {held['started_utc']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "not yet recorded", ""
 
 
 @contextmanager
 def _remote_lock(url: str) -> Iterator[None]:
     fs, path = _fs(url)
     lock = f"{path.rstrip('/')}.lock"
-    me = {"host": socket.gethostname(), "pid": os.getpid()}
-    for _ in range(2):
-        try:
-            fs.pipe_file(lock, json.dumps(me).encode(), mode="create")
-            break
-        except (FileExistsError, OSError) as exc:
-            if not fs.exists(lock):
-                raise StoreError(f"could not lock {url!r}: {type(exc).__name__}: {exc}") from exc
-            try:
-                held = json.loads(fs.cat_file(lock))
-            except (OSError, ValueError):
-                held = {}
-            same_host = held.get("host") == me["host"]
-            pid = int(held.get("pid", 0) or 0)
-            if not (same_host and pid > 0 and pid != me["pid"] and not _pid_alive(pid)):
-                raise StoreError(
-                    f"another dpaudit run (host {held.get('host', '?')}, pid {pid}) is writing "
-                    f"{url!r}; wait for it to finish, or delete the lock object "
-                    f"{fs.unstrip_protocol(lock)!r} if that run is gone"
-                ) from None
-            fs.rm_file(lock)  # stale: its writer on this host is gone
-    else:  # pragma: no cover - lost a race twice
-        raise StoreError(f"could not lock {url!r}; another run is starting on it")
+    me = _identity()
+    body = json.dumps(me).encode()
+    try:
+        out = fs.pipe_file(lock, body, mode="create")
+    except (FileExistsError, OSError) as exc:
+        fs.invalidate_cache(lock)
+        if not fs.exists(lock):
+            raise StoreError(f"could not lock {url!r}: {type(exc).__name__}: {exc}") from exc
+        out = _take_over(fs, lock, body, url, me)
+    etag = (out or {}).get("ETag")
     try:
         yield
     finally:
-        fs.rm_file(lock)
+        _release_remote(fs, lock, etag)
+
+
+def _take_over(fs: Any, lock: str, body: bytes, url: str, me: dict[str, Any]) -> Any:
+    """Replace a lock object left by a killed run on this host — in one conditional write
+    (``If-Match`` its ETag), so of two runs taking it over at once exactly one succeeds."""
+    held: dict[str, Any] = {}
+    try:
+        before = fs.info(lock)["ETag"]
+        try:
+            held = json.loads(fs.cat_file(lock))
+        except ValueError:
+            held = {}
+        fs.invalidate_cache(lock)
+        after = fs.info(lock)["ETag"]
+    except FileNotFoundError:  # released meanwhile: a run is starting or just finished
+        before, after = None, ""
+    if not isinstance(held, dict):
+        held = {}
+    pid = int(held.get("pid", 0) or 0)
+    stale = held.get("host") == me["host"] and pid > 0 and pid != me["pid"] and not _pid_alive(pid)
+    refusal = StoreError(
+        f"another dpaudit run (host {held.get('host', '?')}, pid {pid}) is writing {url!r}; wait "
+        f"for it to finish, or delete the lock object {fs.unstrip_protocol(lock)!r} if that run "
+        "is gone"
+    )
+    if before != after or not stale:
+        raise refusal
+    try:
+        return fs.pipe_file(lock, body, IfMatch=before)  # stale: its writer on this host is gone
+    except (FileExistsError, OSError):  # someone else replaced it first
+        raise refusal from None
+
+
+def _release_remote(fs: Any, lock: str, etag: str | None) -> None:
+    """Delete the lock object if it is still ours (``If-Match`` our ETag)."""
+    bucket, key, _ = fs.split_path(lock)
+    fs.invalidate_cache(lock)
+    if etag:
+        try:
+            fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+            return
+        except Exception:  # not ours, or a server without conditional deletes
+            try:
+                if fs.info(lock)["ETag"] != etag:
+                    return
+            except FileNotFoundError:
+                return
+    fs.rm_file(lock)
 
 
 def staging_path(url: str, run_id: str) -> str:
@@ -213,16 +366,22 @@ def staging_path(url: str, run_id: str) -> str:
 
 def stale_stagings(url: str, run_id: str) -> list[Path] | list[str]:
     """Staging copies of *other* runs (other specs) on the same target: directories, or ``s3://``
-    prefixes (as URLs)."""
+    prefixes (as URLs). Only dpaudit's own (``is_dpaudit_store``) or empty directories are listed:
+    anything else with a staging-like name is left alone."""
     if is_remote(url):
         fs, path = _fs(url)
         head, _, name = path.rstrip("/").rpartition("/")
         keep = staging_path(path, run_id)
         scheme = url.split("://", 1)[0]
-        return sorted(f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep)
+        found = (f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep)
+        return sorted(q for q in found if _occupant(q) == "dpaudit")
     p = Path(url)
     keep = Path(staging_path(url, run_id)).name
-    return sorted(q for q in p.parent.glob(f".{p.name}.partial-*") if q.is_dir() and q.name != keep)
+    return sorted(
+        q
+        for q in p.parent.glob(f".{p.name}.partial-*")
+        if q.name != keep and _occupant(str(q)) in ("empty", "dpaudit")
+    )
 
 
 def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
@@ -234,7 +393,7 @@ def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
         return None
     attrs = root_attrs(url)
     if not template_complete(url) and attrs.get("run_id") in (None, run_id):
-        remove(url)  # killed while its template was being written: start again
+        remove(url, run_id)  # killed while its template was being written: start again
         return None
     if attrs.get("run_id") != run_id:
         raise StoreError(
@@ -271,15 +430,52 @@ def prepare_remote(url: str, run_id: str, overwrite: bool) -> None:
     remove(url)
 
 
-def remove(url: str) -> None:
-    fs, path = _fs(url)
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
+def remove(url: str, run_id: str | None = None) -> None:
+    """Delete the dpaudit store at ``url`` (an empty directory too; nothing there: nothing to do).
+
+    Anything else — a file, a symbolic link, a directory or prefix without dpaudit's root metadata
+    (``is_dpaudit_store``; ``run_id`` as there) — is refused with ``StoreError``, nothing touched.
+    The root ``zarr.json`` goes last, so a deletion cut short still leaves a recognisable store.
+    """
+    kind = _occupant(url, run_id)
+    if kind == "none":
+        return
+    if kind == "empty":
+        Path(url).rmdir()
+        return
+    if kind != "dpaudit":
+        raise StoreError(f"refusing to delete {_not_ours(url, kind)}: move or remove it yourself")
+    _delete_store(url)
+
+
+def _delete_store(url: str) -> None:
+    if is_remote(url):
+        fs, path = _fs(url)
+        path = path.rstrip("/")
+        root = f"{path}/zarr.json"
+        keys = [k for k in fs.find(path) if k != root]
+        if keys:
+            fs.rm(keys)
+        fs.rm_file(root)
+        fs.invalidate_cache(path)
+        return
+    p = Path(url)
+    for child in p.iterdir():
+        if child.name == "zarr.json":
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    (p / "zarr.json").unlink(missing_ok=True)
+    p.rmdir()
 
 
 def publish(staging: str, url: str) -> None:
     """Move a completed local store from its staging directory to its target (replacing it).
 
+    Only a completed dpaudit store is published, and only over nothing, an empty directory or a
+    dpaudit store (checked again here: the target may have changed since the run started).
     ``s3://`` has no rename: the old store is removed only now, every object of the (complete)
     staging store is copied server-side, the root ``zarr.json`` — completion marker and
     consolidated metadata — last, and the staging copy removed. A reader never sees a target that
@@ -287,27 +483,48 @@ def publish(staging: str, url: str) -> None:
     """
     if staging == url:
         return
+    if not (is_complete(staging) and is_dpaudit_store(staging)):
+        raise StoreError(f"refusing to publish {staging!r}: it is not a completed dpaudit store")
+    kind = _occupant(url)
+    if kind not in ("none", "empty", "dpaudit"):
+        raise StoreError(
+            f"refusing to replace {_not_ours(url, kind)}; the finished run is kept in "
+            f"{staging!r}: move it into place yourself"
+        )
     if is_remote(url):
         _publish_remote(staging, url)
         return
     target = Path(url)
     target.parent.mkdir(parents=True, exist_ok=True)
     old = target.with_name(f".{target.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if target.exists():
+    remove(str(old))  # a leftover of a publish cut short (only if it is a dpaudit store)
+    if kind == "empty":
+        target.rmdir()
+    elif kind == "dpaudit":
         os.replace(target, old)
     os.replace(staging, target)
-    if old.exists():
-        shutil.rmtree(old)
+    if kind == "dpaudit":
+        _delete_store(str(old))
+
+
+#: the root a target holds while an ``s3://`` store is being published into it
+_UNFINISHED_ROOT = json.dumps(
+    {"zarr_format": 3, "node_type": "group", "attributes": {S.STORE_ATTR: True}}
+).encode()
 
 
 def _publish_remote(staging: str, url: str) -> None:
     fs, src = _fs(staging)
     _, dst = _fs(url)
-    if not is_complete(staging):
-        raise StoreError(f"refusing to publish {staging!r}: it is not a completed store")
-    remove(url)
+    dst = dst.rstrip("/")
+    # first a root marked as dpaudit's but unfinished (no completion marker, no consolidated
+    # metadata), in one write over the old root: a publish cut short at any later point leaves a
+    # target that is recognisably an unfinished dpaudit store
+    fs.pipe_file(f"{dst}/zarr.json", _UNFINISHED_ROOT)
+    fs.invalidate_cache(dst)
+    old = [k for k in fs.find(dst) if k != f"{dst}/zarr.json"]
+    if old:
+        fs.rm(old)
     root = f"{src}/zarr.json"
     keys = [k for k in fs.find(src) if k != root]
     if keys:  # one batched call: fsspec runs the server-side copies concurrently
@@ -317,14 +534,18 @@ def _publish_remote(staging: str, url: str) -> None:
 
 
 def discard(staging: str, url: str) -> None:
-    """Remove the staging copy after a failed run (never a completed target)."""
+    """Remove the staging copy after a failed run (never a completed target, never anything that
+    is not a dpaudit store: that is left as it is)."""
     if staging == url:
         if is_remote(url) and exists(url) and not is_complete(url):
-            remove(url)
-    elif is_remote(staging):
-        remove(staging)
-    elif Path(staging).exists():
-        shutil.rmtree(staging)
+            _discard(url)
+    else:
+        _discard(staging)
+
+
+def _discard(url: str) -> None:
+    if _occupant(url) in ("empty", "dpaudit"):
+        remove(url)
 
 
 def _to_zarr(ds: xr.Dataset, url: str, **kw: Any) -> Any:
@@ -352,11 +573,12 @@ def create_residual_template(
     """Write the root attributes and the metadata of the residual arrays (no data)."""
     s, g, r, n = len(states), len(geolevels), replicates, max(int(n_items), 1)
     nv = len(S.RESIDUAL_BLOCK_VARS)
-    try:
-        root = zarr.open_group(url, mode="w-", zarr_format=3)
+    try:  # the attributes (dpaudit's mark first of all) in the same write as the root itself
+        zarr.open_group(
+            url, mode="w-", zarr_format=3, attributes={**dict(attrs), S.STORE_ATTR: True}
+        )
     except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError) as exc:
         raise StoreError(f"store {url!r} already exists; a template is only written once") from exc
-    root.attrs.update(dict(attrs))
     coords = {
         S.STATE: _str_coord(states),
         S.GEOLEVEL: _str_coord(geolevels),
@@ -489,6 +711,13 @@ def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.
     return res, qi
 
 
+def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(truth (n,), unit_index (n,)) of one block's items, padding removed."""
+    n = int(np.asarray(_array(url, "n_items")[state, geolevel]))
+    truth = np.asarray(_array(url, "truth")[state, geolevel, :n])
+    return truth, np.asarray(_array(url, "unit_index")[state, geolevel, :n])
+
+
 def write_group(url: str, group: str, ds: xr.Dataset) -> None:
     """Write a small group whole (one writer)."""
     ds = ds.copy()
@@ -531,7 +760,9 @@ def finalize(url: str) -> None:
     for name in groups(url):
         if not group_complete(url, name):
             record_checksums(url, name)
-    set_root_attrs(url, {S.COMPLETE_ATTR: True})
+    # every node's own metadata is final now (consolidation rewrites only the root's)
+    meta = checksums.metadata_digests(url)
+    set_root_attrs(url, {S.STORE_ATTR: True, S.METADATA_SHA256_ATTR: meta, S.COMPLETE_ATTR: True})
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
         zarr.consolidate_metadata(url, zarr_format=3)
@@ -583,7 +814,9 @@ def claim_staging(url: str, run_id: str) -> bool:
                 "--store"
             )
         return True
-    zarr.open_group(url, mode="w-", zarr_format=3, attributes={"run_id": run_id})
+    zarr.open_group(
+        url, mode="w-", zarr_format=3, attributes={"run_id": run_id, S.STORE_ATTR: True}
+    )
     return False
 
 
@@ -659,8 +892,12 @@ def read_parts(url: str, group: str) -> dict[str, np.ndarray]:
 
 
 def drop_group(url: str, group: str) -> None:
-    """Remove a group (the parts of a run, once assembled into its final group)."""
-    remove(f"{str(url).rstrip('/')}/{group}")
+    """Remove a group (the parts of a run, once assembled into its final group) of a dpaudit store."""
+    if not is_dpaudit_store(url):
+        raise StoreError(f"refusing to drop {group!r}: {_not_ours(url, 'foreign')}")
+    fs, path = _fs(f"{str(url).rstrip('/')}/{group}")
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
 
 
 def group_attrs(url: str, group: str) -> dict[str, Any]:

@@ -5,7 +5,11 @@
   the small-sample bias (``"bias_aware"``); returns an :class:`EPLResult`.
 * :func:`estimate_epl` — the bias-aware estimate with a bootstrap interval, the matched
   discrete-Gaussian floor, the slope of EPL(x) (1/σ², ρ estimates) and every knob; returns an
-  :class:`EPLEstimate`.
+  :class:`EPLEstimate`. EPL(x) is evaluated on the residuals' own lattice (ℤ/P for ADPC,
+  :func:`residual_lattice`); there the interval brackets the unsmoothed loss
+  (``ci_target``, :mod:`auditlib.epl.extrapolate`).
+* :func:`adpc_pmf` / :func:`windowed_loss` — exact losses of lattice noise over a window, the
+  targets EPL is checked against.
 * :func:`lattice_kde` / :func:`lattice_kde_logpdf` — an exact, fast Gaussian KDE for integer
   residuals (equal to ``scipy.stats.gaussian_kde`` at the same bandwidth).
 * :func:`epl_surface` — EPL(x) on its grid with a pointwise bootstrap band, for stores.
@@ -16,14 +20,17 @@
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
-from auditlib.epl.default import BIAS_AWARE_FACTOR, CI_KINDS, EPLEstimate, estimate_epl
+from auditlib.epl.default import BIAS_AWARE_FACTOR, CI_KINDS, GRIDS, EPLEstimate, estimate_epl
 from auditlib.epl.estimator import METHODS, MIN_RESIDUALS, STATUSES, EPLResult, epl
+from auditlib.epl.exact import adpc_pmf, windowed_loss
+from auditlib.epl.extrapolate import CI_TARGETS
 from auditlib.epl.kde import (
     binning_error_bound,
     lattice_kde,
     lattice_kde_logpdf,
     scipy_bandwidth,
 )
+from auditlib.epl.lattice import Lattice, residual_lattice
 from auditlib.epl.reference import flaxman_petti_reference
 from auditlib.epl.rows import epl_rows
 from auditlib.epl.settings import BANDWIDTH_RULES, BiasAwareSettings
@@ -40,6 +47,8 @@ __all__ = [
     "BANDWIDTH_RULES",
     "BIAS_AWARE_FACTOR",
     "CI_KINDS",
+    "CI_TARGETS",
+    "GRIDS",
     "METHODS",
     "MIN_RESIDUALS",
     "STATUSES",
@@ -48,7 +57,9 @@ __all__ = [
     "EPLEstimate",
     "EPLResult",
     "EPLSurface",
+    "Lattice",
     "LatticeHistogram",
+    "adpc_pmf",
     "binning_error_bound",
     "epl",
     "epl_rows",
@@ -60,5 +71,7 @@ __all__ = [
     "lattice_kde",
     "lattice_kde_logpdf",
     "lattice_spacing",
+    "residual_lattice",
     "scipy_bandwidth",
+    "windowed_loss",
 ]

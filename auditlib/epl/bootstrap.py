@@ -69,3 +69,9 @@ def multinomial_counts(
     p = np.asarray(counts, dtype=np.float64)
     p = p / p.sum()
     return rng.multinomial(int(n), p, size=int(size)).astype(np.float64)
+
+
+def max_abs(e: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Row-wise max |e|; NaN for rows with a non-finite entry (a log of an empty region)."""
+    m = np.max(np.abs(e), axis=-1)
+    return np.where(np.all(np.isfinite(e), axis=-1), m, math.nan)

@@ -1,9 +1,11 @@
 """The bias-aware EPL estimate with a bootstrap interval, a matched-reference floor and a slope.
 
-:func:`estimate_epl` computes ``EPL(x) = log p̂(x)/p̂(x+Δ)`` on the integer x of the window
-``[m·p_lo, m·p_hi]`` (x and x+Δ inside; p_lo, p_hi percentiles of the residuals, m the
-multiplier, Δ the neighbour shift) and ``EPL = max |EPL(x)|``, like ``method="percentile_window"``
-but with a wider kernel: h = :data:`BIAS_AWARE_FACTOR` × sd by default instead of 0.1 × sd.
+:func:`estimate_epl` computes ``EPL(x) = log p̂(x)/p̂(x+Δ)`` on the points x of the residuals'
+lattice in the window ``[m·p_lo, m·p_hi]`` (x and x+Δ inside; p_lo, p_hi percentiles of the
+residuals, m the multiplier, Δ the neighbour shift) and ``EPL = max |EPL(x)|``, like
+``method="percentile_window"`` but with a wider kernel: h = :data:`BIAS_AWARE_FACTOR` × sd by
+default instead of 0.1 × sd. The lattice is ℤ for integer residuals (and the integers are used for
+residuals on no lattice), ℤ/P for ADPC's means of P runs (:mod:`auditlib.epl.curves`).
 
 Why the wider kernel (``benchmarks/epl_bandwidth_study.py``, ``docs/epl.md``): the maximum over the
 window of a noisy curve errs upward at small n; the narrow kernel of Flaxman & Petti leaves so much
@@ -11,16 +13,20 @@ noise in p̂ that at 2,663 residuals EPL is ≈1.9× the true loss. A wider kern
 noise; its own bias (smoothing flattens the log-ratio) is small for geometric noise, whose log-ratio
 stays ε away from 0 under smoothing, and is a factor ≈ 1/(1 + f²) for Gaussian noise.
 
-Uncertainty, both *conditional on the window and the bandwidth* of the data (held fixed):
+Uncertainty, *conditional on the bandwidth* of the data (held fixed):
 
-* **bootstrap** — B multinomial resamples of the residual histogram, the EPL of each; the
-  ``confidence`` interval is the basic (reflected) interval ``[2·EPL − q_hi, 2·EPL − q_lo]``
-  (default ``ci_kind="basic"``; q the bootstrap quantiles), which subtracts the bootstrap's estimate
-  of the max's upward bias, or the plain percentile interval ``[q_lo, q_hi]`` (``"percentile"``).
-  The percentile interval inherits that bias and covers the true loss far less often than its
-  nominal level (4–26 % at 90 % for geometric noise, n = 2,663–20,000); the basic one covers it
-  75–85 % of the time. ``epl_debiased = 2·EPL − mean(bootstrap EPLs)`` is the bias-corrected point
-  estimate.
+* **bootstrap** — B multinomial resamples of the residual histogram, the EPL of each on the data's
+  window; the ``confidence`` interval is the basic (reflected) interval
+  ``[2·EPL − q_hi, 2·EPL − q_lo]`` (default ``ci_kind="basic"``; q the bootstrap quantiles), which
+  subtracts the bootstrap's estimate of the max's upward bias, or the plain percentile interval
+  ``[q_lo, q_hi]`` (``"percentile"``), which inherits that bias and covers the true loss far less
+  often than its nominal level. For geometric noise (GDPC) the basic interval covers ε in
+  0.73–0.93 of data sets at 90 % (mean 0.84; ``benchmarks/FIDELITY.md``, per n there): the
+  bootstrap corrects only part of the max's upward bias over a flat log-ratio. It covers the *smoothed* loss
+  (``ci_target="smoothed"``, the default on ℤ); on a lattice finer than ℤ the default
+  ``ci_target="exact"`` brackets the unsmoothed loss over the population's window instead
+  (:mod:`auditlib.epl.extrapolate`): coverage 0.91–1.00 for ADPC, ε = 0.01–2, n = 2,663–185,220.
+  ``epl_debiased = 2·EPL − mean(bootstrap EPLs)`` is the bias-corrected point estimate.
 * **matched reference floor** — n draws from a discrete Gaussian with σ² = the residuals' sample
   variance (the smooth, known-loss stand-in of the data), EPL computed the same way, repeated
   ``n_null`` times. ``null_true`` is that reference's *exact* loss over the same window
@@ -48,43 +54,25 @@ from auditlib.epl.bandwidth import (
     check_positive,
     resolve_bandwidth,
 )
-from auditlib.epl.bootstrap import KernelMatrix, multinomial_counts
-from auditlib.epl.kde import (
-    _linear_binning,
-    as_residuals,
-    integer_view,
-    lattice_kde_logpdf,
-    mixture_logpdf,
-    support,
-    weighted_percentiles,
-    weighted_std,
+from auditlib.epl.bootstrap import max_abs
+from auditlib.epl.curves import Curves
+from auditlib.epl.extrapolate import (
+    CI_TARGETS,
+    MULTIPLIERS,
+    bracket,
+    extrapolate,
+    outer_percentiles,
 )
+from auditlib.epl.kde import as_residuals, weighted_percentiles, weighted_std
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mechanisms import DiscreteGaussian
 
 #: Default bandwidth factor of the bias-aware estimate (h = factor × sd); see docs/epl.md.
 BIAS_AWARE_FACTOR = 0.3
 CI_KINDS = ("percentile", "basic")
-#: Distinct non-integer values above which the bootstrap works on a linearly binned lattice.
-_MAX_DISTINCT = 20_000
-
-#: Most bootstrap resamples (``n_boot``) or reference draws (``n_null``) one estimate takes, as the
-#: spec allows. Each draw is one multinomial histogram and one product with the kernel matrix
-#: (about a millisecond for a few thousand lattice points), so the bound is a couple of minutes.
-MAX_DRAWS = 100_000
-
-#: Most memory the bootstrap's curves (``n_boot`` × query points, float64, about four copies for
-#: the band, the slopes and their quantiles) may take: 4 GiB. A larger ``n_boot`` for the window
-#: at hand is refused before any draw, naming the memory it would need and the largest allowed.
-MAX_BOOTSTRAP_BYTES = 4 * 2**30
-
-#: Memory of one block of resampled histograms: the draws are made block by block (the same
-#: random stream as all at once), so the (draws × lattice points) matrix never exists whole. A
-#: problem that fits one block gives the numbers it gave before blocks; with several, the kernel
-#: products of fewer rows may round differently in the last bits.
-_BLOCK_BYTES = 256 * 2**20
+#: where EPL(x) is evaluated: the residuals' lattice (ℤ/P for means of P runs), or the integers
+GRIDS = ("lattice", "integers")
 
 _EMPTY: npt.NDArray[np.float64] = np.empty(0, dtype=np.float64)
 
@@ -105,6 +93,12 @@ class EPLEstimate:
     |Δ(2(x−c)+Δ)|/(2σ̂²) (c the rounded mean: the loss a discrete Gaussian of that σ̂² has there) are
     **estimates that assume Gaussian noise** (see :mod:`auditlib.epl.slope`); for other noise they
     mean nothing.
+
+    ``lattice`` is the spacing of the residuals' lattice (1 for integers, 1/P for ADPC; NaN on
+    none), ``grid`` where x was taken (``"lattice"`` or ``"integers"``), ``ci_target`` what the
+    interval covers (``"smoothed"`` or ``"exact"``, resolved from ``"auto"``); with ``"exact"``,
+    ``epl_extrapolated`` is the maximum of the curve extrapolated to h → 0 over the window and
+    ``outer_window`` the window of the interval's upper end (:mod:`auditlib.epl.extrapolate`).
     """
 
     epl: float
@@ -143,6 +137,12 @@ class EPLEstimate:
     rho_hat: float = math.nan
     epl_gaussian: float = math.nan
     seed: int | None = None
+    # the residuals' lattice and what the interval covers
+    lattice: float = math.nan
+    grid: str = "integers"
+    ci_target: str = "smoothed"
+    epl_extrapolated: float = math.nan
+    outer_window: tuple[float, float] = (math.nan, math.nan)
     # pointwise bootstrap band of EPL(x) (same ``confidence`` and ``ci_kind``; empty without draws)
     band_low: npt.NDArray[np.float64] = field(
         default_factory=lambda: _EMPTY, compare=False, repr=False
@@ -186,6 +186,18 @@ def _rngs(seed: Seed) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.default_rng(a_ss), np.random.default_rng(b_ss)
 
 
+#: Most bootstrap resamples (``n_boot``) or reference draws (``n_null``) one estimate takes, as the
+#: spec allows. Each draw is one multinomial histogram and one product with the kernel matrix
+#: (about a millisecond for a few thousand lattice points), so the bound is a couple of minutes.
+MAX_DRAWS = 100_000
+
+#: Most memory the bootstrap's curves (``n_boot`` × query points × bandwidths, float64, about four
+#: copies for the band, the slopes and their quantiles) may take: 4 GiB. A larger ``n_boot`` for
+#: the window at hand is refused before any draw, naming the memory it would need and the largest
+#: allowed.
+MAX_BOOTSTRAP_BYTES = 4 * 2**30
+
+
 def _check_draws(name: str, value: object) -> int | None:
     if value is None:
         return None
@@ -213,25 +225,6 @@ def _check_boot_memory(draws: int, queries: int) -> None:
         )
 
 
-def _resampled_rows(
-    km: KernelMatrix,
-    counts: npt.NDArray[np.float64],
-    n: int,
-    draws: int,
-    rng: np.random.Generator,
-    reduce: Any = None,
-) -> npt.NDArray[np.float64]:
-    """``km.log_density`` of ``draws`` multinomial resamples of ``counts``, made block by block
-    (:data:`_BLOCK_BYTES`; the same stream as one call); ``reduce`` maps each block's rows first."""
-    width = int(np.size(counts)) + int(km.matrix.shape[0])
-    step = max(1, _BLOCK_BYTES // (3 * 8 * width))
-    parts = []
-    for start in range(0, draws, step):
-        rows = km.log_density(multinomial_counts(counts, n, min(step, draws - start), rng))
-        parts.append(rows if reduce is None else reduce(rows))
-    return np.concatenate(parts)
-
-
 def _check_fraction(name: str, value: object) -> float:
     try:
         v = float(value)  # type: ignore[arg-type]
@@ -242,12 +235,6 @@ def _check_fraction(name: str, value: object) -> float:
             f"Invalid {name}: {value!r}; pass a number in (0, 1), e.g. 0.9."
         )
     return v
-
-
-def _max_abs(e: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Row-wise max |e|; NaN for rows with a non-finite entry (a log of an empty region)."""
-    m = np.max(np.abs(e), axis=-1)
-    return np.where(np.all(np.isfinite(e), axis=-1), m, math.nan)
 
 
 def estimate_epl(
@@ -261,6 +248,8 @@ def estimate_epl(
     n_boot: int | None = 200,
     confidence: float = 0.9,
     ci_kind: str = "basic",
+    ci_target: str = "auto",
+    grid: str = "lattice",
     n_null: int | None = 100,
     null_quantile: float = 0.95,
     seed: Seed = None,
@@ -273,9 +262,12 @@ def estimate_epl(
     ``"factor"``, default :data:`BIAS_AWARE_FACTOR`; residual units for ``"absolute"``; ignored by
     ``"scott"``/``"silverman"``). The window is ``[m·p_lo, m·p_hi]`` with (p_lo, p_hi) the
     ``percentiles`` and m = ``range_multiplier``; EPL(x) = log p̂(x)/p̂(x+Δ), Δ = ``shift``, over
-    the integer x with both x and x+Δ in the window. ``n_boot`` bootstrap resamples give the
-    ``confidence`` interval; ``n_null`` draws of the matched discrete Gaussian give the floor
-    (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
+    the points x of the residuals' lattice (ℤ for integers, ℤ/P for means of P runs; integers for
+    residuals on no lattice) with both x and x+Δ in the window. ``n_boot`` bootstrap resamples
+    give the ``confidence`` interval, for the smoothed loss (``ci_target="smoothed"``) or bracketing
+    the unsmoothed one (``"exact"``; ``"auto"``: exact on a lattice finer than ℤ, see
+    :mod:`auditlib.epl.extrapolate`); ``n_null`` draws of the matched discrete Gaussian give the
+    floor (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
     """
     hist: LatticeHistogram | None = None
     raw: npt.ArrayLike = ()
@@ -293,6 +285,10 @@ def estimate_epl(
         )
     if ci_kind not in CI_KINDS:
         raise UnknownNameError(f"Unknown ci_kind {ci_kind!r}; choose one of {CI_KINDS}.")
+    if ci_target not in CI_TARGETS:
+        raise UnknownNameError(f"Unknown ci_target {ci_target!r}; choose one of {CI_TARGETS}.")
+    if grid not in GRIDS:
+        raise UnknownNameError(f"Unknown grid {grid!r}; choose one of {GRIDS}.")
     value = BIAS_AWARE_FACTOR if bandwidth is None and bandwidth_kind == "factor" else bandwidth
     if bandwidth_kind in ("factor", "absolute"):
         value = check_positive(
@@ -334,45 +330,56 @@ def estimate_epl(
         nan2 = (math.nan, math.nan)
         return EPLEstimate(math.nan, "too_few", n, math.nan, empty, empty, nan2, **meta)
 
-    if hist is not None:
-        ints: npt.NDArray[np.int64] | None = np.empty(0, dtype=np.int64)  # lattice: not None
-        points, counts = hist.points, hist.counts
-    else:
-        ints = integer_view(raw, r)
-        points, counts = support(r, ints)
+    ev = Curves(hist, raw, r, delta, grid == "lattice")
+    meta["lattice"] = ev.spacing
+    meta["grid"] = "lattice" if ev.lattice is not None else "integers"
+    target = ci_target
+    if target == "auto":
+        target = "exact" if ev.lattice is not None and ev.lattice.denominator > 1 else "smoothed"
+    meta["ci_target"] = target
+    points, counts = ev.points, ev.counts
     sd = weighted_std(points, counts)
     p_lo, p_hi = (float(v) for v in weighted_percentiles(points, counts, [lo, hi]))
     h = resolve_bandwidth(bandwidth_kind, value, sd, n)
     window = (mult * p_lo, mult * p_hi)
-    x = np.arange(math.ceil(window[0]), math.floor(window[1] - delta) + 1, dtype=np.float64)
+    x = ev.grid(window, delta)
     if x.size == 0:
         return EPLEstimate(math.nan, "empty_window", n, h, empty, empty, window, **meta)
-    xq = np.concatenate([x, x + delta])
-    if b is not None:
-        _check_boot_memory(b, int(xq.size))
-    if ints is not None:
-        logf = mixture_logpdf(points, counts, h, xq)
-    else:
-        logf = lattice_kde_logpdf(r, h, xq)
-    epl_x = logf[: x.size] - logf[x.size :]
+    x_all, inner = x, slice(0, x.size)
+    hs = [h]
+    if target == "exact":  # the curves on the outer window, at the extrapolation's bandwidths
+        out_p = outer_percentiles((lo, hi), n, conf)
+        o_lo, o_hi = (float(v) for v in weighted_percentiles(points, counts, list(out_p)))
+        x_all = ev.grid((min(mult * o_lo, window[0]), max(mult * o_hi, window[1])), delta)
+        first = int(np.searchsorted(x_all, x[0]))
+        inner = slice(first, first + x.size)
+        hs = [h * m for m in MULTIPLIERS]
+        meta["outer_window"] = (float(x_all[0]), float(x_all[-1]) + delta)
+    xq = np.concatenate([x_all, x_all + delta])
+    if b is not None:  # before any curve: refused without allocating
+        _check_boot_memory(b, int(xq.size) * len(hs))
+    q = x_all.size
+    curves = [lf[:q] - lf[q:] for lf in ev.main(hs, xq)]
+    epl_x = curves[0][inner]
     estimate = float(np.max(np.abs(epl_x)))
     slope = float(least_squares_slope(x, epl_x)) if x.size >= 2 else math.nan
     inv_s2 = inverse_sigma2(slope, h, delta)
-    centre = float(round(float(np.dot(points, counts)) / float(counts.sum())))
+    centre = ev.centre(float(np.dot(points, counts)) / float(counts.sum()))
     out: dict[str, Any] = {
         "slope": slope,
         "inv_sigma2_hat": inv_s2,
         "rho_hat": 0.5 * delta * delta * inv_s2,
         "epl_gaussian": float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)))) * 0.5 * inv_s2,
     }
+    ext = extrapolate(curves) if target == "exact" else _EMPTY
+    if target == "exact":
+        out["epl_extrapolated"] = float(np.max(np.abs(ext[inner])))
     rng_boot, rng_null = _rngs(seed)
     if b is not None:
-        if ints is None and points.size > _MAX_DISTINCT:
-            points, counts = _linear_binning(r, h / 200.0)
-        km = KernelMatrix(points, h, xq, float(n))
-        rows = _resampled_rows(km, counts, n, b, rng_boot)
-        e = rows[:, : x.size] - rows[:, x.size :]
-        boot = _max_abs(e)
+        draws = ev.resample(n, b, h, rng_boot)
+        e_all = [lf[:, :q] - lf[:, q:] for lf in ev.boot(draws, hs, xq)]
+        e = e_all[0][:, inner]
+        boot = max_abs(e)
         ok = boot[np.isfinite(boot)]
         a = 0.5 * (1.0 - conf)
         if ok.size:
@@ -386,6 +393,15 @@ def estimate_epl(
                 epl_debiased=max(0.0, 2.0 * estimate - float(ok.mean())),
                 boot_se=float(ok.std(ddof=1)) if ok.size > 1 else math.nan,
             )
+        if target == "exact":
+            lo_hi = bracket(
+                (out.get("ci_low", math.nan), out.get("ci_high", math.nan)),
+                float(np.max(np.abs(ext))),
+                max_abs(extrapolate(e_all)),
+                a,
+                ci_kind,
+            )
+            out.update(ci_low=lo_hi[0], ci_high=lo_hi[1])
         out.update(_pointwise_band(epl_x, e, a, ci_kind))
         if x.size >= 2:
             s = least_squares_slope(x, e)
@@ -394,7 +410,7 @@ def estimate_epl(
                 out["slope_se"] = float(s.std(ddof=1))
         out["n_boot"] = b
     if nn is not None:
-        out.update(_reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
+        out.update(ev.reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
     return EPLEstimate(estimate, "ok", n, h, x, epl_x, window, **meta, **out)
 
 
@@ -411,44 +427,11 @@ def _pointwise_band(
     safe = np.where(finite, e, np.nan)
     with np.errstate(invalid="ignore"):
         q = np.full((2, e.shape[1]), np.nan)
-        if ok.any():
+        if finite.all() and e.shape[0] >= 2:  # the same numbers as below, one sort per column
+            q = np.quantile(e, [a, 1.0 - a], axis=0)
+        elif ok.any():
             q[:, ok] = np.nanquantile(safe[:, ok], [a, 1.0 - a], axis=0)
     lo, hi = q[0], q[1]
     if ci_kind == "basic":
         lo, hi = 2.0 * epl_x - hi, 2.0 * epl_x - lo
     return {"band_low": lo, "band_high": hi}
-
-
-def _reference_floor(
-    sd: float,
-    mean: float,
-    n: int,
-    h: float,
-    x: npt.NDArray[np.float64],
-    delta: float,
-    draws: int,
-    quantile: float,
-    rng: np.random.Generator,
-) -> dict[str, Any]:
-    """EPL of ``draws`` samples of n from N_Z(c, sd²) (c = ``mean``, an integer) on the same x, h, Δ."""
-    s2 = max(sd * sd, 1e-6)
-    dg = DiscreteGaussian(s2)
-    c = float(mean)
-    k = np.arange(-dg.support_radius, dg.support_radius + 1, dtype=np.float64)
-    pmf = dg.pmf(k)
-    pts = k + c
-    xq = np.concatenate([x, x + delta])
-    km = KernelMatrix(pts, h, xq, float(n))
-    null = _resampled_rows(
-        km, pmf, n, draws, rng, lambda rows: _max_abs(rows[:, : x.size] - rows[:, x.size :])
-    )
-    ok = null[np.isfinite(null)]
-    u = x - c
-    true = float(np.max(np.abs(delta * (2.0 * u + delta)) / (2.0 * s2)))
-    return {
-        "n_null": draws,
-        "null_sigma2": s2,
-        "null_true": true,
-        "null_mean": float(ok.mean()) if ok.size else math.nan,
-        "null_upper": float(np.quantile(ok, quantile)) if ok.size else math.nan,
-    }

@@ -167,9 +167,10 @@ def direct_chunk(
     start: int,
     stop: int,
     seed: int,
-    n_runs: int = 4,
+    n_runs: int | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Errors ``DP_unit − TC_unit(D)`` under D and under D′ of replicates ``start..stop−1``."""
+    """Errors ``DP_unit − TC_unit(D)`` under D and under D′ of replicates ``start..stop−1`` (ADPC
+    needs ``n_runs`` = P)."""
     if algorithm not in ALGORITHM_KEYS:
         raise InvalidParameterError(
             f"Invalid algorithm: {algorithm!r}; allowed: {', '.join(ALGORITHM_KEYS)}"

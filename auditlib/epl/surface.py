@@ -7,7 +7,7 @@ as the scalar interval). The band is *pointwise*: each x is covered with about t
 not the whole curve at once, and it is centred on the *smoothed* loss (the noise's log-ratio after
 convolution with the kernel), not on the unsmoothed one (see ``docs/epl.md``).
 
-Stores keep at most ``max_points`` grid points per curve: when the window holds more integer x,
+Stores keep at most ``max_points`` grid points per curve: when the window holds more points x,
 the curve is thinned to evenly spaced points that always include both ends and the argmax of
 |EPL(x)| (so the stored curve attains the stored maximum).
 """
@@ -45,7 +45,7 @@ class EPLSurface:
     n: int
     bandwidth: float
     confidence: float
-    grid_size: int  # integer x in the window, before thinning
+    grid_size: int  # points x in the window (on the residuals' lattice), before thinning
 
     def to_arrays(self) -> dict[str, Any]:
         return {"x": self.x, "epl_x": self.epl_x, "low": self.low, "high": self.high}
@@ -81,8 +81,10 @@ def epl_surface(
 ) -> EPLSurface:
     """The bias-aware EPL(x) of ``residuals`` with its pointwise ``confidence`` band from
     ``n_boot`` multinomial resamples, thinned to ``max_points``. Other keywords (bandwidth and its
-    kind, percentiles, range_multiplier, shift, ci_kind, min_residuals) go to
-    :func:`auditlib.epl.estimate_epl`; the matched floor is not drawn here."""
+    kind, percentiles, range_multiplier, shift, ci_kind, grid, min_residuals) go to
+    :func:`auditlib.epl.estimate_epl`; the matched floor is not drawn here, nor the bracket of the
+    exact loss (the band is pointwise, for the smoothed curve)."""
+    kwargs.setdefault("ci_target", "smoothed")  # the band is the smoothed curve's, pointwise
     est = estimate_epl(
         residuals, n_boot=n_boot, confidence=confidence, n_null=None, seed=seed, **kwargs
     )

@@ -268,3 +268,24 @@ def synthetic_state_histograms(
         groups = np.arange(pops.size, dtype=np.int64) // per_group
     rng = seeds.rng(params.seed, SYNTHETIC_HISTOGRAMS, int(state))
     return block_histograms(pops, schema, rng, groups=groups, model=model)
+
+
+def synthetic_state_population(
+    hierarchy: SyntheticHierarchy,
+    params: PopulationParams,
+    state: int,
+    schema: AttributeSchema,
+    *,
+    model: HistogramModel | None = None,
+) -> npt.NDArray[np.int64]:
+    """The bottom-level histograms ``(n_units, schema.n_cells)`` of one state (1-based) of a
+    :class:`SyntheticHierarchy`, as an audit of that hierarchy draws them: the block populations
+    (:func:`~auditlib.geography.synthetic.state_level_populations`) for a one-cell schema,
+    :func:`synthetic_state_histograms` otherwise."""
+    if schema.n_cells == 1:
+        levels = state_level_populations(hierarchy, params, state)
+        below = hierarchy.below_state
+        return np.asarray(levels[below[-1] if below else "State"], dtype=np.int64)[:, None]
+    return synthetic_state_histograms(hierarchy, params, state, schema, model=model).astype(
+        np.int64
+    )

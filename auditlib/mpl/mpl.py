@@ -32,6 +32,8 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import check_rng
 from auditlib.mpl.checks import check_alpha, check_epsilons
 from auditlib.mpl.density import (
+    CONFIDENCE_BETA,
+    CONFIDENCE_GAMMA,
     check_bandwidth,
     check_smoothing,
     check_tau,
@@ -93,8 +95,8 @@ def confidence_bound(
     alpha: float = 0.05,
     tau: float = DEFAULT_TAU,
     bandwidth: float | None = None,
-    beta: float = 1.0,
-    gamma: float = 0.05,
+    beta: float = CONFIDENCE_BETA,
+    gamma: float = CONFIDENCE_GAMMA,
 ) -> ConfidenceStep:
     """LB of eq. (26) for the pointwise loss ℓ_{x,x′}(t) from draws X* ~ A(x), Y* ~ A(x′).
 
@@ -336,8 +338,8 @@ def mpl(
     rng: np.random.Generator,
     alpha: float = 0.05,
     tau: float = DEFAULT_TAU,
-    beta: float = 1.0,
-    gamma: float = 0.05,
+    beta: float = CONFIDENCE_BETA,
+    gamma: float = CONFIDENCE_GAMMA,
     grid_size: int | None = None,
     delta_epsilons: Sequence[float] | None = None,
 ) -> MPLResult:

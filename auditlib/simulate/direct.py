@@ -98,11 +98,19 @@ class TopDown:
 
 @dataclass(frozen=True)
 class Hierarchical:
-    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon`` (ADPC: ``n_runs`` = P)."""
+    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon``; ADPC needs ``n_runs`` = P
+    (seed 001: 4)."""
 
     algorithm: Algorithm
     epsilon: float
-    n_runs: int = 4
+    n_runs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.algorithm == "adpc" and self.n_runs is None:
+            raise InvalidParameterError(
+                "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass "
+                "Hierarchical('adpc', epsilon, n_runs) (seed 001: 4)"
+            )
 
     @property
     def key(self) -> int:

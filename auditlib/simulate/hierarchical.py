@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib import seeds
-from auditlib.exceptions import InvalidParameterError
+from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography.flaxman import FlaxmanPopulation
 from auditlib.geography.spine import LEVELS as SPINE_LEVELS
 from auditlib.geography.spine import Spine
@@ -57,16 +57,24 @@ FloatArray = npt.NDArray[np.float64]
 @dataclass(frozen=True)
 class CountTree:
     """Exact counts of a hierarchy: ``counts[j]`` per unit of level j (0 = one root unit) and
-    ``parents[j − 1]`` the index (at level j − 1) of the parent of every unit of level j ≥ 1."""
+    ``parents[j − 1]`` the index (at level j − 1) of the parent of every unit of level j ≥ 1;
+    ``names[j]`` names level j (default ``"L0"``, ``"L1"``, …, as seed 001 numbers them)."""
 
     counts: tuple[IntArray, ...]
     parents: tuple[IntArray, ...]
+    names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         counts = tuple(np.asarray(c, dtype=np.int64) for c in self.counts)
         parents = tuple(np.asarray(p, dtype=np.int64) for p in self.parents)
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "parents", parents)
+        names = tuple(self.names) or tuple(f"L{j}" for j in range(len(counts)))
+        if len(names) != len(counts) or len(set(names)) != len(names):
+            raise InvalidParameterError(
+                f"Invalid names {names!r}: need one distinct name per level ({len(counts)})"
+            )
+        object.__setattr__(self, "names", names)
         if len(counts) < 1 or counts[0].shape != (1,):
             raise InvalidParameterError("Invalid counts: level 0 must hold exactly one (root) unit")
         if len(parents) != len(counts) - 1:
@@ -105,7 +113,7 @@ class CountTree:
         counts = [pops["State"].sum(keepdims=True), *(pops[g] for g in SPINE_LEVELS)]
         parents = [np.zeros(spine.n_states, dtype=np.int64)]
         parents += [spine.parents[g].astype(np.int64) for g in SPINE_LEVELS[1:]]
-        return cls(tuple(counts), tuple(parents))
+        return cls(tuple(counts), tuple(parents), ("US", *SPINE_LEVELS))
 
     @property
     def levels(self) -> int:
@@ -115,6 +123,20 @@ class CountTree:
     @property
     def leaf_counts(self) -> IntArray:
         return self.counts[-1]
+
+    def level_index(self, level: int | str) -> int:
+        """The index of a level given by name or index."""
+        if isinstance(level, str):
+            if level not in self.names:
+                raise UnknownNameError(
+                    f"Unknown level: {level!r}; the tree has {', '.join(self.names)}"
+                )
+            return self.names.index(level)
+        if isinstance(level, bool) or not isinstance(level, int | np.integer):
+            raise InvalidParameterError(f"Invalid level: {level!r}; a name or an index")
+        if not 0 <= level <= self.levels:
+            raise InvalidParameterError(f"Invalid level: {level}; allowed 0..{self.levels}")
+        return int(level)
 
 
 @dataclass(frozen=True)
@@ -140,7 +162,11 @@ def _epsilon(epsilon: float) -> float:
     return positive_finite("epsilon", epsilon)
 
 
-def _n_runs(n_runs: int) -> int:
+def _n_runs(n_runs: int | None) -> int:
+    if n_runs is None:
+        raise InvalidParameterError(
+            "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass n_runs (seed 001: 4)"
+        )
     if isinstance(n_runs, bool) or not isinstance(n_runs, int | np.integer) or n_runs < 1:
         raise InvalidParameterError(f"Invalid P (n_runs): {n_runs!r}; it must be an integer >= 1")
     return int(n_runs)
@@ -153,12 +179,13 @@ def gdpc(leaf_counts: npt.ArrayLike, epsilon: float, rng: np.random.Generator) -
 
 
 def adpc(
-    leaf_counts: npt.ArrayLike, epsilon: float, n_runs: int, rng: np.random.Generator
+    leaf_counts: npt.ArrayLike, epsilon: float, n_runs: int | None, rng: np.random.Generator
 ) -> FloatArray:
     """ADPC: mean of ``P`` independent GDPC runs at ``ε/P`` (values on the lattice ``ℤ/P``)."""
     tc = np.asarray(leaf_counts, dtype=np.int64)
+    eps = _epsilon(epsilon)
     p = _n_runs(n_runs)
-    mech = TwoSidedGeometric(_epsilon(epsilon) / p)
+    mech = TwoSidedGeometric(eps / p)
     g = check_rng(rng)
     total = np.zeros(tc.shape, dtype=np.int64)
     for _ in range(p):  # P runs, each vectorized over the leaves
@@ -220,9 +247,10 @@ def release(
     epsilon: float,
     rng: np.random.Generator,
     *,
-    n_runs: int = 4,
+    n_runs: int | None = None,
 ) -> HierarchicalRelease:
-    """One run of ``algorithm`` ("gdpc", "rdpc" or "adpc", with ``n_runs`` = P) on ``tree``."""
+    """One run of ``algorithm`` ("gdpc", "rdpc" or "adpc") on ``tree``; ADPC needs ``n_runs`` = P
+    (the other two ignore it)."""
     if algorithm == "rdpc":
         return rdpc(tree, epsilon, rng)
     leaves = tree.levels
@@ -264,10 +292,12 @@ def simulate_residuals(
     *,
     seed: int,
     replicates: int | Sequence[int] = 1,
-    n_runs: int = 4,
+    n_runs: int | None = None,
     dtype: type[np.floating] = np.float32,
-) -> dict[int, npt.NDArray[np.floating]]:
-    """Residuals DP − TC of independent replicates: level -> array (replicates, units).
+) -> dict[str, npt.NDArray[np.floating]]:
+    """Residuals DP − TC of independent replicates: level name (``tree.names``; seed 001's
+    population: ``"L0"``…``"LJ"``) -> array (replicates, units), for the levels the algorithm
+    releases (RDPC: all; GDPC, ADPC: the leaves). ADPC needs ``n_runs`` = P.
 
     ``replicates`` is a count (replicates ``0..R−1``) or the replicate indices of one chunk (e.g.
     ``range(100, 200)``); rows follow that order, and each row depends only on (seed, algorithm,
@@ -287,12 +317,14 @@ def simulate_residuals(
     levels = released_levels(t, algorithm)
     items = sum(t.counts[j].size for j in levels)
     check_block_size(len(reps), items, np.dtype(dtype).itemsize)
+    if algorithm == "adpc":
+        _n_runs(n_runs)
     out = {j: np.empty((len(reps), t.counts[j].size), dtype=dtype) for j in levels}
     for row, r in enumerate(reps):
         rel = release(t, algorithm, eps, replicate_rng(seed, algorithm, r), n_runs=n_runs)
         for j in levels:
             out[j][row] = rel.residual(j)
-    return out
+    return {t.names[j]: a for j, a in out.items()}
 
 
 def residual_block(
@@ -300,23 +332,24 @@ def residual_block(
     algorithm: Algorithm,
     epsilon: float,
     *,
-    level: int,
+    level: int | str,
     seed: int,
     replicates: int | Sequence[int] = 1,
-    n_runs: int = 4,
+    n_runs: int | None = None,
     query_id: int = 0,
 ) -> ResidualBlock:
-    """One released level's residuals as a :class:`~auditlib.simulate.release.ResidualBlock` (the
-    layout the result store writes): one query (``query_id``, the total count), one cell, one item
-    per unit."""
+    """One released level's (by index or name) residuals as a
+    :class:`~auditlib.simulate.release.ResidualBlock` (the layout the result store writes): one
+    query (``query_id``, the total count), one cell, one item per unit. ADPC needs ``n_runs``."""
     t = CountTree.from_population(tree) if isinstance(tree, FlaxmanPopulation) else tree
+    level = t.level_index(level)
     if level not in released_levels(t, algorithm):
         raise InvalidParameterError(
             f"Invalid level: {level}; {algorithm} releases {released_levels(t, algorithm)}"
         )
     res = simulate_residuals(
         t, algorithm, epsilon, seed=seed, replicates=replicates, n_runs=n_runs
-    )[level]
+    )[t.names[level]]
     truth = t.counts[level]
     if truth.size and truth.max() > np.iinfo(np.int32).max:
         raise InvalidParameterError(f"Invalid level {level}: counts exceed int32")

@@ -159,9 +159,10 @@ def direct_samples(
     unit: int,
     replicates: int,
     seed: int,
-    n_runs: int = 4,
+    n_runs: int | None = None,
 ) -> DirectSamples:
-    """Run ``algorithm`` ``replicates`` times on D and on D′ and keep unit ``unit`` of ``level``."""
+    """Run ``algorithm`` ``replicates`` times on D and on D′ and keep unit ``unit`` of ``level``
+    (ADPC needs ``n_runs`` = P)."""
     t_d, t_p = pair.trees()
     if level not in released_levels(t_d, algorithm):
         raise InvalidParameterError(

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import DETAILED, AttributeSchema
 from auditlib.geography.schema import schema as schema_by_name
-from auditlib.simulate.topdown import StateHierarchy
+from auditlib.simulate.topdown import StateHierarchy, synthetic_state
 
 if TYPE_CHECKING:
     from auditlib.geography.spine import Spine
@@ -231,12 +231,10 @@ class HistogramDatabase:
         state: int,
         schema: AttributeSchema | str = "total",
     ) -> HistogramDatabase:
-        """One state (1-based, as in the synthetic hierarchy) from State down: the ``total`` schema
-        takes its block populations, another schema
-        :func:`~auditlib.geography.populations.synthetic_state_histograms`."""
-        from auditlib.geography.populations import synthetic_state_histograms
-        from auditlib.geography.synthetic import STATE, state_level_populations
-
+        """One state (1-based, as in the synthetic hierarchy) from State down, as
+        :func:`~auditlib.simulate.topdown.synthetic_state` builds it (the ``total`` schema takes its
+        block populations, another schema
+        :func:`~auditlib.geography.populations.synthetic_state_histograms`)."""
         sch = schema_by_name(schema) if isinstance(schema, str) else schema
         if (
             isinstance(state, bool)
@@ -246,14 +244,8 @@ class HistogramDatabase:
             raise InvalidParameterError(
                 f"Invalid state {state!r}; the synthetic hierarchy has states 1..{hierarchy.n_states}"
             )
-        levels = (STATE, *hierarchy.below_state)
-        if sch.n_cells == 1:
-            pops = state_level_populations(hierarchy, params, int(state))[levels[-1]]
-            hist = np.asarray(pops, dtype=np.int64)[:, None]
-        else:
-            hist = synthetic_state_histograms(hierarchy, params, int(state), sch).astype(np.int64)
-        h = StateHierarchy.from_fanouts(levels, hierarchy.fanouts)
-        return cls(sch, levels, h.parents, np.asarray(hist), 1)
+        h, hist = synthetic_state(hierarchy, params, int(state), sch)
+        return cls(sch, h.levels, h.parents, hist, 1)
 
     @classmethod
     def from_table(cls, table: TabularPopulation) -> HistogramDatabase:

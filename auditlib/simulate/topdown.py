@@ -11,7 +11,9 @@ Given the true detailed histogram of every block (n_blocks, n_cells), the hierar
    rounded preserving that total.
 3. **Down the hierarchy**: for every parent, its children's histograms are fitted to their
    measurements subject to ``x ≥ 0`` and, in every cell, the children summing to the parent's final
-   (integer) histogram; then rounded cell by cell (largest remainder) so that the sums stay exact.
+   (integer) histogram; then rounded with the totals controlled
+   (:func:`auditlib.simulate.rounding.round_controlled`): every cell and every child's total within
+   one of the fitted values, the sums to the parent exact in every cell.
 
 Every released marginal is computed from the final detailed histograms, so marginals are consistent
 with each other and across levels. All parents of a level are solved at once
@@ -24,19 +26,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
-from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian
+from auditlib.simulate.measured import allocation_measured as allocation_measured
+from auditlib.simulate.measured import schema_query as schema_query
+from auditlib.simulate.measured import unexpressible_queries as unexpressible_queries
 from auditlib.simulate.postprocess import (
     query_matrix,
     round_preserving,
     solve_wls_normal,
 )
 from auditlib.simulate.release import ResidualBlock, check_block_size
+from auditlib.simulate.rounding import round_controlled
+
+if TYPE_CHECKING:
+    from auditlib.geography.schema import AttributeSchema
+    from auditlib.geography.synthetic import PopulationParams, SyntheticHierarchy
 
 #: keyed stream of TopDown noise: (TOPDOWN_NOISE, state, geolevel, replicate)
 TOPDOWN_NOISE = 15
@@ -116,68 +127,6 @@ class StateHierarchy:
         return out
 
 
-def schema_query(
-    query: str,
-    query_names: Sequence[str],
-    attribute_aliases: Mapping[str, str] | None = None,
-    detailed_as: str | None = None,
-) -> str | None:
-    """The schema's name of an allocation query, or None if the schema cannot express it.
-
-    Attribute names are mapped through ``attribute_aliases`` (e.g. ``cenrace`` → ``race`` for the
-    reduced race of the ``pl94`` schema); ``detailed_as`` is the product of all the schema's attributes
-    (``"votingage * hispanic * race"``), which the schema calls ``detailed``."""
-    if query in query_names:
-        return query
-    aliases = attribute_aliases or {}
-    name = " * ".join(aliases.get(p.strip(), p.strip()) for p in query.split("*"))
-    if name in query_names:
-        return name
-    if detailed_as is not None and name == detailed_as and "detailed" in query_names:
-        return "detailed"
-    return None
-
-
-def allocation_measured(
-    allocation: Allocation,
-    levels: Sequence[str],
-    query_names: Sequence[str],
-    neighbours: str,
-    universe: str = "persons",
-    region: str = "US",
-    *,
-    attribute_aliases: Mapping[str, str] | None = None,
-    detailed_as: str | None = None,
-) -> list[list[tuple[str, float]]]:
-    """Per level, the allocation's queries the attribute schema can express (by
-    :func:`schema_query`), as (schema query, σ²); a query measured twice keeps both measurements.
-
-    A level measuring none of them but measuring something gets, if the schema has ``total``, the
-    total at the level's combined precision: each query's cell sum estimates the total with variance
-    ``n_cells · σ²``, so ``σ²_total = 1 / Σ_q 1 / (n_cells_q σ²_q)`` (a total-only stand-in for an
-    allocation, such as the DHC's, without a total query).
-    """
-    out = []
-    for level in levels:
-        budgets = allocation.select(universe, region, level)
-        got = []
-        for b in budgets:
-            q = schema_query(b.query, query_names, attribute_aliases, detailed_as)
-            if q is not None:
-                got.append((q, float(b.sigma2(neighbours))))
-        if not got and "total" in query_names and budgets:
-            prec = sum(1.0 / (b.n_cells * float(b.sigma2(neighbours))) for b in budgets)
-            got = [("total", 1.0 / prec)]
-        if not got:
-            raise InvalidParameterError(
-                f"Invalid schema for allocation {allocation.allocation_id!r}: none of its queries at "
-                f"{level!r} ({', '.join(b.query for b in budgets)}) is in the schema "
-                f"({', '.join(query_names)}); choose a schema that has them"
-            )
-        out.append(got)
-    return out
-
-
 def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
     """One state of a :class:`auditlib.geography.Spine` as its own hierarchy, with its block
     populations as a one-cell histogram (n_blocks, 1)."""
@@ -198,11 +147,36 @@ def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
     return StateHierarchy(LEVELS, tuple(parents)), pops
 
 
+def synthetic_state(
+    hierarchy: SyntheticHierarchy,
+    params: PopulationParams,
+    state: int = 1,
+    schema: AttributeSchema | str = "total",
+) -> tuple[StateHierarchy, IntArray]:
+    """One state (1-based) of a synthetic hierarchy as its own hierarchy (State down), with its
+    bottom-level histograms ``(n_units, n_cells)`` over ``schema`` (a name or a schema) — the
+    population an audit of that hierarchy runs TopDown on (same streams)::
+
+        h = SyntheticHierarchy(("State", "County", "Tract", "Block"), (3, 4, 5), n_states=1)
+        hierarchy, block_hist = synthetic_state(h, PopulationParams(seed=1), 1, "pl94")
+    """
+    from auditlib.geography.populations import synthetic_state_population
+    from auditlib.geography.schema import schema as schema_by_name
+    from auditlib.geography.synthetic import STATE
+
+    sch = schema_by_name(schema) if isinstance(schema, str) else schema
+    if isinstance(state, bool) or not isinstance(state, int | np.integer):
+        raise InvalidParameterError(f"Invalid state: {state!r}; an integer 1..{hierarchy.n_states}")
+    hist = synthetic_state_population(hierarchy, params, int(state), sch)
+    levels = (STATE, *hierarchy.below_state)
+    return StateHierarchy.from_fanouts(levels, hierarchy.fanouts), hist
+
+
 @dataclass(frozen=True)
 class TopDownRelease:
     levels: tuple[str, ...]
     truth: list[IntArray]  # per level: (n_units, n_cells) true histograms
-    dp: list[IntArray]  # per level: (n_units, n_cells) released histograms
+    dp: list[npt.NDArray[Any]]  # per level: (n_units, n_cells) released (int64; float64 unrounded)
     iterations: list[int]  # per level: solver iterations (0: exact projection)
 
     def marginal(self, level: int, q: npt.ArrayLike) -> tuple[IntArray, IntArray]:
@@ -268,24 +242,42 @@ def _normal_equations(
     return hess, b
 
 
-def _round_children(x: npt.NDArray[np.float64], parent: IntArray, up: IntArray) -> IntArray:
-    """:func:`round_preserving` of children (rows, grouped by parent) to their parents' final
-    histograms ``up``, :data:`CHUNK_ROWS` rows of whole parents at a time (the same result as one
-    call: each (parent, cell) is rounded on its own)."""
+#: how a level's real-valued solution is made integer (see :func:`topdown`)
+Rounding = Literal["controlled", "independent", "none"]
+ROUNDINGS: tuple[str, ...] = ("controlled", "independent", "none")
+
+
+def _round_children(
+    x: npt.NDArray[np.float64], parent: IntArray, up: IntArray, rounding: Rounding
+) -> IntArray:
+    """Children (rows, grouped by parent) rounded to their parents' final histograms ``up``,
+    :data:`CHUNK_ROWS` rows of whole parents at a time (the same result as one call: parents are
+    rounded independently): ``"controlled"`` by :func:`~auditlib.simulate.rounding.round_controlled`
+    (cells and each child's total within one), ``"independent"`` by :func:`round_preserving` of
+    each (parent, cell) on its own."""
     n, n_cells = x.shape
     cells = np.arange(n_cells, dtype=np.int64)
+
+    def one(rows: npt.NDArray[np.float64], par: IntArray, target: IntArray) -> IntArray:
+        if rounding == "controlled":
+            return round_controlled(rows, par, target)
+        seg = par[:, None] * n_cells + cells
+        return round_preserving(rows, seg, target.ravel()).reshape(-1, n_cells)
+
     if n <= CHUNK_ROWS or (np.diff(parent) < 0).any():
-        return round_preserving(x, parent[:, None] * n_cells + cells, up.ravel()).reshape(
-            n, n_cells
-        )
+        if rounding == "controlled" and (np.diff(parent) < 0).any():
+            order = np.argsort(parent, kind="stable")
+            out = np.empty((n, n_cells), dtype=np.int64)
+            out[order] = one(x[order], parent[order], up)
+            return out
+        return one(x, parent, up)
     bounds = np.searchsorted(parent, np.arange(up.shape[0] + 1))  # each parent's first row
     out = np.empty((n, n_cells), dtype=np.int64)
     p0 = 0
     while p0 < up.shape[0]:
         p1 = max(int(np.searchsorted(bounds, bounds[p0] + CHUNK_ROWS, side="right")) - 1, p0 + 1)
         r0, r1 = int(bounds[p0]), int(bounds[p1])
-        seg = (parent[r0:r1] - p0)[:, None] * n_cells + cells
-        out[r0:r1] = round_preserving(x[r0:r1], seg, up[p0:p1].ravel()).reshape(-1, n_cells)
+        out[r0:r1] = one(x[r0:r1], parent[r0:r1] - p0, up[p0:p1])
         p0 = p1
     return out
 
@@ -298,8 +290,19 @@ def topdown(
     rngs: Sequence[np.random.Generator],
     *,
     tol: float = 1e-3,
+    rounding: Rounding = "controlled",
 ) -> TopDownRelease:
-    """One TopDown-style release; ``rngs[i]`` draws the noise of level ``i`` (top first)."""
+    """One TopDown-style release; ``rngs[i]`` draws the noise of level ``i`` (top first).
+
+    ``rounding`` makes each level's real-valued solution integer before the level below is fitted
+    to it: ``"controlled"`` (the default, as the Bureau's TopDown) keeps every cell and every
+    unit's total within one of the real-valued solution; ``"independent"`` rounds each (parent,
+    cell) on its own (totals drift by the sum of their cells' errors); ``"none"`` releases the
+    real-valued solutions (float histograms; for measuring what rounding costs)."""
+    if rounding not in ROUNDINGS:
+        raise InvalidParameterError(
+            f"Invalid rounding: {rounding!r}; allowed: {', '.join(ROUNDINGS)}"
+        )
     _check_measured(hierarchy, query_matrices, measured)
     if len(rngs) != len(hierarchy.levels):
         raise InvalidParameterError(f"Invalid rngs: need one per level ({len(hierarchy.levels)})")
@@ -312,7 +315,7 @@ def topdown(
                 f"columns, the histograms have {n_cells} cells"
             )
     mechs: dict[float, DiscreteGaussian] = {}
-    dp: list[IntArray] = []
+    dp: list[npt.NDArray[Any]] = []
     iters: list[int] = []
     cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
@@ -322,13 +325,19 @@ def topdown(
             seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
             target = truth[0].sum(axis=1)
             sol = solve_wls_normal(hess, b, seg, target, tol=tol)
-            dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
+            if rounding == "none":
+                dp.append(sol.x)
+            else:  # the unit total is invariant: rounding its cells keeps it
+                dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         else:
             parent = hierarchy.parents[i - 1]
             seg = parent[:, None] * n_cells + cells
             sol = solve_wls_normal(hess, b, seg, dp[i - 1], tol=tol)
             del b, seg
-            dp.append(_round_children(sol.x, parent, dp[i - 1]))
+            if rounding == "none":
+                dp.append(sol.x)
+            else:
+                dp.append(_round_children(sol.x, parent, dp[i - 1], rounding))
         iters.append(sol.iterations)
     return TopDownRelease(hierarchy.levels, truth, dp, iters)
 
@@ -370,7 +379,7 @@ def level_residuals(
         m = query_matrix(query_matrices, q).astype(np.int64)
         t = t_hist @ m.T
         truths.append(t.ravel())
-        dp_rows.append(np.stack([(np.asarray(d, dtype=np.int64) @ m.T).ravel() for d in dps]))
+        dp_rows.append(np.stack([(np.asarray(d) @ m.T).ravel() for d in dps]))  # int64 or float64
         qidx.append(np.full(t.size, query_ids[q], dtype=np.int16))
         unit.append(np.repeat(np.arange(t.shape[0], dtype=np.int32), t.shape[1]))
         cell.append(np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]))
@@ -418,3 +427,42 @@ def residual_blocks(
         )
         for i, level in enumerate(measured)
     ]
+
+
+#: classes of a unit by its true total: the stored bias of a TopDown geolevel is per class
+TRUTH_CLASSES: tuple[str, ...] = ("empty", "populated")
+
+
+def total_bias_sums(
+    residual: npt.ArrayLike,
+    query_index: npt.ArrayLike,
+    truth: npt.ArrayLike,
+    unit_index: npt.ArrayLike,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The released − true totals of a TopDown block's units, summed per :data:`TRUTH_CLASSES`
+    (true total 0, or > 0) over units and replicates, with their number: ``(sums, counts)``, each
+    of length 2 (the mean residual of a class is ``sums / counts``; blocks add).
+
+    ``residual`` is (replicates, items), the other arrays (items,) as :func:`level_residuals`
+    lays them out (``query_index`` −1: padding). Every marginal query partitions the detailed
+    cells, so a unit's total is the sum of any one query's cells: the query with the fewest items
+    is used."""
+    res = np.asarray(residual)
+    qi = np.asarray(query_index)
+    sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
+    valid = qi >= 0
+    if not valid.any():
+        return sums, counts
+    qs, sizes = np.unique(qi[valid], return_counts=True)
+    cols = np.flatnonzero(qi == qs[np.argmin(sizes)])
+    units, inv = np.unique(np.asarray(unit_index)[cols], return_inverse=True)
+    true_total = np.bincount(inv, weights=np.asarray(truth, dtype=np.float64)[cols])
+    # (replicates, cols) @ (cols, units): each unit's released − true total, per replicate
+    by_unit = sparse.csr_matrix(
+        (np.ones(cols.size), (np.arange(cols.size), inv)), shape=(cols.size, units.size)
+    )
+    totals = np.asarray((by_unit.T @ res[:, cols].astype(np.float64).T).T)
+    for c, members in enumerate((true_total == 0, true_total > 0)):
+        sums[c] = float(totals[:, members].sum())
+        counts[c] = int(members.sum()) * res.shape[0]
+    return sums, counts

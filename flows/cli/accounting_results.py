@@ -82,6 +82,10 @@ def grid_options(split_grid: float | None, max_work: float) -> dict[str, Any]:
     return out
 
 
+#: smallest ``--target`` ε: below it the calibrated noise needs lattices past any machine
+MIN_TARGET_EPS = 1e-3
+
+
 def parse_target(target: str) -> float | None:
     """``--target`` of calibrate: ``None`` for 'bureau', else a positive ε."""
     if target.strip().lower() == "bureau":
@@ -93,6 +97,11 @@ def parse_target(target: str) -> float | None:
     if not (math.isfinite(value) and value > 0):
         raise InvalidParameterError(
             f"Invalid target: {target!r}; give 'bureau' or a positive epsilon, e.g. --target 20"
+        )
+    if value < MIN_TARGET_EPS:  # the noise scale grows like 1/target: the lattice past any memory
+        raise InvalidParameterError(
+            f"Invalid target: {target!r}; the smallest target epsilon calibrated is "
+            f"{MIN_TARGET_EPS:g}, e.g. --target 20"
         )
     return value
 

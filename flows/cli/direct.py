@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
+from flows.cli.checks import load_spec
 from flows.cli.errors import fail
 from flows.cli.execute import check_target_and_scheduler, execute, print_prefect_link
 from flows.cli.options import OverwriteOption, SchedulerOption
@@ -17,7 +18,8 @@ from flows.runtime import apply_prefect_defaults
 
 def check_params(p: object) -> None:
     """Bad experiment settings raise :class:`InvalidParameterError` naming the value and the fix."""
-    from auditlib.geography.flaxman import children_per_unit
+    from auditlib.geography.flaxman import check_population_size, children_per_unit
+    from auditlib.simulate.direct import MAX_REPLICATES
     from auditlib.simulate.hierarchical import ALGORITHMS
     from flows.direct_experiment import DirectParams
 
@@ -30,10 +32,12 @@ def check_params(p: object) -> None:
         raise InvalidParameterError(f"Invalid --epsilon: {p.epsilon!r}; pass a number > 0")
     if p.change not in ("move", "add", "remove"):
         raise InvalidParameterError(f"Invalid --change: {p.change!r}; allowed: move, add, remove")
-    if p.replicates < 1 or p.chunk < 1:
+    if not (1 <= p.replicates <= MAX_REPLICATES and 1 <= p.chunk <= MAX_REPLICATES):
         raise InvalidParameterError(
-            f"Invalid sizes: --reps {p.replicates}, --chunk {p.chunk}; both must be >= 1"
+            f"Invalid sizes: --reps {p.replicates}, --chunk {p.chunk}; both must be in "
+            f"1..{MAX_REPLICATES} (MAX_REPLICATES)"
         )
+    check_population_size(p.people, p.levels, p.mean_per_location)  # D and D′ must fit
     if p.min_events < 1 or not 0 < p.confidence < 1:
         raise InvalidParameterError(
             f"Invalid --min-events {p.min_events} or --confidence {p.confidence}; need >= 1 and "
@@ -103,7 +107,6 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
     """The :class:`~flows.direct_experiment.SpecDirectParams` of ``--spec`` and the command's options."""
     from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
-    from flows.spec import load_spec
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK

@@ -207,7 +207,13 @@ def cli_reference() -> str:
         (root.help or "").strip(),
         "",
         "Exit codes: 0 success, 1 a run failed midway (no store is left), 2 bad input (one line "
-        "naming the value and the fix; nothing is written).",
+        "naming the value and the fix; nothing is written). Every failure ends in one "
+        "`dpaudit: error: ...` line on stderr: a failure midway names the log file that keeps its "
+        "full trace and whatever Prefect and Dask printed during the run (in `$DPAUDIT_LOG_DIR`, "
+        "default a `dpaudit-logs` directory in the system's temp dir); `dpaudit --debug ...` "
+        "prints the trace on the terminal instead. Outputs (`--store`, `--report`, `-o`) are "
+        "checked before any work: not in the way of an existing file or store without "
+        "`--overwrite`, in a directory that can be written.",
     ]
     for name in root.list_commands(ctx):
         cmd = root.get_command(ctx, name)

@@ -14,7 +14,17 @@ from typing import Any
 
 import typer
 
-from flows.cli.errors import EXIT_FAILED, fail
+from flows.cli.checks import check_store_target
+from flows.cli.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    append_trace,
+    debug_mode,
+    fail,
+    new_log,
+    where_logged,
+)
+from flows.cli.runlog import captured
 
 
 def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
@@ -23,14 +33,13 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
     Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
     does not answer."""
     from flows.spec.cluster import ClusterSection
-    from storage import store
 
-    store.check_target(store_url, overwrite)
+    check_store_target(store_url, overwrite)
     cluster = ClusterSection(scheduler=scheduler)
     if scheduler:
-        from flows.runtime import check_reachable
+        from flows.runtime import check_scheduler
 
-        check_reachable(scheduler, "Dask scheduler", "start one or omit --scheduler")
+        check_scheduler(scheduler, cluster.connect_timeout)
     return cluster
 
 
@@ -110,63 +119,78 @@ def execute_locked(
     )
     from storage import store
 
-    try:
-        with (
-            prefect_api() as api_url,
-            Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            ) as progress,
-        ):
-            bar = progress.add_task("starting cluster", total=None)
+    log = None if debug_mode() else new_log(f"run-{run_id}")
+    outcome: tuple[str, int] | None = None
+    keep_log = False  # only a failure midway keeps its log (the error line names it)
+    with captured(log, debug_mode()) as terminal:
+        try:
+            with (
+                prefect_api() as api_url,
+                Progress(
+                    "[progress.description]{task.description}",
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=Console(file=terminal),
+                    transient=True,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                    disable=not terminal.isatty(),  # a file or pipe gets the outcome line only
+                ) as progress,
+            ):
+                bar = progress.add_task("starting cluster", total=None)
 
-            def hook(done: int, total: int, what: str) -> None:
-                progress.update(bar, completed=done, total=total, description=what)
+                def hook(done: int, total: int, what: str) -> None:
+                    progress.update(bar, completed=done, total=total, description=what)
 
-            progress_events.listen(hook)
-            with cluster_runner(cluster) as runner:
-                flow = flow_fn.with_options(task_runner=runner, timeout_seconds=cluster.timeout_s)
-                state = flow(*args(staging), return_state=True)
-            summary = state.result()
-            summary["flow_run_id"] = str(state.state_details.flow_run_id)
-            embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
-        store.set_root_attrs(
-            staging,
-            {
-                "run_id": run_id,
-                "dask_scheduler": cluster.scheduler
-                or getattr(cluster, "cluster_class", None)
-                or "LocalCluster",
-                "n_workers": worker_count(cluster),
-                "prefect_api": "embedded" if embedded else api_url,
-                "prefect_flow_run_id": summary["flow_run_id"],
-            },
-        )
-        store.finalize(staging)
-        store.publish(staging, target)
-    except (ClusterUnreachableError, ClusterConfigError) as exc:
-        store.discard(staging, target)
-        fail(str(exc))
-    except KeyboardInterrupt:
-        if resume:
-            fail(
-                f"interrupted; finished blocks are kept in {staging!r}: run the same command "
-                "again to resume",
-                EXIT_FAILED,
+                progress_events.listen(hook)
+                with cluster_runner(cluster) as runner:
+                    flow = flow_fn.with_options(
+                        task_runner=runner, timeout_seconds=cluster.timeout_s
+                    )
+                    state = flow(*args(staging), return_state=True)
+                summary = state.result()
+                summary["flow_run_id"] = str(state.state_details.flow_run_id)
+                embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+            store.set_root_attrs(
+                staging,
+                {
+                    "run_id": run_id,
+                    "dask_scheduler": cluster.scheduler
+                    or getattr(cluster, "cluster_class", None)
+                    or "LocalCluster",
+                    "n_workers": worker_count(cluster),
+                    "prefect_api": "embedded" if embedded else api_url,
+                    "prefect_flow_run_id": summary["flow_run_id"],
+                },
             )
-        store.discard(staging, target)
-        fail("interrupted; nothing was written", EXIT_FAILED)
-    except Exception as exc:
-        store.discard(staging, target)
-        fail(f"the run failed: {describe_failure(exc)}", EXIT_FAILED)
-    finally:
-        progress_events.listen(None)
+            store.finalize(staging)
+            store.publish(staging, target)
+        except (ClusterUnreachableError, ClusterConfigError) as exc:
+            store.discard(staging, target)
+            outcome = (str(exc), EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            if resume:
+                outcome = (
+                    f"interrupted; finished blocks are kept in {staging!r}: run the same command "
+                    "again to resume",
+                    EXIT_FAILED,
+                )
+            else:
+                store.discard(staging, target)
+                outcome = ("interrupted; nothing was written", EXIT_FAILED)
+        except Exception as exc:
+            store.discard(staging, target)
+            append_trace(log, exc)
+            keep_log = True
+            failure = describe_failure(exc).rstrip(".")
+            outcome = (f"the run failed: {failure}; {where_logged(log)}", EXIT_FAILED)
+        finally:
+            progress_events.listen(None)
+    if log is not None and not keep_log:
+        log.unlink(missing_ok=True)
+    if outcome is not None:
+        fail(*outcome)
     return summary, api_url, embedded
 
 

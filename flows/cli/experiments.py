@@ -134,11 +134,9 @@ def mpl_coverage(
                 )
         if not 0 < alpha < 1:
             raise InvalidParameterError(f"Invalid alpha: {alpha!r}; must be in (0, 1)")
-        if repetitions < 1 or n < 10 or n_confidence < 10:
-            raise InvalidParameterError(
-                f"Invalid sizes: reps={repetitions}, n={n}, N={n_confidence}; need reps >= 1, "
-                "n and N >= 10"
-            )
+        from auditlib.mpl.coverage import check_coverage_sizes
+
+        check_coverage_sizes(repetitions, n, n_confidence)  # each in its range, bounded above
         cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.cli.errors import EXIT_FAILED, fail
+from flows.cli.checks import (
+    check_output_file,
+    check_parents,
+    check_store_exists,
+    check_store_target,
+    load_spec,
+)
+from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link
 from flows.runtime import apply_prefect_defaults
 
@@ -39,8 +47,7 @@ def run(
 ) -> None:
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
-    from flows.spec import load_spec, parse_spec
-    from storage import store
+    from flows.spec import parse_spec
 
     try:
         s = load_spec(spec_path)
@@ -55,32 +62,16 @@ def run(
             data["output"]["overwrite"] = True
         s = parse_spec(data, "spec with command-line overrides")
         url = s.output.store
-        store.check_target(url, s.output.overwrite)
+        check_store_target(url, s.output.overwrite)  # every output first, then the cluster
         if not no_report:
-            _check_report_target(s.output.report, s.output.overwrite)
+            check_output_file(s.output.report, s.output.overwrite, "report", create=True)
         if s.cluster.scheduler:
-            from flows.runtime import check_reachable
+            from flows.runtime import check_scheduler
 
-            check_reachable(
-                s.cluster.scheduler,
-                "Dask scheduler",
-                'start one (`dask scheduler`) or set cluster.scheduler = "" for a local cluster',
-            )
+            check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
         fail(str(exc))
     run_audit(s, url, no_report)
-
-
-def _check_report_target(path: str, overwrite: bool) -> None:
-    from auditlib.exceptions import StoreError
-
-    p = Path(path)
-    if p.exists() and not overwrite:
-        raise StoreError(
-            f"report {str(p)!r} already exists; pass --overwrite or choose another output.report"
-        )
-    if p.exists() and p.is_dir():
-        raise StoreError(f"report path {str(p)!r} is a directory; give a file name")
 
 
 def run_audit(s: Any, url: str, no_report: bool) -> None:
@@ -102,7 +93,15 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
     if not no_report:
         from flows.report.render import render_report
 
-        render_report(url, s.output.report)
+        try:
+            render_report(url, s.output.report)
+        except Exception as exc:
+            fail_with_trace(
+                "report",
+                f"the store {url!r} is written, but its report failed ({type(exc).__name__}: "
+                f"{exc}); render it again with `dpaudit report {url} -o {s.output.report}`",
+                exc,
+            )
     report = None if no_report else s.output.report
     print_run_summary(url, report, summary, time.perf_counter() - t0)
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
@@ -191,7 +190,7 @@ def spec(
     path: Annotated[Path | None, typer.Argument(help="A spec to validate and print.")] = None,
 ) -> None:
     """Print the default audit spec (or validate SPEC and print it normalized)."""
-    from flows.spec import default_spec_text, load_spec
+    from flows.spec import default_spec_text
 
     if path is None:
         typer.echo(default_spec_text())
@@ -206,11 +205,10 @@ def verify(
     store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
 ) -> None:
     """Check every array of a store against the checksums recorded when it was written."""
-    from storage import checksums, store
+    from storage import checksums
 
-    if not store.exists(store_url):
-        fail(f"store {store_url!r} not found; give a result store path or URL")
     try:
+        check_store_exists(store_url)
         v = checksums.verify(store_url)
     except DPAuditError as exc:
         fail(str(exc))
@@ -222,22 +220,28 @@ def verify(
             "re-run the audit (with --overwrite) to rebuild it",
             EXIT_FAILED,
         )
+    for note in v.notes:  # e.g. a store written before metadata digests were recorded
+        typer.echo(f"dpaudit: note: {note}", err=True)
     typer.echo(f"ok: {store_url}: {v.arrays} arrays and {v.blocks} blocks match their checksums")
 
 
 def report(
     store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
     output: Annotated[
-        str, typer.Option("--output", "-o", help="HTML file to write.")
+        str,
+        typer.Option("--output", "-o", help="HTML file to write, in an existing directory."),
     ] = "report.html",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
+    ] = False,
 ) -> None:
     """Render the HTML report of a result store."""
     from storage import schema as S
     from storage import store
 
     try:
-        if not store.is_remote(store_url) and not Path(store_url).is_dir():
-            raise InvalidParameterError(f"store {store_url!r} not found; give a result store path")
+        check_output_file(output, overwrite, "report", create=False)
+        check_store_exists(store_url)
         if not store.root_attrs(store_url).get(S.COMPLETE_ATTR):
             raise InvalidParameterError(f"store {store_url!r} is not a completed dpaudit store")
     except DPAuditError as exc:
@@ -273,8 +277,7 @@ def serve(
     """
     apply_prefect_defaults()
     from flows.runtime import check_reachable, redact_url
-    from flows.serve import build_deployments, check_cron, has_placeholder
-    from flows.spec import load_spec
+    from flows.serve import build_deployments, check_cron, expand_placeholders, has_placeholder
 
     try:
         api = os.environ.get("PREFECT_API_URL", "")
@@ -294,6 +297,15 @@ def serve(
         check_cron(cron, timezone)
         paths: list[Path | None] = list(spec_paths) if spec_paths else [None]
         specs = [(p, load_spec(p)) for p in paths]
+        from storage.store import is_remote
+
+        now = datetime.now(UTC)
+        for _, s in specs:  # the directories the runs will write into, as of today
+            outputs = [("output.store", s.output.store)]
+            outputs += [] if no_report else [("output.report", s.output.report)]
+            for key, path in outputs:
+                if not is_remote(path):
+                    check_parents(Path(expand_placeholders(path, now)), key, create=True)
         deployments = build_deployments(specs, cron, timezone, report=not no_report)
     except DPAuditError as exc:
         fail(str(exc))

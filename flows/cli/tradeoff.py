@@ -1,9 +1,12 @@
 """``dpaudit tradeoff``: the f-DP trade-off curve β(α) of an allocation, certified exact bounds
-next to the curve the Bureau's zCDP accounting implies, as CSV or JSON."""
+next to the curve the Bureau's zCDP accounting implies, as CSV (12 significant digits, the bounds
+rounded outward) or JSON (every digit)."""
 
 from __future__ import annotations
 
 import json
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +14,7 @@ import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.accounting_results import select_levels
+from flows.cli.checks import check_output_file
 from flows.cli.errors import fail
 from flows.cli.options import (
     AllocationOpt,
@@ -20,6 +24,48 @@ from flows.cli.options import (
     RegionOpt,
     UniverseOpt,
 )
+
+#: most points of the even α grid: auditlib.accounting.tradeoff.MAX_TRADEOFF_POINTS, written out
+#: here so that --help needs no import of the accountant (a test checks they agree)
+MAX_POINTS = 100_000
+
+#: the comment line that opens the CSV
+CSV_COLUMNS = (
+    "# columns: alpha = type I error; beta_lower <= beta(alpha) <= beta_upper = certified bounds "
+    "of the exact type II error (rounded outward); beta_bureau = the curve the Bureau's zCDP "
+    "accounting implies"
+)
+
+#: significant digits of the CSV's values
+CSV_DIGITS = 12
+
+
+def digits(x: float, rounding: str = ROUND_HALF_EVEN) -> str:
+    """``x`` to :data:`CSV_DIGITS` significant digits, rounded as ``rounding`` says, written as the
+    shortest text that reads back as that value (ROUND_FLOOR: never above ``x``; ROUND_CEILING:
+    never below)."""
+    if x == 0 or not math.isfinite(x):
+        return repr(x)
+    d = Decimal(x)
+    quantum = Decimal(1).scaleb(d.adjusted() - CSV_DIGITS + 1)
+    return repr(float(d.quantize(quantum, rounding=rounding)))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file beside it: a write that fails midway (a full
+    disk) leaves the file that was there, whole."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def tradeoff(
@@ -35,17 +81,33 @@ def tradeoff(
         list[float] | None, typer.Option("--alpha", help="Type I error value(s) in [0, 1].")
     ] = None,
     points: Annotated[
-        int | None, typer.Option("--points", help="Evenly spaced α grid on [0, 1] (default 101).")
+        int | None,
+        typer.Option(
+            "--points",
+            help=f"Evenly spaced α grid on [0, 1], 2..{MAX_POINTS} points (default 101).",
+        ),
     ] = None,
     fmt: Annotated[CurveFormat, typer.Option("--format", "-f", help="csv or json.")] = (
         CurveFormat.csv
     ),
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write to FILE (in an existing directory) instead of stdout."
+        ),
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
+    ] = False,
 ) -> None:
     """f-DP trade-off curve β(α): certified exact bounds next to the curve the Bureau's zCDP
-    accounting implies."""
+    accounting implies.
+
+    CSV (on stdout or in FILE): a '# columns:' comment line saying what the columns are, the header
+    alpha,beta_lower,beta_upper,beta_bureau and one row per α. Values have at most 12 significant
+    digits: beta_lower rounded down and beta_upper up, so the bracket stays certified; α and
+    beta_bureau to the nearest. Read it with pandas.read_csv(FILE, comment='#'). JSON keeps every
+    digit."""
     import numpy as np
 
     from auditlib.accounting import (
@@ -54,23 +116,23 @@ def tradeoff(
         zcdp_tradeoff,
     )
     from auditlib.accounting import tradeoff as tradeoff_curve
+    from auditlib.accounting.tradeoff import check_tradeoff_points
 
     try:
         if alpha and points is not None:
             raise InvalidParameterError(
                 "Invalid options: give either --alpha values or --points, not both"
             )
-        if points is not None and points < 2:
-            raise InvalidParameterError(f"Invalid points: {points!r}; must be >= 2")
+        if points is not None:
+            check_tradeoff_points(points)
         for a in alpha or []:
             if not (0.0 <= a <= 1.0):
                 raise InvalidParameterError(f"Invalid alpha: {a!r}; must be in [0, 1]")
-        if output is not None and not output.parent.is_dir():
-            raise InvalidParameterError(
-                f"Invalid output: {str(output)!r}; directory {str(output.parent)!r} not found"
-            )
+        if output is not None:
+            check_output_file(output, overwrite, "Invalid output", create=False)
         alloc, _ = select_levels(allocation, universe, region, [level] if level else None)
-        grid = np.asarray(alpha, dtype=float) if alpha else np.linspace(0, 1, points or 101)
+        even = [float(f"{a:.12g}") for a in np.linspace(0, 1, points or 101)]  # 0.3, not 0.3000…4
+        grid = np.asarray(alpha or even, dtype=float)
         comps = alloc.components(neighbours.value, universe, region, level)
         comp = DiscreteGaussianComposition(list(comps))
         beta = tradeoff_curve(comp, grid)
@@ -103,9 +165,13 @@ def tradeoff(
             indent=2,
         )
     else:
-        lines = ["alpha,beta_lower,beta_upper,beta_bureau"]
+        what = (
+            f"{alloc.allocation_id}, {neighbours.value}, {universe}, {region}, "
+            f"{level or 'all levels composed'}, method={comp.method}"
+        )
+        lines = [f"{CSV_COLUMNS}; {what}", "alpha,beta_lower,beta_upper,beta_bureau"]
         lines += [
-            f"{a!r},{b0!r},{b1!r},{bz!r}"
+            f"{digits(a)},{digits(b0, ROUND_FLOOR)},{digits(b1, ROUND_CEILING)},{digits(bz)}"
             for a, b0, b1, bz in zip(
                 grid.tolist(), lo.tolist(), hi.tolist(), bureau.tolist(), strict=True
             )
@@ -114,5 +180,5 @@ def tradeoff(
     if output is None:
         typer.echo(text)
     else:
-        output.write_text(text + "\n", encoding="utf-8")
+        write_atomically(output, text + "\n")
         typer.echo(f"{fmt.value}: {output} ({grid.size} points, method={comp.method})", err=True)

@@ -16,6 +16,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+#: Resolution of the embedded PNGs.
+PNG_DPI = 110
+
 
 @dataclass
 class ReportFigure:
@@ -40,11 +43,21 @@ def new_figure(
 
 
 def to_data_uri(fig: Figure) -> str:
+    """``fig`` as a base64 PNG data URI (:data:`PNG_DPI`, no software tag).
+
+    The bytes are those of ``fig.savefig(buf, format="png", dpi=PNG_DPI, metadata={"Software":
+    None})``, drawn once: ``savefig`` runs a figure's layout engine inside a whole extra draw
+    (rendering disabled) before the draw it prints; here the engine runs alone. The figure is not
+    cleared afterwards (that resets every axes one by one); it is garbage once the caller drops it.
+    """
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    fig.set_dpi(PNG_DPI)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+        fig.set_layout_engine("none")
     buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    finally:
-        fig.clear()
+    canvas.print_png(buf, metadata={"Software": None})
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 

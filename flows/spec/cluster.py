@@ -43,6 +43,8 @@ class ClusterSection(Strict):
     threads_per_worker: Annotated[int, Field(gt=0, le=256)] = 1
     memory_limit: str = "4GiB"
     timeout_s: Annotated[int, Field(gt=0)] = 3600
+    #: seconds to reach the scheduler and get its handshake before the run is refused
+    connect_timeout: Annotated[float, Field(gt=0, le=600)] = 10.0
     tasks_per_worker: Annotated[int, Field(ge=0, le=1024)] = 2
 
     @field_validator("memory_limit")

@@ -50,10 +50,11 @@ class FlaxmanParams:
 
 @dataclass(frozen=True)
 class TopDownParams:
-    """A TopDown-style release: schema, per-geolevel measured (schema query, σ²), solver tolerance."""
+    """A TopDown-style release: schema, measured (schema query, σ²) by geolevel name, solver
+    tolerance."""
 
     schema: str
-    measured: tuple[tuple[tuple[str, float], ...], ...]  # per AuditPlan.geolevels
+    measured: dict[str, tuple[tuple[str, float], ...]]  # geolevel name -> its measurements
     tol: float
 
 
@@ -324,6 +325,13 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
     )
 
 
+def by_level(
+    geolevels: tuple[str, ...], measured: list[list[tuple[str, float]]]
+) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Measurements per level (in ``geolevels`` order) keyed by the level's name."""
+    return {g: tuple(level) for g, level in zip(geolevels, measured, strict=True)}
+
+
 def _measured_query_plans(
     measured: list[list[tuple[str, float]]], sch: AttributeSchema
 ) -> tuple[tuple[str, ...], list[tuple[tuple[int, QueryPlan], ...]]]:
@@ -372,9 +380,7 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
         n_items_max=max((b.n_items for b in blocks), default=1),
         postprocess="topdown",
         release="topdown",
-        topdown=TopDownParams(
-            sch.name, tuple(tuple(level) for level in measured), spec.release.tolerance
-        ),
+        topdown=TopDownParams(sch.name, by_level(base.geolevels, measured), spec.release.tolerance),
     )
 
 
@@ -421,8 +427,6 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         noise_seed=int(base_seed[1]),
         postprocess="topdown",
         release="topdown",
-        topdown=TopDownParams(
-            sch.name, tuple(tuple(level) for level in measured), spec.release.tolerance
-        ),
+        topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         spine=SpineParams(pop_seed, a.region),
     )

@@ -47,20 +47,35 @@ def topdown_measured(
     on_spine: bool = False,
 ) -> list[list[tuple[str, float]]]:
     """Per geolevel (``on_spine``: those the spine simulates), the allocation's queries the
-    attribute schema expresses, with their σ²."""
+    attribute schema expresses, with their σ²; the others (e.g. ``hhgq``, which no shipped schema
+    has) are left out on purpose."""
     from auditlib.geography.schema import schema
-    from auditlib.simulate.topdown import allocation_measured
+    from auditlib.simulate.measured import allocation_measured, unexpressible_queries
 
     sch = schema(attributes)
+    alloc = load_allocation(allocation)
+    levels = spine_geolevels(geolevels) if on_spine else geolevels
+    aliases = SCHEMA_ALIASES.get(sch.name)
+    detailed = " * ".join(sch.attribute_names)
+    skip = unexpressible_queries(
+        alloc,
+        levels,
+        sch.query_names,
+        universe,
+        region,
+        attribute_aliases=aliases,
+        detailed_as=detailed,
+    )
     return allocation_measured(
-        load_allocation(allocation),
-        spine_geolevels(geolevels) if on_spine else geolevels,
+        alloc,
+        levels,
         sch.query_names,
         neighbours,
         universe,
         region,
-        attribute_aliases=SCHEMA_ALIASES.get(sch.name),
-        detailed_as=" * ".join(sch.attribute_names),
+        attribute_aliases=aliases,
+        detailed_as=detailed,
+        skip=skip,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,80 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
         sched.terminate()
         worker.wait(30)
         sched.wait(30)
+
+
+@pytest.fixture
+def api_env(prefect_harness: None, tmp_path: Path) -> dict[str, str]:
+    """The environment of a `dpaudit` process reporting to the session's Prefect API (no embedded
+    server to start), its log files in the test's directory."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "DPAUDIT_LOG_DIR": str(tmp_path / "logs"),
+    }
+
+
+#: what Prefect logs when a flow outlives its timeout: its timeout line, or (the timeout landing
+#: while a result is serialised) the cancellation it causes
+PREFECT_TIMEOUT = re.compile(r"exceeded timeout of 1\.0 second|Flow run .* CancelledError")
+
+
+def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
+    api_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A real failure midway (the flow outlives cluster.timeout_s): exit 1, one line naming the log;
+    what Prefect printed and the trace are in the log, not on the terminal; no store left."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = work / "slow.toml"
+    spec.write_text(to_toml(tiny_spec(cluster={"timeout_s": 1, "n_workers": 1})))
+    cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report"]
+    done = subprocess.run(cmd, cwd=work, env=api_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("dpaudit: error: the run failed: ") and "Traceback" not in lines[0]
+    (log,) = (tmp_path / "logs").iterdir()
+    assert lines[0].endswith(f"the full log is in {log}")
+    text = log.read_text()
+    assert PREFECT_TIMEOUT.search(text)  # Prefect's own line, kept off the terminal
+    assert "Traceback (most recent call last)" in text
+    assert sorted(p.name for p in work.iterdir()) == ["slow.toml"]  # no store, no staging copy
+
+
+def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_path: Path) -> None:
+    """``dpaudit --debug run``: what Prefect prints and the trace stay on the terminal, then the
+    one line; no log file."""
+    spec = tmp_path / "slow.toml"
+    spec.write_text(to_toml(tiny_spec(cluster={"timeout_s": 1, "n_workers": 1})))
+    cmd = [*dpaudit(), "--debug", "run", str(spec), "--store", "a.zarr", "--no-report"]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert PREFECT_TIMEOUT.search(done.stderr)
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("dpaudit: error: the run failed: ")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_cluster_class_that_does_not_start_is_one_line(
+    api_env: dict[str, str], tmp_path: Path
+) -> None:
+    """LocalCluster passes unknown kwargs to its workers, which fail to start and print Dask's
+    tracebacks: the terminal gets the one line only, exit 2, and nothing is left behind."""
+    spec = tmp_path / "kw.toml"
+    cluster = {"class": "distributed.LocalCluster", "kwargs": {"n_workers": 1, "bogus_arg": 3}}
+    spec.write_text(to_toml(tiny_spec(cluster=cluster)))
+    cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report"]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert "Traceback" not in done.stderr and "bogus_arg" in done.stderr
+    assert done.stderr.startswith("dpaudit: error: cluster.class = 'distributed.LocalCluster'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kw.toml", "logs"]
+    assert not any((tmp_path / "logs").iterdir())  # bad input keeps no log

@@ -124,7 +124,9 @@ def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
     # since the new one is built beside it and published only once complete
     before = {k: fs.info(k)["ETag"] for k in fs.find(f"{s3.bucket}/runs/a.zarr")}
     # ... and a staging prefix another spec left behind is cleared when this run starts
-    fs.pipe(f"{s3.bucket}/runs/.a.zarr.partial-0123456789abcdef/zarr.json", b"{}")
+    store.claim_staging(
+        f"s3://{s3.bucket}/runs/.a.zarr.partial-0123456789abcdef", "0123456789abcdef"
+    )
     doomed = tmp_path / "doomed.toml"
     doomed.write_text(SPEC + "\n[cluster]\ntimeout_s = 1\n")
     failed = runner.invoke(app, ["run", str(doomed), "--store", url, "--overwrite", "--no-report"])

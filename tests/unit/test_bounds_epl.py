@@ -1,4 +1,4 @@
-"""Size bounds of the EPL estimate: bootstrap and reference draws, made block by block.
+"""Size bounds of the EPL estimate: bootstrap and reference draws, and the bootstrap's memory.
 
 Each bound is refused at once — within a second, without allocating (``tests/unit/_bounds.py``) —
 naming the value given and the largest allowed; a value at the bound is accepted where that is
@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 
-from auditlib.epl import default as epl_default
 from auditlib.epl.default import MAX_DRAWS, estimate_epl
 from auditlib.mechanisms import DiscreteGaussian
 from tests.unit._bounds import refused
@@ -33,16 +31,3 @@ def test_epl_draws_are_bounded() -> None:
     )
     most = int(re.search(r"the largest allowed here is (\d+)", msg).group(1))  # type: ignore[union-attr]
     assert 0 < most < 100_000
-
-
-def test_epl_draws_in_blocks_are_the_draws_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The resampled histograms are made block by block; any block size gives the same draws."""
-    r = DiscreteGaussian(9.0).rvs(3_000, np.random.default_rng(5))
-    whole = estimate_epl(r, n_boot=300, n_null=200, seed=11)
-    monkeypatch.setattr(epl_default, "_BLOCK_BYTES", 8 * 3 * 40)  # a handful of rows per block
-    blocks = estimate_epl(r, n_boot=300, n_null=200, seed=11)
-    # the same draws; the kernel products of fewer rows may round in another order (last bits)
-    for name in ("ci_low", "ci_high", "boot_mean", "null_mean", "null_upper", "slope_se"):
-        np.testing.assert_allclose(getattr(blocks, name), getattr(whole, name), rtol=1e-12)
-    np.testing.assert_allclose(blocks.band_low, whole.band_low, rtol=1e-12)
-    np.testing.assert_allclose(blocks.band_high, whole.band_high, rtol=1e-12)

@@ -52,7 +52,7 @@ def test_run_refuses_to_replace_an_existing_store(tmp_path: Path) -> None:
     (tmp_path / "out.zarr" / "keep.txt").write_text("mine")
     res = runner.invoke(app, ["run", str(spec)])
     assert res.exit_code == 2
-    assert "already exists; pass --overwrite" in res.stderr
+    assert "is not a dpaudit store" in res.stderr  # --overwrite would not replace it either
     assert (tmp_path / "out.zarr" / "keep.txt").read_text() == "mine"
 
 
@@ -128,13 +128,20 @@ def test_report_of_a_missing_store(tmp_path: Path) -> None:
 
 
 def test_run_refuses_a_store_another_run_is_writing(tmp_path: Path) -> None:
-    from storage import store
 
     spec = write_spec(tmp_path, "")
-    lock = store.lock_path(str(tmp_path / "out.zarr"))
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    code = (
+        "import sys, time\nfrom storage import store\n"
+        "with store.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n"
+    )
+    live = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "out.zarr")],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        lock.write_text(str(live.pid))
+        assert live.stdout is not None and live.stdout.readline().strip() == "held"
         res = runner.invoke(app, ["run", str(spec)])
     finally:
         live.kill()
@@ -142,3 +149,66 @@ def test_run_refuses_a_store_another_run_is_writing(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert f"another dpaudit run (pid {live.pid}) is writing" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.zarr.lock", "spec.toml"]
+
+
+def test_report_refuses_an_existing_file_unless_overwrite(tmp_path: Path) -> None:
+    from tests.unit.test_store_integrity import built
+
+    url = built(tmp_path)
+    out = tmp_path / "r.html"
+    out.write_text("mine")
+    res = runner.invoke(app, ["report", url, "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "already exists; pass --overwrite" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert out.read_text() == "mine"
+    res = runner.invoke(app, ["report", url, "-o", str(out), "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().lstrip().lower().startswith("<!doctype html")
+
+
+def test_a_failure_midway_is_one_line_naming_a_log_with_the_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception no command expected (here a real overflow in the accountant for an absurd
+    target) ends in one line and exit 1; the trace goes to the log file the line names."""
+    logs = tmp_path / "logs"
+    monkeypatch.setenv("DPAUDIT_LOG_DIR", str(logs))
+    args = ["calibrate", "-l", "State", "--target", "1e300"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr
+    assert lines[0].startswith("dpaudit: error: dpaudit calibrate failed: OverflowError")
+    (log,) = logs.iterdir()
+    assert lines[0].endswith(f"the full log is in {log}")
+    trace = log.read_text()
+    assert "Traceback (most recent call last)" in trace and "OverflowError" in trace
+    # --debug: the same trace on stderr, then the one line
+    res = runner.invoke(app, ["--debug", *args])
+    assert res.exit_code == 1
+    assert "Traceback (most recent call last)" in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("dpaudit: error: dpaudit calibrate")
+    assert res.stderr.strip().endswith("the trace is above")
+    assert list(logs.iterdir()) == [log]  # no second log
+
+
+def test_debug_shows_the_trace_of_bad_input(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "[audit]\nreplicats = 3")
+    res = runner.invoke(app, ["run", str(spec)])
+    assert "Traceback" not in res.stderr
+    res = runner.invoke(app, ["--debug", "run", str(spec)])
+    assert res.exit_code == 2
+    assert "Traceback (most recent call last)" in res.stderr and "SpecError" in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("dpaudit: error: invalid spec")
+
+
+def test_help_lists_run_first() -> None:
+    res = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    listed = [
+        ln.strip("│ ").split()[0]
+        for ln in res.stdout.split("Commands")[1].splitlines()
+        if ln.startswith("│ ") and ln.strip("│ ")
+    ]
+    assert listed[:5] == ["run", "spec", "verify", "report", "serve"]
+    assert set(listed) >= {"sweep", "mpl-coverage", "direct", "account", "calibrate", "tradeoff"}

@@ -150,7 +150,7 @@ def test_calibrate_levels_and_common_factor() -> None:
 def test_tradeoff_csv_json_and_file(tmp_path: Path) -> None:
     res = runner.invoke(app, ["tradeoff", "-l", "State", "--alpha", "0.05"])
     assert res.exit_code == 0, res.output
-    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    rows = list(csv.DictReader(ln for ln in io.StringIO(res.stdout) if not ln.startswith("#")))
     assert len(rows) == 1
     assert float(rows[0]["beta_lower"]) == pytest.approx(0.591, abs=5e-4)
     assert float(rows[0]["beta_bureau"]) == pytest.approx(0.031, abs=5e-4)
@@ -208,3 +208,43 @@ def test_bad_input_exit_2(args: list[str], pattern: str) -> None:
     assert pattern in res.stderr
     if not args[-1] == "fft":
         assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_tradeoff_csv_says_its_columns_and_keeps_the_bracket_certified(tmp_path: Path) -> None:
+    """CSV: a '# columns:' line, values of at most 12 significant digits (an even grid reads 0.3,
+    not 0.30000000000000004), the bounds rounded outward from the full-precision JSON values."""
+    args = ["tradeoff", "-l", "State", "--points", "11"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    first, header, *body = res.stdout.strip().splitlines()
+    assert first.startswith("# columns: alpha = type I error; beta_lower <= beta(alpha)")
+    assert header == "alpha,beta_lower,beta_upper,beta_bureau"
+    rows = [[float(v) for v in row.split(",")] for row in body]
+    assert [r[0] for r in rows] == [i / 10 for i in range(11)]
+    assert "0.30000000000000004" not in res.stdout
+    for text in ",".join(body).split(","):
+        assert len(text.lstrip("-0.").split("e")[0].replace(".", "")) <= 12, text
+    full = json.loads(runner.invoke(app, [*args, "-f", "json"]).stdout)
+    for r, lo, hi, bz in zip(
+        rows, full["beta_lower"], full["beta_upper"], full["beta_bureau"], strict=True
+    ):
+        assert r[1] <= lo and r[2] >= hi  # still a certified bracket
+        assert r[1] == pytest.approx(lo, rel=1e-11, abs=1e-300)
+        assert r[2] == pytest.approx(hi, rel=1e-11, abs=1e-300)
+        assert r[3] == pytest.approx(bz, rel=1e-11, abs=1e-300)
+    # a file gets the same text
+    target = tmp_path / "c.csv"
+    assert runner.invoke(app, [*args, "-o", str(target)]).exit_code == 0
+    assert target.read_text() == res.stdout
+    again = runner.invoke(app, [*args, "-o", str(target)])
+    assert again.exit_code == 2 and "already exists; pass --overwrite" in again.stderr
+    assert runner.invoke(app, [*args, "-o", str(target), "--overwrite"]).exit_code == 0
+
+
+def test_tradeoff_help_states_the_accountants_bound() -> None:
+    from auditlib.accounting.tradeoff import MAX_TRADEOFF_POINTS
+    from flows.cli.tradeoff import MAX_POINTS
+
+    assert MAX_POINTS == MAX_TRADEOFF_POINTS
+    res = runner.invoke(app, ["tradeoff", "--help"], env={"COLUMNS": "200"})
+    assert f"2..{MAX_TRADEOFF_POINTS} points" in res.stdout

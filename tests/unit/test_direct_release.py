@@ -188,7 +188,7 @@ def test_pl94_synthetic_topdown_cell() -> None:
 
 @pytest.mark.parametrize(
     "release",
-    [Hierarchical("adpc", 0.7), Stratified("sa4", 0.5), Allocation(3.0, "nonnegative")],
+    [Hierarchical("adpc", 0.7, 4), Stratified("sa4", 0.5), Allocation(3.0, "nonnegative")],
     ids=["adpc", "sa4", "allocation"],
 )
 def test_ranges_in_any_split_join_into_one_run(table: HistogramDatabase, release: object) -> None:

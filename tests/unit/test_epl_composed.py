@@ -49,7 +49,7 @@ def test_rdpc_is_about_eps_over_levels_each_but_eps_composed() -> None:
     res = simulate_residuals(pop, "rdpc", eps, seed=4, replicates=200, dtype=np.float64)
     leaves = np.arange(pop.hierarchy.n_leaves)
     maps = [pop.hierarchy.unit_of_leaf(leaves, j) for j in range(4)]
-    c = composed_epl([res[j] for j in range(4)], maps, seed=3)
+    c = composed_epl([res[f"L{j}"] for j in range(4)], maps, seed=3)
     assert c.per_level[3] == pytest.approx(eps / 4, rel=0.2)  # the leaves: ≈ ε/4
     assert max(c.per_level) < 0.45 * eps  # no level alone shows more than ~ε/4 (+ small-n bias)
     assert 0.85 * eps < c.epl_sum < 1.35 * eps  # ≈ ε composed (the root: 200 residuals, biased up)

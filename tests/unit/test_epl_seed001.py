@@ -49,9 +49,9 @@ def test_adpc_exact_windowed_loss_is_well_below_eps() -> None:
 
 def test_fig1_gdpc_eps_adpc_its_exact_windowed_loss_rdpc_a_quarter_per_level() -> None:
     reps = 100  # 926,100 leaf residuals: the max-over-window bias is gone (docs/epl.md)
-    g = simulate_residuals(POP, "gdpc", 0.025, seed=3, replicates=reps)[3].ravel()
+    g = simulate_residuals(POP, "gdpc", 0.025, seed=3, replicates=reps)["L3"].ravel()
     assert epl(g).epl / 0.025 == pytest.approx(1.0, abs=0.06)
-    a = simulate_residuals(POP, "adpc", 0.05, seed=3, replicates=reps, n_runs=4)[3].ravel()
+    a = simulate_residuals(POP, "adpc", 0.05, seed=3, replicates=reps, n_runs=4)["L3"].ravel()
     exact = adpc_exact_loss(0.05, 4)
     assert epl(a).epl == pytest.approx(exact, rel=0.04)  # 0.57 ε, not 0.75-0.8 ε
     # the wider kernel flattens ADPC's curved log-ratio a little (as a Gaussian's: ≈ −6 %)
@@ -61,7 +61,7 @@ def test_fig1_gdpc_eps_adpc_its_exact_windowed_loss_rdpc_a_quarter_per_level() -
     assert wide == pytest.approx(adpc_exact_loss(0.05, 4, 2.0), rel=0.06)
     assert not 0.75 <= epl(a).epl / 0.05 <= 0.8
     r = simulate_residuals(POP, "rdpc", 0.1, seed=3, replicates=reps)
-    assert epl(r[3].ravel()).epl / 0.1 == pytest.approx(0.25, abs=0.03)  # per level ≈ ε/4
+    assert epl(r["L3"].ravel()).epl / 0.1 == pytest.approx(0.25, abs=0.03)  # per level ≈ ε/4
 
 
 def test_one_replicate_reads_higher_by_the_small_sample_bias() -> None:
@@ -69,8 +69,8 @@ def test_one_replicate_reads_higher_by_the_small_sample_bias() -> None:
     # above the exact loss for both releases, by about the same factor
     ratios = []
     for s in range(8):
-        g = simulate_residuals(POP, "gdpc", 0.025, seed=50 + s)[3].ravel()
-        a = simulate_residuals(POP, "adpc", 0.05, seed=50 + s, n_runs=4)[3].ravel()
+        g = simulate_residuals(POP, "gdpc", 0.025, seed=50 + s)["L3"].ravel()
+        a = simulate_residuals(POP, "adpc", 0.05, seed=50 + s, n_runs=4)["L3"].ravel()
         ratios.append((epl(g).epl / 0.025, epl(a).epl / 0.05))
     gd, ad = np.mean(ratios, axis=0)
     assert gd > 1.2 and ad > 0.65  # upward bias (exact: 1 and 0.567)

@@ -140,8 +140,8 @@ def _geometric_chi2_pvalue(residuals: np.ndarray, eps: float, k_max: int) -> flo
 def test_gdpc_residuals_follow_the_geometric_pmf_and_a_30pc_wrong_epsilon_fails() -> None:
     eps = 0.4
     res = simulate_residuals(POP, "gdpc", eps, seed=11, replicates=30)
-    assert list(res) == [3]
-    r = res[3].ravel()
+    assert list(res) == ["L3"]
+    r = res["L3"].ravel()
     assert r.size == 30 * 3375
     np.testing.assert_array_equal(r, np.round(r))  # integer residuals
     assert _geometric_chi2_pvalue(r, eps, 15) > 1e-3
@@ -155,7 +155,7 @@ def test_gdpc_residuals_follow_the_geometric_pmf_and_a_30pc_wrong_epsilon_fails(
 @pytest.mark.parametrize(("eps", "p"), [(0.5, 4), (0.2, 2)])
 def test_adpc_residual_variance_is_var_g_eps_over_p_over_p(eps: float, p: int) -> None:
     res = simulate_residuals(POP, "adpc", eps, seed=12, replicates=20, n_runs=p, dtype=np.float64)
-    r = res[3].ravel()
+    r = res["L3"].ravel()
     np.testing.assert_array_equal(r * p, np.round(r * p))  # on the lattice Z/P
     expected = TwoSidedGeometric(eps / p).var() / p
     var = float(np.mean(r**2))  # the mean is 0 exactly, so this is unbiased
@@ -209,8 +209,8 @@ def test_rdpc_children_sum_to_the_parent_at_every_level(which: str) -> None:
 def test_rdpc_root_is_n_plus_geometric_at_eps_over_j_plus_1() -> None:
     tree = CountTree.from_population(POP)
     res = simulate_residuals(tree, "rdpc", 2.0, seed=13, replicates=4000, dtype=np.float64)
-    assert set(res) == {0, 1, 2, 3}
-    assert _geometric_chi2_pvalue(res[0].ravel(), 0.5, 8) > 1e-3
+    assert list(res) == ["L0", "L1", "L2", "L3"]
+    assert _geometric_chi2_pvalue(res["L0"].ravel(), 0.5, 8) > 1e-3
 
 
 def test_rake_splits_nonpositive_families_equally() -> None:
@@ -228,16 +228,17 @@ def test_rake_splits_nonpositive_families_equally() -> None:
 
 @pytest.mark.parametrize("algo", ["gdpc", "rdpc", "adpc"])
 def test_replicates_are_keyed_chunks_reproduce_one_run(algo: str) -> None:
-    whole = simulate_residuals(POP, algo, 0.3, seed=21, replicates=6)  # type: ignore[arg-type]
-    again = simulate_residuals(POP, algo, 0.3, seed=21, replicates=6)  # type: ignore[arg-type]
-    lo = simulate_residuals(POP, algo, 0.3, seed=21, replicates=range(0, 2))  # type: ignore[arg-type]
-    hi = simulate_residuals(POP, algo, 0.3, seed=21, replicates=range(2, 6))  # type: ignore[arg-type]
-    other = simulate_residuals(POP, algo, 0.3, seed=22, replicates=6)  # type: ignore[arg-type]
+    p = 4 if algo == "adpc" else None
+    whole = simulate_residuals(POP, algo, 0.3, seed=21, replicates=6, n_runs=p)  # type: ignore[arg-type]
+    again = simulate_residuals(POP, algo, 0.3, seed=21, replicates=6, n_runs=p)  # type: ignore[arg-type]
+    lo = simulate_residuals(POP, algo, 0.3, seed=21, replicates=range(0, 2), n_runs=p)  # type: ignore[arg-type]
+    hi = simulate_residuals(POP, algo, 0.3, seed=21, replicates=range(2, 6), n_runs=p)  # type: ignore[arg-type]
+    other = simulate_residuals(POP, algo, 0.3, seed=22, replicates=6, n_runs=p)  # type: ignore[arg-type]
     for j, arr in whole.items():
         assert arr.dtype == np.float32 and arr.flags.c_contiguous
         np.testing.assert_array_equal(arr, again[j])
         np.testing.assert_array_equal(arr, np.concatenate([lo[j], hi[j]]))
-        if j:
+        if j != "L0":
             assert not np.array_equal(arr, other[j])
             assert not np.array_equal(arr[0], arr[1])
 
@@ -323,6 +324,6 @@ def test_residual_block_has_the_store_layout() -> None:
     assert blk.truth.dtype == np.int32 and (blk.query_index == 3).all()
     np.testing.assert_array_equal(blk.unit_index, np.arange(225))
     whole = simulate_residuals(POP, "rdpc", 0.3, seed=21, replicates=6)
-    np.testing.assert_array_equal(blk.residual, whole[2][2:6])
+    np.testing.assert_array_equal(blk.residual, whole["L2"][2:6])
     with pytest.raises(InvalidParameterError, match="level: 2"):
         residual_block(POP, "gdpc", 0.3, level=2, seed=1)

@@ -114,7 +114,7 @@ def test_bandwidths() -> None:
     assert h_ci == pytest.approx(bandwidth_scale(x) * 5000 ** (-1 / 3 - 0.05), rel=1e-14)
     assert h_ci < silverman_bandwidth(x)
     with pytest.raises(InvalidParameterError, match="beta"):
-        undersmoothed_bandwidth(x, beta=1.5)
+        undersmoothed_bandwidth(x, beta=2.5)
     with pytest.raises(InvalidParameterError, match="gamma"):
         undersmoothed_bandwidth(x, gamma=0.0)
     assert bandwidth_scale(np.zeros(10)) == 0.9  # degenerate spread falls back to 1 (bw.nrd0)

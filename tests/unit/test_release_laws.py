@@ -45,8 +45,8 @@ def _chi2_pvalue(r_times_p: np.ndarray, eps: float, p: int, k_max: int) -> float
 @pytest.mark.parametrize(("eps", "p"), [(0.5, 4), (1.0, 2)])
 def test_adpc_residuals_follow_the_exact_pmf_and_a_30pc_wrong_epsilon_fails(eps, p):
     res = simulate_residuals(POP, "adpc", eps, seed=21, replicates=20, n_runs=p, dtype=np.float64)
-    r = np.round(res[3].ravel() * p)
-    np.testing.assert_allclose(res[3].ravel() * p, r, atol=1e-9)  # on the lattice Z/P
+    r = np.round(res["L3"].ravel() * p)
+    np.testing.assert_allclose(res["L3"].ravel() * p, r, atol=1e-9)  # on the lattice Z/P
     k_max = int(3 * np.sqrt(2 * p) * p / eps)  # about 3 standard deviations of P·residual
     assert _chi2_pvalue(r, eps, p, k_max) > 1e-3
     assert _chi2_pvalue(r, 1.3 * eps, p, k_max) < 1e-8

@@ -1,0 +1,248 @@
+"""`dpaudit run` as processes: what it starts ends with it, and its console stays its own.
+
+- ``kill -9`` of the run: no process it started (the embedded API server, Dask's workers) survives,
+  and nothing listens on the server's port.
+- A run that fails midway (its staging store broken under it): exit 1 and one line on the console;
+  Prefect's and Dask's tracebacks are in the run's log file; no exception pickle is left under
+  ``$PREFECT_HOME/storage``.
+- ``--scheduler`` at an HTTP server (which waits for a request: Dask's handshake hung for ever):
+  exit 2 and one line within ``cluster.connect_timeout`` (plus the embedded API's start). A closed
+  port and a bad cluster-class kwarg: tests/unit/test_runtime_scheduler.py and
+  tests/unit/test_runtime_cluster_class.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.integration._specs import tiny_spec, to_toml
+from tests.integration.test_cli_run import FANOUT, dpaudit
+
+pytestmark = pytest.mark.integration
+
+# three states, one worker: a run long enough to be caught simulating
+SPEC = to_toml(
+    tiny_spec(
+        states=3, fanout=FANOUT, simulation={"max_cells_per_query": 4}, cluster={"n_workers": 1}
+    )
+)
+#: what a run inherits from this test process that would tie it to this process's log routing
+_INHERITED = (
+    "PREFECT_API_URL",
+    "DPAUDIT_RUN_LOG",
+    "DASK_LOGGING",
+    "PREFECT_LOGGING_CONFIG_PATH",
+    "PREFECT_RESULTS_LOCAL_STORAGE_PATH",
+)
+
+
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Prefect home for the runs of this module: its database is created once."""
+    return tmp_path_factory.mktemp("prefect-home")
+
+
+@pytest.fixture
+def run_env(tmp_path: Path, prefect_home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
+    env["PREFECT_HOME"] = str(prefect_home)
+    env["DPAUDIT_LOG_DIR"] = str(tmp_path / "logs")
+    return env
+
+
+def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert proc.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
+        time.sleep(0.05)
+
+
+def staging_dirs(out: Path) -> list[Path]:
+    return sorted(out.glob(".a.zarr.partial-*"))
+
+
+def marked_blocks(out: Path) -> int:
+    return sum(
+        1
+        for s in staging_dirs(out)
+        for p in (s / "residuals/block_sha256/c").rglob("*")
+        if p.is_file()
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def listening_ports(procs: list[psutil.Process]) -> set[int]:
+    ports = set()
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+    return ports
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    p = tmp_path / "spec.toml"
+    p.write_text(SPEC)
+    (tmp_path / "out").mkdir()
+    return p
+
+
+def test_kill_9_of_a_run_leaves_no_process_behind(
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str]
+) -> None:
+    out = tmp_path / "out"
+    cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=run_env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    run = psutil.Process(proc.pid)
+    tree: list[psutil.Process] = []
+    try:
+        # the embedded server listens and a block is done: the workers are simulating
+        wait_for(lambda: marked_blocks(out) >= 1, 300, "simulated block", proc)
+        tree = run.children(recursive=True)
+        server = [p for p in tree if "uvicorn" in " ".join(p.cmdline())]
+        assert len(server) == 1, [p.cmdline() for p in tree]
+        ports = listening_ports(server)
+        assert ports, "the embedded server listens on no port"
+        assert len(tree) >= 2, "no Dask worker process"
+        os.kill(proc.pid, signal.SIGKILL)  # the run only: what it started must end by itself
+        proc.wait(30)
+        deadline = time.monotonic() + 15
+
+        def ended() -> bool:
+            return not any(alive(p.pid) for p in tree) and not any(map(port_open, ports))
+
+        while not ended() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [(p.pid, p.cmdline()) for p in tree if alive(p.pid)]
+        assert not left, f"processes of the killed run are still running: {left}"
+        assert not [port for port in ports if port_open(port)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        for p in tree:
+            if alive(p.pid):
+                p.kill()
+
+
+def break_store(c: Path) -> None:
+    """Replace the chunk directory ``c`` of a staging array by a file: every later write fails."""
+    while not c.is_file():
+        shutil.rmtree(c, ignore_errors=True)
+        try:
+            c.touch(exist_ok=False)
+        except (FileExistsError, IsADirectoryError):
+            continue
+
+
+def test_a_failing_run_keeps_the_console_to_one_line(
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str], prefect_home: Path
+) -> None:
+    out = tmp_path / "out"
+    cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        chunks: list[Path] = []
+
+        def written() -> bool:
+            chunks[:] = [s / "residuals/residual/c" for s in staging_dirs(out)]
+            return bool(chunks) and chunks[0].is_dir()
+
+        wait_for(written, 300, "residual chunk", proc)
+        break_store(chunks[0])
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 1, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr[-3000:]
+    assert lines[0].startswith("dpaudit: error: the run failed: NotADirectoryError")
+    # what Prefect and Dask had to say is in the run's log file
+    logs = list((tmp_path / "logs").glob("dpaudit-*.log"))
+    assert len(logs) == 1, logs
+    text = logs[0].read_text()
+    assert "Traceback (most recent call last)" in text and "NotADirectoryError" in text
+    assert "Task run" in text  # Prefect's task-run failure, logged in the worker process
+    # no exception pickles in Prefect's home, and the run's private directory is gone
+    storage = prefect_home / "storage"
+    assert not storage.exists() or not any(storage.iterdir())
+    assert not list((tmp_path / "logs").glob(".dpaudit-*"))
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not port_open(port):
+            assert time.monotonic() < deadline, "http.server did not start"
+            time.sleep(0.05)
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_an_http_server_as_scheduler_is_refused_in_one_line(
+    tmp_path: Path, http_server: str, run_env: dict[str, str]
+) -> None:
+    address = http_server
+    spec = tmp_path / "spec.toml"
+    spec.write_text(to_toml(tiny_spec(cluster={"connect_timeout": 2})))
+    (tmp_path / "out").mkdir()
+    cmd = [*dpaudit(), "run", str(spec), "--store", "out/a.zarr", "--no-report"]
+    # refused after the embedded API's start (the scheduler is checked as the cluster starts)
+    # plus the 2 s timeout; Dask's own connect waited for ever
+    done = subprocess.run(
+        [*cmd, "--scheduler", address],
+        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith("dpaudit: error: ") and repr(address) in lines[0]
+    assert list((tmp_path / "out").iterdir()) == []

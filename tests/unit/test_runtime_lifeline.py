@@ -1,0 +1,103 @@
+"""A server started under flows.lifeline ends when the process that started it is killed (SIGKILL):
+by the kernel's parent-death signal when the main thread started it, by its parent watch when
+another thread did (which may end long before the process). Without the wrapper it lives on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+PARENT = textwrap.dedent(
+    """
+    import subprocess, sys, threading, time
+    from flows import lifeline
+
+    port, how = sys.argv[1], sys.argv[2]
+    argv = ["-m", "http.server", "--bind", "127.0.0.1", port]
+
+    def start():
+        cmd = lifeline.command(argv) if how != "plain" else [sys.executable, *argv]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(p.pid, flush=True)
+
+    if how == "thread":  # the starting thread ends at once; the process lives on
+        t = threading.Thread(target=start)
+        t.start()
+        t.join()
+    else:
+        start()
+    time.sleep(600)
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_until(cond: object, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return bool(cond())  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("how", ["main", "thread", "plain"])
+def test_child_ends_with_its_killed_parent(how: str) -> None:
+    port = free_port()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(port), how],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert wait_until(lambda: listening(port), 20), "the server did not start"
+        if how == "thread":  # the thread that started it has ended: the server must still serve
+            time.sleep(1.0)
+            assert alive(child) and listening(port)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        # a killed process shows as a zombie while its other threads still close its files: the
+        # port is free a moment later
+        ended = wait_until(lambda: not alive(child) and not listening(port), 3.0)
+        if how == "plain":  # the control: an unwrapped child outlives its killed parent
+            assert not ended and alive(child) and listening(port)
+        else:
+            assert ended, f"the server (pid {child}) outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if child and alive(child):
+            os.kill(child, signal.SIGKILL)

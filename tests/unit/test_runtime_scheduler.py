@@ -1,0 +1,125 @@
+"""A scheduler address that is not a Dask scheduler is refused within cluster.connect_timeout, with
+one line naming the address and the fix: an HTTP server (which waits for a request), a server that
+speaks first (its ``HTTP/1.1`` is 3.07 EiB to Dask's frame reader), a closed port. A real
+scheduler passes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from flows.runtime import ClusterUnreachableError, check_scheduler, task_runner
+
+TIMEOUT = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "http.server did not start"
+                time.sleep(0.05)
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def chatty_server() -> Iterator[str]:
+    """A TCP server that answers every connection at once with an HTTP error, as uvicorn does
+    to bytes it cannot parse."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                time.sleep(0.2)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+
+
+def refused(address: str) -> tuple[str, float]:
+    t0 = time.monotonic()
+    with pytest.raises(ClusterUnreachableError) as err:
+        check_scheduler(address, TIMEOUT)
+    return str(err.value), time.monotonic() - t0
+
+
+def test_an_http_server_is_refused_within_the_timeout(http_server: str) -> None:
+    msg, took = refused(http_server)
+    assert took < TIMEOUT + 3
+    assert msg.splitlines() == [msg]
+    assert f"{http_server!r} does not answer as a Dask scheduler" in msg
+    assert f"no Dask handshake within {TIMEOUT:g} s" in msg
+    assert "cluster.connect_timeout" in msg and 'cluster.scheduler = ""' in msg
+
+
+def test_a_server_speaking_http_first_is_refused_at_once(chatty_server: str) -> None:
+    msg, took = refused(chatty_server)
+    assert took < 2
+    assert msg.splitlines() == [msg]
+    assert "b'HTTP/1.1'" in msg and "not a Dask handshake" in msg
+
+
+def test_a_closed_port_is_refused_at_once() -> None:
+    address = f"tcp://127.0.0.1:{free_port()}"
+    msg, took = refused(address)
+    assert took < 2
+    assert msg.splitlines() == [msg]
+    assert f"Dask scheduler at {address!r} is unreachable (Connection refused)" in msg
+
+
+def test_the_task_runner_checks_the_scheduler_first(http_server: str) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(ClusterUnreachableError, match="does not answer as a Dask scheduler"):
+        task_runner(http_server, 1, 1, "1GiB", connect_timeout=TIMEOUT)
+    assert time.monotonic() - t0 < TIMEOUT + 3
+
+
+def test_a_real_scheduler_passes_and_its_runner_has_the_timeout() -> None:
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        check_scheduler(cluster.scheduler_address, TIMEOUT)
+        runner = task_runner(cluster.scheduler_address, 1, 1, "1GiB", connect_timeout=TIMEOUT)
+        assert runner.client_kwargs["timeout"] == TIMEOUT

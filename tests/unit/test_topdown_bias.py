@@ -1,0 +1,104 @@
+"""A TopDown audit stores the bias of its unit totals conditional on the truth: the mean released −
+true total of empty and of populated units, per geolevel (the ``epl`` group's ``total_bias``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from auditlib import seeds
+from auditlib.geography import NATIONAL
+from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates, total_bias_sums
+from flows import tasks
+from flows.blocks import state_population
+from flows.groups import epl_dataset
+from flows.spec import parse_spec
+from flows.spec.plan import make_plan
+from storage import store
+
+SPEC = {
+    "audit": {"allocation": "pl94_2021_production", "replicates": 4, "seed": 2},
+    "population": {
+        "states": 2,
+        "fanout": {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 6},
+        "attributes": "pl94",
+        "mean_block_population": 6.0,
+        "empty_block_share": 0.4,
+    },
+    "release": {"kind": "topdown"},
+}
+
+
+def _reference(plan, geolevel: str) -> tuple[float, float]:
+    """Mean released − true total of empty and populated units at ``geolevel``, from the releases
+    themselves (the library's runs on the keyed streams the audit uses), not from the store."""
+    from auditlib.geography.schema import schema
+
+    sch = schema("pl94")
+    q = {name: sch.query_matrix(name) for name in sch.query_names}
+    gis = [plan.geolevels.index(g) for g in plan.hierarchy.geolevels]
+    diffs: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    for key in (1, 2):
+        h, hist = state_population(plan, key)
+        runs = replicates(
+            h,
+            hist,
+            q,
+            [plan.topdown.measured[plan.geolevels[gi]] for gi in gis],
+            lambda r, key=key: [
+                seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r) for gi in gis
+            ],
+            plan.replicates,
+        )
+        i = h.levels.index(geolevel)
+        truth = runs[0].truth[i].sum(axis=1)
+        for run in runs:
+            d = run.dp[i].sum(axis=1) - truth
+            diffs[True].append(d[truth == 0])
+            diffs[False].append(d[truth > 0])
+    empty, populated = (np.concatenate(diffs[k]) for k in (True, False))
+    return (float(empty.mean()) if empty.size else np.nan), float(populated.mean())
+
+
+def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -> None:
+    spec = parse_spec(SPEC)
+    plan = make_plan(spec)
+    url = str(tmp_path / "a.zarr")
+    store.create_residual_template(url, **plan.template_layout(), attrs={})
+    top = plan.geolevels.index("State")
+    batch = tasks.simulate_topdown_states.fn(url, plan, list(plan.blocks_at(top)), False)
+    nation = next(b for b in plan.blocks if b.state_key == 0)
+    tasks.simulate_topdown_nation.fn(url, plan, nation, [batch])
+    results = [
+        tasks.epl_geolevel.fn(url, plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles)
+        for g in sorted({b.geolevel for b in plan.blocks})
+    ]
+    ds = epl_dataset(plan, results, spec)
+    bias = ds.total_bias.sel(truth_class=["empty", "populated"])
+    units = ds.total_bias_units
+    for g in ("Block", "Block_Group"):
+        empty, populated = _reference(plan, g)
+        np.testing.assert_allclose(bias.sel(geolevel=g).values, [empty, populated], rtol=1e-9)
+    blocks = bias.sel(geolevel="Block").values
+    assert blocks[0] > 0.5 and blocks[1] < 0  # non-negativity lifts empty blocks, others pay
+    n_blocks = 2 * 2 * 2 * 6  # per state
+    assert int(units.sel(geolevel="Block").sum()) == 2 * n_blocks * plan.replicates
+    # the nation: one populated unit, the sum of the invariant state totals
+    assert int(units.sel(geolevel=NATIONAL, truth_class="populated")) == plan.replicates
+    assert bias.sel(geolevel=NATIONAL, truth_class="populated").item() == 0.0
+    assert np.isnan(bias.sel(geolevel="State", truth_class="empty").item())  # no empty state
+    assert "empty" in ds.total_bias.attrs["description"]
+
+
+def test_total_bias_sums_reads_any_query_of_a_block() -> None:
+    """Two units: query 0 the total (1 cell), query 1 two cells; padding (−1) ignored."""
+    res = np.array([[1.0, -2.0, 0.5, 0.5, -1.0, -1.0, 9.0], [3.0, 0.0, 1.0, 2.0, 0.0, 0.0, 9.0]])
+    qi = np.array([0, 0, 1, 1, 1, 1, -1])
+    truth = np.array([0, 5, 0, 0, 3, 2, 0])
+    ui = np.array([0, 1, 0, 0, 1, 1, 0])
+    sums, counts = total_bias_sums(res, qi, truth, ui)
+    np.testing.assert_array_equal(sums, [4.0, -2.0])
+    np.testing.assert_array_equal(counts, [2, 2])
+    only_cells = total_bias_sums(res[:, 2:6], qi[2:6], truth[2:6], ui[2:6])  # the same from query 1
+    np.testing.assert_array_equal(only_cells[0], sums)
