@@ -114,9 +114,12 @@ def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wal
 
     if S.ACCOUNTING not in store.groups(url):
         epl = store.open_group(url, S.EPL)
-        typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks, {wall:.1f} s")
+        typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks")
+        typer.echo(f"time:   {wall:.1f} s in all{_flow_time(url)}")
+        # the report's headline EPL: the bias-aware one (older stores: Flaxman–Petti's)
+        name = "epl_bias_aware" if "epl_bias_aware" in epl else "epl_pooled"
         for g in epl.geolevel.values:
-            typer.echo(f"{g!s:<8} EPL {float(epl.epl_pooled.sel(geolevel=g).max()):.4f}")
+            typer.echo(f"{g!s:<8} EPL {float(epl[name].sel(geolevel=g).max()):.4f}")
         typer.echo(f"store:  {url}")
         if report:
             typer.echo(f"report: {report}")
