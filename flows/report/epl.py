@@ -175,9 +175,10 @@ def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
 
 def _floor_count(n: int, above: int, p: float) -> str:
     """How many estimates lie above their floors, against what chance puts there."""
-    floors = "their floors (what noise of exactly the claimed σ² gives at this sample size)"
+    what = "(what noise of exactly the claimed σ² gives at this sample size)"
+    floors = f"{'its floor' if above == 1 else 'their floors'} {what}"
     if above == 0:
-        return f"All {n} estimates lie within {floors}: no loss beyond the claimed noise is seen."
+        return f"All {n} estimates lie within their floors {what}: no loss beyond the claimed noise is seen."
     chance = chance_of_at_least(above, n, p)
     verb = "lies" if above == 1 else "lie"
     share = f"{100 * p:.3g} %"
