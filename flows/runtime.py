@@ -1,4 +1,6 @@
 """Where the flow runs: the Prefect API it reports to and the Dask cluster its tasks run on.
+(Over 400 lines: the settings applied before Prefect and Dask are imported, the API, the cluster
+and the checks of both share one import order; the next split is the reachability checks.)
 
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
   Dask worker process reports to it (instead of each starting its own); logs are drained before it

@@ -37,7 +37,7 @@ FLAXMAN_POPULATION = 10
 MAX_PEOPLE = 4 * 10**8
 
 #: Largest N/μ (about the number of leaves) :func:`children_per_unit` takes.
-MAX_LEAF_RATIO = 10**12
+MAX_LEAF_RATIO = 2**53  # float-exact: the integer root below takes a step or two
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -70,7 +70,7 @@ def children_per_unit(n_people: int, levels: int, mean_per_location: float) -> i
     if ratio > MAX_LEAF_RATIO:  # N/μ leaves (about): far beyond any population, and the root below
         raise InvalidParameterError(  # would step through astronomically many candidates
             f"Invalid mu (mean_per_location): {mean_per_location!r}; N/mu = {float(ratio):.3g} "
-            f"locations is past {MAX_LEAF_RATIO:.0e}; use a mean of at least "
+            f"locations is past {MAX_LEAF_RATIO:.3g}; use a mean of at least "
             f"{n / MAX_LEAF_RATIO:.3g} people per location"
         )
     c = int(float(ratio) ** (1.0 / j))

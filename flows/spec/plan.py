@@ -1,4 +1,8 @@
-"""What an audit will compute: states, geolevels, queries, block sizes — from the spec alone."""
+"""What an audit will compute: states, geolevels, queries, block sizes — from the spec alone.
+
+Over 400 lines on purpose: one short builder per population kind (synthetic, seed 001, table,
+TopDown, spine), each returning the one :class:`AuditPlan` defined here; apart, they would each
+need the plan's dataclasses and the shared state/level walk."""
 
 from __future__ import annotations
 
