@@ -11,7 +11,7 @@ import typer
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.checks import load_spec
 from flows.cli.errors import fail
-from flows.cli.execute import check_target_and_scheduler, execute, print_prefect_link
+from flows.cli.execute import check_target_and_scheduler, execute_resumable, print_prefect_link
 from flows.cli.options import OverwriteOption, SchedulerOption
 from flows.runtime import apply_prefect_defaults
 
@@ -256,17 +256,15 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
     from storage import store
 
     run_id = direct_run_id(p)  # type: ignore[arg-type]
-    summary, api_url, embedded = execute(
+    summary, api_url, embedded = execute_resumable(
         direct_flow,
         lambda staging: (staging, p),
         store_url,
         cluster,
         run_id,
-        resume=True,
         overwrite=overwrite,
+        parts="chunks",
     )
-    if summary["resumed"]:
-        typer.echo(f"resumed {summary['resumed']} of {summary['tasks']} chunks")
     ds = store.open_group(store_url, GROUP)
     eps = ds.attrs.get("epsilon")
     known = f"  (ε = {eps:g})" if eps is not None else ""

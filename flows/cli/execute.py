@@ -95,6 +95,27 @@ def _prepare_resume(target: str, staging: str, run_id: str, overwrite: bool) -> 
         typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)
 
 
+def execute_resumable(
+    flow_fn: Any,
+    args: Callable[[str], tuple[Any, ...]],
+    url: str,
+    cluster: Any,
+    run_id: str,
+    *,
+    overwrite: bool,
+    parts: str,
+) -> tuple[dict[str, Any], str, bool]:
+    """:func:`execute` with ``resume``, saying how many of the flow's ``parts`` (its summary's
+    ``"tasks"`` chunks or ``"jobs"``) a killed run had finished."""
+    summary, api_url, embedded = execute(
+        flow_fn, args, url, cluster, run_id, resume=True, overwrite=overwrite
+    )
+    if summary["resumed"]:
+        total = summary["jobs"] if parts == "jobs" else summary["tasks"]
+        typer.echo(f"resumed {summary['resumed']} of {total} {parts}")
+    return summary, api_url, embedded
+
+
 def execute_locked(
     flow_fn: Any,
     args: Callable[[str], tuple[Any, ...]],

@@ -11,7 +11,7 @@ import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.errors import fail
-from flows.cli.execute import check_target_and_scheduler, execute, print_prefect_link
+from flows.cli.execute import check_target_and_scheduler, execute_resumable, print_prefect_link
 from flows.cli.options import Neighbours, OverwriteOption, SchedulerOption
 from flows.runtime import apply_prefect_defaults
 
@@ -56,17 +56,15 @@ def sweep(
         fail(str(exc))
     run_id = sweep_run_id(allocs, nbs, deltas, points)
     t0 = time.perf_counter()
-    summary, api_url, embedded = execute(
+    summary, api_url, embedded = execute_resumable(
         accounting_sweep_flow,
         lambda staging: (staging, allocs, nbs, deltas, points),
         store_url,
         cluster,
         run_id,
-        resume=True,
         overwrite=overwrite,
+        parts="jobs",
     )
-    if summary["resumed"]:
-        typer.echo(f"resumed {summary['resumed']} of {summary['jobs']} jobs")
     n = len(plan_jobs(allocs, nbs))
     typer.echo(f"sweep {run_id}: {n} jobs, {time.perf_counter() - t0:.1f} s")
     typer.echo(f"store:  {store_url} (group 'accounting_sweep')")
@@ -142,17 +140,15 @@ def mpl_coverage(
         fail(str(exc))
     chunk = 10
     run_id = coverage_run_id(mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk)
-    summary, api_url, embedded = execute(
+    summary, api_url, embedded = execute_resumable(
         mpl_coverage_flow,
         lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk),
         store_url,
         cluster,
         run_id,
-        resume=True,
         overwrite=overwrite,
+        parts="chunks",
     )
-    if summary["resumed"]:
-        typer.echo(f"resumed {summary['resumed']} of {summary['tasks']} chunks")
     ds = store.open_group(store_url, GROUP)
     typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
     for m in ds.mechanism.values:
