@@ -41,17 +41,7 @@ def reference_floor(
     xq = np.concatenate([x, x + delta])
     km = KernelMatrix(pts, h, xq, float(n))
     rows = km.log_density(multinomial_counts(pmf, n, draws, rng))
-    null = max_abs(rows[:, : x.size] - rows[:, x.size :])
-    ok = null[np.isfinite(null)]
-    u = x - c
-    true = float(np.max(np.abs(delta * (2.0 * u + delta)) / (2.0 * s2)))
-    return {
-        "n_null": draws,
-        "null_sigma2": s2,
-        "null_true": true,
-        "null_mean": float(ok.mean()) if ok.size else math.nan,
-        "null_upper": float(np.quantile(ok, quantile)) if ok.size else math.nan,
-    }
+    return _floor_summary(rows, x, c, delta, s2, draws, quantile)
 
 
 def lattice_reference_floor(
@@ -78,10 +68,23 @@ def lattice_reference_floor(
     rows = lattice_log_densities(
         k + c_idx, multinomial_counts(pmf, n, draws, rng), g, [h], lat.index(xq)
     )[0]
+    return _floor_summary(rows, x, centre, delta, s2, draws, quantile)
+
+
+def _floor_summary(
+    rows: npt.NDArray[np.float64],
+    x: npt.NDArray[np.float64],
+    centre: float,
+    delta: float,
+    s2: float,
+    draws: int,
+    quantile: float,
+) -> dict[str, Any]:
+    """The floor's numbers from the reference draws' log densities at x and x + Δ (``rows``): their
+    EPLs' mean and quantile, and the reference's exact loss Δ(2(x − c) + Δ)/2σ² over the window."""
     null = max_abs(rows[:, : x.size] - rows[:, x.size :])
     ok = null[np.isfinite(null)]
-    u = x - centre
-    true = float(np.max(np.abs(delta * (2.0 * u + delta)) / (2.0 * s2)))
+    true = float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)) / (2.0 * s2)))
     return {
         "n_null": draws,
         "null_sigma2": s2,
