@@ -90,7 +90,9 @@ def eps_grid_for(spec: AuditSpec) -> np.ndarray:
 
     alloc = load_allocation(spec.audit.allocation)
     a = spec.audit
-    rhos = [float(alloc.rho(a.universe, a.region, g)) for g in spec.geolevels]
+    rhos = [
+        float(alloc.rho(a.universe, a.region, g)) for g in alloc.geolevels(a.universe, a.region)
+    ]
     top = float(bureau_epsilon(max(rhos), min(spec.accounting.deltas)))
     return np.linspace(0.0, top * 1.05, spec.accounting.eps_grid_points)
 
@@ -130,11 +132,12 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             a.neighbours,
             a.universe,
             a.region,
-            g,
+            _measured_as(plan, g),
             deltas,
             grid,
             ALPHA_GRID,
             calibration_delta_for(spec),
+            label=g,
         )
         for g in levels
     ]
@@ -248,6 +251,15 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     }
 
 
+def _measured_as(plan: AuditPlan, geolevel: str | None) -> str | None:
+    """The allocation geolevel a plan's geolevel is accounted as (a table's level: the geolevel
+    ``release.levels`` maps onto it; None: all levels composed)."""
+    t = plan.table_hierarchy
+    if t is None or geolevel is None:
+        return geolevel
+    return t.measured_as[plan.geolevels.index(geolevel)]
+
+
 def _create_template(
     url: str,
     spec: AuditSpec,
@@ -284,7 +296,7 @@ def submit_topdown(
     """Batches of whole states (each state's geolevels from one run), then the nation from the
     states. With a national level every state runs (the nation sums their histograms); without
     one, only states with an unfinished block."""
-    top = plan.geolevels.index("State")
+    top = plan.topdown_top
     nation = [b for b in plan.blocks if b.state_key == 0]
     unfinished = {b.state for b in todo}
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]

@@ -10,7 +10,14 @@ import numpy as np
 
 from auditlib.geography import NATIONAL
 from auditlib.simulate import ResidualBlock
-from flows.spec.plan import AuditPlan, Block, TableParams, TopDownParams, table_tree
+from flows.spec.plan import (
+    AuditPlan,
+    Block,
+    TableParams,
+    TopDownParams,
+    table_hierarchy,
+    table_tree,
+)
 from flows.spec.sources import load_spine, load_table
 
 #: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
@@ -116,11 +123,19 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
     (``key``: 1..n, a spine state's index + 1) of a TopDown plan: the population its TopDown runs
     on, and D of a direct estimate built from the same spec. Synthetic states are the library's
     ``synthetic_state`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states draw their histograms with
-    ``spine_state_histograms``; the ``total`` schema takes the block populations."""
-    from auditlib.simulate.topdown import synthetic_state
+    ``spine_state_histograms``; the ``total`` schema takes the block populations. A table is one
+    run (``key`` 1): its root over the hierarchy columns over its rows, the rows' histograms."""
+    from auditlib.simulate.topdown import StateHierarchy, synthetic_state
 
     _, sch, _, _ = _topdown_inputs(plan)
     hist: np.ndarray
+    if plan.table_hierarchy is not None:
+        tab = table_hierarchy(plan.table_hierarchy)
+        below = tab.levels  # the hierarchy columns, then the rows
+        parents = [np.zeros(tab.n_units(below[0]), dtype=np.int64)]
+        parents += [np.asarray(tab.parents[lv], dtype=np.int64) for lv in below[1:]]
+        levels = (plan.geolevels[0], *below)
+        return StateHierarchy(levels, tuple(parents)), np.asarray(tab.histograms, np.int64)
     if plan.spine is not None:
         from auditlib.geography.populations import spine_state_histograms
         from auditlib.simulate.topdown import spine_state
@@ -131,6 +146,15 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
         return hierarchy, hist
     return synthetic_state(plan.hierarchy, plan.population, key, sch)
+
+
+def run_levels(plan: AuditPlan) -> list[int]:
+    """The geolevel indices of one TopDown run of a plan, top first (the nation is a sum)."""
+    if plan.table_hierarchy is not None:
+        return list(range(len(plan.geolevels)))
+    if plan.spine is not None:
+        return [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
+    return [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
 
 
 def topdown_state(
@@ -145,10 +169,7 @@ def topdown_state(
     td, _, matrices, ids = _topdown_inputs(plan)
     key = block.state_key
     hierarchy, hist = state_population(plan, key)
-    if plan.spine is not None:
-        gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
-    else:
-        gis = [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
+    gis = run_levels(plan)
     runs = replicates(
         hierarchy,
         hist,

@@ -151,7 +151,7 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
     from auditlib.geography.schema import schema
     from auditlib.simulate.direct import Hierarchical, Stratified, TopDown
     from auditlib.simulate.neighbours_hist import HistogramDatabase
-    from flows.blocks import state_population
+    from flows.blocks import run_levels, state_population
     from flows.spec.plan import make_plan
     from flows.spec.sources import load_table
 
@@ -161,7 +161,7 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
             "Invalid --spec: population.kind = 'flaxman' is seed 001's person-level population; "
             "drop --spec and give --people, --levels, --mean and --algorithm"
         )
-    if kind == "table":
+    if kind == "table" and spec.release.kind != "topdown":
         if state:
             raise InvalidParameterError(
                 f"Invalid --state {state!r}: a table population is one database (its rows); "
@@ -193,11 +193,7 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
     td = plan.topdown
     assert td is not None
     db = HistogramDatabase(schema(td.schema), hierarchy.levels, hierarchy.parents, hist, 1)
-    if plan.spine is not None:
-        gis = [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
-    else:
-        gis = [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
-    measured = [td.measured[plan.geolevels[gi]] for gi in gis]
+    measured = [td.measured[plan.geolevels[gi]] for gi in run_levels(plan)]
     if spec.release.kind == "topdown":
         return db, TopDown.of(measured, td.tol), label
     return db, _AllocationOf(tuple(tuple(m) for m in measured), spec.simulation.postprocess), label

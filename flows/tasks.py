@@ -280,12 +280,14 @@ def account(
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None = None,
     calibration_delta: float | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
-    ``calibration_delta`` also seed 004's reduced noise at that δ."""
+    ``calibration_delta`` also seed 004's reduced noise at that δ. ``label``: the name the result
+    is stored under (default: ``geolevel``; a table's level measured as that geolevel)."""
     comps = load_allocation(allocation).components(neighbours, universe, region, geolevel)
     out = account_components(comps, deltas, eps_grid, alpha_grid, calibration_delta)
-    out["geolevel"] = geolevel
+    out["geolevel"] = label if label is not None else geolevel
     return out
 
 

@@ -192,6 +192,34 @@ def _check_total(hist: IntArray, columns: Sequence[str], where: str) -> None:
     )
 
 
+def _cell_order(schema: AttributeSchema) -> str:
+    """The detailed cells of a schema, in C order (the first few, then their number)."""
+    cells = schema.cell_labels(" * ".join(schema.attribute_names)) if schema.n_cells > 1 else ()
+    if not cells:
+        return "one column: the total"
+    shown = ", ".join(cells[:3])
+    return f"{shown}, ... ({len(cells)} cells)" if len(cells) > 3 else shown
+
+
+def _one_parent(keys: pd.DataFrame, order: IntArray, up: str, lv: str, where: str) -> None:
+    """Refuse a unit of ``lv`` (an identifier) found under two units of ``up``, naming both rows
+    of the table (``keys`` are its rows sorted by ``order``)."""
+    first = keys.drop_duplicates([lv, up])
+    dup = first[lv].duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return
+    name = first[lv].to_numpy()[np.flatnonzero(dup)[0]]
+    rows = np.flatnonzero((keys[lv] == name).to_numpy())
+    homes = keys[up].to_numpy()[rows]
+    i = int(order[rows[0]])
+    k = int(order[rows[np.flatnonzero(homes != homes[0])[0]]])
+    raise InvalidParameterError(
+        f"Inconsistent hierarchy in {where}: {lv} {name!r} lies in {up} {sorted(set(homes))} "
+        f"(rows {min(i, k)} and {max(i, k)}, column {up!r}); an identifier in column {lv!r} "
+        "names one unit, with one parent: fix one of those rows"
+    )
+
+
 def read_counts(
     source: str | Path | pd.DataFrame,
     counts: Sequence[str],
@@ -233,8 +261,9 @@ def read_counts(
         schema = custom_schema(attribute, [(attribute, [str(c) for c in counts])])
     elif schema.n_cells != len(counts):
         raise InvalidParameterError(
-            f"Invalid counts: {len(counts)} columns for schema {schema.name!r} with "
-            f"{schema.n_cells} cells; give one column per detailed cell, in C order"
+            f"Invalid counts {counts}: {len(counts)} columns for schema {schema.name!r} with "
+            f"{schema.n_cells} cells; give one column per detailed cell, in C order "
+            f"({_cell_order(schema)})"
         )
     where = "the table" if isinstance(source, pd.DataFrame) else repr(str(source))
     hist = _counts(frame, counts, where)
@@ -282,20 +311,7 @@ def read_counts(
         if prev_code is not None:
             parents[lv] = prev_code[first]
             if unique_labels:
-                par = pd.Series(parents[lv]).groupby(pd.Series(labels[lv])).nunique()
-                if (par > 1).any():
-                    name = str(par.index[int(np.argmax(par.to_numpy() > 1))])
-                    homes = sorted(
-                        {
-                            labels[all_levels[j - 1]][p]
-                            for p, n in zip(parents[lv], labels[lv], strict=True)
-                            if n == name
-                        }
-                    )
-                    raise InvalidParameterError(
-                        f"Inconsistent hierarchy: {lv} {name!r} lies in {all_levels[j - 1]} "
-                        f"{homes}; with unique_labels=True a label names one unit"
-                    )
+                _one_parent(keys, order, all_levels[j - 1], lv, where)
         prev_code = code
     return TabularPopulation(
         schema=schema,

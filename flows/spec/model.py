@@ -35,7 +35,12 @@ from flows.spec.sections import (
     SimulationSection,
     Strict,
 )
-from flows.spec.sources import load_table, spine_state_indices, topdown_measured
+from flows.spec.sources import (
+    load_table,
+    spine_state_indices,
+    table_level_map,
+    topdown_measured,
+)
 from flows.spec.toml_writer import dump_toml
 
 
@@ -70,6 +75,11 @@ class AuditSpec(Strict):
             raise ValueError(
                 f"release.epsilon_strata = {self.release.epsilon_strata!r} is a setting of "
                 f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
+            )
+        if self.release.levels and (kind, self.release.kind) != ("table", "topdown"):
+            raise ValueError(
+                "release.levels maps the allocation's geolevels onto a table's levels; it is a "
+                'setting of release.kind = "topdown" with population.kind = "table": drop it'
             )
         if kind != "table":
             given = [k for k in TABLE_ONLY if getattr(self.population, k)]
@@ -165,7 +175,8 @@ class AuditSpec(Strict):
             raise ValueError(
                 'population.kind = "table" needs population.path (a CSV or Parquet file)'
             )
-        if not p.counts:
+        topdown = self.release.kind == "topdown"
+        if not p.counts and not topdown:
             raise ValueError(
                 'population.kind = "table" needs population.counts, e.g. counts = ["total"]'
             )
@@ -180,12 +191,80 @@ class AuditSpec(Strict):
                 'invariant; name one, e.g. levels = ["county"]'
             )
         try:
-            load_table(p.path, tuple(p.counts), p.level_columns, p.unit)
+            load_table(
+                p.path,
+                self.table_counts,
+                p.level_columns,
+                p.unit,
+                p.attributes if topdown else "",
+                unique=topdown,
+            )
         except Exception as exc:  # read_counts names the file, column or row
             msg = str(exc)  # a missing file's message already names the path
+            if topdown and not p.counts and "Missing columns" in msg:
+                msg += (
+                    f"; population.counts is unset, so the count columns are named by the cells "
+                    f"of population.attributes = {p.attributes!r}: name them, or list yours in "
+                    "population.counts (in the schema's cell order)"
+                )
             raise ValueError(
                 msg if p.path in msg else f"population.path = {p.path!r}: {msg}"
             ) from None
+        if topdown:
+            self._check_table_topdown()
+
+    def _check_table_topdown(self) -> None:
+        """A TopDown release of a table: the allocation's scope, its geolevels mapped onto the
+        table's levels (``release.levels``), its queries expressible in the schema."""
+        a = self.audit
+        alloc = load_allocation(a.allocation)
+        if a.universe not in alloc.universes():
+            raise ValueError(
+                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
+                f"allowed: {', '.join(alloc.universes())}"
+            )
+        if a.region not in alloc.regions(a.universe):
+            raise ValueError(
+                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
+                f"allowed: {', '.join(alloc.regions(a.universe))}"
+            )
+        measured = self.table_measured_geolevels
+        try:
+            topdown_measured(
+                a.allocation,
+                measured,
+                self.population.attributes,
+                a.neighbours,
+                a.universe,
+                a.region,
+            )
+        except Exception as exc:  # names the allocation, level and schema
+            raise ValueError(
+                f"population.attributes = {self.population.attributes!r}: {exc}"
+            ) from None
+
+    @property
+    def table_counts(self) -> tuple[str, ...]:
+        """A table's count columns: ``population.counts``; unset under a TopDown release, the
+        cells of ``population.attributes`` (e.g. ``"total"``, or pl94's
+        ``"under18/not_hispanic/white"``, ...) in the schema's order."""
+        p = self.population
+        if p.counts or self.release.kind != "topdown":
+            return tuple(p.counts)
+        from auditlib.geography.schema import schema
+
+        sch = schema(p.attributes)
+        return (
+            sch.cell_labels(" * ".join(sch.attribute_names)) if sch.attribute_names else ("total",)
+        )
+
+    @property
+    def table_measured_geolevels(self) -> tuple[str, ...]:
+        """TopDown on a table: the allocation geolevel measured at each of the table's levels
+        (``geolevels``), from ``release.levels``; ``ValueError`` naming an unmapped level."""
+        a = self.audit
+        alloc_levels = load_allocation(a.allocation).geolevels(a.universe, a.region)
+        return table_level_map(alloc_levels, self.geolevels, dict(self.release.levels))
 
     def _check_spine(self) -> None:
         p = self.population

@@ -1,7 +1,7 @@
 """What an audit will compute: states, geolevels, queries, block sizes — from the spec alone.
 
 Over 400 lines on purpose: one short builder per population kind (synthetic, seed 001, table,
-TopDown, spine), each returning the one :class:`AuditPlan` defined here; apart, they would each
+TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here; apart, they would each
 need the plan's dataclasses and the shared state/level walk."""
 
 from __future__ import annotations
@@ -86,6 +86,20 @@ class TableParams:
 
 
 @dataclass(frozen=True)
+class TableHierarchyParams:
+    """A table's hierarchy under a TopDown release (one run, the root's total invariant): file,
+    count columns (the schema's cells), hierarchy columns, unit column, and the allocation
+    geolevel measured at each of the plan's geolevels (the table's levels)."""
+
+    path: str
+    counts: tuple[str, ...]
+    levels: tuple[str, ...]
+    unit: str
+    attributes: str
+    measured_as: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class AuditPlan:
     states: tuple[str, ...]
     geolevels: tuple[str, ...]
@@ -103,7 +117,13 @@ class AuditPlan:
     flaxman: FlaxmanParams | None = None
     topdown: TopDownParams | None = None  # release "topdown"
     spine: SpineParams | None = None  # population "spine"
-    table: TableParams | None = None  # population "table"
+    table: TableParams | None = None  # population "table", seed 001 / 003 releases
+    table_hierarchy: TableHierarchyParams | None = None  # population "table", release "topdown"
+
+    @property
+    def topdown_top(self) -> int:
+        """The geolevel index of the top of each TopDown run: the table's root, else State."""
+        return 0 if self.table_hierarchy is not None else self.geolevels.index("State")
 
     @property
     def geometric(self) -> bool:
@@ -152,6 +172,8 @@ def _state_levels(
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
         return _spine_plan(spec)
+    if spec.population.kind == "table" and spec.release.kind == "topdown":
+        return _table_topdown_plan(spec)
     if spec.population.kind == "table":
         return _table_plan(spec)
     if spec.release.kind == "topdown":
@@ -274,6 +296,54 @@ def measured_queries(spec: AuditSpec) -> list[list[tuple[str, float]]]:
         a.universe,
         a.region,
         on_spine=spec.population.kind == "spine",
+    )
+
+
+def table_hierarchy(t: TableHierarchyParams) -> Any:
+    """The table a TopDown plan runs on (``read_counts``: identifiers, the schema's cells)."""
+    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes, unique=True)
+
+
+def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
+    """A TopDown-style release of a table's hierarchy: one run (state "all", key 1) from the root
+    (the whole table, its total invariant) down the hierarchy columns to the rows; each level
+    measured with the queries of the allocation geolevel ``release.levels`` maps onto it."""
+    from auditlib.geography.schema import schema
+
+    a, p = spec.audit, spec.population
+    sch = schema(p.attributes)
+    levels = spec.geolevels
+    measured_as = spec.table_measured_geolevels
+    measured = topdown_measured(
+        a.allocation, measured_as, p.attributes, a.neighbours, a.universe, a.region
+    )
+    params = TableHierarchyParams(
+        p.path, spec.table_counts, p.level_columns, p.unit, p.attributes, measured_as
+    )
+    tab = table_hierarchy(params)
+    queries, level_queries = _measured_query_plans(measured, sch)
+    base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
+    blocks = tuple(
+        Block(0, gi, 1, f"all/{g}", tab.n_units(g) * sum(q.n_sim for _, q in level_queries[gi]))
+        for gi, g in enumerate(levels[1:], start=1)
+    )
+    root = Block(0, 0, 1, f"all/{levels[0]}", sum(q.n_sim for _, q in level_queries[0]))
+    return AuditPlan(
+        states=("all",),
+        geolevels=levels,
+        queries=queries,
+        level_queries=tuple(level_queries),
+        hierarchy=SyntheticHierarchy(("State",), (), 1),  # unused: the table is the hierarchy
+        population=PopulationParams(seed=int(base_seed[0])),
+        blocks=(root, *blocks),
+        empty=(),
+        n_items_max=max(b.n_items for b in (root, *blocks)),
+        replicates=a.replicates,
+        noise_seed=int(base_seed[1]),
+        postprocess="topdown",
+        release="topdown",
+        topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
+        table_hierarchy=params,
     )
 
 

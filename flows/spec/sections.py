@@ -52,7 +52,7 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
-    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4"),
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown"),
 }
 
 
@@ -88,7 +88,8 @@ class PopulationSection(Strict):
     #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
     #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
     #: "table": real counts from a CSV or Parquet file (``path``, ``counts``, ``levels``, ``unit``;
-    #: ``auditlib.geography.tabular.read_counts``), release.kind = "gdpc" | "rdpc" | "adpc"
+    #: ``auditlib.geography.tabular.read_counts``), release.kind = "gdpc" | "rdpc" | "adpc" |
+    #: "sa3" | "sa4" | "topdown" (the table's hierarchy: root, ``levels`` columns, rows)
     kind: Literal["synthetic", "flaxman", "spine", "table"] = "synthetic"
     states: Annotated[int, Field(gt=0, le=52)] = 3
     fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
@@ -168,6 +169,12 @@ class ReleaseSection(Strict):
     n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
     #: topdown: stopping step of the multi-query least-squares solver, in people per cell
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
+    #: topdown on population.kind = "table": the file level ("All", a population.levels column or
+    #: the unit column) each of the allocation's geolevels is measured at, e.g.
+    #: {State = "All", County = "county", Block = "tract"}; "" leaves a geolevel unsimulated.
+    #: Every geolevel of the allocation is named (those that are file levels may be left out)
+    #: and every file level gets exactly one, in the same top-down order
+    levels: dict[str, str] = Field(default_factory=dict)
 
 
 def _named_some(v: Any, example: str) -> Any:

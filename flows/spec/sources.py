@@ -11,9 +11,18 @@ from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL
 
 
-def load_table(path: str, counts: tuple[str, ...], levels: tuple[str, ...], unit: str) -> Any:
+def load_table(
+    path: str,
+    counts: tuple[str, ...],
+    levels: tuple[str, ...],
+    unit: str,
+    attributes: str = "",
+    unique: bool = False,
+) -> Any:
     """A table of real counts (``read_counts``; cached per process and file version: a worker
-    reads it once)."""
+    reads it once). ``attributes``: the schema the count columns are the cells of (""): one
+    attribute whose levels are the columns); ``unique``: the hierarchy columns hold identifiers
+    (a unit under two parents is refused)."""
     import os
 
     try:
@@ -21,16 +30,83 @@ def load_table(path: str, counts: tuple[str, ...], levels: tuple[str, ...], unit
         version = (st.st_mtime_ns, st.st_size)
     except OSError:
         version = (0, 0)  # read_counts names the missing file
-    return _load_table(path, version, counts, levels, unit)
+    return _load_table(path, version, counts, levels, unit, attributes, unique)
 
 
 @functools.lru_cache(maxsize=4)
 def _load_table(
-    path: str, version: tuple[int, int], counts: tuple[str, ...], levels: tuple[str, ...], unit: str
+    path: str,
+    version: tuple[int, int],
+    counts: tuple[str, ...],
+    levels: tuple[str, ...],
+    unit: str,
+    attributes: str = "",
+    unique: bool = False,
 ) -> Any:
+    from auditlib.geography.schema import schema
     from auditlib.geography.tabular import read_counts
 
-    return read_counts(path, counts, levels=levels, unit=unit or None)
+    return read_counts(
+        path,
+        counts,
+        levels=levels,
+        unit=unit or None,
+        schema=schema(attributes) if attributes else None,
+        unique_labels=unique,
+    )
+
+
+def table_level_map(
+    allocation_levels: tuple[str, ...], file_levels: tuple[str, ...], mapping: dict[str, str]
+) -> tuple[str, ...]:
+    """The allocation geolevel measured at each of a table's levels (``file_levels``: root,
+    hierarchy columns, unit), from ``release.levels`` (allocation geolevel -> file level, "": not
+    simulated; a geolevel that is itself a file level may be left out). ``ValueError`` naming the
+    geolevel or file level and the fix."""
+    for g in mapping:
+        if g not in allocation_levels:
+            raise ValueError(
+                f"release.levels names {g!r}, not a geolevel of the allocation; its geolevels "
+                f"are {', '.join(allocation_levels)}"
+            )
+    at: dict[str, str] = {}  # file level -> allocation geolevel
+    for g in allocation_levels:
+        if g not in mapping and g not in file_levels:
+            raise ValueError(
+                f"release.levels has no mapping for the allocation's geolevel {g!r}; map it to "
+                f'one of the table\'s levels {", ".join(file_levels)}, or to "" to leave it '
+                f'unsimulated, e.g. release.levels = {{{g} = "{file_levels[-1]}"}}'
+            )
+        f = mapping.get(g, g)
+        if not f:
+            continue
+        if f not in file_levels:
+            raise ValueError(
+                f"release.levels maps {g!r} to {f!r}, not a level of the table; its levels are "
+                f"{', '.join(file_levels)} (the root, population.levels, population.unit)"
+            )
+        if f in at:
+            raise ValueError(
+                f"release.levels maps both {at[f]!r} and {g!r} to the table's level {f!r}; map "
+                'one geolevel per level and the other to "" (unsimulated)'
+            )
+        at[f] = g
+    unmapped = [f for f in file_levels if f not in at]
+    if unmapped:
+        raise ValueError(
+            f"the table's level {unmapped[0]!r} has no geolevel of the allocation measured at "
+            f"it; map one there with release.levels (geolevels: {', '.join(allocation_levels)})"
+        )
+    measured = tuple(at[f] for f in file_levels)
+    if [allocation_levels.index(g) for g in measured] != sorted(
+        allocation_levels.index(g) for g in measured
+    ):
+        pairs = ", ".join(f"{g} -> {f}" for f, g in zip(file_levels, measured, strict=True))
+        raise ValueError(
+            f"release.levels ({pairs}) does not keep the allocation's top-down order on the "
+            f"table's levels {', '.join(file_levels)}; map higher geolevels to higher levels"
+        )
+    return measured
 
 
 #: the ``pl94`` schema's reduced race stands for the allocations' CENRACE
