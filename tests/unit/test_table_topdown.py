@@ -268,21 +268,50 @@ def test_release_levels_belong_to_a_table_topdown() -> None:
         parse_spec({"release": {"kind": "topdown", "levels": {"State": "State"}}})
 
 
-def test_the_cli_exits_2_naming_the_row_and_writes_nothing(
-    tmp_path: Path, country: pd.DataFrame
+@pytest.mark.parametrize(
+    ("bad_row", "spec_edit", "message"),
+    [
+        (40, ("", ""), "row 40 has no 'village' label"),
+        (None, ('Tract = "", ', ""), "no mapping for the allocation's geolevel 'Tract'"),
+    ],
+)
+def test_the_cli_exits_2_naming_the_fault_and_writes_nothing(
+    tmp_path: Path,
+    country: pd.DataFrame,
+    bad_row: int | None,
+    spec_edit: tuple[str, str],
+    message: str,
 ) -> None:
     from typer.testing import CliRunner
 
     from flows.cli.app import app
 
-    _edit(country, 40, "village", "").to_csv(tmp_path / "country.csv", index=False)
-    spec = tmp_path / "audit.toml"
-    spec.write_text((COUNTRY / "audit.toml").read_text())
+    table = country if bad_row is None else _edit(country, bad_row, "village", "")
+    table.to_csv(tmp_path / "country.csv", index=False)
+    text = (COUNTRY / "audit.toml").read_text()
+    assert spec_edit[0] in text
+    (tmp_path / "audit.toml").write_text(text.replace(*spec_edit))
     target = tmp_path / "out.zarr"
     res = CliRunner().invoke(
-        app, ["run", str(spec), "--store", str(target), "--report", str(tmp_path / "r.html")]
+        app,
+        [
+            "run",
+            str(tmp_path / "audit.toml"),
+            "--store",
+            str(target),
+            "--report",
+            str(tmp_path / "r.html"),
+        ],
     )
     assert res.exit_code == 2, res.output
-    assert "row 40 has no 'village' label" in res.output
+    assert message in res.output
     assert res.output.count("dpaudit: error:") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.toml", "country.csv"]
+
+
+def test_the_direct_estimate_runs_on_the_tables_own_levels() -> None:
+    from flows.direct_experiment import _spec_database
+
+    db, release, label = _spec_database(load_spec(COUNTRY / "audit.toml"), "")
+    assert (label, db.levels, db.n_blocks) == ("all", ("All", "region", "district", "village"), 201)
+    assert type(release).__name__ == "TopDown"
