@@ -109,9 +109,10 @@ class QueryBudget:
         if self.mechanism != "discrete_gaussian":
             raise InvalidParameterError(
                 f"Invalid allocation for this computation: query {self.query!r} at "
-                f"{self.geolevel} ({self.where or 'shipped'}) adds {self.mechanism} noise, and it "
-                "needs discrete Gaussian noise (σ² or ρ) on every query; `dpaudit account` "
-                "accounts mixed mechanisms"
+                f"{self.geolevel} ({self.where or 'shipped'}) adds {self.mechanism} noise; this "
+                "needs discrete Gaussian noise (σ² or ρ) on every query (an audit simulates it; "
+                "tradeoff and sweep account it alone); `dpaudit account` and `dpaudit calibrate` "
+                "take mixed mechanisms"
             )
 
 

@@ -155,6 +155,17 @@ def level_components(
     return list(alloc.losses(neighbours, universe, region, geolevel))
 
 
+def component_summary(comps: list[Any]) -> dict[str, float]:
+    """ρ (the zCDP the components give, composed) and the range of their noise variances."""
+    zv = [_zcdp_and_variance(c) for c in comps]
+    s2 = [v for _, v in zv]
+    return {
+        "rho": float(sum((z for z, _ in zv), Fraction(0))),
+        "sigma2_min": min(s2),
+        "sigma2_max": max(s2),
+    }
+
+
 def _combined(parts: list[list[Any]]) -> list[Any]:
     """Components of several selections composed (sequentially): (σ², count) pairs while every
     part is discrete Gaussian, else loss components throughout."""
@@ -264,17 +275,10 @@ def level_row(
         tail_probability,
     )
 
-    zv = [_zcdp_and_variance(c) for c in comps]
-    rho = float(sum((z for z, _ in zv), Fraction(0)))
-    s2 = [v for _, v in zv]
+    summary = component_summary(comps)
+    rho = summary["rho"]
     mixed = not all(isinstance(c, tuple) for c in comps)
-    row: dict[str, Any] = {
-        "geolevel": label,
-        "n_queries": len(comps),
-        "rho": rho,
-        "sigma2_min": min(s2),
-        "sigma2_max": max(s2),
-    }
+    row: dict[str, Any] = {"geolevel": label, "n_queries": len(comps), **summary}
     comp = None
     if method in ("auto", "exact", "bracket", "paper-bound") and mixed:
         opts = dict(grid_opts or {})
