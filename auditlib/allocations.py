@@ -303,6 +303,18 @@ def _from_file(parsed: Any) -> Allocation:
     )
 
 
+def allocation_digest(allocation_id: str) -> str | None:
+    """SHA-256 of an allocation file's bytes (``None`` for a shipped id, or no file): run ids that hash the
+    path alone would resume a run into a store computed from an earlier version of the file."""
+    import hashlib
+    from pathlib import Path
+
+    path = Path(allocation_id)
+    if allocation_id in ALLOCATION_FILES or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def export_allocation(allocation_id: str) -> str:
     """A shipped allocation (or an allocation file) as the CSV of an allocation file: exact ρ of
     every query, no neighbour relation, so it reads back to the same numbers under both."""
