@@ -279,7 +279,7 @@ def level_row(
     rho = summary["rho"]
     mixed = not all(isinstance(c, tuple) for c in comps)
     row: dict[str, Any] = {"geolevel": label, "n_queries": len(comps), **summary}
-    comp = None
+    comp: Any = None  # DiscreteGaussianComposition, or PrivacyLossComposition when mixed
     if method in ("auto", "exact", "bracket", "paper-bound") and mixed:
         opts = dict(grid_opts or {})
         if opts.pop("split_grid", None) is not None:

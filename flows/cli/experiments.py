@@ -47,8 +47,8 @@ def sweep(
         for a in allocs:
             alloc = load_allocation(a)  # an allocation file: checked row by row
             alloc.require_discrete_gaussian()  # the sweep accounts discrete Gaussian noise
-            for n in nbs:
-                alloc.check_relation(n)
+            for nb in nbs:
+                alloc.check_relation(nb)
         for d in deltas:
             if not (math.isfinite(d) and 1e-20 <= d < 1):
                 raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")

@@ -312,3 +312,16 @@ def test_bad_toml_names_its_entry() -> None:
 def test_rho_read_exactly() -> None:
     f = parse_csv(HEAD + "State,t,1,discrete_gaussian,0.1,,,,\n", "x.csv")
     assert f.rows[0].value == Fraction(1, 10)
+
+
+def test_the_shipped_example_is_the_guides_and_accounts_exactly() -> None:
+    root = Path(__file__).resolve().parents[2]
+    example = root / "examples" / "allocation_example.csv"
+    text = example.read_text(encoding="utf-8")
+    assert f"```csv\n{text}```" in (root / "docs" / "guide.md").read_text(encoding="utf-8")
+    alloc = load_allocation(str(example))
+    assert alloc.mechanisms() == ("discrete_gaussian", "geometric")
+    out = account_json(["-a", str(example), "-d", "1e-10"])
+    assert {lv["method"] for lv in [*out["levels"], out["composed"]]} == {"exact-lattice"}
+    # State: ρ = 1/2 + 1/(2·8), one cell of each query moved under add/remove
+    assert out["levels"][0]["rho"] == pytest.approx(0.5 + 1 / 16)
