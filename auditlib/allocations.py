@@ -6,6 +6,11 @@ query's change vector has squared L2 norm 2, so its discrete Gaussian noise has 
 change moves two cells. Seed 004 (Su, Su, Wang) reads the same ρ as *add/remove* (``add_remove``):
 sensitivity 1 and σ² = 1/(2ρ_q), half the variance the DAS actually drew. Both are offered; every
 number says which one it used. Provenance of each file: ``auditlib/data/allocations/PROVENANCE.md``.
+
+:func:`load_allocation` also reads an allocation file (``.csv`` or ``.toml``,
+:mod:`auditlib.allocation_file`): per query ρ or the noise of a discrete Gaussian, geometric,
+Laplace or Gaussian mechanism; :meth:`Allocation.losses` gives every query's loss component for the
+mixed accountant, :meth:`Allocation.components` the discrete Gaussian ones (and refuses others).
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class QueryBudget:
 
     def sigma2(self, neighbours: str) -> Fraction:
         """Discrete Gaussian variance parameter under the neighbour relation (exact rational)."""
+        check_neighbours(neighbours)
         self._require_discrete_gaussian()
         if self.noise is not None:
             return self.noise
