@@ -140,7 +140,18 @@ def account_levels(
     }
     if composed:
         out["composed"] = one(None)
+    out["note"] += _mixed_note([*out["levels"], out.get("composed", {})])
     return out
+
+
+def _mixed_note(rows: list[dict[str, Any]]) -> str:
+    """What ρ and σ² mean in rows of mixed mechanisms (an allocation file), else ''."""
+    if not any("mechanisms" in r for r in rows):
+        return ""
+    return (
+        "; rows with mechanisms: rho = the zCDP their queries give (eps0^2/2 per cell of a pure "
+        "eps0-DP geometric or Laplace query), sigma2 = the noise variances"
+    )
 
 
 def level_components(
@@ -244,7 +255,8 @@ def account_cumulative(
         "epsilons": epsilons or [],
         "note": METHOD_NOTES[method] + "; sequential composition of every query of the products "
         "and universes in a row (as the Bureau totals rho); bureau = rho + 2 sqrt(rho ln 1/delta) "
-        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
+        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP"
+        + _mixed_note(rows),
         "levels": rows,
     }
 
@@ -279,6 +291,8 @@ def level_row(
     rho = summary["rho"]
     mixed = not all(isinstance(c, tuple) for c in comps)
     row: dict[str, Any] = {"geolevel": label, "n_queries": len(comps), **summary}
+    if mixed:
+        row["mechanisms"] = sorted({type(c).__name__.removesuffix("Loss") for c in comps})
     comp: Any = None  # DiscreteGaussianComposition, or PrivacyLossComposition when mixed
     if method in ("auto", "exact", "bracket", "paper-bound") and mixed:
         opts = dict(grid_opts or {})
@@ -293,7 +307,6 @@ def level_row(
             **opts,
         )
         row["method"] = comp.method
-        row["mechanisms"] = sorted({type(c).__name__.removesuffix("Loss") for c in comps})
     elif method in ("auto", "exact", "bracket", "paper-bound"):
         comp = DiscreteGaussianComposition(
             list(comps),
