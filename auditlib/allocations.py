@@ -6,18 +6,24 @@ query's change vector has squared L2 norm 2, so its discrete Gaussian noise has 
 change moves two cells. Seed 004 (Su, Su, Wang) reads the same ρ as *add/remove* (``add_remove``):
 sensitivity 1 and σ² = 1/(2ρ_q), half the variance the DAS actually drew. Both are offered; every
 number says which one it used. Provenance of each file: ``auditlib/data/allocations/PROVENANCE.md``.
+
+:func:`load_allocation` also reads an allocation file (``.csv`` or ``.toml``,
+:mod:`auditlib.allocation_file`): per query ρ or the noise of a discrete Gaussian, geometric,
+Laplace or Gaussian mechanism; :meth:`Allocation.losses` gives every query's loss component for the
+mixed accountant, :meth:`Allocation.components` the discrete Gaussian ones (and refuses others).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
 from importlib.resources import files
-from typing import Literal
+from typing import Any, Literal
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
@@ -43,7 +49,13 @@ def check_neighbours(neighbours: str) -> str:
 
 @dataclass(frozen=True)
 class QueryBudget:
-    """One measured query of one geolevel: its zCDP budget and what it measures."""
+    """One measured query of one geolevel: its zCDP budget and what it measures.
+
+    A shipped query is a discrete Gaussian given by ρ_q alone. A query of an allocation file may
+    instead give its noise (``noise``: σ² of a discrete Gaussian, the scale b of a geometric or
+    Laplace, σ of a Gaussian) and ``sensitivity`` (how many of its cells one neighbouring change
+    moves, each by one); ``rho`` is then the zCDP its noise gives (pure ε-DP mechanisms: ε²/2).
+    """
 
     product: str
     universe: str
@@ -53,15 +65,61 @@ class QueryBudget:
     histogram: str
     n_cells: int
     rho: Fraction
+    mechanism: str = "discrete_gaussian"
+    noise: Fraction | None = None
+    sensitivity: int | None = None
+    where: str = ""  # the line of the file the query came from ("" for a shipped one)
+
+    def cells_moved(self, neighbours: str) -> int:
+        """Cells one neighbouring change moves by one: the sensitivity, else 1 (add/remove) or
+        2 (bounded, a record replaced)."""
+        check_neighbours(neighbours)
+        if self.sensitivity is not None:
+            return self.sensitivity
+        return 1 if neighbours == "add_remove" else 2
 
     def sigma2(self, neighbours: str) -> Fraction:
         """Discrete Gaussian variance parameter under the neighbour relation (exact rational)."""
         check_neighbours(neighbours)
-        return 1 / (2 * self.rho) if neighbours == "add_remove" else 1 / self.rho
+        self._require_discrete_gaussian()
+        if self.noise is not None:
+            return self.noise
+        return self.cells_moved(neighbours) / (2 * self.rho)
 
     def component(self, neighbours: str) -> tuple[Fraction, int]:
         """(σ², number of sensitivity-1 DG terms one record change moves) for the accountant."""
-        return (self.sigma2(neighbours), 1 if neighbours == "add_remove" else 2)
+        return (self.sigma2(neighbours), self.cells_moved(neighbours))
+
+    def loss(self, neighbours: str) -> Any:
+        """The query's privacy-loss component (:mod:`auditlib.accounting.losses`): ``count`` =
+        the cells one neighbouring change moves."""
+        from auditlib.accounting.losses import (
+            DiscreteGaussianLoss,
+            GaussianLoss,
+            GeometricLoss,
+            LaplaceLoss,
+        )
+
+        count = self.cells_moved(neighbours)
+        if self.mechanism == "discrete_gaussian":
+            return DiscreteGaussianLoss(self.sigma2(neighbours), count)
+        assert self.noise is not None or self.mechanism == "gaussian"
+        if self.mechanism == "geometric":
+            return GeometricLoss(1 / self.noise, count)  # type: ignore[operator]
+        if self.mechanism == "laplace":
+            return LaplaceLoss(self.noise, count)  # type: ignore[arg-type]
+        sigma = self.noise if self.noise is not None else math.sqrt(count / (2 * self.rho))
+        return GaussianLoss(sigma, count)
+
+    def _require_discrete_gaussian(self) -> None:
+        if self.mechanism != "discrete_gaussian":
+            raise InvalidParameterError(
+                f"Invalid allocation for this computation: query {self.query!r} at "
+                f"{self.geolevel} ({self.where or 'shipped'}) adds {self.mechanism} noise; this "
+                "needs discrete Gaussian noise (σ² or ρ) on every query (an audit simulates it; "
+                "tradeoff and sweep account it alone); `dpaudit account` and `dpaudit calibrate` "
+                "take mixed mechanisms"
+            )
 
 
 @dataclass(frozen=True)
@@ -72,6 +130,28 @@ class Allocation:
     product: str
     source: str
     queries: tuple[QueryBudget, ...] = field(repr=False)
+    #: the neighbour relation an allocation file fixes (None: either, as for the shipped ones)
+    neighbours: str | None = None
+
+    def check_relation(self, neighbours: str) -> str:
+        """``neighbours``, or an error if the allocation file fixes another relation."""
+        check_neighbours(neighbours)
+        if self.neighbours is not None and neighbours != self.neighbours:
+            raise InvalidParameterError(
+                f"Invalid neighbours: {neighbours!r}; allocation file {self.allocation_id!r} "
+                f"is accounted under {self.neighbours!r} (its neighbours column); use "
+                f"--neighbours {self.neighbours} (audit.neighbours in a spec)"
+            )
+        return neighbours
+
+    def mechanisms(self) -> tuple[str, ...]:
+        """The noise mechanisms of the allocation's queries (shipped: discrete Gaussian only)."""
+        return tuple(dict.fromkeys(q.mechanism for q in self.queries))
+
+    def require_discrete_gaussian(self) -> None:
+        """Refuse an allocation with a query of another noise than the discrete Gaussian."""
+        for q in self.queries:
+            q._require_discrete_gaussian()
 
     def universes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(q.universe for q in self.queries))
@@ -116,7 +196,20 @@ class Allocation:
         geolevel: str | None = None,
     ) -> list[tuple[Fraction, int]]:
         """Noise components (σ², count) one record change touches, for the accountant."""
+        self.check_relation(neighbours)
         return [q.component(neighbours) for q in self.select(universe, region, geolevel)]
+
+    def losses(
+        self,
+        neighbours: str,
+        universe: str = "persons",
+        region: str = "US",
+        geolevel: str | None = None,
+    ) -> list[Any]:
+        """Privacy-loss components of every query (any mechanism), for
+        :class:`~auditlib.accounting.composition.PrivacyLossComposition`."""
+        self.check_relation(neighbours)
+        return [q.loss(neighbours) for q in self.select(universe, region, geolevel)]
 
     def _check(self, what: str, value: str, allowed: tuple[str, ...]) -> None:
         if value not in allowed:
@@ -160,13 +253,112 @@ def list_allocations() -> list[str]:
     return list(ALLOCATION_FILES)
 
 
-@cache
 def load_allocation(allocation_id: str) -> Allocation:
-    """Load a shipped allocation by id (see :data:`ALLOCATION_FILES`)."""
-    if allocation_id not in ALLOCATION_FILES:
-        raise UnknownNameError(
-            f"Unknown allocation: {allocation_id!r}; allowed: {', '.join(ALLOCATION_FILES)}"
+    """A shipped allocation by id (see :data:`ALLOCATION_FILES`), or the allocation file at the
+    path ``allocation_id`` (``.csv`` or ``.toml``: :mod:`auditlib.allocation_file`)."""
+    from auditlib.allocation_file import is_allocation_path, read_allocation_file
+
+    if allocation_id in ALLOCATION_FILES:
+        return _load_shipped(allocation_id)
+    if is_allocation_path(allocation_id):
+        return _from_file(read_allocation_file(allocation_id))
+    raise UnknownNameError(
+        f"Unknown allocation: {allocation_id!r}; allowed: {', '.join(ALLOCATION_FILES)}, or the "
+        "path of an allocation file (.csv or .toml, see docs/guide.md)"
+    )
+
+
+def _from_file(parsed: Any) -> Allocation:
+    """The allocation of a checked file (:class:`auditlib.allocation_file.AllocationFile`)."""
+    queries = []
+    for r in parsed.rows:
+        if r.noise_column == "rho":
+            rho, noise = r.value, None
+        else:
+            # a file giving the noise fixes its relation, hence each query's sensitivity
+            moved = r.sensitivity or (1 if parsed.neighbours == "add_remove" else 2)
+            noise = r.value
+            if r.mechanism in ("geometric", "laplace"):
+                rho = (moved / noise) ** 2 / 2  # pure (moved/b)-DP implies this zCDP
+            elif r.mechanism == "gaussian":
+                rho = moved / (2 * noise * noise)
+            else:
+                rho = moved / (2 * noise)
+        queries.append(
+            QueryBudget(
+                product=r.product,
+                universe=r.universe,
+                region=r.region,
+                geolevel=r.geolevel,
+                query=r.query,
+                histogram=r.histogram,
+                n_cells=r.cells,
+                rho=rho,
+                mechanism=r.mechanism,
+                noise=noise,
+                sensitivity=r.sensitivity,
+                where=r.where,
+            )
         )
+    return Allocation(
+        allocation_id=parsed.origin,
+        product=queries[0].product or "allocation file",
+        source=parsed.origin,
+        queries=tuple(queries),
+        neighbours=parsed.neighbours,
+    )
+
+
+def allocation_digest(allocation_id: str) -> str | None:
+    """SHA-256 of an allocation file's bytes (``None`` for a shipped id, or no file): run ids that hash the
+    path alone would resume a run into a store computed from an earlier version of the file."""
+    import hashlib
+    from pathlib import Path
+
+    path = Path(allocation_id)
+    if allocation_id in ALLOCATION_FILES or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_allocation(allocation_id: str) -> str:
+    """A shipped allocation (or an allocation file) as the CSV of an allocation file: exact ρ of
+    every query, no neighbour relation, so it reads back to the same numbers under both."""
+    from auditlib.allocation_file import format_csv
+
+    alloc = load_allocation(allocation_id)
+    rows = []
+    for q in alloc.queries:
+        noise_column = "rho" if q.noise is None else _NOISE_COLUMN[q.mechanism]
+        rows.append(
+            {
+                "universe": q.universe,
+                "region": q.region,
+                "geolevel": q.geolevel,
+                "query": q.query,
+                "histogram": q.histogram,
+                "cells": q.n_cells,
+                "mechanism": q.mechanism,
+                noise_column: q.rho if q.noise is None else q.noise,
+                "sensitivity": q.sensitivity,
+                "neighbours": alloc.neighbours,
+                "product": q.product,
+            }
+        )
+    return format_csv(rows)
+
+
+#: the column a file gives each mechanism's noise in
+_NOISE_COLUMN = {
+    "discrete_gaussian": "sigma2",
+    "geometric": "scale",
+    "laplace": "scale",
+    "gaussian": "sigma",
+}
+
+
+@cache
+def _load_shipped(allocation_id: str) -> Allocation:
     path = files("auditlib") / "data" / "allocations" / ALLOCATION_FILES[allocation_id]
     rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
     queries = []

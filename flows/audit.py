@@ -22,7 +22,7 @@ from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
-from auditlib.allocations import load_allocation
+from auditlib.allocations import allocation_digest, load_allocation
 from flows import progress, tasks
 from flows.batching import batch_blocks, batch_states
 from flows.groups import (
@@ -52,6 +52,9 @@ def run_id_for(spec: AuditSpec) -> str:
     data = spec.model_dump(mode="json")
     data.pop("output", None)
     data.pop("cluster", None)
+    digest = allocation_digest(spec.audit.allocation)  # an allocation file: its content counts
+    if digest is not None:
+        data["audit"]["allocation_sha256"] = digest
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import xarray as xr
 from prefect import flow, task
 
+from auditlib.allocations import allocation_digest
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
 from auditlib.exceptions import StoreError
 from flows.direct_experiment import (
@@ -141,6 +142,9 @@ def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
     if isinstance(params, SpecDirectParams):
         spec = tomllib.loads(params.spec)
         raw["spec"] = {k: v for k, v in spec.items() if k not in ("output", "cluster")}
+        allocation = spec.get("audit", {}).get("allocation")
+        if isinstance(allocation, str) and (digest := allocation_digest(allocation)):
+            raw["allocation_sha256"] = digest  # an allocation file: its content counts
     raw["kind"] = type(params).__name__
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

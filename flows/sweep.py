@@ -21,7 +21,12 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.accounting import bureau_epsilon
-from auditlib.allocations import RELEASED_PRODUCTS, cumulative_components, load_allocation
+from auditlib.allocations import (
+    RELEASED_PRODUCTS,
+    allocation_digest,
+    cumulative_components,
+    load_allocation,
+)
 from auditlib.exceptions import StoreError
 from auditlib.summaries import account_components
 from flows.tasks import TASK_OPTS
@@ -103,7 +108,15 @@ def sweep_run_id(
     allocations: list[str], neighbours: list[str], deltas: list[float], eps_grid_points: int
 ) -> str:
     """A stable hash of what determines the numbers (not the store or the cluster)."""
-    key = [list(allocations), list(neighbours), [float(d) for d in deltas], eps_grid_points]
+    key: list[Any] = [
+        list(allocations),
+        list(neighbours),
+        [float(d) for d in deltas],
+        eps_grid_points,
+    ]
+    digests = [d for a in allocations if a != CUMULATIVE and (d := allocation_digest(a))]
+    if digests:  # allocation files: their content counts, not only their paths
+        key.append(digests)
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 

@@ -15,7 +15,9 @@ from flows.cli.accounting_results import (
     account_levels,
     check_deltas,
     check_epsilons,
+    component_summary,
     grid_options,
+    level_components,
     parse_target,
     select_levels,
 )
@@ -87,7 +89,8 @@ def account(
     ] = 5e9,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Per-level exact ε(δ) (or δ(ε)) of a shipped allocation next to the Bureau's zCDP conversion."""
+    """Per-level exact ε(δ) (or δ(ε)) of an allocation next to the Bureau's zCDP conversion (an
+    allocation file may mix discrete Gaussian, geometric, Laplace and Gaussian noise)."""
     try:
         grid_opts = grid_options(split_grid, max_work)
         ids = allocation or []
@@ -167,8 +170,6 @@ def calibrate(
 ) -> None:
     """How much the noise variance could shrink with ε(δ*) still at the target: per level and as
     one common factor for all levels (certified intervals)."""
-    from fractions import Fraction
-
     from auditlib.accounting import calibrate_factor
 
     try:
@@ -177,18 +178,19 @@ def calibrate(
         alloc, levels = select_levels(allocation, universe, region, level)
 
         def one(g: str | None) -> dict[str, Any]:
-            comps = alloc.components(neighbours.value, universe, region, g)
-            res = calibrate_factor(comps, delta, target_eps, method=method.value)
-            s2 = sorted({s for s, _ in comps})
+            comps = level_components(alloc, neighbours.value, universe, region, g)
+            if all(isinstance(c, tuple) for c in comps):
+                res = calibrate_factor(comps, delta, target_eps, method=method.value)
+            else:
+                res = _calibrate_mixed(comps, delta, target_eps, method.value)
+            s2 = sorted({c[0] for c in comps if isinstance(c, tuple)})
             row: dict[str, Any] = {
                 "geolevel": g or "all levels composed",
                 "n_queries": len(comps),
-                "rho": float(sum(Fraction(c) / (2 * s) for s, c in comps)),
-                "sigma2_min": float(s2[0]),
-                "sigma2_max": float(s2[-1]),
+                **component_summary(comps),
                 **res.as_dict(),
             }
-            if len(s2) == 1:
+            if len(s2) == 1 and all(isinstance(c, tuple) for c in comps):
                 b = res.sigma2(s2[0])
                 row["reduced_sigma2_lower"] = float(b.lower)
                 row["reduced_sigma2_upper"] = float(b.upper)
@@ -219,3 +221,18 @@ def calibrate(
         typer.echo(json.dumps(out, indent=2))
         return
     print_calibration(out)
+
+
+def _calibrate_mixed(comps: list[Any], delta: float, target: float | None, method: str) -> Any:
+    """The common variance factor of a mixed composition (an allocation file with geometric,
+    Laplace or Gaussian queries); the 'bureau' target converts the zCDP its queries give."""
+    from auditlib.accounting import bureau_epsilon, calibrate_mixed
+
+    if method != "exact":
+        raise InvalidParameterError(
+            f"Invalid --method {method!r}: seed 004's paper bound is of discrete Gaussian "
+            "compositions; this allocation mixes mechanisms, so use --method exact"
+        )
+    if target is None:
+        target = float(bureau_epsilon(component_summary(comps)["rho"], delta))
+    return calibrate_mixed(comps, delta, target)

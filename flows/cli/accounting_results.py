@@ -4,6 +4,7 @@ bracket (or bound) of each level next to the zCDP conversions, and the checks of
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 from auditlib.exceptions import InvalidParameterError
@@ -122,7 +123,7 @@ def account_levels(
     """The rows of ``levels`` of one allocation (and, with ``composed``, all levels composed)."""
 
     def one(g: str | None) -> dict[str, Any]:
-        comps = alloc.components(neighbours, universe, region, g)
+        comps = level_components(alloc, neighbours, universe, region, g)
         return level_row(comps, g or "all levels composed", deltas, method, epsilons, grid_opts)
 
     out: dict[str, Any] = {
@@ -139,7 +140,73 @@ def account_levels(
     }
     if composed:
         out["composed"] = one(None)
+    out["note"] += _mixed_note([*out["levels"], out.get("composed", {})])
     return out
+
+
+def _mixed_note(rows: list[dict[str, Any]]) -> str:
+    """What ρ and σ² mean in rows of mixed mechanisms (an allocation file), else ''."""
+    if not any("mechanisms" in r for r in rows):
+        return ""
+    return (
+        "; rows with mechanisms: rho = the zCDP their queries give (eps0^2/2 per cell of a pure "
+        "eps0-DP geometric or Laplace query), sigma2 = the noise variances"
+    )
+
+
+def level_components(
+    alloc: Any, neighbours: str, universe: str, region: str, geolevel: str | None
+) -> list[Any]:
+    """The accountant's components of a selection: discrete Gaussian (σ², count) pairs when every
+    query adds discrete Gaussian noise (the shipped allocations), else loss components of each
+    mechanism (an allocation file with geometric, Laplace or Gaussian queries)."""
+    queries = alloc.select(universe, region, geolevel)
+    if all(q.mechanism == "discrete_gaussian" for q in queries):
+        return list(alloc.components(neighbours, universe, region, geolevel))
+    return list(alloc.losses(neighbours, universe, region, geolevel))
+
+
+def component_summary(comps: list[Any]) -> dict[str, float]:
+    """ρ (the zCDP the components give, composed) and the range of their noise variances."""
+    zv = [_zcdp_and_variance(c) for c in comps]
+    s2 = [v for _, v in zv]
+    return {
+        "rho": float(sum((z for z, _ in zv), Fraction(0))),
+        "sigma2_min": min(s2),
+        "sigma2_max": max(s2),
+    }
+
+
+def _combined(parts: list[list[Any]]) -> list[Any]:
+    """Components of several selections composed (sequentially): (σ², count) pairs while every
+    part is discrete Gaussian, else loss components throughout."""
+    from auditlib.accounting import DiscreteGaussianLoss
+
+    flat = [c for part in parts for c in part]
+    if all(isinstance(c, tuple) for c in flat):
+        return flat
+    return [DiscreteGaussianLoss(*c) if isinstance(c, tuple) else c for c in flat]
+
+
+def _zcdp_and_variance(comp: Any) -> tuple[Fraction, float]:
+    """(zCDP ρ, noise variance) of one component: a (σ², count) pair or a loss component (pure
+    ε₀-DP releases: ε₀²/2 each; geometric and Laplace variances of their laws)."""
+    from auditlib.accounting import DiscreteGaussianLoss, GaussianLoss, GeometricLoss
+
+    if isinstance(comp, tuple):
+        s2, count = comp
+        return Fraction(count) / (2 * Fraction(s2)), float(s2)
+    if isinstance(comp, DiscreteGaussianLoss):
+        return Fraction(comp.count) / (2 * Fraction(comp.sigma2)), float(comp.sigma2)
+    if isinstance(comp, GaussianLoss):
+        s2 = Fraction(comp.sigma) ** 2
+        return Fraction(comp.count) / (2 * s2), float(s2)
+    if isinstance(comp, GeometricLoss):
+        e0 = Fraction(comp.epsilon)
+        r = math.exp(-float(e0))
+        return comp.count * e0 * e0 / 2, 2 * r / (1 - r) ** 2
+    b = Fraction(comp.scale)  # Laplace
+    return Fraction(comp.count) / (2 * b * b), 2 * float(b) ** 2
 
 
 def account_cumulative(
@@ -153,34 +220,29 @@ def account_cumulative(
     grid_opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Whole products composed: each universe, persons + units per product, all products."""
-    from auditlib.allocations import cumulative_components, load_allocation
+    from auditlib.allocations import check_neighbours, load_allocation
 
+    check_neighbours(neighbours)
     allocs = [load_allocation(a) for a in dict.fromkeys(allocation_ids)]  # unknown ids fail first
     rows = []
+    everything: list[list[Any]] = []
     for alloc in allocs:
         a = alloc.allocation_id
         unis = [u for u in alloc.universes() if region in alloc.regions(u)]
         if not unis:
-            alloc.regions(alloc.universes()[0])  # names the allowed regions
-        for u in unis:
-            rows.append(
-                level_row(
-                    alloc.components(neighbours, u, region),
-                    f"{a} {u}",
-                    deltas,
-                    method,
-                    epsilons,
-                    grid_opts,
-                )
-            )
+            alloc.geolevels(alloc.universes()[0], region)  # raises, naming the allowed regions
+        per_universe = [level_components(alloc, neighbours, u, region, None) for u in unis]
+        everything += per_universe
+        for u, comps in zip(unis, per_universe, strict=True):
+            rows.append(level_row(comps, f"{a} {u}", deltas, method, epsilons, grid_opts))
         if len(unis) > 1:
-            comps = cumulative_components([a], neighbours, region, unis)
+            comps = _combined(per_universe)
             rows.append(
                 level_row(comps, f"{a} {'+'.join(unis)}", deltas, method, epsilons, grid_opts)
             )
     ids = list(dict.fromkeys(allocation_ids))
     if len(ids) > 1:
-        comps = cumulative_components(ids, neighbours, region)
+        comps = _combined(everything)
         rows.append(level_row(comps, "all products composed", deltas, method, epsilons, grid_opts))
     return {
         "allocation": " + ".join(ids),
@@ -193,7 +255,8 @@ def account_cumulative(
         "epsilons": epsilons or [],
         "note": METHOD_NOTES[method] + "; sequential composition of every query of the products "
         "and universes in a row (as the Bureau totals rho); bureau = rho + 2 sqrt(rho ln 1/delta) "
-        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP",
+        "(inverted for delta(eps)); cks = Canonne-Kamath-Steinke conversion of rho-zCDP"
+        + _mixed_note(rows),
         "levels": rows,
     }
 
@@ -206,13 +269,16 @@ def level_row(
     epsilons: list[float] | None,
     grid_opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One output row: the exact bracket (or bound) of ``comps`` next to the zCDP conversions."""
-    from fractions import Fraction
+    """One output row: the exact bracket (or bound) of ``comps`` next to the zCDP conversions.
 
+    ``comps`` are discrete Gaussian (σ², count) pairs, or loss components of mixed mechanisms
+    (accounted by :class:`~auditlib.accounting.PrivacyLossComposition`; their ρ is the zCDP each
+    mechanism gives, ε₀²/2 per pure ε₀-DP release, and ``sigma2`` the noise variances)."""
     import numpy as np
 
     from auditlib.accounting import (
         DiscreteGaussianComposition,
+        PrivacyLossComposition,
         bureau_delta,
         bureau_epsilon,
         cks_delta,
@@ -221,17 +287,27 @@ def level_row(
         tail_probability,
     )
 
-    rho = float(sum(Fraction(c) / (2 * s) for s, c in comps))
-    s2 = [float(s) for s, _ in comps]
-    row: dict[str, Any] = {
-        "geolevel": label,
-        "n_queries": len(comps),
-        "rho": rho,
-        "sigma2_min": min(s2),
-        "sigma2_max": max(s2),
-    }
-    comp = None
-    if method in ("auto", "exact", "bracket", "paper-bound"):
+    summary = component_summary(comps)
+    rho = summary["rho"]
+    mixed = not all(isinstance(c, tuple) for c in comps)
+    row: dict[str, Any] = {"geolevel": label, "n_queries": len(comps), **summary}
+    if mixed:
+        row["mechanisms"] = sorted({type(c).__name__.removesuffix("Loss") for c in comps})
+    comp: Any = None  # DiscreteGaussianComposition, or PrivacyLossComposition when mixed
+    if method in ("auto", "exact", "bracket", "paper-bound") and mixed:
+        opts = dict(grid_opts or {})
+        if opts.pop("split_grid", None) is not None:
+            raise InvalidParameterError(
+                "Invalid option: --split-grid splits discrete Gaussian variances; this allocation "
+                "mixes mechanisms, so drop --split-grid"
+            )
+        comp = PrivacyLossComposition(
+            list(comps),
+            mode=MODES.get(method, "auto"),  # type: ignore[arg-type]
+            **opts,
+        )
+        row["method"] = comp.method
+    elif method in ("auto", "exact", "bracket", "paper-bound"):
         comp = DiscreteGaussianComposition(
             list(comps),
             mode=MODES.get(method, "auto"),  # type: ignore[arg-type]

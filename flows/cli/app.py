@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 
 from auditlib import __version__
 from auditlib.exceptions import DPAuditError
-from flows.cli import accounting, direct, experiments, run, tradeoff
+from flows.cli import accounting, allocation, direct, experiments, run, tradeoff
 from flows.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -96,6 +96,7 @@ COMMANDS = (
 )
 for _name, _command in COMMANDS:
     app.command(name=_name)(_command)
+app.add_typer(allocation.app, name="allocation")  # allocation export
 
 
 def _version(value: bool) -> None:

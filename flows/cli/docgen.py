@@ -215,8 +215,14 @@ def cli_reference() -> str:
         "checked before any work: not in the way of an existing file or store without "
         "`--overwrite`, in a directory that can be written.",
     ]
+    commands = []
     for name in root.list_commands(ctx):
         cmd = root.get_command(ctx, name)
+        if cmd is not None and hasattr(cmd, "list_commands"):  # a group: its subcommands
+            commands += [(f"{name} {s}", cmd.get_command(ctx, s)) for s in cmd.list_commands(ctx)]
+        else:
+            commands.append((name, cmd))
+    for name, cmd in commands:
         if cmd is None or cmd.hidden:
             continue
         usage = " ".join(cmd.collect_usage_pieces(ctx))

@@ -45,7 +45,10 @@ def sweep(
     deltas = sorted(set(delta or [1e-5, 1e-10, 1e-11]), reverse=True)
     try:
         for a in allocs:
-            load_allocation(a)
+            alloc = load_allocation(a)  # an allocation file: checked row by row
+            alloc.require_discrete_gaussian()  # the sweep accounts discrete Gaussian noise
+            for nb in nbs:
+                alloc.check_relation(nb)
         for d in deltas:
             if not (math.isfinite(d) and 1e-20 <= d < 1):
                 raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")

@@ -37,7 +37,12 @@ class CurveFormat(StrEnum):
 
 
 # options the accounting commands (account, calibrate, tradeoff) share
-AllocationOpt = Annotated[str, typer.Option("--allocation", "-a", help="Shipped allocation id.")]
+AllocationOpt = Annotated[
+    str,
+    typer.Option(
+        "--allocation", "-a", help="Shipped allocation id, or an allocation file (.csv, .toml)."
+    ),
+]
 NeighboursOpt = Annotated[
     Neighbours, typer.Option("--neighbours", "-n", help="Neighbour relation.")
 ]
@@ -46,7 +51,8 @@ AllocationsOpt = Annotated[
     typer.Option(
         "--allocation",
         "-a",
-        help="Shipped allocation id; repeat it (or give --cumulative) to compose products.",
+        help="Shipped allocation id, or an allocation file (.csv, .toml); repeat it (or give "
+        "--cumulative) to compose products.",
     ),
 ]
 UniverseOpt = Annotated[str, typer.Option(help="persons | units.")]

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from auditlib.allocation_file import is_allocation_path
 from auditlib.exceptions import SpecError
 from flows.spec.model import AuditSpec
 
@@ -55,6 +56,12 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec {str(p)!r} is not valid TOML: {exc}") from None
+    audit = data.get("audit")
+    if isinstance(audit, dict) and isinstance(audit.get("allocation"), str):
+        # an allocation file's relative path is relative to the spec file's directory, too
+        if is_allocation_path(audit["allocation"]):
+            where = p.parent / Path(audit["allocation"]).expanduser()
+            audit["allocation"] = str(where.resolve())
     pop = data.get("population")
     if isinstance(pop, dict) and isinstance(pop.get("path"), str) and pop["path"]:
         # a table's relative path is relative to the spec file's directory

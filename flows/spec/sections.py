@@ -17,7 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from auditlib.allocations import ALLOCATION_FILES
+from auditlib.allocation_file import is_allocation_path
+from auditlib.allocations import ALLOCATION_FILES, load_allocation
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
 
@@ -74,12 +75,30 @@ class Strict(BaseModel):
 
 class AuditSection(Strict):
     name: str = Field("audit", min_length=1, max_length=200)
-    allocation: Literal[tuple(ALLOCATION_FILES)] = "dhcp_20220825_paper"  # type: ignore[valid-type]
+    #: a shipped allocation id, or the path of an allocation file (.csv or .toml; relative to the
+    #: spec file's directory), discrete Gaussian noise on every query
+    allocation: str = Field("dhcp_20220825_paper", min_length=1)
     universe: str = "persons"
     region: str = "US"
     neighbours: Literal["add_remove", "bounded"] = "add_remove"
     replicates: Annotated[int, Field(gt=0, le=100_000)] = 4
     seed: Annotated[int, Field(ge=0, lt=2**63)] = 20200401
+
+    @model_validator(mode="after")
+    def _allocation(self) -> AuditSection:
+        """A shipped id, or an allocation file checked row by row: its relation is
+        ``neighbours`` and every query adds discrete Gaussian noise (what the audit draws)."""
+        if self.allocation in ALLOCATION_FILES:
+            return self
+        if not is_allocation_path(self.allocation):
+            raise ValueError(
+                f"audit.allocation = {self.allocation!r} is unknown; allowed: "
+                f"{', '.join(ALLOCATION_FILES)}, or the path of an allocation file (.csv or .toml)"
+            )
+        alloc = load_allocation(self.allocation)
+        alloc.check_relation(self.neighbours)
+        alloc.require_discrete_gaussian()
+        return self
 
 
 class PopulationSection(Strict):

@@ -109,6 +109,25 @@ SPECS = {
     "[release]\nkind = 'gdpc'\n",
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
     "good": to_toml(tiny_spec()),
+    "alloc-mixed": "[audit]\nallocation = '../alloc/mixed.csv'\n",  # relative to the spec
+    "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
+}
+#: allocation files (work/alloc/NAME.csv): one good file mixing mechanisms, the rest bad
+_AH = "geolevel,query,cells,mechanism,rho,sigma2,scale,neighbours\n"
+ALLOCS = {
+    "mixed": _AH + "State,total,1,geometric,,,2,add_remove\nState,sex,2,discrete_gaussian,,4,,"
+    "add_remove\n",
+    "laplace": _AH + "State,total,1,laplace,,,2,add_remove\n",
+    "empty": "",
+    "no-mechanism": "geolevel,query,rho\nState,total,1/2\n",
+    "nan": _AH + "State,total,1,discrete_gaussian,NaN,,,\n",
+    "negative": _AH + "State,total,1,discrete_gaussian,,-4,,bounded\n",
+    "zero": _AH + "State,total,1,geometric,,,0,bounded\n",
+    "mechanism": _AH + "State,total,1,poisson,1/2,,,\n",
+    "relation": _AH + "State,total,1,discrete_gaussian,1/2,,,replace\n",
+    "duplicate": _AH + "State,total,1,discrete_gaussian,1/2,,,\nState,total,1,discrete_gaussian,"
+    "1/4,,,\n",
+    "cells": _AH + "State,total,many,discrete_gaussian,1/2,,,\n",
 }
 BYTES = {
     "latin1": b'[audit]\nname = "caf\xe9"\n',  # Latin-1, not UTF-8: byte 19
@@ -126,6 +145,9 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     for name, raw in BYTES.items():
         (specs / f"{name}.toml").write_bytes(raw)
     (specs / "counts.csv").write_text("total\n5\n1e30\n")
+    (work / "alloc").mkdir()
+    for name, text in ALLOCS.items():
+        (work / "alloc" / f"{name}.csv").write_text(text, encoding="utf-8")
     (work / "afile").write_text("a regular file\n")
     (work / "existing.html").write_text("<p>mine</p>")
     (work / "existing.csv").write_text("mine\n")
@@ -183,6 +205,8 @@ CASES = [
     line("run-binary-spec", run_(S("binary")), "not UTF-8", "byte 0x89", "position 0"),
     line("run-nul-in-spec", run_(S("nul")), "is not valid TOML"),
     line("run-unknown-allocation", run_(S("unknown-allocation")), "'nope'"),
+    line("run-alloc-mixed", run_(S("alloc-mixed")), "adds geometric noise"),
+    line("run-alloc-nan", run_(S("alloc-nan")), "nan.csv', line 2, column 'rho'"),
     line("run-class-not-importable", lambda c: ["run", S("class-missing")], "nosuchmodule"),
     line("run-class-bad-kwargs", lambda c: ["run", S("class-kwargs")], "bogus"),
     line("run-missing-spec", run_(S("none")), "spec file not found"),
@@ -242,6 +266,11 @@ CASES = [
     line("serve-no-server", lambda c: ["serve"], "needs a Prefect server"),
     # sweep
     line("sweep-unknown-allocation", lambda c: ["sweep", "-a", "nope"], "'nope'"),
+    line(
+        "sweep-alloc-mixed",
+        lambda c: ["sweep", "-a", "alloc/mixed.csv", "-n", "add_remove", "--scheduler", c.closed],
+        "adds geometric noise",
+    ),
     line("sweep-delta-0", lambda c: ["sweep", "-d", "0"], "Invalid delta"),
     line("sweep-delta-nan", lambda c: ["sweep", "-d", "nan"], "Invalid delta"),
     line("sweep-points", lambda c: ["sweep", "--points", "5"], "Invalid --points"),
@@ -286,6 +315,11 @@ CASES = [
     line("direct-spec-malformed", lambda c: ["direct", "--spec", S("malformed")], "valid TOML"),
     line("direct-spec-missing", lambda c: ["direct", "--spec", S("none")], "not found"),
     line(
+        "direct-spec-alloc-mixed",
+        lambda c: ["direct", "--spec", S("alloc-mixed"), "--scheduler", c.closed],
+        "adds geometric noise",
+    ),
+    line(
         "direct-spec-mixed", lambda c: ["direct", "--spec", S("good"), "--people", "10"], "--people"
     ),
     line("direct-state-needs-spec", lambda c: ["direct", "--state", "ST01"], "needs --spec"),
@@ -313,12 +347,95 @@ CASES = [
     usage("account-neighbours-both", lambda c: ["account", "-n", "both"], "both"),
     usage("account-method-foo", lambda c: ["account", "-m", "foo"], "foo"),
     usage("account-delta-abc", lambda c: ["account", "--delta", "abc"], "--delta"),
+    # account: allocation files (a bad file names its line and column)
+    line("account-alloc-empty", lambda c: ["account", "-a", "alloc/empty.csv"], "line 1", "empty"),
+    line(
+        "account-alloc-no-mechanism",
+        lambda c: ["account", "-a", "alloc/no-mechanism.csv"],
+        "line 1, column 'mechanism'",
+        "missing column",
+    ),
+    line(
+        "account-alloc-nan",
+        lambda c: ["account", "-a", "alloc/nan.csv"],
+        "line 2, column 'rho'",
+        "not finite",
+    ),
+    line(
+        "account-alloc-negative",
+        lambda c: ["account", "-a", "alloc/negative.csv", "-n", "bounded"],
+        "line 2, column 'sigma2'",
+        "'-4' must be > 0",
+    ),
+    line(
+        "account-alloc-zero",
+        lambda c: ["account", "-a", "alloc/zero.csv", "-n", "bounded"],
+        "line 2, column 'scale'",
+        "'0' must be > 0",
+    ),
+    line(
+        "account-alloc-mechanism",
+        lambda c: ["account", "-a", "alloc/mechanism.csv"],
+        "line 2, column 'mechanism'",
+        "'poisson'",
+    ),
+    line(
+        "account-alloc-relation",
+        lambda c: ["account", "-a", "alloc/relation.csv"],
+        "line 2, column 'neighbours'",
+        "'replace'",
+    ),
+    line(
+        "account-alloc-duplicate",
+        lambda c: ["account", "-a", "alloc/duplicate.csv"],
+        "line 3, column 'query'",
+        "first on line 2",
+    ),
+    line(
+        "account-alloc-cells",
+        lambda c: ["account", "-a", "alloc/cells.csv"],
+        "line 2, column 'cells'",
+        "'many'",
+    ),
+    line("account-alloc-missing", lambda c: ["account", "-a", "alloc/none.csv"], "existing file"),
+    line(
+        "account-alloc-other-relation",
+        lambda c: ["account", "-a", "alloc/mixed.csv", "-n", "bounded"],
+        "--neighbours add_remove",
+    ),
+    # allocation export
+    line("allocation-export-unknown", lambda c: ["allocation", "export", "nope"], "'nope'"),
+    line(
+        "allocation-export-o-exists",
+        lambda c: ["allocation", "export", "pl94_2021_production", "-o", "existing.csv"],
+        "already exists",
+    ),
+    line(
+        "allocation-export-o-read-only",
+        lambda c: ["allocation", "export", "pl94_2021_production", "-o", f"{c.ro}/a.csv"],
+        "cannot write",
+    ),
     # calibrate
     line("calibrate-delta-0", lambda c: ["calibrate", "-d", "0"], "Invalid delta"),
     line("calibrate-target-word", lambda c: ["calibrate", "--target", "foo"], "Invalid target"),
     line("calibrate-target-negative", lambda c: ["calibrate", "--target", "-3"], "Invalid target"),
     line("calibrate-unknown-allocation", lambda c: ["calibrate", "-a", "nope"], "'nope'"),
     usage("calibrate-method-foo", lambda c: ["calibrate", "-m", "foo"], "foo"),
+    line(
+        "calibrate-alloc-nan",
+        lambda c: ["calibrate", "-a", "alloc/nan.csv"],
+        "line 2, column 'rho'",
+    ),
+    line(
+        "calibrate-alloc-paper-bound-mixed",
+        lambda c: ["calibrate", "-a", "alloc/mixed.csv", "-m", "paper-bound"],
+        "mixes mechanisms",
+    ),
+    line(
+        "tradeoff-alloc-laplace",
+        lambda c: ["tradeoff", "-a", "alloc/laplace.csv"],
+        "(line 2) adds laplace noise",
+    ),
     # tradeoff
     line("tradeoff-alpha", lambda c: ["tradeoff", "--alpha", "1.5"], "Invalid alpha: 1.5"),
     line("tradeoff-points-1", lambda c: ["tradeoff", "--points", "1"], "Invalid points: 1"),

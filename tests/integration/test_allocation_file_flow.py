@@ -1,0 +1,83 @@
+"""An audit whose allocation is a file (a relative path in the spec): the real flow on Dask draws
+and accounts the file's noise, and its run id follows the file's content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditlib.allocations import load_allocation
+from flows.cli.accounting_results import account_levels
+from flows.spec.files import load_spec
+from storage import schema as S
+from storage import store
+from tests.integration._specs import to_toml
+
+pytestmark = pytest.mark.integration
+
+#: a small allocation of your own: noise (σ²) or ρ per query, four levels
+MINE = """geolevel,query,cells,mechanism,rho,sigma2,neighbours
+US,total,1,discrete_gaussian,1/2,,add_remove
+State,total,1,discrete_gaussian,,4,add_remove
+State,sex,2,discrete_gaussian,1/8,,add_remove
+County,total,1,discrete_gaussian,,2,add_remove
+Block,sex,2,discrete_gaussian,,9,add_remove
+"""
+SPEC = to_toml(
+    {
+        "audit": {"allocation": "allocs/mine.csv", "replicates": 2},
+        "population": {"states": 1, "fanout": {"County": 2, "Block": 2}},
+        "accounting": {"deltas": [1e-10], "composed": False, "eps_grid_points": 20},
+    }
+)
+
+
+def test_audit_of_an_allocation_file(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    (tmp_path / "allocs").mkdir()
+    (tmp_path / "allocs" / "mine.csv").write_text(MINE, encoding="utf-8")
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    path = str(tmp_path / "allocs" / "mine.csv")
+    assert spec.audit.allocation == path  # resolved against the spec's directory
+    assert spec.geolevels == ("US", "State", "County", "Block")
+
+    url = str(tmp_path / "a.zarr")
+    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
+    flow(spec, url, run_id_for(spec))
+    store.finalize(url)
+
+    res = store.open_group(url, S.RESIDUALS)
+    levels = list(res.geolevel.values)
+    queries = list(res["query"].values)
+    # the σ² drawn per (level, query): the file's noise, or 1/(2ρ) of a ρ row
+    want = {("State", "total"): 4.0, ("State", "sex"): 4.0, ("County", "total"): 2.0}
+    for (g, q), s2 in want.items():
+        assert float(res.sigma2.values[levels.index(g), queries.index(q)]) == s2
+    n = res.n_items.values
+    for g in ("State", "County"):
+        gi = levels.index(g)
+        vals = res.residual.values[1, gi, :, : n[1, gi]].ravel()
+        assert vals.size > 0 and np.array_equal(vals, np.round(vals))
+
+    acc = store.open_group(url, S.ACCOUNTING)
+    mine = load_allocation(path)
+    ref = account_levels(mine, "add_remove", "persons", "US", list(levels), [1e-10], False)
+    for row in ref["levels"]:
+        got = acc.sel(geolevel=row["geolevel"], delta=1e-10)
+        assert float(got.eps_exact_upper) == pytest.approx(row["epsilon"][0]["exact"], abs=1e-9)
+        assert float(got.eps_bureau) == pytest.approx(row["epsilon"][0]["bureau"], rel=1e-12)
+    assert float(acc.sel(geolevel="State", delta=1e-10).rho) == 0.25  # 1/(2·4) + 1/8
+    assert store.root_attrs(url)["allocation_id"] == path
+
+    # the run id follows the file's content, not only its path
+    before = run_id_for(spec)
+    (tmp_path / "allocs" / "mine.csv").write_text(MINE.replace(",,4,", ",,5,"), encoding="utf-8")
+    assert run_id_for(load_spec(tmp_path / "spec.toml")) != before
