@@ -217,6 +217,9 @@ def accounting_dataset(
 ) -> xr.Dataset:
     by_level = {r["geolevel"]: r for r in results}
     levels = [g for g in plan.geolevels if g in by_level]
+    if any(g is not None and g not in plan.geolevels for g in by_level):
+        # an observed release: every level of its declared allocation, in the allocation's order
+        levels = [g for g in by_level if g is not None]
     gl, dl, eg = S.GEOLEVEL, S.DELTA, S.EPS_GRID
 
     def stack(key: str) -> np.ndarray:

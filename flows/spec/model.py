@@ -21,6 +21,7 @@ from flows.spec.cluster import ClusterSection
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
+    OBSERVED_ONLY,
     RELEASES_OF,
     SYNTHETIC_ONLY,
     TABLE_ONLY,
@@ -35,7 +36,12 @@ from flows.spec.sections import (
     SimulationSection,
     Strict,
 )
-from flows.spec.sources import load_table, spine_state_indices, topdown_measured
+from flows.spec.sources import (
+    load_observed,
+    load_table,
+    spine_state_indices,
+    topdown_measured,
+)
 from flows.spec.toml_writer import dump_toml
 
 
@@ -71,6 +77,13 @@ class AuditSpec(Strict):
                 f"release.epsilon_strata = {self.release.epsilon_strata!r} is a setting of "
                 f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
             )
+        if self.release.kind != "observed":
+            named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
+            if named:
+                raise ValueError(
+                    f"release.{named[0]} is a setting of a published release; drop it or set "
+                    'release.kind = "observed"'
+                )
         if kind != "table":
             given = [k for k in TABLE_ONLY if getattr(self.population, k)]
             if isinstance(self.population.levels, list):
@@ -180,12 +193,36 @@ class AuditSpec(Strict):
                 'invariant; name one, e.g. levels = ["county"]'
             )
         try:
-            load_table(p.path, tuple(p.counts), p.level_columns, p.unit)
+            if self.release.kind == "observed":
+                self._check_observed()
+            else:
+                load_table(p.path, tuple(p.counts), p.level_columns, p.unit)
         except Exception as exc:  # read_counts names the file, column or row
             msg = str(exc)  # a missing file's message already names the path
+            named = any(f in msg for f in (p.path, *self.release.published_files))
+            raise ValueError(msg if named else f"population.path = {p.path!r}: {msg}") from None
+
+    def _check_observed(self) -> None:
+        """An observed release: its runs read and checked, the declared allocation's levels."""
+        r, a = self.release, self.audit
+        if not r.published and not r.published_files:
             raise ValueError(
-                msg if p.path in msg else f"population.path = {p.path!r}: {msg}"
-            ) from None
+                'release.kind = "observed" needs the published counts: release.published (per '
+                'run, its columns of population.path, e.g. [["persons_dp1"], ["persons_dp2"]]) '
+                "or release.published_files (one file per run)"
+            )
+        if r.published and r.published_files:
+            raise ValueError(
+                "release.published and release.published_files both given; give the runs one way"
+            )
+        alloc = load_allocation(a.allocation)
+        if a.universe not in alloc.universes() or a.region not in alloc.regions(a.universe):
+            raise ValueError(
+                f"audit.universe = {a.universe!r}, audit.region = {a.region!r}: not both in "
+                f"allocation {a.allocation!r}, whose accounting an observed release is audited "
+                f"against; allowed universes: {', '.join(alloc.universes())}"
+            )
+        load_observed(*observed_args(self))
 
     def _check_spine(self) -> None:
         p = self.population
@@ -255,8 +292,32 @@ class AuditSpec(Strict):
             self.audit.universe, self.audit.region
         )
 
+    @property
+    def accounted_geolevels(self) -> tuple[str, ...]:
+        """The geolevels whose exact accounting the audit stores: the simulated ones, or for an
+        observed release every geolevel of the declared allocation."""
+        if self.release.kind == "observed":
+            return load_allocation(self.audit.allocation).geolevels(
+                self.audit.universe, self.audit.region
+            )
+        return self.geolevels
+
     def fanout(self, geolevel: str) -> int:
         return self.population.fanout.get(geolevel, DEFAULT_FANOUT.get(geolevel, 2))
 
     def to_toml(self) -> str:
         return dump_toml(self.model_dump(mode="json"))
+
+
+def observed_args(spec: AuditSpec) -> tuple[Any, ...]:
+    """The arguments of :func:`flows.spec.sources.load_observed` a spec names."""
+    p, r = spec.population, spec.release
+    return (
+        p.path,
+        tuple(p.counts),
+        p.level_columns,
+        p.unit,
+        tuple(tuple(run) for run in r.published),
+        tuple(r.published_files),
+        r.published_integer,
+    )
