@@ -59,7 +59,7 @@ def test_run_files_are_found_beside_the_spec_and_read_not_drawn(
     [
         ("", "needs the published counts"),
         ('published_files = ["run0.csv"]\npublished = [["total"]]\n', "both given"),
-        ('published_files = ["run0.csv", "nowhere.csv"]\n', "nowhere.csv"),
+        ('published_files = ["run0.csv", "nowhere.csv"]\n', "nowhere.csv': no such file"),
         ('published = [["dp"]]\n', "Missing columns ['dp']"),
     ],
 )
@@ -70,7 +70,7 @@ def test_bad_observed_specs_are_refused(tmp_path: Path, release: str, words: str
 
 
 def test_published_keys_belong_to_an_observed_release(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match='release.published is a setting of a published release'):
+    with pytest.raises(SpecError, match=r"release\.published is a setting of a published release"):
         parse_spec({"release": {"published": [["a"]]}})
-    with pytest.raises(SpecError, match="needs population.kind = 'table'"):
+    with pytest.raises(SpecError, match=r"needs population\.kind = 'table'"):
         parse_spec({"release": {"kind": "observed"}})
