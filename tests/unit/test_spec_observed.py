@@ -74,3 +74,11 @@ def test_published_keys_belong_to_an_observed_release(tmp_path: Path) -> None:
         parse_spec({"release": {"published": [["a"]]}})
     with pytest.raises(SpecError, match=r"needs population\.kind = 'table'"):
         parse_spec({"release": {"kind": "observed"}})
+
+
+def test_the_report_counts_published_runs_not_the_spec_replicates() -> None:
+    from flows.report.store_data import replicates
+
+    spec_toml = "[audit]\nreplicates = 4\n"
+    assert replicates({"spec_toml": spec_toml, "published_runs": 30}, None) == 30
+    assert replicates({"spec_toml": spec_toml}, None) == 4
