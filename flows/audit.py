@@ -112,22 +112,26 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     plan = make_plan(spec)
     allocation_release = not plan.geometric
+    # a published release is audited against its declared allocation's exact accounting
+    accounted = allocation_release or plan.release == "observed"
     sigma2 = plan.sigma2_matrix()
     done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
     if done is None:
-        _create_template(url, spec, plan, run_id, allocation_release)
+        _create_template(url, spec, plan, run_id, accounted)
         done = set()
     a = spec.audit
     deltas = list(spec.accounting.deltas)
-    grid = eps_grid_for(spec) if allocation_release else np.zeros(0)
+    grid = eps_grid_for(spec) if accounted else np.zeros(0)
     # exact accounting of the allocation's discrete Gaussian noise (seed 001's geometric releases
     # are pure ε-DP by construction: their nominal ε is in the store's attributes)
     # submitted first, the composed level (the longest single task) first: they need no simulation,
     # so one worker can run them while the others simulate
-    levels: list[str | None] = list(plan.geolevels) if allocation_release else []
-    if spec.accounting.composed and allocation_release:
+    levels: list[str | None] = list(spec.accounted_geolevels) if accounted else []
+    if spec.accounting.composed and accounted:
         levels.insert(0, None)
-    if store.group_complete(url, S.ACCOUNTING) and store.group_complete(url, S.ACCURACY):
+    if store.group_complete(url, S.ACCOUNTING) and (
+        store.group_complete(url, S.ACCURACY) or not allocation_release
+    ):
         levels = []
     accts = [
         tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
@@ -233,7 +237,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     if accts:
         acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
         store.write_group(url, S.ACCOUNTING, acct_ds)
-        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+        if allocation_release:  # the errors of the simulated queries (none are simulated else)
+            store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
     if mpls:
         store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec))
     wall = time.perf_counter() - t0
@@ -280,17 +285,31 @@ def _create_template(
             "spec_toml": spec.to_toml(),
             "allocation_id": alloc.allocation_id if allocation_release else "",
             "allocation_source": alloc.source
-            if allocation_release
-            else f"seed {'003' if spec.release.kind in ('sa3', 'sa4') else '001'} {spec.release.kind.upper()} release at epsilon = {spec.release.epsilon}",
+            if allocation_release and spec.release.kind != "observed"
+            else _release_source(spec),
             "neighbours": spec.audit.neighbours,
             "universe": spec.audit.universe,
             "region": spec.audit.region,
             "seed": spec.audit.seed,
             "release": spec.release.kind,
             "release_epsilon": None if allocation_release else spec.release.epsilon,
+            **({"published_runs": plan.replicates} if spec.release.kind == "observed" else {}),
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
+
+
+def _release_source(spec: AuditSpec) -> str:
+    """What produced the residuals of a release that is not the allocation's simulated noise."""
+    r = spec.release
+    if r.kind == "observed":
+        return (
+            f"published release ({len(r.published or r.published_files)} run(s)) beside the true "
+            f"counts of {spec.population.path}; accounting: the declared allocation "
+            f"{load_allocation(spec.audit.allocation).source}"
+        )
+    seed = "003" if r.kind in ("sa3", "sa4") else "001"
+    return f"seed {seed} {r.kind.upper()} release at epsilon = {r.epsilon}"
 
 
 def submit_topdown(

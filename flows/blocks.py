@@ -18,7 +18,7 @@ from flows.spec.plan import (
     table_hierarchy,
     table_tree,
 )
-from flows.spec.sources import load_spine, load_table
+from flows.spec.sources import load_observed, load_spine, load_table
 
 #: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
 STRATIFIED_NOISE = 17
@@ -81,6 +81,9 @@ def release_block(plan: AuditPlan, block: Block) -> ResidualBlock:
 
     if plan.table is not None and plan.release in ("sa3", "sa4"):
         return stratified_block(plan, plan.table)
+    if plan.table is not None and plan.table.observed is not None:  # published: read, not drawn
+        level = plan.geolevels[block.geolevel] if block.geolevel else None  # 0: the root
+        return load_observed(*plan.table.observed).residual_block(level)
     if plan.table is not None:
         t = plan.table
         return residual_block(

@@ -167,6 +167,11 @@ def composed_epl_vars(
             "dependence_factor": np.nan,
         }
         how = "sum over measured (geolevel, query); independent noise by construction"
+        if plan.release == "observed":  # the levels above the rows are sums of the same rows
+            how = (
+                "sum over (geolevel, query) of a published release: its levels are sums of the "
+                "same rows, not independent; an upper reading, no estimate of their joint loss"
+            )
     return {
         "epl_composed": ((), vals["epl_sum"], {"composed_over": how}),
         "epl_composed_ci_low": ((), vals["ci_low"]),
@@ -217,6 +222,9 @@ def accounting_dataset(
 ) -> xr.Dataset:
     by_level = {r["geolevel"]: r for r in results}
     levels = [g for g in plan.geolevels if g in by_level]
+    if any(g is not None and g not in plan.geolevels for g in by_level):
+        # an observed release: every level of its declared allocation, in the allocation's order
+        levels = [g for g in by_level if g is not None]
     gl, dl, eg = S.GEOLEVEL, S.DELTA, S.EPS_GRID
 
     def stack(key: str) -> np.ndarray:

@@ -147,7 +147,10 @@ def nation_and_states(ds: xr.Dataset | None) -> tuple[list[str], list[str]]:
 
 def replicates(attrs: Mapping[str, Any], res: xr.Dataset | None) -> int | None:
     """The replicates of the run: the spec's ``audit.replicates``, else the ``replicate``
-    dimension of the residuals group, else ``None``."""
+    dimension of the residuals group, else ``None``; an observed release: its published runs."""
+    runs = attrs.get("published_runs")
+    if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0:
+        return runs
     spec = attrs.get("spec_toml")
     if isinstance(spec, str):
         try:

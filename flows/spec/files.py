@@ -66,6 +66,13 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
     if isinstance(pop, dict) and isinstance(pop.get("path"), str) and pop["path"]:
         # a table's relative path is relative to the spec file's directory
         pop["path"] = str((p.parent / Path(pop["path"]).expanduser()).resolve())
+    rel = data.get("release")
+    if isinstance(rel, dict) and isinstance(rel.get("published_files"), list):
+        # an observed release's run files: relative to the spec file's directory, as a table's
+        rel["published_files"] = [
+            str((p.parent / Path(f).expanduser()).resolve()) if isinstance(f, str) else f
+            for f in rel["published_files"]
+        ]
     return parse_spec(data, f"spec {str(p)!r}")
 
 

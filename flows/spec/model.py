@@ -21,6 +21,7 @@ from flows.spec.cluster import ClusterSection
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
+    OBSERVED_ONLY,
     RELEASES_OF,
     SYNTHETIC_ONLY,
     TABLE_ONLY,
@@ -36,6 +37,7 @@ from flows.spec.sections import (
     Strict,
 )
 from flows.spec.sources import (
+    load_observed,
     load_table,
     spine_state_indices,
     table_level_map,
@@ -81,6 +83,13 @@ class AuditSpec(Strict):
                 "release.levels maps the allocation's geolevels onto a table's levels; it is a "
                 'setting of release.kind = "topdown" with population.kind = "table": drop it'
             )
+        if self.release.kind != "observed":
+            named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
+            if named:
+                raise ValueError(
+                    f"release.{named[0]} is a setting of a published release; drop it or set "
+                    'release.kind = "observed"'
+                )
         if kind != "table":
             given = [k for k in TABLE_ONLY if getattr(self.population, k)]
             if isinstance(self.population.levels, list):
@@ -191,14 +200,17 @@ class AuditSpec(Strict):
                 'invariant; name one, e.g. levels = ["county"]'
             )
         try:
-            load_table(
-                p.path,
-                self.table_counts,
-                p.level_columns,
-                p.unit,
-                p.attributes if topdown else "",
-                unique=topdown,
-            )
+            if self.release.kind == "observed":
+                self._check_observed()
+            else:
+                load_table(
+                    p.path,
+                    self.table_counts,
+                    p.level_columns,
+                    p.unit,
+                    p.attributes if topdown else "",
+                    unique=topdown,
+                )
         except Exception as exc:  # read_counts names the file, column or row
             msg = str(exc)  # a missing file's message already names the path
             if topdown and not p.counts and "Missing columns" in msg:
@@ -207,9 +219,8 @@ class AuditSpec(Strict):
                     f"of population.attributes = {p.attributes!r}: name them, or list yours in "
                     "population.counts (in the schema's cell order)"
                 )
-            raise ValueError(
-                msg if p.path in msg else f"population.path = {p.path!r}: {msg}"
-            ) from None
+            named = any(f in msg for f in (p.path, *self.release.published_files))
+            raise ValueError(msg if named else f"population.path = {p.path!r}: {msg}") from None
         if topdown:
             self._check_table_topdown()
 
@@ -265,6 +276,28 @@ class AuditSpec(Strict):
         a = self.audit
         alloc_levels = load_allocation(a.allocation).geolevels(a.universe, a.region)
         return table_level_map(alloc_levels, self.geolevels, dict(self.release.levels))
+
+    def _check_observed(self) -> None:
+        """An observed release: its runs read and checked, the declared allocation's levels."""
+        r, a = self.release, self.audit
+        if not r.published and not r.published_files:
+            raise ValueError(
+                'release.kind = "observed" needs the published counts: release.published (per '
+                'run, its columns of population.path, e.g. [["persons_dp1"], ["persons_dp2"]]) '
+                "or release.published_files (one file per run)"
+            )
+        if r.published and r.published_files:
+            raise ValueError(
+                "release.published and release.published_files both given; give the runs one way"
+            )
+        alloc = load_allocation(a.allocation)
+        if a.universe not in alloc.universes() or a.region not in alloc.regions(a.universe):
+            raise ValueError(
+                f"audit.universe = {a.universe!r}, audit.region = {a.region!r}: not both in "
+                f"allocation {a.allocation!r}, whose accounting an observed release is audited "
+                f"against; allowed universes: {', '.join(alloc.universes())}"
+            )
+        load_observed(*observed_args(self))
 
     def _check_spine(self) -> None:
         p = self.population
@@ -334,8 +367,32 @@ class AuditSpec(Strict):
             self.audit.universe, self.audit.region
         )
 
+    @property
+    def accounted_geolevels(self) -> tuple[str, ...]:
+        """The geolevels whose exact accounting the audit stores: the simulated ones, or for an
+        observed release every geolevel of the declared allocation."""
+        if self.release.kind == "observed":
+            return load_allocation(self.audit.allocation).geolevels(
+                self.audit.universe, self.audit.region
+            )
+        return self.geolevels
+
     def fanout(self, geolevel: str) -> int:
         return self.population.fanout.get(geolevel, DEFAULT_FANOUT.get(geolevel, 2))
 
     def to_toml(self) -> str:
         return dump_toml(self.model_dump(mode="json"))
+
+
+def observed_args(spec: AuditSpec) -> tuple[Any, ...]:
+    """The arguments of :func:`flows.spec.sources.load_observed` a spec names."""
+    p, r = spec.population, spec.release
+    return (
+        p.path,
+        tuple(p.counts),
+        p.level_columns,
+        p.unit,
+        tuple(tuple(run) for run in r.published),
+        tuple(r.published_files),
+        r.published_integer,
+    )

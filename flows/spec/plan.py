@@ -17,9 +17,10 @@ from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
-from flows.spec.model import AuditSpec
+from flows.spec.model import AuditSpec, observed_args
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
+    load_observed,
     load_spine,
     load_table,
     spine_geolevels,
@@ -83,6 +84,8 @@ class TableParams:
     epsilon: float
     n_runs: int
     epsilon_strata: float | None = None  # sa3: ε₂ of the counts (None: epsilon)
+    #: observed: ``flows.spec.sources.load_observed``'s arguments (published runs read, not drawn)
+    observed: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,8 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
     tree = table_tree(params)
     levels = spec.geolevels
     base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
+    if r.kind == "observed":
+        return _observed_plan(spec, replace(params, observed=observed_args(spec)), tree, base_seed)
     stratified = r.kind in ("sa3", "sa4")
     if stratified:  # the rows: each row's total, then its counts (the strata)
         released = {len(levels) - 1}
@@ -395,6 +400,34 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         noise_seed=int(base_seed[1]),
         postprocess="none",
         release=r.kind,
+        table=params,
+    )
+
+
+def _observed_plan(spec: AuditSpec, params: TableParams, tree: Any, base_seed: Any) -> AuditPlan:
+    """A published release of a table: every level (root, levels columns, rows) released, one
+    replicate per published run, the residuals read instead of drawn."""
+    obs = load_observed(*(params.observed or ()))
+    levels = spec.geolevels
+    per_unit = sum(1 if q == "total" else obs.population.schema.n_cells for q in obs.queries)
+    blocks = tuple(
+        Block(0, j, 0, f"all/{levels[j]}", per_unit * int(tree.counts[j].size))
+        for j in range(len(levels))
+    )
+    return AuditPlan(
+        states=("all",),
+        geolevels=levels,
+        queries=obs.queries,
+        level_queries=tuple(() for _ in levels),
+        hierarchy=SyntheticHierarchy(("State",), (), 1),  # unused: the table is the hierarchy
+        population=PopulationParams(seed=int(base_seed[0])),
+        blocks=blocks,
+        empty=(),
+        n_items_max=max(b.n_items for b in blocks),
+        replicates=obs.n_runs,
+        noise_seed=int(base_seed[1]),
+        postprocess="none",
+        release="observed",
         table=params,
     )
 

@@ -53,8 +53,11 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
-    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown"),
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown", "observed"),
 }
+
+#: release keys of a published release beside its truth, refused with other release kinds
+OBSERVED_ONLY = ("published", "published_files")
 
 
 #: seed 003's stratified releases of a table's rows (count columns = strata)
@@ -182,7 +185,11 @@ class ReleaseSection(Strict):
     #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
     #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
     #: G(epsilon) on each count, the totals of the last levels column invariant
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4"] = "allocation"
+    #: "observed": no simulation; published DP counts beside the table's true counts
+    #: (population.kind = "table"; ``published`` or ``published_files``), audited as released
+    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4", "observed"] = (
+        "allocation"
+    )
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
     epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
     n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
@@ -194,6 +201,21 @@ class ReleaseSection(Strict):
     #: Every geolevel of the allocation is named (those that are file levels may be left out)
     #: and every file level gets exactly one, in the same top-down order
     levels: dict[str, str] = Field(default_factory=dict)
+    #: observed: per published run, its columns of population.path, one per count column in order
+    #: (e.g. [["persons_dp1"], ["persons_dp2"]])
+    published: list[list[str]] = Field(default_factory=list)
+    #: observed: one CSV / Parquet file per run (relative: as population.path), with the table's
+    #: levels and unit columns and the run's published counts under the count columns' names
+    published_files: list[str] = Field(default_factory=list)
+    #: observed: the mechanism publishes whole numbers (discrete Gaussian, geometric): a fractional
+    #: published count is refused; false for real-valued noise (Laplace, Gaussian)
+    published_integer: bool = True
+
+    @field_validator("published_files")
+    @classmethod
+    def _absolute_files(cls, v: list[str]) -> list[str]:
+        # resolved once, here, as population.path: workers may run in another directory
+        return [str(Path(f).expanduser().resolve()) for f in v]
 
 
 def _named_some(v: Any, example: str) -> Any:

@@ -109,6 +109,55 @@ def table_level_map(
     return measured
 
 
+def load_observed(
+    path: str,
+    counts: tuple[str, ...],
+    levels: tuple[str, ...],
+    unit: str,
+    published: tuple[tuple[str, ...], ...],
+    published_files: tuple[str, ...],
+    integer: bool,
+) -> Any:
+    """A published release beside its truth (``read_observed``; cached per process and version of
+    every file it reads)."""
+    import os
+
+    versions = []
+    for f in (path, *published_files):
+        try:
+            st = os.stat(f)
+            versions.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            versions.append((0, 0))  # read_observed names the missing file
+    return _load_observed(
+        path, counts, levels, unit, published, published_files, integer, tuple(versions)
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _load_observed(
+    path: str,
+    counts: tuple[str, ...],
+    levels: tuple[str, ...],
+    unit: str,
+    published: tuple[tuple[str, ...], ...],
+    published_files: tuple[str, ...],
+    integer: bool,
+    versions: tuple[tuple[int, int], ...],
+) -> Any:
+    from auditlib.geography.observed import read_observed
+
+    return read_observed(
+        path,
+        counts,
+        levels=levels,
+        unit=unit or None,
+        published=published,
+        published_files=published_files,
+        integer=integer,
+    )
+
+
 #: the ``pl94`` schema's reduced race stands for the allocations' CENRACE
 SCHEMA_ALIASES: dict[str, dict[str, str]] = {"pl94": {"cenrace": "race"}}
 

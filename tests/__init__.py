@@ -1,0 +1,1 @@
+"""The test suite (a package: a top-level ``tests`` that a dependency installs cannot shadow it)."""
