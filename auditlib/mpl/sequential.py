@@ -199,7 +199,10 @@ def sequential_tradeoff(
         fresh=schedule[-1],
     )
     risk = (1.0 - conf) / len(schedule)
-    floor = float(error_bounds(np.zeros(1, dtype=np.int64), schedule[-1], risk / 2, band)[0])
+    # the smallest error a look can certify (no events; per-test level): at most max_n draws
+    floor = float(
+        error_bounds(np.zeros(cuts.size, dtype=np.int64), schedule[-1], risk / 2, band)[0]
+    )
     k_a = np.zeros(cuts.size, dtype=np.int64)
     k_b = np.zeros(cuts.size, dtype=np.int64)
     history: list[tuple[int, float, float]] = []
