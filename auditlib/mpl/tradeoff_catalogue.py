@@ -47,7 +47,11 @@ Curve = Callable[[npt.ArrayLike], FloatArray]
 
 @dataclass(frozen=True, eq=False)
 class KnownTradeoff:
-    """A mechanism with its inputs x, x′ and exact trade-off curve T(A(x), A(x′))."""
+    """A mechanism with its inputs x, x′ and exact trade-off curve T(A(x), A(x′)).
+
+    ``mu``: the least μ with T ≥ G_μ — exact for the Gaussian; for the others the maximum of
+    Φ⁻¹(1 − α) − Φ⁻¹(T(α)) over a grid of α (errs low by the grid's resolution; DG: from the lower
+    end of the certified curve). ``epsilon``: the pure-DP ε (∞ if none)."""
 
     mechanism: MechanismUnderTest
     x: Any
