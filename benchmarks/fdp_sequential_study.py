@@ -15,6 +15,8 @@ conf, the sequential one looks at batch, 2·batch, … , max_n at risk (1 − co
   B as in the catalogue; batch 6 250, max_n = 2·10⁵ (J = 6), α = 0.05, tolerance 0.2.
 
     nice python benchmarks/fdp_sequential_study.py [--reps 200]    # ≈ 15 min of one core
+    nice python benchmarks/fdp_sequential_study.py --modes curve --methods mixture \
+        --out benchmarks/results/fdp_sequential_mixture.csv    # the curve with confidence sequences
 
 Writes ``benchmarks/results/fdp_sequential.csv``: per (mode, mechanism, method) the fractions
 refuted / consistent / undecided, the wrong-decision rate (refuting a correct claim; declaring a
@@ -61,7 +63,9 @@ MPL_CELLS = [
 ]
 
 
-def _curve_run(name: str, parameter: str, batch: int, rng: np.random.Generator) -> SequentialResult:
+def _curve_run(
+    name: str, parameter: str, batch: int, band: str, rng: np.random.Generator
+) -> SequentialResult:
     k = known_tradeoff(name, 1.0)
     value = k.claimed_mu if parameter == "mu" else k.claimed_epsilon
     return sequential_tradeoff(
@@ -74,6 +78,7 @@ def _curve_run(name: str, parameter: str, batch: int, rng: np.random.Generator) 
         max_n=CURVE["max_n"],
         rng=rng,
         conf=CONF,
+        band=band,  # type: ignore[arg-type]
         tolerance=TOL,
     )
 
@@ -117,24 +122,37 @@ def _row(
     }
 
 
-def run(reps: int, out: Path, seed: int) -> None:
+#: method -> (batch, band) of the curve audits; "mixture": confidence sequences, no union bound
+CURVE_METHODS = {
+    "sequential": (CURVE["batch"], "clopper-pearson"),
+    "fixed": (CURVE["max_n"], "clopper-pearson"),
+    "mixture": (CURVE["batch"], "mixture"),
+}
+
+
+def run(reps: int, out: Path, seed: int, modes: list[str], methods: list[str]) -> None:
     print(machine_info(), flush=True)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for ci, (name, parameter) in enumerate(CURVE_CELLS):
-        for mi, (method, batch) in enumerate(
-            (("sequential", CURVE["batch"]), ("fixed", CURVE["max_n"]))
-        ):
+    for ci, (name, parameter) in enumerate(CURVE_CELLS if "curve" in modes else []):
+        for mi, method in enumerate(CURVE_METHODS):
+            if method not in methods:
+                continue
+            batch, band = CURVE_METHODS[method]
             res = [
-                _curve_run(name, parameter, batch, seeds.rng(seed, SEQUENTIAL_STUDY, 0, ci, mi, r))
+                _curve_run(
+                    name, parameter, batch, band, seeds.rng(seed, SEQUENTIAL_STUDY, 0, ci, mi, r)
+                )
                 for r in range(reps)
             ]
             rows.append(_row("curve", name, method, name.endswith("broken"), res))
         _report(rows, t0)
-    for ci, name in enumerate(MPL_CELLS):
+    for ci, name in enumerate(MPL_CELLS if "mpl" in modes else []):
         for mi, (method, batch) in enumerate(
             (("sequential", MPL["batch"]), ("fixed", MPL["max_n"]))
         ):
+            if method not in methods:
+                continue
             res = [
                 _mpl_run(name, batch, seeds.rng(seed, SEQUENTIAL_STUDY, 1, ci, mi, r))
                 for r in range(reps)
@@ -168,8 +186,14 @@ def main() -> None:
     ap.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "fdp_sequential.csv"
     )
+    ap.add_argument("--modes", default="curve,mpl", help="comma-separated: curve, mpl")
+    ap.add_argument(
+        "--methods",
+        default="sequential,fixed",
+        help="comma-separated: sequential, fixed, mixture (curve only: confidence sequences)",
+    )
     a = ap.parse_args()
-    run(a.reps, a.out, a.seed)
+    run(a.reps, a.out, a.seed, a.modes.split(","), a.methods.split(","))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ J looks, fixed before any draw. At each look every bound is taken at risk (1 −
 bound over the J planned looks: α spent evenly per look), so with probability ≥ conf they hold at
 *every* look at once — whichever look the procedure stops at, however the stopping depends on the
 data (optional stopping is covered because the statement is simultaneous over all looks).
-``batch = max_n`` is the fixed-size method (one look at the full level).
+``batch = max_n`` is the fixed-size method (one look at the full level). For the curve,
+``band="mixture"`` uses confidence sequences instead (:mod:`~auditlib.mpl.confseq`, Ville's
+inequality): they hold at every n at once, so each look is taken at the full risk 1 − conf and the
+schedule could be anything.
 
 **Decisions** at each look, in this order:
 
@@ -198,7 +201,8 @@ def sequential_tradeoff(
         tests=tests,
         fresh=schedule[-1],
     )
-    risk = (1.0 - conf) / len(schedule)
+    # confidence sequences hold at every n at once; other bands pay the union over the looks
+    risk = (1.0 - conf) / (1 if band == "mixture" else len(schedule))
     # the smallest error a look can certify (no events; per-test level): at most max_n draws
     floor = float(
         error_bounds(np.zeros(cuts.size, dtype=np.int64), schedule[-1], risk / 2, band)[0]

@@ -20,7 +20,10 @@ private than claimed needs points (α, β) with T(α) ≤ β: an *upper* bound o
      (Bonferroni);
    * ``band="dkw"`` — the one-sided Dvoretzky–Kiefer–Wolfowitz–Massart band of each empirical
      distribution of the score, ``+ sqrt(ln(2/(1 − conf)) / (2n))``, valid for all thresholds at
-     once (not only the K used).
+     once (not only the K used);
+   * ``band="mixture"`` — the beta-binomial mixture confidence sequence per count at
+     (1 − conf)/(2K) (:mod:`~auditlib.mpl.confseq`): wider at a fixed n, but valid at every n at
+     once (the sequential mode's anytime-valid choice).
 
 Which way it errs. Each test is fixed before the fresh draws are seen, so its true errors
 (α_k, β_k) satisfy T(α_k) ≤ β_k (T is the infimum over tests), and with probability ≥ conf
@@ -49,12 +52,13 @@ from scipy.special import ndtri
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import check_rng
+from auditlib.mpl.confseq import mixture_bound
 from auditlib.mpl.density import silverman_bandwidth, tkde_binned
 from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, check_kind, check_sample_size
 
 FloatArray = npt.NDArray[np.float64]
-Band = Literal["clopper-pearson", "dkw"]
-BANDS: tuple[Band, ...] = ("clopper-pearson", "dkw")
+Band = Literal["clopper-pearson", "dkw", "mixture"]
+BANDS: tuple[Band, ...] = ("clopper-pearson", "dkw", "mixture")
 Score = Callable[[npt.NDArray[Any]], FloatArray]
 
 #: Default number of threshold tests (half placed by quantiles under P, half under Q).
@@ -81,7 +85,7 @@ def check_conf(conf: object) -> float:
 
 
 def check_band(band: object) -> Band:
-    """Return ``band`` if it is ``"clopper-pearson"`` or ``"dkw"``, else raise."""
+    """Return ``band`` if it is ``"clopper-pearson"``, ``"dkw"`` or ``"mixture"``, else raise."""
     if band not in BANDS:
         raise InvalidParameterError(f"Invalid band: {band!r}; allowed: {', '.join(BANDS)}.")
     return band
@@ -200,11 +204,14 @@ def error_bounds(
     k: npt.NDArray[np.int64], n: int, risk: float, band: Band, *, upper: bool = True
 ) -> FloatArray:
     """Bounds on the K error rates k/n, all valid at once with probability ≥ 1 − ``risk``:
-    upper bounds (``upper``) or lower ones. Clopper–Pearson at risk/K each, or the one-sided DKW
-    band ``± sqrt(ln(1/risk)/(2n))`` (Massart: needs risk ≤ ½)."""
+    upper bounds (``upper``) or lower ones. Clopper–Pearson at risk/K each, the one-sided DKW
+    band ``± sqrt(ln(1/risk)/(2n))`` (Massart: needs risk ≤ ½), or the beta-binomial mixture
+    confidence sequence at risk/K each (:mod:`~auditlib.mpl.confseq`: valid at every n at once)."""
     if band == "clopper-pearson":
         level = risk / max(1, k.size)
         return cp_upper(k, n, level) if upper else cp_lower(k, n, level)
+    if band == "mixture":
+        return mixture_bound(k, n, risk / max(1, k.size), upper=upper)
     lam = math.sqrt(math.log(1.0 / min(risk, 0.5)) / (2.0 * n))
     p = k / n
     return np.asarray(np.minimum(p + lam, 1.0) if upper else np.maximum(p - lam, 0.0))
