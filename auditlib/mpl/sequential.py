@@ -51,17 +51,13 @@ from auditlib.mpl.density import CONFIDENCE_BETA, CONFIDENCE_GAMMA, check_smooth
 from auditlib.mpl.dpl import DEFAULT_TAU, as_region, dpl_from_samples
 from auditlib.mpl.mpl import confidence_bound
 from auditlib.mpl.protocol import MechanismUnderTest, check_sample_size
+from auditlib.mpl.rates import Band, check_band, error_bounds
+from auditlib.mpl.tradeoff_geometry import check_delta, implied_epsilon, implied_mu
 from auditlib.mpl.tradeoff_lower import (
     DEFAULT_TESTS,
-    Band,
-    check_band,
     check_conf,
-    check_delta,
     check_tests,
     count_errors,
-    error_bounds,
-    implied_epsilon,
-    implied_mu,
     select_tests,
 )
 

@@ -39,7 +39,7 @@ from auditlib.mpl.catalogue import (
     rr_keep_probability,
 )
 from auditlib.mpl.protocol import MechanismUnderTest
-from auditlib.mpl.tradeoff_lower import implied_mu
+from auditlib.mpl.tradeoff_geometry import implied_mu
 
 FloatArray = npt.NDArray[np.float64]
 Curve = Callable[[npt.ArrayLike], FloatArray]

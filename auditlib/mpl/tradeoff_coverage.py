@@ -19,6 +19,7 @@ import numpy as np
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mpl.catalogue import rr_keep_probability
+from auditlib.mpl.rates import Band, check_band
 from auditlib.mpl.tradeoff_catalogue import (
     KnownTradeoff,
     dg_count,
@@ -26,13 +27,7 @@ from auditlib.mpl.tradeoff_catalogue import (
     laplace_shift,
     randomized_response_pair,
 )
-from auditlib.mpl.tradeoff_lower import (
-    DEFAULT_TESTS,
-    Band,
-    check_band,
-    check_conf,
-    tradeoff_lower,
-)
+from auditlib.mpl.tradeoff_lower import DEFAULT_TESTS, check_conf, tradeoff_lower
 
 TRADEOFF_COVERAGE = 40  # stream id of the coverage repetitions
 #: Most repetitions of one cell (a repetition takes 5-60 ms at 10⁵ fresh draws).

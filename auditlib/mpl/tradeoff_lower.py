@@ -40,25 +40,21 @@ ln(2K/(1 − conf))/n.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
-from scipy.special import ndtri
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import check_rng
-from auditlib.mpl.confseq import mixture_bound
 from auditlib.mpl.density import silverman_bandwidth, tkde_binned
 from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, check_kind, check_sample_size
+from auditlib.mpl.rates import Band, check_band, error_bounds
+from auditlib.mpl.tradeoff_geometry import check_delta, hull_curve, implied_epsilon, implied_mu
 
 FloatArray = npt.NDArray[np.float64]
-Band = Literal["clopper-pearson", "dkw", "mixture"]
-BANDS: tuple[Band, ...] = ("clopper-pearson", "dkw", "mixture")
 Score = Callable[[npt.NDArray[Any]], FloatArray]
 
 #: Default number of threshold tests (half placed by quantiles under P, half under Q).
@@ -82,13 +78,6 @@ def check_conf(conf: object) -> float:
             f"Invalid conf: {conf!r}; a confidence level lies in (0, 1), e.g. 0.95."
         )
     return c
-
-
-def check_band(band: object) -> Band:
-    """Return ``band`` if it is ``"clopper-pearson"``, ``"dkw"`` or ``"mixture"``, else raise."""
-    if band not in BANDS:
-        raise InvalidParameterError(f"Invalid band: {band!r}; allowed: {', '.join(BANDS)}.")
-    return band
 
 
 def check_tests(tests: object) -> int:
@@ -181,97 +170,6 @@ def thresholds(
 
 
 # -- step 2: certified points -------------------------------------------------------------------
-
-
-def cp_upper(k: npt.ArrayLike, n: int, level: float) -> FloatArray:
-    """One-sided Clopper–Pearson upper bound on a binomial proportion (k successes of n):
-    P(p ≤ bound) ≥ 1 − level. 1 where k = n."""
-    kk = np.asarray(k, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        b = stats.beta.ppf(1.0 - level, kk + 1.0, n - kk)
-    return np.asarray(np.where(kk >= n, 1.0, b), dtype=np.float64)
-
-
-def cp_lower(k: npt.ArrayLike, n: int, level: float) -> FloatArray:
-    """One-sided Clopper–Pearson lower bound: P(p ≥ bound) ≥ 1 − level. 0 where k = 0."""
-    kk = np.asarray(k, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        b = stats.beta.ppf(level, kk, n - kk + 1.0)
-    return np.asarray(np.where(kk <= 0, 0.0, b), dtype=np.float64)
-
-
-def error_bounds(
-    k: npt.NDArray[np.int64], n: int, risk: float, band: Band, *, upper: bool = True
-) -> FloatArray:
-    """Bounds on the K error rates k/n, all valid at once with probability ≥ 1 − ``risk``:
-    upper bounds (``upper``) or lower ones. Clopper–Pearson at risk/K each, the one-sided DKW
-    band ``± sqrt(ln(1/risk)/(2n))`` (Massart: needs risk ≤ ½), or the beta-binomial mixture
-    confidence sequence at risk/K each (:mod:`~auditlib.mpl.confseq`: valid at every n at once)."""
-    if band == "clopper-pearson":
-        level = risk / max(1, k.size)
-        return cp_upper(k, n, level) if upper else cp_lower(k, n, level)
-    if band == "mixture":
-        return mixture_bound(k, n, risk / max(1, k.size), upper=upper)
-    lam = math.sqrt(math.log(1.0 / min(risk, 0.5)) / (2.0 * n))
-    p = k / n
-    return np.asarray(np.minimum(p + lam, 1.0) if upper else np.maximum(p - lam, 0.0))
-
-
-def implied_mu(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
-    """μ with G_μ(α) = β, G_μ(α) = Φ(Φ⁻¹(1 − α) − μ): Φ⁻¹(1 − α) − Φ⁻¹(β) (±∞ at the edges).
-    A point (α, β) on or above T(P, Q) rules out μ-GDP for every smaller μ."""
-    a = np.asarray(alpha, dtype=np.float64)
-    b = np.asarray(beta, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = ndtri(1.0 - a) - ndtri(b)
-    return np.asarray(np.where(np.isnan(out), -np.inf, out), dtype=np.float64)
-
-
-def implied_epsilon(alpha: npt.ArrayLike, beta: npt.ArrayLike, delta: float = 0.0) -> FloatArray:
-    """The smallest ε ≥ 0 with f_{ε,δ}(α) ≤ β, f_{ε,δ}(α) = max(0, 1 − δ − e^ε α,
-    e^{−ε}(1 − δ − α)): max(ln((1 − δ − β)/α), ln((1 − δ − α)/β), 0) (∞ when α or β is 0 and
-    the matching numerator is positive)."""
-    a = np.asarray(alpha, dtype=np.float64)
-    b = np.asarray(beta, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        one = np.where(1.0 - delta - b > 0.0, np.log(1.0 - delta - b) - np.log(a), -np.inf)
-        two = np.where(1.0 - delta - a > 0.0, np.log(1.0 - delta - a) - np.log(b), -np.inf)
-    out = np.maximum(np.maximum(one, two), 0.0)
-    return np.asarray(np.where(np.isnan(out), 0.0, out), dtype=np.float64)
-
-
-def check_delta(delta: object) -> float:
-    """Return δ as a float in [0, 1), or raise naming it."""
-    try:
-        d = float(delta)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"Invalid delta: {delta!r} is not a number.") from None
-    if not 0.0 <= d < 1.0:
-        raise InvalidParameterError(f"Invalid delta: {delta!r}; δ lies in [0, 1).")
-    return d
-
-
-def hull_curve(alpha_pts: FloatArray, beta_pts: FloatArray, alpha: npt.ArrayLike) -> FloatArray:
-    """The lower convex hull of the points and (0, 1), (1, 0), evaluated at ``alpha``: where every
-    point is on or above a convex non-increasing T, so is the hull."""
-    a = np.concatenate([[0.0, 1.0], alpha_pts])
-    b = np.concatenate([[1.0, 0.0], beta_pts])
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    hull: list[tuple[float, float]] = []
-    for p in zip(a.tolist(), b.tolist(), strict=True):
-        if hull and hull[-1][0] == p[0]:
-            continue  # same α, larger β (sorted): not on the lower hull
-        while len(hull) >= 2:
-            (x1, y1), (x2, y2) = hull[-2], hull[-1]
-            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) <= 0.0:
-                hull.pop()  # the middle point lies on or above the chord
-            else:
-                break
-        hull.append(p)
-    hx, hy = np.array(hull).T
-    q = np.asarray(alpha, dtype=np.float64)
-    return np.asarray(np.minimum(np.interp(q, hx, hy), 1.0 - q))
 
 
 @dataclass(frozen=True, eq=False)

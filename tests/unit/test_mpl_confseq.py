@@ -17,9 +17,9 @@ import pytest
 from scipy import integrate, stats
 
 from auditlib.mpl.confseq import log_mixture, mixture_bound
+from auditlib.mpl.rates import cp_upper, error_bounds
 from auditlib.mpl.sequential import Claim, sequential_tradeoff
 from auditlib.mpl.tradeoff_coverage import known_tradeoff
-from auditlib.mpl.tradeoff_lower import cp_upper, error_bounds
 
 
 @pytest.mark.parametrize(

@@ -30,11 +30,9 @@ from auditlib.mpl.tradeoff_catalogue import (
     randomized_response_pair,
 )
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
+from auditlib.mpl.tradeoff_geometry import hull_curve, implied_epsilon, implied_mu
 from auditlib.mpl.tradeoff_lower import (
     certify,
-    hull_curve,
-    implied_epsilon,
-    implied_mu,
     select_tests,
     tradeoff_from_samples,
     tradeoff_lower,
