@@ -115,3 +115,11 @@ def test_sequential_table_is_the_stored_study() -> None:
             f"{float(f['mean_draws']):,.0f}",
             f"{float(s['wrong_rate']):.3f} / {float(f['wrong_rate']):.3f}",
         ]
+
+
+def test_mixture_study_meets_the_level_and_refutes_broken_entries() -> None:
+    for r in _rows("fdp_sequential_mixture.csv"):
+        assert r["method"] == "mixture" and int(r["reps"]) >= 200
+        assert float(r["wrong_rate"]) <= 0.05, r
+        if r["broken"] == "True":
+            assert float(r["refuted"]) == 1.0 and float(r["mean_draws"]) == 50_000, r
