@@ -20,7 +20,7 @@ BODY = (
     "{{ flow_run.name }}: {{ flow_run.state.name }}"
     "{% if flow_run.state.message %} ({{ flow_run.state.message }}){% endif %}\n"
     "deployment: {{ deployment.name if deployment else '-' }}; tags: {{ flow_run.tags | join(', ') }}\n"
-    "{{ flow_run | ui_url }}"
+    "{% set url = flow_run | ui_url %}{{ url if url else 'flow run ' ~ flow_run.id }}"
 )
 
 

@@ -1,16 +1,20 @@
 """What a person watching the Prefect UI sees, read back through the API of a real `prefect server`
 (SQLite in a temporary PREFECT_HOME): a `dpaudit serve` deployment's typed parameter form, its
 triggered run's tags, name and artifacts (at-a-glance table, store with `verify`, report link), an
-edited bad value refused with the CLI's message, and `dpaudit run`'s own flow run alike."""
+edited bad value refused with the CLI's message, the alerts of ``deploy/alerts.py`` (a failed and a
+late run, delivered to a webhook), and `dpaudit run`'s own flow run alike."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -49,8 +53,40 @@ def _check_table_against_store(rows: list[dict[str, str]], store: Path) -> None:
         assert set(r) >= {"EPL (interval)", "EPL floor", "EPL status", "MPL bound"}
 
 
+class Webhook(BaseHTTPRequestHandler):
+    """Where the alerts go: each POSTed JSON body is kept."""
+
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).received.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+ALERTS = """
+import sys
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+CustomWebhookNotificationBlock(
+    url=sys.argv[1], json_data={"subject": "{{subject}}", "body": "{{body}}"},
+    allow_private_urls=True,
+).save("dpaudit-alerts")
+sys.path.insert(0, sys.argv[2])
+from alerts import create_alerts
+print(create_alerts("custom-webhook/dpaudit-alerts"))
+"""
+
+
 def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
     import httpx
+
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{hook.server_address[1]}/alert"
 
     bindir = Path(sys.executable).parent
     port = free_port()
@@ -60,6 +96,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         PREFECT_HOME=str(tmp_path / "prefect-home"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
+        PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS="5",  # (default 15 s)
     )
     (tmp_path / "nightly.toml").write_text(to_toml(SPEC))
     log_server = (tmp_path / "server.log").open("wb")
@@ -104,6 +141,14 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         assert dep["parameters"]["audit"]["seed"] == 43
         assert {"dpaudit", "release:allocation", "nightly"} <= set(dep["tags"])
 
+        # alerts: a notification block (a webhook) and the two automations of deploy/alerts.py
+        deploy_dir = Path(__file__).resolve().parents[2] / "deploy"
+        made = subprocess.run(
+            [sys.executable, "-c", ALERTS, hook_url, str(deploy_dir)],
+            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr[-3000:]
+
         def create(parameters: dict[str, Any]) -> dict[str, Any]:
             def go() -> dict[str, Any]:
                 r = http.post(
@@ -138,6 +183,14 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         message = bad["state"]["message"]
         assert message == f"dpaudit: error: invalid parameters of deployment 'nightly': {detail}"
         assert not (tmp_path / "runs").exists()  # nothing written
+
+        def alert(what: str) -> dict[str, Any] | None:
+            found = [a for a in Webhook.received if what in a["subject"]]
+            return found[0] if found else None
+
+        failed = wait_for("the failure alert", lambda: alert(" failed"), 90, procs)
+        assert bad["name"] in failed["subject"]
+        assert message in failed["body"] and "deployment: nightly" in failed["body"]
 
         # a good run: tags, names and artifacts
         fr = finished(create({}), 400)
@@ -180,8 +233,6 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         table = by_key[f"audit-{run_id}-at-a-glance"]
         assert table["type"] == "table"
         assert "δ = 1e-10" in table["description"]
-        import json
-
         _check_table_against_store(json.loads(table["data"]), stores[0])
         store_md = by_key[f"audit-{run_id}-store"]["data"]
         assert str(stores[0].resolve()) in store_md or stores[0].name in store_md
@@ -189,6 +240,18 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         report = sorted((tmp_path / "runs").glob("ui-*.html"))[0]
         assert report.resolve().as_uri() in by_key[f"audit-{run_id}-report"]["data"]
         stop(serving)
+        procs.remove(serving)
+
+        # a scheduled run that nobody picks up (the serving process is gone) turns Late: alerted
+        from datetime import UTC, datetime, timedelta
+
+        past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+        late = http.post(
+            f"/deployments/{dep['id']}/create_flow_run",
+            json={"state": {"type": "SCHEDULED", "state_details": {"scheduled_time": past}}},
+        ).json()
+        late_alert = wait_for("the late alert", lambda: alert(" is late"), 120, procs)
+        assert late["name"] in late_alert["subject"] and "deployment: nightly" in late_alert["body"]
 
         # `dpaudit run` against the same server: its audit flow run is tagged, named and annotated
         (tmp_path / "cli.toml").write_text(to_toml(CLI_SPEC))
@@ -215,6 +278,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         rows = json.loads(next(a for a in arts if a["type"] == "table")["data"])
         _check_table_against_store(rows, tmp_path / "cli/audit.zarr")
     finally:
+        hook.shutdown()
         for p in reversed(procs):
             stop(p)
         log_server.close()

@@ -1,0 +1,104 @@
+"""What the Prefect UI shows of a run, as pure functions: tags and names from the spec, artifact keys,
+the store's verify markdown, the sections' described schema, and which task errors are retried."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditlib.exceptions import DPAuditError, InvalidParameterError
+from flows.spec import parse_spec
+
+
+def _spec(**sections: dict[str, object]) -> object:
+    return parse_spec(dict(sections))
+
+
+def test_tags_name_allocation_release_population_and_neighbours() -> None:
+    from flows.labels import audit_tags
+
+    spec = _spec(audit={"neighbours": "bounded", "tags": ["nightly", "dpaudit", "nightly"]})
+    assert audit_tags(spec) == [
+        "dpaudit",
+        "allocation:dhcp_20220825_paper",
+        "release:allocation",
+        "population:synthetic",
+        "neighbours:bounded",
+        "nightly",
+    ]
+
+
+def test_a_geometric_release_has_no_allocation_tag_and_names_its_epsilon() -> None:
+    from flows.labels import audit_run_name, audit_tags
+
+    spec = _spec(population={"kind": "flaxman", "people": 1000}, release={"kind": "gdpc"})
+    assert not [t for t in audit_tags(spec) if t.startswith("allocation:")]
+    assert "release:gdpc" in audit_tags(spec) and "population:flaxman" in audit_tags(spec)
+    assert audit_run_name(spec, "ab12") == "audit gdpc ε=0.1 on flaxman, add_remove · ab12"
+
+
+def test_tags_do_not_change_the_run_id() -> None:
+    from flows.audit import run_id_for
+
+    assert run_id_for(_spec(audit={"tags": ["a", "b"]})) == run_id_for(_spec())
+    assert run_id_for(_spec(audit={"seed": 1})) != run_id_for(_spec())
+
+
+@pytest.mark.parametrize("tags", [[""], ["x" * 101], ["t"] * 21, "nightly"])
+def test_bad_tags_are_refused_naming_the_key(tags: object) -> None:
+    with pytest.raises(DPAuditError, match=r"audit\.tags"):
+        _spec(audit={"tags": tags})
+
+
+def test_artifact_keys_follow_prefects_rule() -> None:
+    from flows.artifacts import artifact_key
+
+    assert artifact_key("audit", "3F9C00aa", "at-a-glance") == "audit-3f9c00aa-at-a-glance"
+    with pytest.raises(ValueError, match="lowercase"):
+        artifact_key("audit", "3f9c_00", "store")
+
+
+def test_store_markdown_says_ok_or_lists_the_problems() -> None:
+    from flows.artifacts import store_markdown
+
+    ok = store_markdown("/r/a.zarr", [], 12, 4)
+    assert "verify: ok" in ok and "12 arrays and 4 blocks" in ok and "`/r/a.zarr`" in ok
+    bad = store_markdown("/r/a.zarr", ["epl/x: checksum mismatch"], 0, 0)
+    assert "verify: FAILED" in bad and "- epl/x: checksum mismatch" in bad
+
+
+def test_section_schemas_carry_each_keys_meaning() -> None:
+    from flows.spec.cluster import ClusterSection
+    from flows.spec.sections import AccountingSection, AuditSection
+
+    audit = AuditSection.model_json_schema()["properties"]
+    assert audit["replicates"]["description"] == "simulated releases per (state, geolevel)"
+    assert "Prefect" in audit["tags"]["description"]
+    assert ClusterSection.model_json_schema()["properties"]["class"]["description"]
+    assert AccountingSection.model_json_schema()["properties"]["headline_delta"]["description"]
+
+
+class BotoCoreError(Exception):
+    """Named like botocore's base error (an S3 timeout is one)."""
+
+
+class CommClosedError(OSError):
+    """Named like distributed's lost connection."""
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (TimeoutError("read timed out"), True),
+        (ConnectionResetError("reset"), True),
+        (CommClosedError("worker lost"), True),
+        (BotoCoreError("endpoint timeout"), True),
+        (InvalidParameterError("bad value"), False),
+        (ValueError("not finite"), False),
+        (KeyError("q"), False),
+    ],
+)
+def test_only_transient_errors_are_retried(error: BaseException, retried: bool) -> None:
+    from flows.tasks import TASK_OPTS, is_transient
+
+    assert is_transient(error) is retried
+    assert TASK_OPTS["retries"] == 2 and TASK_OPTS["retry_condition_fn"] is not None
