@@ -72,7 +72,7 @@ ALERTS = """
 import sys
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 CustomWebhookNotificationBlock(
-    url=sys.argv[1], json_data={"subject": "{{subject}}", "body": "{{body}}"},
+    name="dpaudit-alerts", url=sys.argv[1], json_data={"subject": "{{subject}}", "body": "{{body}}"},
     allow_private_urls=True,
 ).save("dpaudit-alerts")
 sys.path.insert(0, sys.argv[2])

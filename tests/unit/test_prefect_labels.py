@@ -102,3 +102,70 @@ def test_only_transient_errors_are_retried(error: BaseException, retried: bool) 
 
     assert is_transient(error) is retried
     assert TASK_OPTS["retries"] == 2 and TASK_OPTS["retry_condition_fn"] is not None
+
+
+def test_sweep_table_reads_each_job_at_the_headline_delta() -> None:
+    import numpy as np
+
+    from flows.artifacts import sweep_rows
+    from flows.sweep import Job, sweep_dataset
+
+    jobs = [Job("a1", "persons", "US", "add_remove", g) for g in ("US", "composed")]
+    deltas = [1e-5, 1e-10]
+    rng = np.random.default_rng(3)
+    results = [
+        {
+            "rho": float(rng.uniform(0.1, 1)),
+            "n_queries": 3,
+            "sigma2_min": 1.0,
+            "sigma2_max": 2.0,
+            "method": "lattice",
+            **{
+                k: rng.uniform(1, 5, 2)
+                for k in ("eps_exact_lower", "eps_exact_upper", "eps_bureau", "eps_cks")
+            },
+            "delta_exact_upper": np.zeros(4),
+            "delta_bureau": np.zeros(4),
+        }
+        for _ in jobs
+    ]
+    ds = sweep_dataset(jobs, results, deltas, np.linspace(0, 1, 4))
+    rows, delta = sweep_rows(ds)
+    assert delta == 1e-10
+    assert [r["level"] for r in rows] == ["US", "composed"]
+    for r, res in zip(rows, results, strict=True):
+        assert float(r["Bureau ε"]) == pytest.approx(res["eps_bureau"][1], rel=1e-4)
+        assert float(r["ρ"]) == pytest.approx(res["rho"], rel=1e-4)
+    rows_only_1e5, d5 = sweep_rows(ds.isel(delta=[0]))
+    assert d5 == 1e-5 and float(rows_only_1e5[0]["Bureau ε"]) == pytest.approx(
+        results[0]["eps_bureau"][0], rel=1e-4
+    )
+
+
+def test_coverage_and_direct_tables_read_the_stored_values() -> None:
+    import numpy as np
+    import xarray as xr
+
+    from flows.artifacts import coverage_rows, direct_rows
+
+    cov = xr.Dataset(
+        {
+            "epsilon_c": (("mechanism", "epsilon0"), np.array([[0.5, 1.0], [0.7, 1.4]])),
+            "coverage": (("mechanism", "epsilon0"), np.array([[0.95, 0.9], [1.0, 0.85]])),
+            "exceeds_claim": (("mechanism", "epsilon0"), np.array([[0.0, 0.1], [0.0, 0.2]])),
+        },
+        coords={"mechanism": np.array(["laplace", "svt2"], dtype=object), "epsilon0": [0.5, 1.0]},
+    )
+    rows = coverage_rows(cov)
+    assert [(r["mechanism"], float(r["ε₀"])) for r in rows] == [
+        ("laplace", 0.5), ("laplace", 1.0), ("svt2", 0.5), ("svt2", 1.0)
+    ]  # fmt: skip
+    assert [float(r["coverage"]) for r in rows] == [0.95, 0.9, 1.0, 0.85]
+    direct = xr.Dataset(
+        {"eq": (("k_eq",), np.zeros(3)), "ge": (("k_ge",), np.zeros(5))},
+        attrs={"epsilon": 1.0, "epl_eq": 0.8, "epl_lower_eq": 0.6, "epl_ge": 0.9,
+               "epl_lower_ge": 0.7},
+    )  # fmt: skip
+    d = direct_rows(direct)
+    assert [(r["events"], r["kept"]) for r in d] == [("eq", "3"), ("ge", "5")]
+    assert float(d[1]["lower bound"]) == 0.7 and float(d[0]["known ε"]) == 1.0
