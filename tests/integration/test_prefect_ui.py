@@ -257,7 +257,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         (tmp_path / "cli.toml").write_text(to_toml(CLI_SPEC))
         out = subprocess.run(
             [str(bindir / "dpaudit"), "run", "cli.toml"],
-            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=400,
+            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         fr_id = str(
