@@ -33,6 +33,7 @@ from flows.groups import (
     composed_epl_vars,
     epl_dataset,
 )
+from flows.labels import audit_flow_run_name
 from flows.mpl import mpl_dataset, mpl_task_settings
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
@@ -48,10 +49,12 @@ def run_id_for(spec: AuditSpec) -> str:
     Where the store goes (``output``) and on how many workers it runs (``cluster``) do not change a
     single stored value, so they do not change the id: a killed run resumes under another
     ``--overwrite`` or worker count, and a different computation never resumes into this one.
+    Nor do ``audit.tags`` (labels of its flow runs).
     """
     data = spec.model_dump(mode="json")
     data.pop("output", None)
     data.pop("cluster", None)
+    data["audit"].pop("tags", None)  # labels in the Prefect UI only
     digest = allocation_digest(spec.audit.allocation)  # an allocation file: its content counts
     if digest is not None:
         data["audit"]["allocation_sha256"] = digest
@@ -102,7 +105,7 @@ def eps_grid_for(spec: AuditSpec) -> np.ndarray:
 
 @flow(
     name="dpaudit-audit",
-    flow_run_name="audit {run_id}",
+    flow_run_name=audit_flow_run_name,  # "audit <what> · <run id>"
     validate_parameters=False,
     on_failure=[fail_orphaned_task_runs],
     on_crashed=[fail_orphaned_task_runs],

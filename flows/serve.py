@@ -1,7 +1,9 @@
 """Scheduled audits: deployments with cron schedules on a Prefect server (``dpaudit serve``).
 
-Each spec becomes one deployment of :func:`scheduled_audit` whose parameter is the spec's TOML text
-(readable and editable in the Prefect UI). The serving process polls the server and runs each
+Each spec becomes one deployment of :func:`scheduled_audit` whose parameters are the spec's
+sections, typed by their pydantic models: the Prefect UI's run form shows each key with its type,
+bounds and meaning, and a run started there with edited values is checked like a spec file (a bad
+value ends the run at once, Failed, with the CLI's one-line message). The serving process polls the server and runs each
 scheduled or manually triggered run: the audit flow as a subflow on the spec's cluster, into a staging
 copy that is published only when complete, exactly like ``dpaudit run``.
 
@@ -12,16 +14,27 @@ copy that is published only when complete, exactly like ``dpaudit run``.
 from __future__ import annotations
 
 import re
-import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from pydantic import BaseModel
 
-from auditlib.exceptions import InvalidParameterError
+from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.runtime import fail_orphaned_task_runs
 from flows.spec import AuditSpec, parse_spec
+from flows.spec.cluster import ClusterSection
+from flows.spec.sections import (
+    AccountingSection,
+    AuditSection,
+    EPLSection,
+    MPLSection,
+    OutputSection,
+    PopulationSection,
+    ReleaseSection,
+    SimulationSection,
+)
 
 FLOW_NAME = "dpaudit-scheduled-audit"
 _PLACEHOLDER = re.compile(r"\{(date|time)\}")
@@ -58,32 +71,106 @@ def check_cron(cron: str, timezone: str) -> None:
         ) from None
 
 
+#: the spec's sections, in order: the deployed flow's parameters (one typed form field group each)
+SECTIONS = tuple(AuditSpec.model_fields)
+
+
+def spec_parameters(spec: AuditSpec) -> dict[str, Any]:
+    """A spec as the deployed flow's parameters: one JSON object per section."""
+    data = spec.model_dump(mode="json")
+    return {name: data[name] for name in SECTIONS}
+
+
+def spec_from_parameters(sections: dict[str, Any], origin: str) -> AuditSpec:
+    """The spec of a run's parameters (section models, or the JSON objects the API sends), checked
+    exactly like a spec file; :class:`SpecError` with the CLI's one-line message otherwise."""
+    data = {
+        name: v.model_dump(mode="json") if isinstance(v, BaseModel) else v
+        for name, v in sections.items()
+        if v is not None
+    }
+    return parse_spec(data, origin)
+
+
+def scheduled_run_name() -> str:
+    """``scheduled audit <what> · <run id>`` from the run's parameters (as the audit's own name)."""
+    from prefect.runtime import flow_run
+
+    from flows.audit import run_id_for
+    from flows.labels import audit_run_name
+
+    params = {k: v for k, v in flow_run.parameters.items() if k in SECTIONS}
+    try:
+        spec = spec_from_parameters(params, "parameters")
+    except DPAuditError:
+        return "scheduled audit (invalid parameters)"
+    return f"scheduled {audit_run_name(spec, run_id_for(spec))}"
+
+
 @flow(
     name=FLOW_NAME,
-    flow_run_name="scheduled audit",
+    flow_run_name=scheduled_run_name,
+    validate_parameters=False,  # checked as a spec file is, with the CLI's messages
     on_failure=[fail_orphaned_task_runs],
     on_crashed=[fail_orphaned_task_runs],
 )
-def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
-    """Run one audit of the spec given as TOML text; publish its store (and report) when complete."""
-    from flows import audit
+def scheduled_audit(
+    audit: AuditSection,
+    population: PopulationSection,
+    release: ReleaseSection,
+    simulation: SimulationSection,
+    epl: EPLSection,
+    accounting: AccountingSection,
+    mpl: MPLSection,
+    output: OutputSection,
+    cluster: ClusterSection,
+    report: bool = True,
+) -> Any:
+    """Run one audit of the spec given section by section; publish its store (and report) when
+    complete, with its artifacts (at-a-glance table, store and ``verify``, report link).
+
+    Args:
+        audit: what is audited: the allocation, universe, region, neighbour relation, replicates,
+            seed, and the run's extra tags.
+        population: the population the releases are simulated on.
+        release: the release under audit.
+        simulation: which queries and cells are simulated, and their post-processing.
+        epl: the empirical privacy loss estimate.
+        accounting: the exact accounting; headline_delta is the δ of the at-a-glance table.
+        mpl: maximum privacy loss lower bounds (opt-in).
+        output: the store and report; {date} and {time} (UTC) are filled in when the run starts.
+        cluster: where the tasks run.
+        report: write the HTML report.
+    """
+    from prefect import tags
+    from prefect.states import Failed
+
+    from flows import audit as audit_mod
+    from flows.artifacts import audit_artifacts, publish
+    from flows.labels import audit_tags, retag_current_run
     from flows.runtime import cluster_runner, worker_count
     from storage import store
 
-    spec = parse_spec(tomllib.loads(spec_toml), "deployment spec")
-    now = datetime.now(UTC)
-    url = expand_placeholders(spec.output.store, now)
-    report_path = expand_placeholders(spec.output.report, now) if report else None
-    target = store.absolute(url)
-    store.check_target(target, spec.output.overwrite)
-    run_id = audit.run_id_for(spec)
+    sections = dict(zip(SECTIONS, (audit, population, release, simulation, epl, accounting, mpl,
+                                   output, cluster), strict=True))  # fmt: skip
+    try:
+        spec = spec_from_parameters(sections, f"parameters of deployment {_deployment()!r}")
+        now = datetime.now(UTC)
+        url = expand_placeholders(spec.output.store, now)
+        report_path = expand_placeholders(spec.output.report, now) if report else None
+        target = store.absolute(url)
+        store.check_target(target, spec.output.overwrite)
+    except DPAuditError as exc:  # refused before anything is written, as the CLI refuses it
+        return Failed(message=f"dpaudit: error: {one_line(str(exc))}")
+    retag_current_run(spec)
+    run_id = audit_mod.run_id_for(spec)
     staging = store.staging_path(target, run_id)
     with store.exclusive(target):
         store.discard(staging, target)
         store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
         try:
-            with cluster_runner(spec.cluster) as runner:
-                sub = audit.audit_flow.with_options(
+            with cluster_runner(spec.cluster) as runner, tags(*audit_tags(spec)):
+                sub = audit_mod.audit_flow.with_options(
                     task_runner=runner, timeout_seconds=spec.cluster.timeout_s
                 )
                 summary = sub(spec, staging, run_id)
@@ -108,7 +195,24 @@ def scheduled_audit(spec_toml: str, report: bool = True) -> dict[str, Any]:
 
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         render_report(url, report_path)
+    try:
+        publish(audit_artifacts(url, run_id, report_path))
+    except Exception as exc:  # the store and report are written: say so, do not fail the run
+        from prefect import get_run_logger
+
+        get_run_logger().warning("artifacts not created: %s: %s", type(exc).__name__, exc)
     return {**summary, "store": url, "report": report_path}
+
+
+def one_line(message: str) -> str:
+    """A message on one line, as ``dpaudit: error:`` prints it."""
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
+def _deployment() -> str:
+    from prefect.runtime import deployment
+
+    return str(deployment.name or "scheduled audit")
 
 
 def deployment_name(path: Path | None, spec: AuditSpec) -> str:
@@ -122,6 +226,8 @@ def build_deployments(
     from prefect.deployments.runner import EntrypointType
     from prefect.schedules import Cron
 
+    from flows.labels import audit_tags
+
     names = [deployment_name(p, s) for p, s in specs]
     if len(set(names)) != len(names):
         raise InvalidParameterError(
@@ -131,10 +237,11 @@ def build_deployments(
         scheduled_audit.to_deployment(
             name=name,
             schedules=[Cron(cron, timezone=timezone)],
-            parameters={"spec_toml": s.to_toml(), "report": report},
+            parameters={**spec_parameters(s), "report": report},
             description=s.audit.name,
-            tags=["dpaudit"],
+            tags=audit_tags(s),
             entrypoint_type=EntrypointType.MODULE_PATH,
+            enforce_parameter_schema=False,  # the run checks them, with the CLI's messages
         )
         for name, (_, s) in zip(names, specs, strict=True)
     ]

@@ -30,7 +30,52 @@ from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
 from flows.spec.plan import AuditPlan, Block
 from storage import store
 
-TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 2}
+#: names of exception classes (anywhere in an error's MRO) that are a moment's failure of the
+#: network or an object store, besides :class:`OSError` (botocore's, distributed's lost comms)
+TRANSIENT_ERRORS = frozenset(
+    {"BotoCoreError", "CommClosedError", "StreamClosedError", "ConnectTimeoutError"}
+)
+
+#: the retry policy of every task: up to 2 more attempts, 5 s then 20 s later (±30 %), for a
+#: transient error only (:func:`is_transient`: an I/O, network or S3 failure, a lost connection to a
+#: worker); an error in the input or the computation (a :class:`DPAuditError`, ``ValueError``, ...)
+#: would fail again and is not retried. A retry recomputes the same numbers: seeds are keyed by
+#: block (``auditlib.seeds``), and blocks or parts already written and checksummed are skipped.
+#: (A worker process that dies mid-task is not a task failure: Dask re-runs the task elsewhere.)
+RETRIES = 2
+RETRY_DELAYS_S = [5.0, 20.0]
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """Whether a task's error is worth another attempt (see :data:`RETRIES`)."""
+    from auditlib.exceptions import DPAuditError
+
+    if exc is None or isinstance(exc, DPAuditError):
+        return False
+    if isinstance(exc, OSError):  # TimeoutError, ConnectionError, s3fs's translated errors
+        return True
+    return any(c.__name__ in TRANSIENT_ERRORS for c in type(exc).__mro__)
+
+
+def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's ``retry_condition_fn``: retry the failed attempt only if its error is transient."""
+    exc = getattr(state, "data", None)
+    if not isinstance(exc, BaseException):
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception:
+            return False
+    return is_transient(exc if isinstance(exc, BaseException) else None)
+
+
+TASK_OPTS: dict[str, Any] = {
+    "cache_policy": NO_CACHE,
+    "persist_result": False,
+    "retries": RETRIES,
+    "retry_delay_seconds": RETRY_DELAYS_S,
+    "retry_jitter_factor": 0.3,
+    "retry_condition_fn": retry_transient,
+}
 
 
 def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:

@@ -11,7 +11,12 @@ import typer
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.checks import load_spec
 from flows.cli.errors import fail
-from flows.cli.execute import check_target_and_scheduler, execute_resumable, print_prefect_link
+from flows.cli.execute import (
+    check_target_and_scheduler,
+    execute_resumable,
+    print_prefect_link,
+    publish_artifacts,
+)
 from flows.cli.options import OverwriteOption, SchedulerOption
 from flows.runtime import apply_prefect_defaults
 
@@ -252,6 +257,7 @@ def direct(
 
 def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
     """Run an experiment into its store and print the estimate."""
+    from flows.artifacts import experiment_artifacts
     from flows.direct import GROUP, direct_flow, direct_run_id
     from storage import store
 
@@ -281,4 +287,10 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
             f"{ds.attrs[f'epl_lower_{ev}']:>12.4f}"
         )
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
+    publish_artifacts(
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: experiment_artifacts("direct", run_id, store_url, GROUP),
+    )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])

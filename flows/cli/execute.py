@@ -220,3 +220,22 @@ def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:
     if not embedded:
         ui = api_url.removesuffix("/").removesuffix("/api")
         typer.echo(f"prefect: {ui}/runs/flow-run/{flow_run_id}")
+
+
+def publish_artifacts(
+    api_url: str, embedded: bool, flow_run_id: str, build: Callable[[], list[Any]]
+) -> None:
+    """The run's artifacts (``flows.artifacts``) on its flow run page; not for an embedded API
+    (gone after the run). A failure here leaves the written store alone and says so in one line."""
+    if embedded:
+        return
+    from flows.artifacts import publish
+
+    try:
+        publish(build(), flow_run_id)
+    except Exception as exc:
+        typer.echo(
+            f"dpaudit: note: the run's artifacts were not sent to {api_url} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+            err=True,
+        )

@@ -11,7 +11,12 @@ import typer
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.errors import fail
-from flows.cli.execute import check_target_and_scheduler, execute_resumable, print_prefect_link
+from flows.cli.execute import (
+    check_target_and_scheduler,
+    execute_resumable,
+    print_prefect_link,
+    publish_artifacts,
+)
 from flows.cli.options import Neighbours, OverwriteOption, SchedulerOption
 from flows.runtime import apply_prefect_defaults
 
@@ -38,6 +43,7 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
+    from flows.artifacts import experiment_artifacts
     from flows.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
 
     allocs = allocation or list_allocations()
@@ -71,6 +77,12 @@ def sweep(
     n = len(plan_jobs(allocs, nbs))
     typer.echo(f"sweep {run_id}: {n} jobs, {time.perf_counter() - t0:.1f} s")
     typer.echo(f"store:  {store_url} (group 'accounting_sweep')")
+    publish_artifacts(
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: experiment_artifacts("sweep", run_id, store_url, "accounting_sweep"),
+    )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
@@ -109,6 +121,7 @@ def mpl_coverage(
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE
+    from flows.artifacts import experiment_artifacts
     from flows.mpl import GROUP, coverage_run_id, mpl_coverage_flow
     from storage import store
 
@@ -162,4 +175,10 @@ def mpl_coverage(
                 f"{float(c.exceeds_claim):11.3f}"
             )
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
+    publish_artifacts(
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: experiment_artifacts("mpl-coverage", run_id, store_url, GROUP),
+    )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])

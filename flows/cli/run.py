@@ -21,7 +21,7 @@ from flows.cli.checks import (
     load_spec,
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
-from flows.cli.execute import execute, print_prefect_link
+from flows.cli.execute import execute, print_prefect_link, publish_artifacts
 from flows.runtime import apply_prefect_defaults
 
 
@@ -77,19 +77,24 @@ def run(
 def run_audit(s: Any, url: str, no_report: bool) -> None:
     """Run the audit of spec ``s`` into store ``url`` (resuming an interrupted run of the same
     spec), render its report unless ``no_report``, and print the summary."""
+    from prefect import tags
+
     from flows import audit
+    from flows.artifacts import audit_artifacts
+    from flows.labels import audit_tags
 
     t0 = time.perf_counter()
     run_id = audit.run_id_for(s)
-    summary, api_url, embedded = execute(
-        audit.audit_flow,
-        lambda staging: (s, staging, run_id),
-        url,
-        s.cluster,
-        run_id,
-        resume=True,
-        overwrite=s.output.overwrite,
-    )
+    with tags(*audit_tags(s)):  # the flow run's tags in the Prefect UI
+        summary, api_url, embedded = execute(
+            audit.audit_flow,
+            lambda staging: (s, staging, run_id),
+            url,
+            s.cluster,
+            run_id,
+            resume=True,
+            overwrite=s.output.overwrite,
+        )
     if not no_report:
         from flows.report.render import render_report
 
@@ -104,6 +109,9 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
             )
     report = None if no_report else s.output.report
     print_run_summary(url, report, summary, time.perf_counter() - t0)
+    publish_artifacts(
+        api_url, embedded, summary["flow_run_id"], lambda: audit_artifacts(url, run_id, report)
+    )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 

@@ -21,6 +21,7 @@ from auditlib.allocation_file import is_allocation_path
 from auditlib.allocations import ALLOCATION_FILES, load_allocation
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
+from flows.spec.meanings import describe_schema
 
 #: fan-out (children per parent) used for a geolevel the spec does not name
 DEFAULT_FANOUT: dict[str, int] = {
@@ -73,7 +74,9 @@ TABLE_ROOT = "All"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, json_schema_extra=describe_schema
+    )
 
 
 class AuditSection(Strict):
@@ -86,6 +89,11 @@ class AuditSection(Strict):
     neighbours: Literal["add_remove", "bounded"] = "add_remove"
     replicates: Annotated[int, Field(gt=0, le=100_000)] = 4
     seed: Annotated[int, Field(ge=0, lt=2**63)] = 20200401
+    #: labels of the run's Prefect flow runs, besides those derived from the spec (allocation,
+    #: release, population, neighbours); they do not change the run id
+    tags: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=20
+    )
 
     @model_validator(mode="after")
     def _allocation(self) -> AuditSection:

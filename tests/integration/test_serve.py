@@ -102,7 +102,7 @@ def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
         assert [s["schedule"]["cron"] for s in dep["schedules"]] == ["0 3 * * *"]
         assert [s["schedule"]["timezone"] for s in dep["schedules"]] == ["UTC"]
         assert dep["schedules"][0]["active"] is True
-        assert "seed = 41" in dep["parameters"]["spec_toml"]
+        assert dep["parameters"]["audit"]["seed"] == 41
         assert dep["parameters"]["report"] is False
         flow = http.get(f"/flows/{dep['flow_id']}").json()
         assert flow["name"] == "dpaudit-scheduled-audit"

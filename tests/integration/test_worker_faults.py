@@ -107,9 +107,9 @@ def task_runs_of(run_id: str) -> list[Any]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
-    with get_client(sync_client=True) as client:
+    with get_client(sync_client=True) as client:  # "audit <what was audited> · <run id>"
         flow_runs = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"audit {run_id}"]))
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=run_id))
         )
         assert len(flow_runs) == 1
     return task_runs_of_flow_run(str(flow_runs[0].id))

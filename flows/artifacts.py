@@ -1,0 +1,282 @@
+"""Prefect artifacts of a finished run: what a person watching the Prefect UI reads on its run page.
+
+An audit gets the at-a-glance table of its report (per level: the Bureau's ε, the exact ε, the
+bias-aware EPL with its interval, floor and status, the MPL bound, at the headline δ; built by
+:func:`flows.report.summary.summary_section`), the store's location with its ``verify`` status,
+and a link to its report; ``sweep``, ``mpl-coverage`` and ``direct`` get their own summary table.
+
+Keys are ``<kind>-<run id>-<what>`` (the run id: a hash of what sets the numbers), so the same spec
+run again (a deployment's nightly schedule) adds a version to the same artifact and the UI shows its
+history. Building is pure (:class:`Artifact` values from a store); :func:`publish` sends them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Prefect's rule for artifact keys
+KEY_RULE = re.compile(r"^[a-z0-9-]+$")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    key: str
+    type: str  # "table" | "markdown" (a link is markdown, as Prefect's own link artifacts)
+    data: str  # a table: JSON list of rows; markdown: the text
+    description: str
+
+
+def artifact_key(kind: str, run_id: str, what: str) -> str:
+    """``<kind>-<run id>-<what>``, checked against Prefect's rule (lowercase, digits, dashes)."""
+    key = f"{kind}-{run_id}-{what}".lower()
+    if not KEY_RULE.match(key):
+        raise ValueError(f"artifact key {key!r} is not lowercase letters, digits and dashes")
+    return key
+
+
+def _table(key: str, rows: list[dict[str, str]], description: str) -> Artifact:
+    return Artifact(key, "table", json.dumps(rows, ensure_ascii=False), description)
+
+
+# --- an audit ----------------------------------------------------------------------------------
+
+
+def at_a_glance_rows(url: str) -> tuple[list[dict[str, str]], str]:
+    """The report's at-a-glance table of the store at ``url`` (the summary section's rows, same
+    cells) and the δ they are at ("—" when the store has no accounting)."""
+    from flows.report.store_data import open_store, replicates
+    from flows.report.summary import summary_section
+
+    root, groups = open_store(url, None)
+    attrs = {**(groups["summary"].attrs if groups["summary"] is not None else {}), **(root or {})}
+    try:
+        section = summary_section(
+            attrs,
+            groups["accounting"],
+            groups["epl"],
+            groups["mpl"],
+            replicates(attrs, groups["residuals"]),
+        )
+    finally:
+        for ds in groups.values():
+            if ds is not None:
+                ds.close()
+    if section is None:
+        return [], "—"
+    rows = [
+        {
+            "level": r["geolevel"],
+            "Bureau ε": r["bureau"],
+            "exact ε": r["exact"],
+            "EPL (interval)": r["epl"],
+            "EPL floor": r["epl_floor"],
+            "EPL status": r["epl_flag"] or "—",
+            "MPL bound": r["mpl"],
+        }
+        for r in section.rows
+    ]
+    return rows, section.delta
+
+
+def epl_verdict(rows: list[dict[str, str]]) -> str:
+    """One line on the EPL statuses: how many levels are above their floor or unresolved."""
+    from flows.report.epl_headline import flag_class
+
+    flags = [r["EPL status"] for r in rows if r["EPL status"] not in ("—", "")]
+    if not flags:
+        return "no EPL status"
+    warn = [f for f in flags if flag_class(f) == "warn"]
+    if not warn:
+        return f"EPL: all {len(flags)} levels within their floor and resolved"
+    return f"EPL: {len(warn)} of {len(flags)} levels need attention (above the floor or unresolved)"
+
+
+def store_markdown(url: str, problems: list[str], arrays: int, blocks: int) -> str:
+    """The store's location and its ``dpaudit verify`` status, in markdown."""
+    lines = ["### Result store", "", f"`{url}`", ""]
+    if problems:
+        lines.append(f"**verify: FAILED** ({len(problems)} problem(s)):")
+        lines += ["", *[f"- {p}" for p in problems[:20]]]
+        if len(problems) > 20:
+            lines.append(f"- … and {len(problems) - 20} more")
+    else:
+        lines.append(f"**verify: ok** — {arrays} arrays and {blocks} blocks match their checksums")
+    lines += ["", f"Check it again with `dpaudit verify {url}`."]
+    return "\n".join(lines)
+
+
+def verified_store(kind: str, run_id: str, url: str) -> Artifact:
+    """The store artifact, with ``verify`` run on the store now."""
+    from auditlib.exceptions import DPAuditError
+    from storage import checksums, store
+
+    url = store.absolute(url)  # a relative path means nothing on the run page
+    try:
+        v = checksums.verify(url)
+        problems, arrays, blocks = list(v.problems), v.arrays, v.blocks
+    except DPAuditError as exc:
+        problems, arrays, blocks = [str(exc)], 0, 0
+    status = "FAILED" if problems else "ok"
+    return Artifact(
+        artifact_key(kind, run_id, "store"),
+        "markdown",
+        store_markdown(url, problems, arrays, blocks),
+        f"where the results are, and `dpaudit verify`: {status}",
+    )
+
+
+def report_link(kind: str, run_id: str, report: str) -> Artifact:
+    """A link to the HTML report: a URL as given, a file as a ``file://`` URI."""
+    link = report if re.match(r"^[a-z][a-z0-9+.-]*://", report) else Path(report).resolve().as_uri()
+    return Artifact(
+        artifact_key(kind, run_id, "report"),
+        "markdown",
+        f"[{report}]({link})",
+        "the HTML report of this run",
+    )
+
+
+def audit_artifacts(url: str, run_id: str, report: str | None) -> list[Artifact]:
+    """The at-a-glance table, the store (with ``verify``) and, if one was written, the report."""
+    rows, delta = at_a_glance_rows(url)
+    out = [
+        _table(
+            artifact_key("audit", run_id, "at-a-glance"),
+            rows,
+            f"at a glance, at the headline δ = {delta} (accounting.headline_delta); "
+            f"{epl_verdict(rows)}",
+        ),
+        verified_store("audit", run_id, url),
+    ]
+    if report:
+        out.append(report_link("audit", run_id, report))
+    return out
+
+
+# --- sweep, mpl-coverage, direct ---------------------------------------------------------------
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    from flows.report.format import fmt_num
+
+    v = float(x)
+    return fmt_num(v, digits) if math.isfinite(v) else "—"
+
+
+def sweep_rows(ds: Any, headline_delta: float = 1e-10) -> tuple[list[dict[str, str]], float]:
+    """Per job of an ``accounting_sweep`` group: ρ, the Bureau's and the exact ε at one δ (the
+    spec's default headline δ if swept, else the smallest)."""
+    from flows.report.format import fmt_bracket
+
+    deltas = [float(d) for d in np.asarray(ds["delta"].values)]
+    j = deltas.index(headline_delta) if headline_delta in deltas else int(np.argmin(deltas))
+    rows = []
+    for i in range(ds.sizes["job"]):
+        rows.append(
+            {
+                "allocation": str(ds["allocation"].values[i]),
+                "universe": str(ds["universe"].values[i]),
+                "region": str(ds["region"].values[i]),
+                "neighbours": str(ds["neighbours"].values[i]),
+                "level": str(ds["geolevel"].values[i]),
+                "ρ": _num(ds["rho"].values[i], 5),
+                "Bureau ε": _num(ds["eps_bureau"].values[i, j], 5),
+                "exact ε": fmt_bracket(
+                    float(ds["eps_exact_lower"].values[i, j]),
+                    float(ds["eps_exact_upper"].values[i, j]),
+                ),
+            }
+        )
+    return rows, deltas[j]
+
+
+def coverage_rows(ds: Any) -> list[dict[str, str]]:
+    """Per mechanism × claimed ε₀ of an ``mpl_coverage`` group: ε*_C, coverage, share above the
+    claim (the columns ``dpaudit mpl-coverage`` prints)."""
+    rows = []
+    for m in ds["mechanism"].values:
+        for e0 in ds["epsilon0"].values:
+            c = ds.sel(mechanism=m, epsilon0=e0)
+            rows.append(
+                {
+                    "mechanism": str(m),
+                    "ε₀": _num(e0, 3),
+                    "ε*_C": _num(c["epsilon_c"].values, 4),
+                    "coverage": _num(c["coverage"].values, 3),
+                    "LB > claim": _num(c["exceeds_claim"].values, 3),
+                }
+            )
+    return rows
+
+
+def direct_rows(ds: Any) -> list[dict[str, str]]:
+    """Per event kind of a ``direct`` group: events kept, max |log-ratio|, the lower bound and the
+    known ε (the columns ``dpaudit direct`` prints)."""
+    eps = ds.attrs.get("epsilon")
+    return [
+        {
+            "events": ev,
+            "kept": str(ds.sizes[f"k_{ev}"]),
+            "max |log-ratio|": _num(ds.attrs[f"epl_{ev}"]),
+            "lower bound": _num(ds.attrs[f"epl_lower_{ev}"]),
+            "known ε": _num(eps) if eps is not None else "—",
+        }
+        for ev in ("eq", "ge")
+    ]
+
+
+def experiment_artifacts(kind: str, run_id: str, url: str, group: str) -> list[Artifact]:
+    """The summary table of a ``sweep`` / ``mpl-coverage`` / ``direct`` store and the store itself."""
+    from storage import store
+
+    ds = store.open_group(url, group)
+    try:
+        if kind == "sweep":
+            rows, delta = sweep_rows(ds)
+            what = f"the Bureau's and the exact ε of every job at δ = {delta:g}"
+        elif kind == "mpl-coverage":
+            rows, what = coverage_rows(ds), "MPL lower-bound coverage per mechanism and ε₀"
+        elif kind == "direct":
+            rows, what = direct_rows(ds), "the direct EPL estimate and its lower bound"
+        else:
+            raise ValueError(f"unknown experiment kind {kind!r}")
+    finally:
+        ds.close()
+    return [
+        _table(artifact_key(kind, run_id, "summary"), rows, what),
+        verified_store(kind, run_id, url),
+    ]
+
+
+# --- Prefect -----------------------------------------------------------------------------------
+
+
+def publish(artifacts: list[Artifact], flow_run_id: str | None = None) -> None:
+    """Create the artifacts on the Prefect API, on ``flow_run_id`` (default: the running flow)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import ArtifactCreate
+
+    if flow_run_id is None:
+        from prefect.runtime import flow_run
+
+        flow_run_id = flow_run.id
+    with get_client(sync_client=True) as client:
+        for a in artifacts:
+            client.create_artifact(
+                ArtifactCreate(
+                    key=a.key,
+                    type=a.type,
+                    data=a.data,
+                    description=a.description,
+                    flow_run_id=UUID(str(flow_run_id)) if flow_run_id else None,
+                )
+            )
