@@ -15,7 +15,8 @@ draws for consecutive chunks are its draws for the whole array.
 Numerics (:mod:`decimal`, 50 significant digits): the weights ``w_k = exp(−k²/(2σ²))`` for the
 float σ² exactly as given, by the recurrence ``w_k = w_{k−1}·e^{−1/(2σ²)}·q^{k−1}``,
 ``q = e^{−1/σ²}``; the sums are cut at N where the rigorous geometric bound
-``Σ_{k>N} w_k ≤ w_{N+1} / (1 − e^{−(N+1)/σ²})`` (from ``k² ≥ (N+1)² + 2(N+1)(k−N−1)``) is
+``Σ_{k>N} w_k ≤ w_{N+1} / (1 − e^{−x}) ≤ w_{N+1}·(1 + x)/x``, ``x = (N+1)/σ²`` (from
+``k² ≥ (N+1)² + 2(N+1)(k−N−1)``) is
 below 1e-45 of ``w_0``. Every tail ``P(|X| ≥ a)`` is thus known to a relative 1e-40, far below the
 ``2⁻⁶⁴`` of the threshold rounding. Stated, as rigorous upper bounds:
 
@@ -29,6 +30,7 @@ below 1e-45 of ``w_0``. Every tail ``P(|X| ≥ a)`` is thus known to a relative 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
@@ -64,7 +66,8 @@ def _weights(s2: Decimal) -> tuple[list[Decimal], Decimal]:
         w.append(w[-1] * ratio)
         ratio *= q
         nxt = w[-1] * ratio  # w_{n+1}
-        bound = nxt / (1 - (-(n + 1) / s2).exp())
+        x = (n + 1) / s2
+        bound = nxt * (1 + x) / x  # ≥ w_{n+1} / (1 − e^{−x}), as 1 − e^{−x} ≥ x / (1 + x)
         if bound < _CUT:
             return w, bound
 
@@ -211,14 +214,18 @@ def discrete_gaussian_sampler(
     sigma2: float, sampler: str = "table"
 ) -> DiscreteGaussianTable | DiscreteGaussian:
     """A sampler of N_Z(0, σ²) by name (:data:`DG_SAMPLERS`); both draw with ``.rvs(size, rng)``,
-    one 64-bit word of ``rng`` per draw."""
-    if sampler == "table":
-        return DiscreteGaussianTable(sigma2)
-    if sampler == "reference":
-        return DiscreteGaussian(sigma2)
-    raise InvalidParameterError(
-        f"Invalid discrete-Gaussian sampler: {sampler!r}; allowed: {', '.join(DG_SAMPLERS)}"
-    )
+    one 64-bit word of ``rng`` per draw. Samplers are immutable and kept (the last 64 per process):
+    a process releasing state after state builds each σ²'s tables once."""
+    if sampler not in DG_SAMPLERS:
+        raise InvalidParameterError(
+            f"Invalid discrete-Gaussian sampler: {sampler!r}; allowed: {', '.join(DG_SAMPLERS)}"
+        )
+    return _cached_sampler(float(sigma2), sampler)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_sampler(sigma2: float, sampler: str) -> DiscreteGaussianTable | DiscreteGaussian:
+    return DiscreteGaussianTable(sigma2) if sampler == "table" else DiscreteGaussian(sigma2)
 
 
 def _ceil_float(x: Decimal) -> float:
