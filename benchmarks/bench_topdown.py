@@ -7,6 +7,7 @@ and one state's multi-query release over a PL94-like schema.
     PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi --us-schema pl94
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_topdown.py --no-us --no-multi \
         --spine-states S16,S01,S09
+    PYTHONPATH=. python benchmarks/bench_topdown.py --no-multi --us-schema pl94 --sampler reference
 
 The full-US part generates the 2020-sized spine (8,132,968 blocks) in the client, sends each state's
 slice to a 2-process ``LocalCluster`` (one thread each) and runs one TopDown replicate per state with
@@ -19,6 +20,9 @@ of the client's and the workers' peak resident sets (an upper bound of the simul
 in this process, one after the other, and extrapolates CPU time per block to the 8,132,968 blocks of
 the full US. Run it with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as Dask's nanny starts its
 workers: the solver's small (units × 28) @ (28 × 28) products only lose to a second BLAS thread.
+
+``--sampler`` picks the discrete-Gaussian sampler of every part: ``table`` (the default,
+:class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``.
 """
 
 from __future__ import annotations
@@ -51,11 +55,16 @@ def peak_rss_mb() -> float:
 
 
 def one_state(
-    h: StateHierarchy, blocks: np.ndarray, measured: list[Any], seed: int, state: int
+    h: StateHierarchy,
+    blocks: np.ndarray,
+    measured: list[Any],
+    seed: int,
+    state: int,
+    sampler: str = "table",
 ) -> dict[str, Any]:
     t = time.perf_counter()
     rngs = [seeds.rng(seed, TOPDOWN_NOISE, state + 1, i, 0) for i in range(len(h.levels))]
-    rel = topdown(h, blocks, TOTAL_QUERIES, measured, rngs)
+    rel = topdown(h, blocks, TOTAL_QUERIES, measured, rngs, sampler=sampler)  # type: ignore[arg-type]
     res = rel.dp[-1][:, 0] - rel.truth[-1][:, 0]
     return {
         "state": state,
@@ -69,7 +78,9 @@ def one_state(
     }
 
 
-def one_spine_state_pl94(spine: Any, measured: list[Any], seed: int, state: int) -> dict[str, Any]:
+def one_spine_state_pl94(
+    spine: Any, measured: list[Any], seed: int, state: int, sampler: str = "table"
+) -> dict[str, Any]:
     """One spine state over the ``pl94`` schema, its histograms drawn in the worker."""
     from auditlib.geography.populations import spine_state_histograms
     from auditlib.geography.schema import schema
@@ -80,7 +91,7 @@ def one_spine_state_pl94(spine: Any, measured: list[Any], seed: int, state: int)
     h, _ = spine_state(spine, state)
     hist = spine_state_histograms(spine, state, sch, seed)
     rngs = [seeds.rng(seed, TOPDOWN_NOISE, state + 1, i, 0) for i in range(len(h.levels))]
-    rel = topdown(h, hist, queries, measured, rngs)
+    rel = topdown(h, hist, queries, measured, rngs, sampler=sampler)  # type: ignore[arg-type]
     res = (rel.dp[-1] - rel.truth[-1]).astype(np.float64)
     return {
         "state": state,
@@ -153,12 +164,16 @@ def full_us(args: argparse.Namespace) -> None:
             order = np.argsort(-spine.units_per_state("Block"), kind="stable")
             for s in (int(i) for i in order):
                 futures.append(
-                    client.submit(one_spine_state_pl94, sf, measured, args.seed, s, pure=False)
+                    client.submit(
+                        one_spine_state_pl94, sf, measured, args.seed, s, args.sampler, pure=False
+                    )
                 )
         for s in range(0 if pl94 else spine.n_states):
             h, bp = spine_state(spine, s)
             hf, bf = client.scatter([h, bp])
-            futures.append(client.submit(one_state, hf, bf, measured, args.seed, s, pure=False))
+            futures.append(
+                client.submit(one_state, hf, bf, measured, args.seed, s, args.sampler, pure=False)
+            )
         out = client.gather(futures)
         wall = time.perf_counter() - t0
         worker_peaks = client.run(peak_rss_mb)
@@ -168,7 +183,8 @@ def full_us(args: argparse.Namespace) -> None:
     assert sum(o["negative"] for o in out) == 0
     print(f"spine: {spine.n_states} states, {blocks:,} blocks, generated in {t_spine:.1f} s")
     print(
-        f"one TopDown replicate, {args.us_schema}, state-parallel (2 workers): {wall:.1f} s; "
+        f"one TopDown replicate, {args.us_schema}, sampler {args.sampler}, state-parallel "
+        f"(2 workers): {wall:.1f} s; "
         f"state task times {min(o['seconds'] for o in out):.2f}–"
         f"{max(o['seconds'] for o in out):.2f} s (sum {sum(o['seconds'] for o in out):.1f} s"
         + (f", {sum(o['cpu'] for o in out):.1f} CPU-s)" if pl94 else ")")
@@ -224,7 +240,7 @@ def multi_query(args: argparse.Namespace) -> None:
         )
     rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, 1, i, 0) for i in range(len(LEVELS))]
     t, cpu = time.perf_counter(), time.process_time()
-    rel = topdown(h, blocks, queries, measured, rngs, tol=args.tol)
+    rel = topdown(h, blocks, queries, measured, rngs, tol=args.tol, sampler=args.sampler)
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     print(
         f"one state, {n_blocks:,} blocks × {n_cells} cells, {len(queries)} queries per level "
@@ -252,7 +268,7 @@ def spine_states(args: argparse.Namespace) -> None:
         hist = spine_state_histograms(spine, s, sch, args.seed)
         rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
         t, cpu = time.perf_counter(), time.process_time()
-        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol)
+        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol, sampler=args.sampler)
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         assert (rel.dp[-1] >= 0).all() and rel.dp[0].sum() == rel.truth[0].sum()
         blocks_done += hist.shape[0]
@@ -292,6 +308,12 @@ def main() -> None:
         help="comma-separated spine state names to release over the pl94 schema (e.g. S16,S01)",
     )
     ap.add_argument("--tol", type=float, default=1e-3, help="WLS stopping step, in people")
+    ap.add_argument(
+        "--sampler",
+        default="table",
+        choices=("table", "reference"),
+        help="the discrete-Gaussian sampler of the measurements (default: table)",
+    )
     args = ap.parse_args()
     print(machine_info())
     if not args.no_us:

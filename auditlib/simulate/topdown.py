@@ -33,7 +33,8 @@ import numpy.typing as npt
 from scipy import sparse
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mechanisms import DiscreteGaussian
+from auditlib.mechanisms import DG_SAMPLERS, discrete_gaussian_sampler
+from auditlib.mechanisms.dg_table import DGSampler
 from auditlib.simulate.measured import allocation_measured as allocation_measured
 from auditlib.simulate.measured import schema_query as schema_query
 from auditlib.simulate.measured import unexpressible_queries as unexpressible_queries
@@ -213,7 +214,8 @@ def _normal_equations(
     query_matrices: Mapping[str, npt.ArrayLike],
     level: Sequence[tuple[str, float]],
     g: np.random.Generator,
-    mechs: dict[float, DiscreteGaussian],
+    mechs: dict[float, Any],
+    sampler: DGSampler = "table",
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Measure every query of a level and fold the measurements into the WLS normal equations
     ``H = Σ_q Q_qᵀQ_q/σ_q²``, ``b = Σ_q y_q Q_q/σ_q²`` (no measurement is kept).
@@ -229,7 +231,9 @@ def _normal_equations(
         m = query_matrix(query_matrices, q)
         if not (np.isfinite(sigma2) and sigma2 > 0):
             raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
-        mech = mechs.setdefault(float(sigma2), DiscreteGaussian(float(sigma2)))
+        if float(sigma2) not in mechs:
+            mechs[float(sigma2)] = discrete_gaussian_sampler(float(sigma2), sampler)
+        mech = mechs[float(sigma2)]
         hess += (m.T @ m) / sigma2
         detailed = m.shape == eye.shape and bool((m == eye).all())
         for lo in range(0, n, CHUNK_ROWS):
@@ -291,8 +295,14 @@ def topdown(
     *,
     tol: float = 1e-3,
     rounding: Rounding = "controlled",
+    sampler: DGSampler = "table",
 ) -> TopDownRelease:
     """One TopDown-style release; ``rngs[i]`` draws the noise of level ``i`` (top first).
+
+    ``sampler`` draws the discrete Gaussian noise: ``"table"`` (the default,
+    :class:`~auditlib.mechanisms.DiscreteGaussianTable`) or ``"reference"``
+    (:class:`~auditlib.mechanisms.DiscreteGaussian`); both take one 64-bit word per draw, but map
+    it differently, so the same generators give different (equally distributed) noise.
 
     ``rounding`` makes each level's real-valued solution integer before the level below is fitted
     to it: ``"controlled"`` (the default, as the Bureau's TopDown) keeps every cell and every
@@ -302,6 +312,10 @@ def topdown(
     if rounding not in ROUNDINGS:
         raise InvalidParameterError(
             f"Invalid rounding: {rounding!r}; allowed: {', '.join(ROUNDINGS)}"
+        )
+    if sampler not in DG_SAMPLERS:
+        raise InvalidParameterError(
+            f"Invalid sampler: {sampler!r}; allowed: {', '.join(DG_SAMPLERS)}"
         )
     _check_measured(hierarchy, query_matrices, measured)
     if len(rngs) != len(hierarchy.levels):
@@ -314,13 +328,13 @@ def topdown(
                 f"Invalid query matrix for {q!r}: {query_matrix(query_matrices, q).shape[1]} "
                 f"columns, the histograms have {n_cells} cells"
             )
-    mechs: dict[float, DiscreteGaussian] = {}
+    mechs: dict[float, Any] = {}
     dp: list[npt.NDArray[Any]] = []
     iters: list[int] = []
     cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
         n = hierarchy.n_units(i)
-        hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs)
+        hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs, sampler)
         if i == 0:  # invariant: each top unit's total is exact
             seg = np.repeat(np.arange(n, dtype=np.int64), n_cells).reshape(n, n_cells)
             target = truth[0].sum(axis=1)
