@@ -41,7 +41,6 @@ IGNORED_SECTIONS = ("output", "cluster")
 SAME, CHANGED = "same", "changed"
 #: how notes and errors name the two stores
 LABELS = ("store A", "store B")
-NOT_CHANGED = frozenset({SAME, "within noise", "within bracket"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,8 @@ class Comparison:
 
     @property
     def changed(self) -> list[Row]:
-        return [r for r in (*self.rows, *self.query_rows) if r.status not in NOT_CHANGED]
+        """The rows whose number moved beyond its interval or bracket."""
+        return [r for r in (*self.rows, *self.query_rows) if r.status == CHANGED]
 
     @property
     def no_change(self) -> bool:

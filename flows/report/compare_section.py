@@ -15,6 +15,8 @@ from flows.report.compare_data import AuditNumbers, audit_numbers
 from flows.report.compare_text import diff_text, legend, ratio_text, value_text, verdict
 from flows.report.format import fmt_delta
 
+#: the statuses that name a side, in the report's words (A: the other store, B: this one)
+SIDES = {"only in A": "only in the other store", "only in B": "only in this store"}
 STATUS_CLASS = {"changed": "warn", "same": "ok", "within noise": "ok", "within bracket": "ok"}
 
 
@@ -43,7 +45,7 @@ def _cells(row: Any) -> dict[str, str]:
         "this": value_text(row.measure, row.b),
         "diff": diff_text(row.diff),
         "ratio": ratio_text(row.ratio),
-        "status": row.status,
+        "status": SIDES.get(row.status, row.status),
         "status_class": STATUS_CLASS.get(row.status, ""),
     }
 
