@@ -79,10 +79,10 @@ def compare(
         bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
     ] = False,
 ) -> None:
-    """Show what changed between two audits: per geolevel the Bureau's and the exact ε at the
-    headline δ, the bias-aware EPL and the MPL lower bound of each, B − A and B / A.
+    """Show what changed between two audits, per geolevel: ε, EPL, MPL, B − A and B / A.
 
-    A change is 'within noise' when the two EPL (or MPL) intervals overlap, 'changed' when they do
+    Per geolevel: the Bureau's and the exact ε at the headline δ, the bias-aware EPL and the MPL
+    lower bound of each store, their difference B − A and ratio B / A. A change is 'within noise' when the two EPL (or MPL) intervals overlap, 'changed' when they do
     not; an exact ε 'changed' when the certified brackets do not overlap. The spec keys that
     differ (output and cluster aside) and the levels only one store holds are listed first. The
     ε are compared at store A's headline δ (accounting.headline_delta), which store B must hold
