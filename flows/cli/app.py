@@ -2,8 +2,8 @@
 the global options (``--version``, ``--debug``), the top-level error handling and :func:`main`, the
 console entry point.
 
-The commands live in their own modules (``run``, ``experiments``, ``direct``, ``accounting``,
-``tradeoff``), which know nothing of this app; it registers them here.
+The commands live in their own modules (``run``, ``compare``, ``experiments``, ``direct``,
+``accounting``, ``tradeoff``), which know nothing of this app; it registers them here.
 
 Bad input (a malformed spec, an unknown allocation or geolevel, δ outside (0, 1), an existing store, an
 unreachable cluster) exits with code 2 and one line on stderr, before anything is written. A run that
@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 
 from auditlib import __version__
 from auditlib.exceptions import DPAuditError
-from flows.cli import accounting, allocation, direct, experiments, run, tradeoff
+from flows.cli import accounting, allocation, compare, direct, experiments, run, tradeoff
 from flows.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -86,6 +86,7 @@ COMMANDS = (
     ("spec", run.spec),
     ("verify", run.verify),
     ("report", run.report),
+    ("compare", compare.compare),
     ("serve", run.serve),
     ("sweep", experiments.sweep),
     ("mpl-coverage", experiments.mpl_coverage),

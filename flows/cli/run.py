@@ -245,6 +245,14 @@ def report(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
     ] = False,
+    compare_with: Annotated[
+        str | None,
+        typer.Option(
+            "--compare",
+            metavar="OTHER_STORE",
+            help="Another audit's store: add a section comparing its numbers with STORE's.",
+        ),
+    ] = None,
 ) -> None:
     """Render the HTML report of a result store."""
     from storage import schema as S
@@ -255,6 +263,11 @@ def report(
         check_store_exists(store_url)
         if not store.root_attrs(store_url).get(S.COMPLETE_ATTR):
             raise InvalidParameterError(f"store {store_url!r} is not a completed dpaudit store")
+        if compare_with is not None:
+            from flows.cli.compare import check_audit_kinds, check_audit_store
+
+            check_audit_store(compare_with, "--compare store")
+            check_audit_kinds([("STORE", store_url), ("--compare store", compare_with)])
     except DPAuditError as exc:
         fail(str(exc))
     except Exception as exc:
@@ -266,7 +279,10 @@ def report(
         checksums.check(store_url)  # never render from a store with a missing or corrupt chunk
     except DPAuditError as exc:
         fail(str(exc), EXIT_FAILED)
-    path = render_report(store_url, output)
+    try:
+        path = render_report(store_url, output, compare_with=compare_with)
+    except DPAuditError as exc:  # e.g. the other store lacks this store's headline δ
+        fail(str(exc))
     typer.echo(f"report: {path}")
 
 

@@ -24,6 +24,8 @@ class LevelEpl:
     floor: float
     flag: str  # "within its floor; not resolved at 4 replicates: run ≥ 121", ...
     bias_aware: bool  # False: an older store's Flaxman–Petti estimate
+    low: float = math.nan  # the bootstrap interval of the bias-aware estimate (NaN: none)
+    high: float = math.nan
 
     @property
     def above_floor(self) -> bool:
@@ -109,10 +111,19 @@ def level_epls(epl: xr.Dataset, res: dict[tuple[int, int], Resolution]) -> dict[
                 flag = flag_text(value, fl, res.get((i, q)), quantile=quantile)
                 text = estimate_text(value, low, high)
             else:
-                fl, text = math.nan, fmt_num(value, 3)
+                low = high = fl = math.nan
+                text = fmt_num(value, 3)
                 flag = "Flaxman–Petti estimate (no bias-aware one stored): biased upward"
             out[i] = LevelEpl(
-                level, queries[q] if q < len(queries) else "", value, text, fl, flag, aware
+                level,
+                queries[q] if q < len(queries) else "",
+                value,
+                text,
+                fl,
+                flag,
+                aware,
+                low,
+                high,
             )
             break
     return out

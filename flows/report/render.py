@@ -56,12 +56,16 @@ def render_report(
     output: str | os.PathLike[str],
     *,
     storage_options: dict[str, Any] | None = None,
+    compare_with: str | os.PathLike[str] | None = None,
 ) -> pathlib.Path:
     """Render the HTML audit report of the result ``store`` to ``output``.
 
     ``store`` is a local path or an fsspec URI of a consolidated Zarr v3 result store;
     ``storage_options`` are passed to fsspec for URIs. The output is written atomically (a
     temporary file beside it, then :func:`os.replace`). Returns the output path.
+
+    ``compare_with``, another audit store (read with the same ``storage_options``), adds the
+    section "Compared with" (:mod:`flows.report.compare_section`): its numbers beside this store's.
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any of
     the result groups.
@@ -94,6 +98,14 @@ def render_report(
         for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds):
             if ds is not None:
                 ds.close()
+
+    comparison = None
+    if compare_with is not None:
+        from flows.report.compare_data import audit_numbers
+        from flows.report.compare_section import compare_section
+
+        this = audit_numbers(store_s, storage_options)
+        comparison = compare_section(this, compare_with, storage_options)
 
     # a store of ``dpaudit mpl-coverage`` holds no audit group: render its coverage alone
     coverage_only = coverage is not None and all(groups[g] is None for g in GROUPS)
@@ -139,6 +151,7 @@ def render_report(
         epl=epl_sec,
         residuals=residuals,
         table=table,
+        comparison=comparison,
         accuracy=accuracy,
         mpl=mpl,
         coverage=coverage,

@@ -210,5 +210,5 @@ def test_help_lists_run_first() -> None:
         for ln in res.stdout.split("Commands")[1].splitlines()
         if ln.startswith("│ ") and ln.strip("│ ")
     ]
-    assert listed[:5] == ["run", "spec", "verify", "report", "serve"]
+    assert listed[:6] == ["run", "spec", "verify", "report", "compare", "serve"]
     assert set(listed) >= {"sweep", "mpl-coverage", "direct", "account", "calibrate", "tradeoff"}
