@@ -34,7 +34,7 @@ from flows.groups import (
     epl_dataset,
 )
 from flows.labels import audit_flow_run_name
-from flows.mpl import mpl_dataset, mpl_task_settings
+from flows.mpl import mpl_dataset, mpl_task_settings, written_accounting
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan, Block, make_plan
@@ -243,7 +243,8 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
         if allocation_release:  # the errors of the simulated queries (none are simulated else)
             store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
     if mpls:
-        store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec))
+        acc = acct_ds if accts else written_accounting(url)  # its certified curves
+        store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,

@@ -22,6 +22,7 @@ from prefect import flow, task
 
 from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
+from auditlib.mpl.fdp_gap import fdp_gap
 from flows.tasks import TASK_OPTS
 from storage import schema as S
 from storage import store
@@ -239,6 +240,7 @@ def mpl_task_settings(spec: AuditSpec) -> dict[str, Any]:
         "radius_sd": m.radius_sd,
         "postprocess": spec.simulation.postprocess,
         "release_epsilon": spec.release.epsilon,
+        "fdp": m.fdp,
     }
 
 
@@ -264,8 +266,65 @@ _PER_PAIR = ("eps_hat_pair", "t_hat_pair", "bandwidth_x", "bandwidth_x_prime")
 _PER_EPS = ("delta_hat", "delta_lb", "delta_exact")
 
 
-def mpl_dataset(results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
-    """The audit store's ``mpl`` group from the per-geolevel results (curves NaN-padded)."""
+_FDP_POINTS = ("fdp_alpha_upper", "fdp_beta_upper", "fdp_alpha_hat", "fdp_beta_hat")
+
+
+def fdp_vars(
+    results: list[dict[str, Any]], accounting: xr.Dataset | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``mpl`` group's f-DP variables and coordinates: the empirical points (NaN-padded along
+    ``fdp_point``), μ lower bound, and — for the levels the ``accounting`` group holds — its
+    certified and Bureau-implied curves and the gap (:func:`auditlib.mpl.fdp_gap.fdp_gap`)."""
+    if not results or "fdp_alpha_upper" not in results[0]:
+        return {}, {}
+    gl, fp = S.GEOLEVEL, S.FDP_POINT
+    ng, k = len(results), max(len(r["fdp_alpha_upper"]) for r in results)
+    data: dict[str, Any] = {}
+    for name in _FDP_POINTS:
+        a = np.full((ng, k), np.nan)
+        for i, r in enumerate(results):
+            a[i, : len(r[name])] = r[name]
+        data[name] = ((gl, fp), a)
+    data["fdp_mu_lower"] = ((gl,), np.array([r["fdp_mu_lower"] for r in results], dtype=float))
+    coords: dict[str, Any] = {fp: np.arange(k)}
+    if (
+        accounting is None
+        or "tradeoff_exact_lower" not in accounting
+        or gl not in accounting.coords
+    ):
+        data["fdp_gap"] = ((gl,), np.full(ng, np.nan))
+        return data, coords
+    grid = np.asarray(accounting[S.ALPHA].values, dtype=float)
+    held = [str(g) for g in accounting[gl].values]
+    exact, bureau, gap = np.full((ng, grid.size), np.nan), np.full((ng, grid.size), np.nan), []
+    for i, r in enumerate(results):
+        if r["geolevel"] not in held:
+            gap.append(np.nan)
+            continue
+        j = held.index(r["geolevel"])
+        exact[i] = accounting["tradeoff_exact_lower"].values[j]
+        if "tradeoff_bureau" in accounting:
+            bureau[i] = accounting["tradeoff_bureau"].values[j]
+        gap.append(fdp_gap(r["fdp_alpha_upper"], r["fdp_beta_upper"], grid, exact[i]))
+    data["fdp_exact_lower"] = ((gl, S.ALPHA), exact)
+    data["fdp_bureau"] = ((gl, S.ALPHA), bureau)
+    data["fdp_gap"] = ((gl,), np.array(gap, dtype=float))
+    coords[S.ALPHA] = grid
+    return data, coords
+
+
+def written_accounting(url: str) -> xr.Dataset | None:
+    """The ``accounting`` group of an unfinished store if written whole (a resumed run), else None."""
+    if not store.group_complete(url, S.ACCOUNTING):
+        return None
+    return xr.open_zarr(url, group=S.ACCOUNTING, consolidated=False, chunks=None).load()
+
+
+def mpl_dataset(
+    results: list[dict[str, Any]], spec: AuditSpec, accounting: xr.Dataset | None = None
+) -> xr.Dataset:
+    """The audit store's ``mpl`` group from the per-geolevel results (curves NaN-padded); with
+    ``[mpl] fdp`` also the f-DP points, beside ``accounting``'s certified curves (:func:`fdp_vars`)."""
     m = spec.mpl
     gl, pr, pt, me = S.GEOLEVEL, S.MPL_PAIR, S.POINT, S.MPL_EPS
     npts = max(len(r["loss_t"]) for r in results)
@@ -283,6 +342,8 @@ def mpl_dataset(results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
     data.update({k: ((gl, me), np.array([r[k] for r in results])) for k in _PER_EPS})
     data["loss_t"] = ((gl, pt), loss_t)
     data["loss_curve"] = ((gl, pr, pt), curve)
+    fdp_data, fdp_coords = fdp_vars(results, accounting)
+    data.update(fdp_data)
     return xr.Dataset(
         data,
         coords={
@@ -290,6 +351,7 @@ def mpl_dataset(results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
             pr: np.array(m.pairs, dtype=object),
             pt: np.arange(npts),
             me: np.array(m.delta_epsilons, dtype=float),
+            **fdp_coords,
         },
         attrs={
             "method": "MPL (Askin, Kutta & Dette 2022, Algorithm 4) on one released cell count "
@@ -306,5 +368,16 @@ def mpl_dataset(results: list[dict[str, Any]], spec: AuditSpec) -> xr.Dataset:
             "epsilon refutes the claim, LB <= it proves nothing",
             "delta_lb": "finite-sample lower confidence bound on the hockey-stick delta(eps) of the "
             "best pair (Clopper-Pearson, level 1 - alpha per eps); delta_hat: plug-in (errs up)",
+            **(
+                {
+                    "fdp": "empirical f-DP points of the best pair's count: with probability >= "
+                    "1 - alpha every (fdp_alpha_upper, fdp_beta_upper) lies on or above its "
+                    "trade-off curve (err high); fdp_mu_lower errs low; fdp_gap = largest "
+                    "fdp_beta_upper - fdp_exact_lower (right step) at fdp_alpha_upper, errs high, "
+                    "near 0: the accounting is tight"
+                }
+                if fdp_data
+                else {}
+            ),
         },
     )

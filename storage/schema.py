@@ -64,6 +64,14 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   the hockey-stick divergence at ``mpl_eps``: ``delta_hat`` (plug-in), ``delta_lb`` (lower
   confidence bound) and ``delta_exact`` (geolevel, mpl_eps). Attrs: ``alpha``, ``n``,
   ``n_confidence``, ``tau``, ``radius_sd``, ``neighbours``, ``method``.
+  With ``[mpl] fdp`` (default) also the empirical f-DP points of the best pair's count
+  (:mod:`auditlib.mpl.tradeoff_lower`, own draws, confidence 1 − ``alpha``): ``fdp_alpha_upper``,
+  ``fdp_beta_upper`` (certified: w.p. ≥ 1 − alpha every point lies on or above the count's
+  trade-off curve), ``fdp_alpha_hat``, ``fdp_beta_hat`` (plug-in) along (geolevel, fdp_point),
+  NaN padding; ``fdp_mu_lower`` (lower confidence bound on μ of μ-GDP); beside them, copied from
+  the ``accounting`` group when it holds the level, the certified curves ``fdp_exact_lower`` and
+  ``fdp_bureau`` (geolevel, alpha) and ``fdp_gap`` (geolevel), the largest β_u − certified curve at
+  α_u (:mod:`auditlib.mpl.fdp_gap`; errs high, near 0: the accounting is tight; NaN: no curve).
 """
 
 from __future__ import annotations
@@ -90,6 +98,7 @@ NOISE = "noise"
 COUNT = "count"
 MPL_PAIR = "mpl_pair"
 MPL_EPS = "mpl_eps"
+FDP_POINT = "fdp_point"
 TRUTH_CLASS = "truth_class"
 
 RESIDUAL_BLOCK_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items")

@@ -6,7 +6,8 @@ optionally clipped at 0 (the run's ``postprocess``) — or seed 001's GDPC leaf 
 vs D′ with one person added to the cell's unit, removed from it, or moved into it
 (:mod:`auditlib.mpl.census`), the region C the integers within ``radius_sd``·σ of the count. The
 result holds everything the store keeps (``storage/schema.py``): LB and its ingredients, the loss
-curves, the flags, the exact ε*_C and the hockey-stick δ(ε) (estimate, lower bound, exact).
+curves, the flags, the exact ε*_C and the hockey-stick δ(ε) (estimate, lower bound, exact); with
+``fdp`` also the empirical f-DP points of the best pair (:func:`fdp_points`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.census import allocation_query_count, gdpc_count
 from auditlib.mpl.hockey import hockey_stick_exact
 from auditlib.mpl.mpl import mpl
+from auditlib.mpl.tradeoff_lower import tradeoff_lower
 
 MPL_AUDIT = 21  # stream id: (MPL_AUDIT, geolevel index)
+MPL_FDP = 22  # stream id of the empirical f-DP points: (MPL_FDP, geolevel index)
 EXACT_SUPPORT_SD = 40.0  # the exact δ sums the output laws over count ± 40σ (tails < 1e-300)
 
 
@@ -74,6 +77,7 @@ def mpl_geolevel(
     alpha: float,
     tau: float,
     delta_epsilons: Sequence[float],
+    fdp: bool = False,
     **mechanism: Any,
 ) -> dict[str, Any]:
     """Run MPL on the geolevel's census release; return the numbers and curves the store keeps."""
@@ -131,4 +135,45 @@ def mpl_geolevel(
         "delta_hat": hs.delta_hat,
         "delta_lb": hs.delta_lb,
         "delta_exact": np.asarray(delta_exact, dtype=np.float64),
+        **(
+            fdp_points(e, r.best, seed, geolevel_index, n=n, n_confidence=n_confidence, alpha=alpha)
+            if fdp
+            else {}
+        ),
+    }
+
+
+def fdp_points(
+    e: KnownMechanism,
+    pair: int,
+    seed: int,
+    geolevel_index: int,
+    *,
+    n: int,
+    n_confidence: int,
+    alpha: float,
+) -> dict[str, Any]:
+    """Certified points above the trade-off curve T(A(D), A(D′)) of the count, pair ``pair``.
+
+    Own keyed draws (stream :data:`MPL_FDP`): ``n`` per input select the threshold tests,
+    ``n_confidence`` fresh ones certify them at confidence 1 − ``alpha``
+    (:func:`~auditlib.mpl.tradeoff_lower.tradeoff_lower`, Clopper–Pearson). With probability
+    ≥ 1 − alpha every point has β_u ≥ T(α_u): the points err high, ``fdp_mu_lower`` errs low.
+    """
+    x, x_prime = e.pairs[pair]
+    pts = tradeoff_lower(
+        e.mechanism,
+        x,
+        x_prime,
+        n_select=n,
+        n=n_confidence,
+        rng=seeds.rng(seed, MPL_FDP, geolevel_index),
+        conf=1.0 - alpha,
+    )
+    return {
+        "fdp_alpha_upper": pts.alpha_upper,
+        "fdp_beta_upper": pts.beta_upper,
+        "fdp_alpha_hat": pts.alpha_hat,
+        "fdp_beta_hat": pts.beta_hat,
+        "fdp_mu_lower": pts.mu_lower(),
     }

@@ -6,6 +6,10 @@
 * :func:`loss_curve_figure` — from an audit store's ``mpl`` group: per geolevel, the step-1 loss
   curves ℓ̂(t) of every pair (D vs D′) over C, with t̂ marked, LB and the exact ε*_C as horizontal
   lines, and the guard-rail flags in the title.
+* :func:`fdp_figure` — from an audit store's ``mpl`` group with its f-DP variables: per geolevel
+  the certified exact trade-off curve and the Bureau-implied one (copied from the ``accounting``
+  group), the count's certified empirical points and the band between the exact curve and their
+  hull, where the count's true curve lies (with probability ≥ 1 − α).
 
 Figures are built with the object API (no pyplot state), so they render under any backend and in
 worker processes; save them with ``fig.savefig(path)``.
@@ -20,6 +24,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from auditlib.exceptions import InvalidParameterError
+from auditlib.mpl.tradeoff_geometry import hull_curve
 from storage import schema as S
 
 
@@ -119,4 +124,57 @@ def loss_curve_figure(
     for k in range(len(chosen), rows * c):
         axes[k // c][k % c].set_visible(False)
     fig.suptitle(f"MPL loss curves (α = {ds.attrs.get('alpha', '')})")
+    return fig
+
+
+def fdp_figure(ds: xr.Dataset, *, panel_w: float = 3.3, panel_h: float = 2.6) -> Figure:
+    """Per geolevel: the certified exact β(α) (solid), the Bureau-implied one (dashed), the count's
+    certified empirical points (dots) and the band from the exact curve to their convex hull."""
+    _need(ds, ("fdp_alpha_upper", "fdp_beta_upper", "fdp_exact_lower", S.ALPHA), "mpl f-DP figure")
+    levels = [str(g) for g in ds[S.GEOLEVEL].values]
+    alpha = np.asarray(ds[S.ALPHA].values, dtype=float)
+    rows, c = _grid(len(levels), 4)
+    fig = Figure(figsize=(panel_w * c, panel_h * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, c, squeeze=False)
+    for k, g in enumerate(levels):
+        ax: Any = axes[k // c][k % c]
+        row = ds.sel({S.GEOLEVEL: g})
+        a_u = np.asarray(row["fdp_alpha_upper"].values, dtype=float)
+        b_u = np.asarray(row["fdp_beta_upper"].values, dtype=float)
+        ok = np.isfinite(a_u) & np.isfinite(b_u)
+        exact = np.asarray(row["fdp_exact_lower"].values, dtype=float)
+        if ok.any() and np.isfinite(exact).any():
+            hull = hull_curve(a_u[ok], b_u[ok], alpha)
+            ax.fill_between(
+                alpha,
+                exact,
+                hull,
+                where=hull >= exact,
+                color="#7fb3d5",
+                alpha=0.35,
+                linewidth=0,
+                label="band (count's curve)",
+            )
+        ax.plot(alpha, exact, color="#1f5fa8", linewidth=1.6, label="exact (certified)")
+        if "fdp_bureau" in row and np.isfinite(row["fdp_bureau"].values).any():
+            ax.plot(
+                alpha,
+                np.asarray(row["fdp_bureau"].values, dtype=float),
+                color="#c0392b",
+                linewidth=1.2,
+                linestyle="--",
+                label="Bureau",
+            )
+        ax.plot(a_u[ok], b_u[ok], "k.", markersize=4, label="empirical (certified)")
+        ax.plot(alpha, 1 - alpha, color="0.6", linewidth=0.6, linestyle=":")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        gap = float(row["fdp_gap"]) if "fdp_gap" in row else float("nan")
+        ax.set_title(f"{g}" + (f" — gap {gap:.3f}" if np.isfinite(gap) else ""), fontsize=9)
+        ax.set_xlabel("type I error α", fontsize=8)
+        ax.set_ylabel("type II error β", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for k in range(len(levels), rows * c):
+        axes[k // c][k % c].set_visible(False)
+    axes[0][0].legend(fontsize=6, frameon=False, loc="upper right")
     return fig

@@ -1,6 +1,8 @@
 """The maximum privacy loss section (seed 002), when the store holds an ``mpl`` group: per level
 the lower bound LB with ε̂, t̂ and the exact ε*_C, the raised guard-rail flags in words, and the
-loss curves of :func:`flows.report.figures_mpl.loss_curve_figure` as a captioned figure."""
+loss curves of :func:`flows.report.figures_mpl.loss_curve_figure` as a captioned figure; with the
+f-DP variables also the count's certified trade-off points beside the certified curves
+(:func:`flows.report.figures_mpl.fdp_figure`)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class MplSection:
     rows: list[dict[str, str]]
     figure: ReportFigure | None
     flags: list[tuple[str, list[str]]] = field(default_factory=list)
+    fdp_figure: ReportFigure | None = None
 
 
 def _mpl_flags(ds: xr.Dataset, levels: list[str]) -> list[tuple[str, list[str]]]:
@@ -76,6 +79,36 @@ def _loss_curve_figure(ds: xr.Dataset, levels: list[str]) -> ReportFigure | None
             "Raised guard-rail flags are named under the panel title and in words above."
         ),
         src=to_data_uri(fig),
+    )
+
+
+def _fdp_figure(ds: xr.Dataset, levels: list[str]) -> ReportFigure | None:
+    """The count's empirical f-DP points beside the certified curves (:func:`fdp_figure`)."""
+    from flows.report.figures_mpl import fdp_figure
+
+    if any(v not in ds.variables for v in ("fdp_alpha_upper", "fdp_exact_lower", "alpha")):
+        return None
+    conf = 1.0 - float(ds.attrs.get("alpha", 0.05))
+    return ReportFigure(
+        title="The tested count's empirical trade-off points beside the certified curves",
+        alt=(
+            f"One panel per level ({', '.join(levels)}) of type II error β against type I error "
+            "α: the certified exact curve (solid blue), the Bureau-implied curve (dashed red), the "
+            "count's certified empirical points (black dots) and the band between them (shaded)."
+        ),
+        caption=(
+            "Solid: certified lower end of the exact f-DP curve of the level's noise (the "
+            "accounting section's curve, errs low); dashed: the curve implied by the Bureau's "
+            "zCDP accounting, as drawn there. Dots: points certified from draws of the one "
+            "released count on D vs D′ (the best MPL pair, fresh draws): with probability "
+            f"≥ {conf:.2f} every dot lies on or above the count's true curve (they err high), so "
+            "the count's curve lies in the shaded band between the solid curve and the dots' "
+            "convex hull (a count is a part of the level's release: its curve is never below the "
+            "level's). The gap in each title is the largest height of a dot above the solid curve; "
+            "it errs high: near 0 the accounting is tight, a large gap is slack in the accounting "
+            "or a weak test (one count, finitely many draws)."
+        ),
+        src=to_data_uri(fdp_figure(ds)),
     )
 
 
@@ -121,4 +154,5 @@ def mpl_section(ds: xr.Dataset) -> MplSection | None:
         rows=rows,
         figure=_loss_curve_figure(ds, levels),
         flags=_mpl_flags(ds, levels),
+        fdp_figure=_fdp_figure(ds, levels),
     )

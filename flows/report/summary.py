@@ -34,6 +34,14 @@ class SummarySection:
     rows: list[dict[str, str]]
     mpl_alpha: str | None
     notes: list[str]
+    fdp: bool = False  # the mpl group holds the f-DP gap: one more column
+
+
+def _fdp_gap_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> str:
+    gap = var_values(mpl, "fdp_gap") if mpl is not None else None
+    if gap is None or level not in levels:
+        return "—"
+    return fmt_num(float(gap[levels[level]]), 3)
 
 
 def _mpl_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> str:
@@ -113,6 +121,7 @@ def summary_section(
             _epl_cells(heads.get(epl_idx[level]) if level in epl_idx else None, epl is not None)
         )
         row["mpl"] = _mpl_cell(mpl, mpl_idx, level)
+        row["fdp_gap"] = _fdp_gap_cell(mpl, mpl_idx, level)
         rows.append(row)
     if acc is not None and "composed_eps_bureau" in acc:
         row = {"geolevel": "all levels composed", "composed": "composed"}
@@ -120,7 +129,7 @@ def summary_section(
         s2min, s2max = var_values(acc, "sigma2_min"), var_values(acc, "sigma2_max")
         if s2min is not None and s2max is not None and s2min.size:
             row["sigma2"] = fmt_range(np.min(s2min), np.max(s2max))
-        row.update(_epl_cells(None, True) | {"mpl": "—"})
+        row.update(_epl_cells(None, True) | {"mpl": "—", "fdp_gap": "—"})
         rows.append(row)
 
     notes = []
@@ -144,4 +153,5 @@ def summary_section(
         rows=rows,
         mpl_alpha=fmt_num(alpha, 3) if is_finite(alpha) else None,
         notes=notes,
+        fdp=mpl is not None and "fdp_gap" in mpl,
     )

@@ -411,6 +411,7 @@ class MPLSection(Strict):
     delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
         default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
     )
+    fdp: bool = True  # also the empirical f-DP points of the count (own draws, n + n_confidence)
 
     @field_validator("geolevels")
     @classmethod

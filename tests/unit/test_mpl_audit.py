@@ -70,7 +70,14 @@ def test_mpl_dataset_layout() -> None:
     settings = mpl_task_settings(spec)
     res = [mpl_geolevel(g, i + 1, **settings) for i, g in enumerate(spec.mpl_geolevels)]
     ds = mpl_dataset(res, spec)
-    assert ds.sizes == {S.GEOLEVEL: 2, S.MPL_PAIR: 2, S.POINT: ds.sizes[S.POINT], S.MPL_EPS: 4}
+    fp = ds.sizes[S.FDP_POINT]  # the empirical f-DP points ([mpl] fdp, the default)
+    assert ds.sizes == {
+        S.GEOLEVEL: 2,
+        S.MPL_PAIR: 2,
+        S.POINT: ds.sizes[S.POINT],
+        S.MPL_EPS: 4,
+        S.FDP_POINT: fp,
+    }
     # County has the larger σ², so the wider C: State's curve is NaN-padded
     n_state = int(np.isfinite(ds.loss_t.values[0]).sum())
     n_county = int(np.isfinite(ds.loss_t.values[1]).sum())
