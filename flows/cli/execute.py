@@ -24,7 +24,7 @@ from flows.cli.errors import (
     new_log,
     where_logged,
 )
-from flows.cli.runlog import captured
+from flows.cli.runlog import StageLog, captured, logged_output, progress_bar
 
 
 def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
@@ -126,8 +126,7 @@ def execute_locked(
     resume: bool = False,
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    import time
 
     from flows import progress as progress_events
     from flows.runtime import (
@@ -136,6 +135,7 @@ def execute_locked(
         cluster_runner,
         describe_failure,
         prefect_api,
+        redact_url,
         worker_count,
     )
     from storage import store
@@ -144,35 +144,44 @@ def execute_locked(
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:
+        # a terminal shows a progress bar; a file or pipe gets a line per stage (flows/progress.py)
+        lines = StageLog() if logged_output(terminal) else None
+        t0 = time.perf_counter()
         try:
             with (
                 prefect_api() as api_url,
-                Progress(
-                    "[progress.description]{task.description}",
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    console=Console(file=terminal),
-                    transient=True,
-                    redirect_stdout=False,
-                    redirect_stderr=False,
-                    disable=not terminal.isatty(),  # a file or pipe gets the outcome line only
-                ) as progress,
+                progress_bar(terminal) as progress,
             ):
                 bar = progress.add_task("starting cluster", total=None)
+                embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+                if lines is not None:
+                    took = progress_events.seconds(time.perf_counter() - t0)
+                    where = "embedded" if embedded else redact_url(api_url)
+                    lines.stage(f"Prefect API ready ({where}, {took})")
 
                 def hook(done: int, total: int, what: str) -> None:
                     progress.update(bar, completed=done, total=total, description=what)
+                    if lines is not None:
+                        lines.progress(done, total, what)
 
-                progress_events.listen(hook)
+                def on_stage(message: str) -> None:
+                    progress.update(bar, description=message)
+                    if lines is not None:
+                        lines.stage(message)
+
+                progress_events.listen(hook, on_stage)
+                t_flow = time.perf_counter()
                 with cluster_runner(cluster) as runner:
                     flow = flow_fn.with_options(
                         task_runner=runner, timeout_seconds=cluster.timeout_s
                     )
                     state = flow(*args(staging), return_state=True)
                 summary = state.result()
+                if lines is not None:
+                    took = progress_events.seconds(time.perf_counter() - t_flow)
+                    lines.stage(f"flow finished, cluster closed ({took})")
                 summary["flow_run_id"] = str(state.state_details.flow_run_id)
-                embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+            t_store = time.perf_counter()
             store.set_root_attrs(
                 staging,
                 {
@@ -187,6 +196,9 @@ def execute_locked(
             )
             store.finalize(staging)
             store.publish(staging, target)
+            if lines is not None:
+                took = progress_events.seconds(time.perf_counter() - t_store)
+                lines.stage(f"store checksummed and published ({took})")
         except (ClusterUnreachableError, ClusterConfigError) as exc:
             store.discard(staging, target)
             outcome = (str(exc), EXIT_BAD_INPUT)

@@ -5,6 +5,7 @@ report) and ``serve`` (scheduled runs on a Prefect server)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from flows.cli.checks import (
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link
+from flows.cli.runlog import StageLog, logged_output, print_stage, progress_bar
 from flows.runtime import apply_prefect_defaults
 
 
@@ -71,6 +73,11 @@ def run(
             check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
         fail(str(exc))
+    if logged_output():
+        print_stage(
+            f"spec loaded: {spec_path.name if spec_path else 'default'} ({s.release.kind}, "
+            f"{len(s.geolevels)} levels, {s.audit.replicates} replicates)"
+        )
     run_audit(s, url, no_report)
 
 
@@ -91,10 +98,8 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
         overwrite=s.output.overwrite,
     )
     if not no_report:
-        from flows.report.render import render_report
-
         try:
-            render_report(url, s.output.report)
+            render_with_progress(url, s.output.report)
         except Exception as exc:
             fail_with_trace(
                 "report",
@@ -105,6 +110,35 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
     report = None if no_report else s.output.report
     print_run_summary(url, report, summary, time.perf_counter() - t0)
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+def render_with_progress(store_url: str, output: str) -> Path:
+    """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
+    report's sections (it leaves nothing behind), in a logged run a line when it starts and one
+    when the report is written (:mod:`flows.cli.runlog`)."""
+    from flows import progress as events
+    from flows.report.render import render_report
+
+    lines = StageLog() if logged_output() else None
+    t0 = time.perf_counter()
+    if lines is not None:
+        lines.stage(f"rendering the report of {store_url}")
+    with progress_bar(sys.stderr) as progress:
+        bar = progress.add_task("report", total=None)
+
+        def hook(done: int, total: int, what: str) -> None:
+            progress.update(bar, completed=done, total=total, description=what)
+            if lines is not None:
+                lines.progress(done, total, what)
+
+        events.listen(hook)
+        try:
+            path = render_report(store_url, output)
+        finally:
+            events.listen(None)
+    if lines is not None:
+        lines.stage(f"report written: {output} ({events.seconds(time.perf_counter() - t0)})")
+    return path
 
 
 def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
@@ -251,14 +285,13 @@ def report(
         fail(str(exc))
     except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
-    from flows.report.render import render_report
     from storage import checksums
 
     try:
         checksums.check(store_url)  # never render from a store with a missing or corrupt chunk
     except DPAuditError as exc:
         fail(str(exc), EXIT_FAILED)
-    path = render_report(store_url, output)
+    path = render_with_progress(store_url, output)
     typer.echo(f"report: {path}")
 
 
