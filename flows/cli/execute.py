@@ -52,12 +52,14 @@ def execute(
     *,
     resume: bool = False,
     overwrite: bool = False,
+    lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
     the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
+    ``lines``: the command's held stage lines, if its output is logged (default: new ones).
     """
     import logging
 
@@ -74,7 +76,7 @@ def execute(
             else:
                 store.discard(staging, target)  # leftovers of an interrupted run
                 store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
-            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume)
+            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume, lines)
     except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
         fail(str(exc))
 
@@ -124,6 +126,7 @@ def execute_locked(
     target: str,
     staging: str,
     resume: bool = False,
+    lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
     import time
@@ -144,8 +147,10 @@ def execute_locked(
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:
-        # a terminal shows a progress bar; a file or pipe gets a line per stage (flows/progress.py)
-        lines = StageLog() if logged_output(terminal) else None
+        # a terminal shows a progress bar; a file or pipe gets a line per stage (flows/progress.py),
+        # held until the flow runs on its cluster
+        if lines is None and logged_output(terminal):
+            lines = StageLog(held=True)
         t0 = time.perf_counter()
         try:
             with (
@@ -168,6 +173,7 @@ def execute_locked(
                     progress.update(bar, description=message)
                     if lines is not None:
                         lines.stage(message)
+                        lines.release()  # the flow runs: its cluster started
 
                 progress_events.listen(hook, on_stage)
                 t_flow = time.perf_counter()
@@ -180,6 +186,7 @@ def execute_locked(
                 if lines is not None:
                     took = progress_events.seconds(time.perf_counter() - t_flow)
                     lines.stage(f"flow finished, cluster closed ({took})")
+                    lines.release()
                 summary["flow_run_id"] = str(state.state_details.flow_run_id)
             t_store = time.perf_counter()
             store.set_root_attrs(
@@ -202,6 +209,8 @@ def execute_locked(
         except (ClusterUnreachableError, ClusterConfigError) as exc:
             store.discard(staging, target)
             outcome = (str(exc), EXIT_BAD_INPUT)
+            if lines is not None:
+                lines.drop()  # bad input: the one error line only
         except KeyboardInterrupt:
             if resume:
                 outcome = (
@@ -220,6 +229,8 @@ def execute_locked(
             outcome = (f"the run failed: {failure}; {where_logged(log)}", EXIT_FAILED)
         finally:
             progress_events.listen(None)
+            if lines is not None:
+                lines.release()  # a failure midway: the stages it got through
     if log is not None and not keep_log:
         log.unlink(missing_ok=True)
     if outcome is not None:

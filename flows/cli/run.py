@@ -23,7 +23,7 @@ from flows.cli.checks import (
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link
-from flows.cli.runlog import StageLog, logged_output, print_stage, progress_bar
+from flows.cli.runlog import StageLog, logged_output, progress_bar
 from flows.runtime import apply_prefect_defaults
 
 
@@ -73,17 +73,19 @@ def run(
             check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
         fail(str(exc))
-    if logged_output():
-        print_stage(
+    lines = StageLog(held=True) if logged_output() else None  # printed once the flow runs
+    if lines is not None:
+        lines.stage(
             f"spec loaded: {spec_path.name if spec_path else 'default'} ({s.release.kind}, "
             f"{len(s.geolevels)} levels, {s.audit.replicates} replicates)"
         )
-    run_audit(s, url, no_report)
+    run_audit(s, url, no_report, lines)
 
 
-def run_audit(s: Any, url: str, no_report: bool) -> None:
+def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) -> None:
     """Run the audit of spec ``s`` into store ``url`` (resuming an interrupted run of the same
-    spec), render its report unless ``no_report``, and print the summary."""
+    spec), render its report unless ``no_report``, and print the summary (and the stages on
+    ``lines``, when the output is logged)."""
     from flows import audit
 
     t0 = time.perf_counter()
@@ -96,10 +98,11 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
         run_id,
         resume=True,
         overwrite=s.output.overwrite,
+        lines=lines,
     )
     if not no_report:
         try:
-            render_with_progress(url, s.output.report)
+            render_with_progress(url, s.output.report, lines)
         except Exception as exc:
             fail_with_trace(
                 "report",
@@ -112,14 +115,15 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
-def render_with_progress(store_url: str, output: str) -> Path:
+def render_with_progress(store_url: str, output: str, lines: StageLog | None = None) -> Path:
     """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
     report's sections (it leaves nothing behind), in a logged run a line when it starts and one
-    when the report is written (:mod:`flows.cli.runlog`)."""
+    when the report is written (:mod:`flows.cli.runlog`; ``lines``: the run's, or new ones)."""
     from flows import progress as events
     from flows.report.render import render_report
 
-    lines = StageLog() if logged_output() else None
+    if lines is None and logged_output():
+        lines = StageLog()
     t0 = time.perf_counter()
     if lines is not None:
         lines.stage(f"rendering the report of {store_url}")

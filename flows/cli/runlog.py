@@ -76,30 +76,55 @@ def stage_lines(message: str, clock: float | None = None) -> list[str]:
 class StageLog:
     """The listener of a logged run (:mod:`flows.progress`): each stage as its lines on stdout,
     and within a stage the progress (``blocks simulated 5/12, tasks 1/9``) at most every
-    :data:`PROGRESS_EVERY_S` seconds. Thread-safe: progress comes from a polling thread too."""
+    :data:`PROGRESS_EVERY_S` seconds. Thread-safe: progress comes from a polling thread too.
 
-    def __init__(self, every_s: float = PROGRESS_EVERY_S) -> None:
+    ``held``: the lines wait (with the time they were said) until :meth:`release` — a run holds
+    them until its flow runs on its cluster, so that bad input found on the way (a cluster that
+    cannot start) still ends in the one error line and nothing on stdout (:meth:`drop`).
+    """
+
+    def __init__(self, every_s: float = PROGRESS_EVERY_S, held: bool = False) -> None:
         self._lock = threading.Lock()
         self._every = every_s
         self._last = time.monotonic()
         self._what = ""
+        self._held: list[str] | None = [] if held else None
 
     def stage(self, message: str) -> None:
         with self._lock:
             self._last = time.monotonic()
-            print_stage(message)
+            self._emit(stage_lines(message))
 
     def progress(self, done: int, total: int, what: str) -> None:
         with self._lock:
             if what == self._what or time.monotonic() - self._last < self._every:
                 return
             self._last, self._what = time.monotonic(), what
-            print_stage(what)
+            self._emit(stage_lines(what))
+
+    def release(self) -> None:
+        """Print the held lines; print the next ones as they come."""
+        with self._lock:
+            held, self._held = self._held, None
+            if held:
+                _write(held)
+
+    def drop(self) -> None:
+        """Forget the held lines (the run ends in an error line instead)."""
+        with self._lock:
+            if self._held is not None:
+                self._held.clear()
+
+    def _emit(self, lines: list[str]) -> None:
+        if self._held is not None:
+            self._held.extend(lines)
+        else:
+            _write(lines)
 
 
-def print_stage(message: str) -> None:
-    """``message`` on stdout as a logged run's lines, flushed (stderr may share the file)."""
-    sys.stdout.write("".join(line + "\n" for line in stage_lines(message)))
+def _write(lines: list[str]) -> None:
+    """``lines`` on stdout, flushed (stderr may share the file)."""
+    sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
 
 

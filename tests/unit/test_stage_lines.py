@@ -8,7 +8,7 @@ import re
 import pytest
 
 from flows import progress
-from flows.cli.runlog import WIDTH, stage_lines
+from flows.cli.runlog import WIDTH, StageLog, stage_lines
 
 
 def test_block_progress_announces_each_stage_once_when_its_last_task_ends(
@@ -72,3 +72,25 @@ def test_a_long_stage_message_wraps_at_80_columns_under_its_stamp() -> None:
     body = "".join(line[stamp.end() :] for line in lines)
     assert body.replace(" ", "") == message.replace(" ", "")
     assert stage_lines("epl done (3.1 s)")[0].endswith(" epl done (3.1 s)")
+
+
+def test_held_stage_lines_wait_for_the_flow_and_bad_input_drops_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kept = StageLog(held=True)
+    kept.stage("spec loaded: tiny.toml")
+    assert capsys.readouterr().out == ""
+    kept.stage("cluster started (local, 2 workers, 1.0 s)")
+    kept.release()
+    kept.stage("epl done (2.0 s)")
+    out = capsys.readouterr().out.splitlines()
+    assert [line[18:] for line in out] == [
+        "spec loaded: tiny.toml",
+        "cluster started (local, 2 workers, 1.0 s)",
+        "epl done (2.0 s)",
+    ]
+    dropped = StageLog(held=True)
+    dropped.stage("spec loaded: tiny.toml")
+    dropped.drop()
+    dropped.release()
+    assert capsys.readouterr().out == ""
