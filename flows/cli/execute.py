@@ -24,7 +24,7 @@ from flows.cli.errors import (
     new_log,
     where_logged,
 )
-from flows.cli.runlog import StageLog, captured, logged_output, progress_bar
+from flows.cli.runlog import StageLog, captured, progress_bar
 
 
 def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
@@ -59,7 +59,8 @@ def execute(
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
     the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
-    ``lines``: the command's held stage lines, if its output is logged (default: new ones).
+    ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
+    on its cluster, dropped if it cannot start), or ``None``.
     """
     import logging
 
@@ -147,10 +148,7 @@ def execute_locked(
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:
-        # a terminal shows a progress bar; a file or pipe gets a line per stage (flows/progress.py),
-        # held until the flow runs on its cluster
-        if lines is None and logged_output(terminal):
-            lines = StageLog(held=True)
+        # a terminal shows a progress bar; a logged run a line per stage (flows/progress.py)
         t0 = time.perf_counter()
         try:
             with (
