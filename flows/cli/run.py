@@ -120,13 +120,14 @@ def render_with_progress(store_url: str, output: str, lines: StageLog | None = N
     report's sections (it leaves nothing behind), in a logged run a line when it starts and one
     when the report is written (:mod:`flows.cli.runlog`; ``lines``: the run's, or new ones)."""
     from flows import progress as events
-    from flows.report.render import render_report
 
     if lines is None and logged_output():
         lines = StageLog()
     t0 = time.perf_counter()
     if lines is not None:
         lines.stage(f"rendering the report of {store_url}")
+    from flows.report.render import render_report  # matplotlib: seconds on a busy machine
+
     with progress_bar(sys.stderr) as progress:
         bar = progress.add_task("report", total=None)
 
