@@ -106,7 +106,6 @@ def eps_grid_for(spec: AuditSpec) -> np.ndarray:
 def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
-    progress.cluster_started()
     plan = make_plan(spec)
     allocation_release = not plan.geometric
     sigma2 = plan.sigma2_matrix()

@@ -61,38 +61,30 @@ def seconds(t: float) -> str:
 
 
 def cluster_started() -> None:
-    """Start the running flow's Dask cluster and announce it (``cluster started (local, 2
-    workers)``), when someone listens.
-
-    Called first in a flow's body: Prefect starts a Dask task runner's cluster when the first task
-    is submitted, which the flow does next anyway. Nothing is announced if the cluster does not
-    start here: the first submitted task then raises the error itself.
-    """
+    """Announce the running flow's Dask cluster (``cluster started (local, 2 workers)``), when
+    someone listens and its task runner has started it (Prefect starts it with the first task
+    submitted: :class:`BlockProgress` calls this once the flow's tasks are submitted). Reads only
+    what the runner holds: no call to the scheduler."""
     if not _stage_listener:
         return
-    t0 = time.perf_counter()
     try:
         from prefect.context import FlowRunContext
 
         ctx = FlowRunContext.get()
         runner = ctx.task_runner if ctx is not None else None
-        client = getattr(runner, "client", None)  # a DaskTaskRunner's: started on first use
+        client = getattr(runner, "_client", None)  # a DaskTaskRunner's, once started
         if client is None:
             return
-        workers = len(client.nthreads())
         cluster = getattr(runner, "_cluster", None)
+        workers = len(getattr(cluster, "workers", None) or {})
+        address = getattr(runner, "address", None) or "?"
     except Exception:
         return
     if cluster is None:
-        kind = f"scheduler {client.scheduler.address}"
-    elif type(cluster).__name__ == "LocalCluster":
-        kind = "local"
-    else:
-        kind = type(cluster).__name__
-    plural = "" if workers == 1 else "s"
-    stage(
-        f"cluster started ({kind}, {workers} worker{plural}, {seconds(time.perf_counter() - t0)})"
-    )
+        stage(f"cluster started (scheduler {address})")
+        return
+    kind = "local" if type(cluster).__name__ == "LocalCluster" else type(cluster).__name__
+    stage(f"cluster started ({kind}, {workers} worker{'' if workers == 1 else 's'})")
 
 
 class BlockProgress:
@@ -128,6 +120,7 @@ class BlockProgress:
         self._t0 = time.perf_counter()
 
     def __enter__(self) -> BlockProgress:
+        cluster_started()
         self._t0 = time.perf_counter()
         if not self.n_sim:
             stage("simulate: no block left to simulate (resumed)")
