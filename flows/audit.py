@@ -13,6 +13,7 @@ import hashlib
 import json
 import platform
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -217,11 +218,14 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
     regions = {(b.state, b.geolevel) for b in todo}
+    named = {"epl": epls + composed, "accounting": accts, "mpl": mpls}  # stages of the run's log
+    stage_of = {id(f): n for n, fs in named.items() for f in fs}
     tracker = progress.BlockProgress(
         lambda: len(store.done_blocks(url) & regions),
         len(regions),
         len(unique_sims),
         len(futures) - len(unique_sims),
+        Counter(stage_of.values()),
     )
     with tracker:
         for f in as_completed(futures):
@@ -232,7 +236,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
                 # API are those whose worker died, and the failure hook can mark them
                 wait(futures)
                 raise
-            tracker.task_done(sim=id(f) in unique_sims)
+            tracker.task_done(id(f) in unique_sims, stage_of.get(id(f)))
     if epls:
         epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
         epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))

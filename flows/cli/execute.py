@@ -24,7 +24,7 @@ from flows.cli.errors import (
     new_log,
     where_logged,
 )
-from flows.cli.runlog import captured
+from flows.cli.runlog import StageLog, captured, progress_bar
 
 
 def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
@@ -52,12 +52,15 @@ def execute(
     *,
     resume: bool = False,
     overwrite: bool = False,
+    lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
     the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
+    ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
+    on its cluster, dropped if it cannot start), or ``None``.
     """
     import logging
 
@@ -74,7 +77,7 @@ def execute(
             else:
                 store.discard(staging, target)  # leftovers of an interrupted run
                 store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
-            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume)
+            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume, lines)
     except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
         fail(str(exc))
 
@@ -124,10 +127,10 @@ def execute_locked(
     target: str,
     staging: str,
     resume: bool = False,
+    lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    import time
 
     from flows import progress as progress_events
     from flows.runtime import (
@@ -136,6 +139,7 @@ def execute_locked(
         cluster_runner,
         describe_failure,
         prefect_api,
+        redact_url,
         worker_count,
     )
     from storage import store
@@ -144,35 +148,45 @@ def execute_locked(
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:
+        # a terminal shows a progress bar; a logged run a line per stage (flows/progress.py)
+        t0 = time.perf_counter()
         try:
             with (
                 prefect_api() as api_url,
-                Progress(
-                    "[progress.description]{task.description}",
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    console=Console(file=terminal),
-                    transient=True,
-                    redirect_stdout=False,
-                    redirect_stderr=False,
-                    disable=not terminal.isatty(),  # a file or pipe gets the outcome line only
-                ) as progress,
+                progress_bar(terminal) as progress,
             ):
                 bar = progress.add_task("starting cluster", total=None)
+                embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+                if lines is not None:
+                    took = progress_events.seconds(time.perf_counter() - t0)
+                    where = "embedded" if embedded else redact_url(api_url)
+                    lines.stage(f"Prefect API ready ({where}, {took})")
 
                 def hook(done: int, total: int, what: str) -> None:
                     progress.update(bar, completed=done, total=total, description=what)
+                    if lines is not None:
+                        lines.progress(done, total, what)
 
-                progress_events.listen(hook)
+                def on_stage(message: str) -> None:
+                    progress.update(bar, description=message)
+                    if lines is not None:
+                        lines.stage(message)
+                        lines.release()  # the flow runs: its cluster started
+
+                progress_events.listen(hook, on_stage)
+                t_flow = time.perf_counter()
                 with cluster_runner(cluster) as runner:
                     flow = flow_fn.with_options(
                         task_runner=runner, timeout_seconds=cluster.timeout_s
                     )
                     state = flow(*args(staging), return_state=True)
                 summary = state.result()
+                if lines is not None:
+                    took = progress_events.seconds(time.perf_counter() - t_flow)
+                    lines.stage(f"flow finished, cluster closed ({took})")
+                    lines.release()
                 summary["flow_run_id"] = str(state.state_details.flow_run_id)
-                embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
+            t_store = time.perf_counter()
             store.set_root_attrs(
                 staging,
                 {
@@ -187,9 +201,14 @@ def execute_locked(
             )
             store.finalize(staging)
             store.publish(staging, target)
+            if lines is not None:
+                took = progress_events.seconds(time.perf_counter() - t_store)
+                lines.stage(f"store checksummed and published ({took})")
         except (ClusterUnreachableError, ClusterConfigError) as exc:
             store.discard(staging, target)
             outcome = (str(exc), EXIT_BAD_INPUT)
+            if lines is not None:
+                lines.drop()  # bad input: the one error line only
         except KeyboardInterrupt:
             if resume:
                 outcome = (
@@ -208,6 +227,8 @@ def execute_locked(
             outcome = (f"the run failed: {failure}; {where_logged(log)}", EXIT_FAILED)
         finally:
             progress_events.listen(None)
+            if lines is not None:
+                lines.release()  # a failure midway: the stages it got through
     if log is not None and not keep_log:
         log.unlink(missing_ok=True)
     if outcome is not None:

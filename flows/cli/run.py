@@ -5,6 +5,7 @@ report) and ``serve`` (scheduled runs on a Prefect server)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from flows.cli.checks import (
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
+from flows.cli.runlog import StageLog, logged_output, progress_bar
 from flows.runtime import apply_prefect_defaults
 
 
@@ -71,12 +73,19 @@ def run(
             check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
         fail(str(exc))
-    run_audit(s, url, no_report)
+    lines = StageLog(held=True) if logged_output() else None  # printed once the flow runs
+    if lines is not None:
+        lines.stage(
+            f"spec loaded: {spec_path.name if spec_path else 'default'} ({s.release.kind}, "
+            f"{len(s.geolevels)} levels, {s.audit.replicates} replicates)"
+        )
+    run_audit(s, url, no_report, lines)
 
 
-def run_audit(s: Any, url: str, no_report: bool) -> None:
+def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) -> None:
     """Run the audit of spec ``s`` into store ``url`` (resuming an interrupted run of the same
-    spec), render its report unless ``no_report``, and print the summary."""
+    spec), render its report unless ``no_report``, and print the summary (and the stages on
+    ``lines``, when the output is logged)."""
     from prefect import tags
 
     from flows import audit
@@ -94,12 +103,11 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
             run_id,
             resume=True,
             overwrite=s.output.overwrite,
+            lines=lines,
         )
     if not no_report:
-        from flows.report.render import render_report
-
         try:
-            render_report(url, s.output.report)
+            render_with_progress(url, s.output.report, lines)
         except Exception as exc:
             fail_with_trace(
                 "report",
@@ -113,6 +121,42 @@ def run_audit(s: Any, url: str, no_report: bool) -> None:
         api_url, embedded, summary["flow_run_id"], lambda: audit_artifacts(url, run_id, report)
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+def render_with_progress(
+    store_url: str,
+    output: str,
+    lines: StageLog | None = None,
+    compare_with: str | None = None,
+) -> Path:
+    """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
+    report's sections (it leaves nothing behind), in a logged run a line when it starts and one
+    when the report is written (:mod:`flows.cli.runlog`; ``lines``: the run's, or new ones)."""
+    from flows import progress as events
+
+    if lines is None and logged_output():
+        lines = StageLog()
+    t0 = time.perf_counter()
+    if lines is not None:
+        lines.stage(f"rendering the report of {store_url}")
+    from flows.report.render import render_report  # matplotlib: seconds on a busy machine
+
+    with progress_bar(sys.stderr) as progress:
+        bar = progress.add_task("report", total=None)
+
+        def hook(done: int, total: int, what: str) -> None:
+            progress.update(bar, completed=done, total=total, description=what)
+            if lines is not None:
+                lines.progress(done, total, what)
+
+        events.listen(hook)
+        try:
+            path = render_report(store_url, output, compare_with=compare_with)
+        finally:
+            events.listen(None)
+    if lines is not None:
+        lines.stage(f"report written: {output} ({events.seconds(time.perf_counter() - t0)})")
+    return path
 
 
 def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
@@ -272,7 +316,6 @@ def report(
         fail(str(exc))
     except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
-    from flows.report.render import render_report
     from storage import checksums
 
     try:
@@ -280,7 +323,7 @@ def report(
     except DPAuditError as exc:
         fail(str(exc), EXIT_FAILED)
     try:
-        path = render_report(store_url, output, compare_with=compare_with)
+        path = render_with_progress(store_url, output, compare_with=compare_with)
     except DPAuditError as exc:  # e.g. the other store lacks this store's headline δ
         fail(str(exc))
     typer.echo(f"report: {path}")

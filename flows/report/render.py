@@ -16,7 +16,8 @@ writes the page (:mod:`flows.report.page`).
 Figures are drawn with matplotlib's Agg canvas on :class:`matplotlib.figure.Figure` objects that
 are never registered with pyplot, so rendering is headless, thread-safe and leaks no figures, and
 the process-wide backend of the caller is left untouched. Every figure is embedded as a base64
-PNG; the page has inline CSS and no external resources.
+PNG; the page has inline CSS and no external resources. Its progress, section by section, goes
+to :mod:`flows.progress` (the CLI's bar).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import pathlib
 from typing import Any
 
+from flows import progress
 from flows.report.accounting import NEIGHBOURS, accounting_section
 from flows.report.accuracy import accuracy_section
 from flows.report.coverage import mpl_coverage_section
@@ -72,6 +74,7 @@ def render_report(
     """
     store_s = store_arg(store)
     out = pathlib.Path(output)
+    _step(0, "reading the store")
     root_attrs, groups = open_store(store_s, storage_options)
 
     attrs: dict[str, Any] = {}
@@ -86,12 +89,17 @@ def render_report(
     n_rep = replicates(attrs, res)
     hd = headline_delta(acc)
     try:
+        _step(1, "accounting figures")
         accounting = accounting_section(acc) if acc is not None else None
+        _step(2, "EPL figures")
         epl_sec = epl_section(epl, n_rep) if epl is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
+        _step(3, "residual figures")
         residuals = residual_section(res, epl) if res is not None else None
         table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep)
+        _step(4, "accuracy figures")
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
+        _step(5, "MPL figures")
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
     finally:
@@ -144,6 +152,7 @@ def render_report(
         "dpaudit_version": attr_str(attrs, "dpaudit_version"),
     }
 
+    _step(6, "writing the page")
     html = render_page(
         header=header,
         summary=summary_parts,
@@ -164,4 +173,13 @@ def render_report(
         store_name=pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s,
     )
     atomic_write_text(out, html)
+    _step(_STEPS, "written")
     return out
+
+
+#: the steps of a report whose progress :func:`render_report` reports (:mod:`flows.progress`)
+_STEPS = 7
+
+
+def _step(done: int, what: str) -> None:
+    progress.report(done, _STEPS, f"report: {what}")
