@@ -113,10 +113,10 @@ def save(key: str, result: dict[str, Any], root: Path | None = None) -> Path:
     meta = json.dumps({"key": key, "scalars": scalars}, sort_keys=True, allow_nan=True).encode()
     digest = _digest(key, meta, arrays)
     buf = io.BytesIO()
-    payload = {f"a_{n}": np.ascontiguousarray(a) for n, a in arrays.items()}
-    np.savez(
-        buf, __meta__=np.frombuffer(meta, dtype=np.uint8), __digest__=np.array(digest), **payload
-    )
+    payload: dict[str, Any] = {f"a_{n}": np.ascontiguousarray(a) for n, a in arrays.items()}
+    payload["__meta__"] = np.frombuffer(meta, dtype=np.uint8)
+    payload["__digest__"] = np.array(digest)
+    np.savez(buf, **payload)
     path = entry_path(key, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)

@@ -45,7 +45,7 @@ def memoized(kind: str, key: Hashable, build: Callable[[], T]) -> T:
     if key in cache:
         cache.move_to_end(key)
         stats["hits"] += 1
-        return cache[key]  # type: ignore[no-any-return]
+        return cache[key]
     stats["misses"] += 1
     value = build()
     cache[key] = value
