@@ -207,3 +207,34 @@ def test_concurrent_writers_leave_a_valid_entry(cache_root: Path) -> None:
     )
     assert np.array_equal(hit["curve"], expected)
     assert not list(cache_root.rglob("*.tmp"))
+
+
+def test_the_audit_account_task_reuses_its_stored_result(alloc_path: str, cache_root: Path) -> None:
+    from flows import tasks
+
+    def task(use_cache: bool) -> dict:
+        return tasks.account.fn(
+            alloc_path,
+            "add_remove",
+            "persons",
+            "US",
+            None,
+            DELTAS,
+            EPS,
+            ALPHA,
+            1e-10,
+            label="composed",
+            use_cache=use_cache,
+        )
+
+    first = task(True)
+    (path,) = (cache_root / "accounting").glob("*.npz")
+    stamp = path.stat().st_mtime_ns
+    second = task(True)
+    assert path.stat().st_mtime_ns == stamp
+    with _memo.caching(False):
+        plain = task(False)
+    assert second["geolevel"] == plain["geolevel"] == "composed"
+    assert_identical(plain, first)
+    assert_identical(plain, second)
+    assert len(list((cache_root / "accounting").glob("*.npz"))) == 1
