@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 #: most recently used entries kept per cache
 MAX_MEASURES = 256
-MAX_COMPOSITIONS = 6
+MAX_COMPOSITIONS = 2  # a bracket-mode composition can hold tens of MB
 
 _enabled = True
 _caches: dict[str, OrderedDict[Hashable, Any]] = {
