@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from auditlib.accounting import (
-    DiscreteGaussianComposition,
     bureau_delta,
     bureau_epsilon,
     calibrate_factor,
     cks_epsilon,
 )
+from auditlib.accounting.discrete_gaussian_pld import composition
 from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
 from auditlib.accuracy import CountAccuracy, count_accuracy
 from auditlib.epl import SURFACE_POINTS, epl_surface, estimate_epl
@@ -39,7 +39,7 @@ def account_components(
     seed 004's reduced noise (Table 1): the certified common factor ``c`` of every σ² at which the
     exact ε(δ*) equals the Bureau's ε(δ*) of the unscaled composition, and the variance cut ``1 − c``.
     """
-    comp = DiscreteGaussianComposition(list(components))
+    comp = composition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
     curve = comp.delta(eps_grid)

@@ -149,6 +149,7 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
             ALPHA_GRID,
             calibration_delta_for(spec),
             label=g,
+            use_cache=spec.accounting.cache,
         )
         for g in levels
     ]

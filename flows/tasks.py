@@ -25,7 +25,7 @@ from auditlib.epl import (
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.simulate.topdown import total_bias_sums
-from auditlib.summaries import account_components
+from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
 from flows.spec.plan import AuditPlan, Block
 from storage import store
@@ -326,12 +326,26 @@ def account(
     alpha_grid: np.ndarray | None = None,
     calibration_delta: float | None = None,
     label: str | None = None,
+    use_cache: bool = True,
 ) -> dict[str, Any]:
     """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
     ``calibration_delta`` also seed 004's reduced noise at that δ. ``label``: the name the result
-    is stored under (default: ``geolevel``; a table's level measured as that geolevel)."""
+    is stored under (default: ``geolevel``; a table's level measured as that geolevel).
+    ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.account_cache`)."""
     comps = load_allocation(allocation).components(neighbours, universe, region, geolevel)
-    out = account_components(comps, deltas, eps_grid, alpha_grid, calibration_delta)
+    out = account_cached(
+        allocation,
+        neighbours,
+        universe,
+        region,
+        geolevel,
+        comps,
+        deltas,
+        eps_grid,
+        alpha_grid,
+        calibration_delta,
+        use_cache=use_cache,
+    )
     out["geolevel"] = label if label is not None else geolevel
     return out
 

@@ -45,7 +45,7 @@ from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.composition import PrivacyLossComposition
-from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
+from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition, composition
 from auditlib.accounting.losses import (
     DiscreteGaussianLoss,
     GaussianLoss,
@@ -218,7 +218,7 @@ def calibrate_factor(
     _check_rtol(rtol)
 
     return _calibrate(
-        lambda c: DiscreteGaussianComposition(_scaled(comps, c), **composition_kwargs),
+        lambda c: composition(_scaled(comps, c), **composition_kwargs),
         comps,
         d,
         target,

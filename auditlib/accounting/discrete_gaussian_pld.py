@@ -28,12 +28,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
+from auditlib.accounting._memo import memoized
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._queries import ProfileQueries, check_grid_budget, finest_feasible_grid
 from auditlib.accounting._split import SplitLowerBound, dyadic_shift, split_to_grid
@@ -85,6 +86,35 @@ class _Group:
     def loss_span(self) -> float:
         """Width of the loss values ``(count/2 + S) / sigma2`` over the kept support."""
         return (self.measure.size - 1) / float(self.sigma2)
+
+
+def group_measure(sigma2: Fraction, count: int) -> LatticeMeasure:
+    """Certified measure of ``count`` i.i.d. ``N_Z(0, sigma2)`` summed, built once per process
+    for each exact ``(sigma2, count)`` (:mod:`auditlib.accounting._memo`); its arrays are
+    read-only."""
+
+    def base() -> LatticeMeasure:
+        return _frozen(discrete_gaussian_measure(sigma2, TAIL_MASS))
+
+    def build() -> LatticeMeasure:
+        return _frozen(power(memoized("measure", (sigma2, 1, TAIL_MASS), base), count, TAIL_MASS))
+
+    return memoized("measure", (sigma2, count, TAIL_MASS), build)
+
+
+def _frozen(m: LatticeMeasure) -> LatticeMeasure:
+    m.values.flags.writeable = False
+    return m
+
+
+def composition(
+    components: Sequence[tuple[Fraction | float, int]], **kwargs: Any
+) -> DiscreteGaussianComposition:
+    """``DiscreteGaussianComposition(components, **kwargs)``, reused within the process when the
+    same exact components (in the same order) and settings were composed before."""
+    comps = parse_components(components, kwargs.get("limit_denominator"))
+    key = (comps, tuple(sorted(kwargs.items())))
+    return memoized("composition", key, lambda: DiscreteGaussianComposition(comps, **kwargs))
 
 
 def _gcd_fractions(values: Sequence[Fraction]) -> Fraction:
@@ -203,10 +233,7 @@ class DiscreteGaussianComposition(ProfileQueries):
             (Fraction(m) / (2 * s2) for s2, m in counts.items()), Fraction(0)
         )
         self.rho = float(self.rho_exact)
-        groups = [
-            _Group(s2, m, power(discrete_gaussian_measure(s2, TAIL_MASS), m, TAIL_MASS))
-            for s2, m in sorted(counts.items())
-        ]
+        groups = [_Group(s2, m, group_measure(s2, m)) for s2, m in sorted(counts.items())]
         groups.sort(key=lambda g: (g.loss_span, g.sigma2))
 
         step = _gcd_fractions([g.inv for g in groups])

@@ -61,6 +61,8 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("accounting", "deltas"): "δ values of the ε(δ) table; the smallest is δ* of the reduced noise "
     "(seed 004 Table 1 uses 1e-11)",
     ("accounting", "eps_grid_points"): "points of the ε grid of the stored δ(ε) curves",
+    ("accounting", "cache"): "reuse stored exact accounting results (false: always recompute); "
+    "where they live and how they are invalidated: docs/accounting.md",
     ("output", "store"): "the Zarr result store written by the run",
     ("output", "report"): "the HTML report written at the end of the run",
     ("cluster", "n_workers"): "local cluster only: Dask worker processes",

@@ -369,6 +369,9 @@ class AccountingSection(Strict):
     headline_delta: float = 1e-10
     composed: bool = True
     eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
+    #: reuse stored exact accounting results (``$DPAUDIT_CACHE_DIR``, else the user's cache
+    #: directory; keyed by the allocation, relation, grids and code version: docs/accounting.md)
+    cache: bool = True
 
     @field_validator("deltas")
     @classmethod
