@@ -62,6 +62,32 @@ def apply_prefect_defaults() -> None:
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
+#: Dask's ``distributed.comm.timeouts.tcp`` for the clusters a run starts or joins. Dask's 30 s is also
+#: the kernel's TCP_USER_TIMEOUT on its connections: a worker whose task holds the GIL for over 30 s
+#: (an exact accounting on a busy machine) while the scheduler has data queued for it has its
+#: connection aborted, is dropped by the scheduler and shuts down; with no worker left, the run would
+#: wait for ``cluster.timeout_s``. A dead local process still closes its connections at once.
+DASK_TCP_TIMEOUT = "600s"
+_DASK_DEFAULT_TCP = "30s"
+
+
+def apply_dask_defaults() -> None:
+    """Raise Dask's TCP timeout to :data:`DASK_TCP_TIMEOUT` unless the user set one (config file or
+    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP``): in this process, and through the environment in the
+    worker processes it starts."""
+    import dask
+
+    if "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP" in os.environ:
+        return
+    if (
+        str(dask.config.get("distributed.comm.timeouts.tcp", _DASK_DEFAULT_TCP))
+        != _DASK_DEFAULT_TCP
+    ):
+        return
+    os.environ["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = DASK_TCP_TIMEOUT
+    dask.config.set({"distributed.comm.timeouts.tcp": DASK_TCP_TIMEOUT})
+
+
 def redact_url(url: str) -> str:
     """``url`` without credentials (``user:password@``), for messages and logs."""
     u = urlparse(url)
@@ -280,6 +306,7 @@ def task_runner(
     connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> Any:
     """A DaskTaskRunner for the configured cluster (an external scheduler is checked first)."""
+    apply_dask_defaults()
     if scheduler:
         check_scheduler(scheduler, connect_timeout)
     from prefect_dask import DaskTaskRunner
@@ -380,6 +407,7 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
     """
     from prefect_dask import DaskTaskRunner
 
+    apply_dask_defaults()
     adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None
     path = getattr(cluster, "cluster_class", None)
     connect_timeout = float(getattr(cluster, "connect_timeout", CONNECT_TIMEOUT_S))
