@@ -40,13 +40,15 @@ def _nbytes(x: np.ndarray) -> int:
 
 
 @pytest.fixture
-def restore_dask_config(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.delenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP", raising=False)
+def restore_dask_config(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """Dask's default timeout here, and the environment and config as they were after the test."""
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP", "unset")  # restored afterwards
+    monkeypatch.delenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP")
     with dask.config.set({"distributed.comm.timeouts.tcp": "30s"}):
         yield
 
 
-def test_the_runs_cluster_keeps_a_worker_that_holds_the_gil(restore_dask_config) -> None:  # type: ignore[no-untyped-def]
+def test_the_runs_cluster_keeps_a_worker_that_holds_the_gil(restore_dask_config) -> None:
     runtime.task_runner("", 1, 2, "4GiB")  # what a run does before its local cluster starts
     tcp = dask.config.get("distributed.comm.timeouts.tcp")
     assert tcp != "30s"
