@@ -40,7 +40,7 @@ def _nbytes(x: np.ndarray) -> int:
 
 
 @pytest.fixture
-def restore_dask_config(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def restore_dask_config(monkeypatch: pytest.MonkeyPatch):
     """Dask's default timeout here, and the environment and config as they were after the test."""
     monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP", "unset")  # restored afterwards
     monkeypatch.delenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP")
