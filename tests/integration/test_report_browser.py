@@ -1,9 +1,10 @@
 """The default spec's report as a committee reads it, in headless Chromium at 1024 and 1400 px.
 
 The store is the default audit (the default spec: its allocation, three states and the nation,
-four replicates, every EPL knob, δ 1e-5, 1e-10, 1e-11 with the headline δ 1e-10) on the smallest
-population with siblings (one unit per level, two blocks per block group), so the page has the
-default run's every table, row and column. The test takes a full-page screenshot at each width
+four replicates, every EPL knob, δ 1e-5, 1e-10, 1e-11 with the headline δ 1e-10), once on the
+smallest population with siblings (one unit per level, two blocks per block group: the page has the
+default run's every table, row and column) and once exactly as shipped (the run `dpaudit run`
+makes with no spec: its populated hierarchy, larger numbers in every cell). The test takes a full-page screenshot at each width
 (written beside the report; also into ``$DPAUDIT_REPORT_SHOTS`` when set) and checks what a reader
 sees first: one δ, no table wider than its container, no state named after the nation, every
 headline EPL flagged with whether it is resolved, and the summary quoting the table's numbers.
@@ -44,10 +45,15 @@ GLANCE_JS = """() => Array.from(document.querySelectorAll('table.glance tbody tr
   flag: Array.from(r.querySelectorAll('.flag')).map(f => f.innerText).join(' ')}))"""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["smallest", "literal"])
 def default_report(
-    prefect_harness: None, dask_address: str, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    prefect_harness: None,
+    dask_address: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[pathlib.Path]:
+    """The default spec's report: on the smallest population ("smallest"), and as shipped, its own
+    population and all ("literal": what `dpaudit run` with no spec writes, about a minute more)."""
     from prefect_dask import DaskTaskRunner
 
     from flows.audit import audit_flow, run_id_for
@@ -55,9 +61,10 @@ def default_report(
     from storage import store
 
     default = load_spec().model_dump(mode="json")
-    default["population"]["fanout"] = TINY_FANOUT
+    if request.param == "smallest":
+        default["population"]["fanout"] = TINY_FANOUT
     spec = parse_spec(default)
-    tmp = tmp_path_factory.mktemp("default")
+    tmp = tmp_path_factory.mktemp(f"default-{request.param}")
     url = str(tmp / "audit.zarr")
     flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
     flow(spec, url, run_id_for(spec))
@@ -85,7 +92,7 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
             page.goto(default_report.as_uri(), wait_until="load")
             for width in WIDTHS:
                 page.set_viewport_size({"width": width, "height": 900})
-                shot = default_report.with_name(f"report-{width}.png")
+                shot = default_report.with_name(f"report-{default_report.parent.name}-{width}.png")
                 page.screenshot(path=str(shot), full_page=True)
                 shots.append(shot)
                 page.evaluate(
