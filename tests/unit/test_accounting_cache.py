@@ -185,7 +185,7 @@ def _writer(root: str, key: str, seed: int, n: int) -> None:
 
 def test_concurrent_writers_leave_a_valid_entry(cache_root: Path) -> None:
     key = "ab" * 32
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # not fork: this process may run threads (Dask, Prefect)
     procs = [ctx.Process(target=_writer, args=(str(cache_root), key, s, 25)) for s in SIZES]
     for p in procs:
         p.start()
@@ -198,7 +198,7 @@ def test_concurrent_writers_leave_a_valid_entry(cache_root: Path) -> None:
         elif seen:
             raise AssertionError("an entry once written became unreadable while rewritten")
     for p in procs:
-        p.join(60)
+        p.join(120)
         assert p.exitcode == 0
     hit = result_cache.load(key)
     assert hit is not None
