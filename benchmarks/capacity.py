@@ -1,0 +1,849 @@
+"""Capacity model of a spine TopDown audit: measure the costs, predict an audit's wall time on N
+workers, check the prediction against real runs.
+
+    .venv/bin/python benchmarks/capacity.py measure [--states auto:8 | ST38,ST10,…] [--s3-url s3://b/p]
+    .venv/bin/python benchmarks/capacity.py predict [--replicates 1000] [--workers 16,64,256]
+    .venv/bin/python benchmarks/capacity.py check [--workers 1,2,4] [--states …] [--replicates 3]
+
+``measure`` (≈ 3–6 min) runs, each in a fresh process (its own peak RSS, CPU-s by
+``time.process_time``, one BLAS thread as on a Dask worker), one state of the audit's spine over the
+``pl94`` schema as the flow's task does (``flows.blocks.topdown_state``: histograms, every replicate's
+TopDown, residuals) and writes its regions into a local Zarr store of the audit's layout
+(``storage.store.write_residual_block``); the states span the smallest to the largest. It fits
+CPU-s ≈ a + b·blocks (setup: histograms) and a + b·blocks + c·people (per replicate), peak memory,
+the store's write rate, the per-task cost of a Prefect task on Dask (no-op tasks, Prefect vs plain
+Dask on one worker), and, from a small audit run through ``dpaudit run``, the flow's fixed cost and
+the EPL and accounting tasks' costs. Results: ``benchmarks/results/capacity_measure.json``.
+
+``predict`` reads them, takes every state's blocks and people from the spine
+(``auditlib.geography.spine``, the audit's population seed) and each region's written bytes from the
+audit's plan, and places the flow's tasks on N workers (``capacity_model.predict``). ``check`` runs a
+moderate audit through ``dpaudit run`` on 1, 2 and 4 local worker processes and compares. Each mode
+rewrites its CSV in ``benchmarks/results/`` and regenerates ``benchmarks/capacity.md`` from all of
+them: re-run ``measure`` after a change to TopDown or the store, then ``predict`` and ``check``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as Dask's nanny starts workers
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import csv
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _machine import machine_info  # noqa: E402
+from capacity_model import Audit, Costs, StateWork, predict  # noqa: E402
+
+RESULTS = HERE / "results"
+MEASURE_JSON = RESULTS / "capacity_measure.json"
+PREDICT_CSV = RESULTS / "capacity_predict.csv"
+CHECK_CSV = RESULTS / "capacity_check.csv"
+REPORT = HERE / "capacity.md"
+SEED = 20200401  # the shipped spec's audit.seed: the spine's population seed derives from it
+
+#: assumptions of the S3 figures (not measured here: replace with `measure --s3-url` on the real one)
+S3_WORKER_MB_S = 100.0  # one worker's s3fs multipart PUTs of zstd-compressed Zarr chunks
+S3_AGGREGATE_MB_S = 5000.0  # the bucket's aggregate (keys spread over prefixes; 3,500 PUT/s each)
+
+
+# ------------------------------------------------------------------------------------------ specs
+def spec_data(states: Any, replicates: int, workers: int = 2) -> dict[str, Any]:
+    """A spine TopDown audit over ``pl94`` (the ``pl94_2021_production`` queries), as ``dpaudit
+    run`` reads it: no composed accounting and no result cache (each run pays the same)."""
+    return {
+        "audit": {"allocation": "pl94_2021_production", "replicates": replicates, "seed": SEED},
+        "population": {"kind": "spine", "spine_states": states, "attributes": "pl94"},
+        "release": {"kind": "topdown"},
+        "accounting": {"composed": False, "cache": False},
+        "cluster": {"n_workers": workers},
+    }
+
+
+def plan_of(data: dict[str, Any]) -> Any:
+    from flows.spec import parse_spec
+    from flows.spec.plan import make_plan
+
+    return make_plan(parse_spec(data))
+
+
+def spine_counts(plan: Any) -> dict[str, tuple[int, int]]:
+    """{state label: (blocks, people)} of every state of the plan's spine region."""
+    from flows.spec.sources import load_spine, spine_state_labels
+
+    sp = load_spine(plan.spine.seed, plan.spine.region)
+    blocks = sp.units_per_state("Block")
+    people = sp.populations()["State"]
+    labels = spine_state_labels(plan.spine.region)
+    return {labels[i]: (int(blocks[i]), int(people[i])) for i in range(sp.n_states)}
+
+
+def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]:
+    """Every state of the plan with its bytes per replicate: the store pads each (state, geolevel)
+    region to ``n_items_max`` items (4-byte residual per replicate, 14 bytes of item indices)."""
+    r = plan.replicates
+    out = []
+    per_item = 4.0 + 14.0 / r
+    for label in plan.states:
+        if label not in counts:
+            continue  # the nation
+        regions = [b for b in plan.blocks if plan.states[b.state] == label]
+        blocks, people = counts[label]
+        out.append(
+            StateWork(
+                label,
+                blocks,
+                people,
+                len(regions) * plan.n_items_max * per_item,
+                sum(b.n_items for b in regions) * per_item,
+                plan.n_items_max,
+                max(b.n_items for b in regions),
+            )
+        )
+    return out
+
+
+def audit_of(plan: Any, counts: dict[str, tuple[int, int]], composed: bool = False) -> Audit:
+    items = [0] * len(plan.geolevels)
+    for b in plan.blocks:
+        items[b.geolevel] += b.n_items
+    return Audit(
+        tuple(state_work(plan, counts)),
+        plan.replicates,
+        tuple(items),
+        account_levels=len(plan.geolevels),
+        composed=composed,
+        nation="US" in plan.geolevels,
+    )
+
+
+# ---------------------------------------------------------------------------------------- measure
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure_state(data: dict[str, Any], label: str, url: str, write: bool) -> dict[str, Any]:
+    """In a fresh process: one state's task of the audit ``data`` (every replicate), and with
+    ``write`` its regions written into the store at ``url``."""
+    from flows.blocks import state_population, topdown_state
+    from storage import store
+
+    t, c = time.perf_counter(), time.process_time()
+    plan = plan_of(data)  # generates the spine (cached per process, as on a worker)
+    spine_s = time.process_time() - c
+    spine_wall = time.perf_counter() - t
+    top = next(b for b in plan.blocks_at(plan.topdown_top) if plan.states[b.state] == label)
+    rss0 = _peak_rss_mb()
+    state_population(plan, top.state_key)  # first use: the schema's matrices, imports
+    c = time.process_time()
+    state_population(plan, top.state_key)  # as topdown_state pays it
+    setup = time.process_time() - c
+    c, t = time.process_time(), time.perf_counter()
+    levels, _, _ = topdown_state(plan, top)
+    run = time.process_time() - c
+    wall = time.perf_counter() - t
+    peak = _peak_rss_mb()
+    c, t_w = time.process_time(), time.perf_counter()
+    written = 0
+    for gi, res in levels.items() if write else ():
+        store.write_residual_block(url, top.state, gi, res, plan.n_items_max)
+        written += plan.n_items_max * (4 * plan.replicates + 14)
+    write_cpu, write_wall = time.process_time() - c, time.perf_counter() - t_w
+    return {
+        "state": label,
+        "replicates": plan.replicates,
+        "spine_cpu_s": spine_s,
+        "spine_wall_s": spine_wall,
+        "setup_cpu_s": setup,
+        "topdown_cpu_s": run,  # setup + replicates + residuals
+        "replicate_cpu_s": (run - setup) / plan.replicates,
+        "wall_s": wall,
+        "write_cpu_s": write_cpu,
+        "write_wall_s": write_wall,
+        "write_bytes": written,
+        "rss_before_mb": rss0,
+        "peak_rss_mb": peak,  # before the writes
+        "write_buffer_mb": plan.n_items_max * (4 * plan.replicates + 14) / 1e6 if write else 0.0,
+        "peak_rss_write_mb": _peak_rss_mb(),
+        "load": os.getloadavg()[0],
+    }
+
+
+def shared_speed(workers: int, load: float) -> float:
+    """A worker's share of a core when ``workers`` busy workers and the other jobs' ``load`` share
+    the machine's cores (processor sharing), at most 1."""
+    cores = os.cpu_count() or 1
+    return min(1.0, cores / (workers + load))
+
+
+def in_fresh_process(fn: Any, *args: Any) -> Any:
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as ex:
+        return ex.submit(fn, *args).result()
+
+
+def pick_states(counts: dict[str, tuple[int, int]], spec: str) -> list[str]:
+    if not spec.startswith("auto:"):
+        return spec.split(",")
+    k = int(spec.split(":", 1)[1])
+    by_size = sorted(counts, key=lambda s: counts[s][0])
+    idx = sorted({round(i * (len(by_size) - 1) / (k - 1)) for i in range(k)})
+    return [by_size[i] for i in idx]
+
+
+def nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from scipy.optimize import nnls as _nnls
+
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = _nnls(x / scale, y)
+    return np.asarray(coef / scale)
+
+
+def orchestration_cost(tmp: str, n: int = 24) -> dict[str, float]:
+    """Wall seconds per task on one worker: ``n`` no-op tasks (``write_empty_blocks`` of nothing)
+    as Prefect tasks on Dask vs plain Dask, one after the other; CPU of every process."""
+    from bench_orchestration import cpu_seconds
+    from distributed import Client, LocalCluster
+    from prefect import flow
+    from prefect_dask import DaskTaskRunner
+
+    from flows import tasks
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as c,
+        Client(c) as client,
+    ):
+        client.submit(tasks.write_empty_blocks.fn, "", None, [], pure=False).result()  # warm
+
+        @flow(name="capacity-no-ops", task_runner=DaskTaskRunner(address=c.scheduler_address))  # type: ignore[arg-type]
+        def no_ops() -> None:
+            futs = [tasks.write_empty_blocks.submit("", None, []) for _ in range(n)]
+            for f in futs:
+                f.result()
+
+        no_ops()  # warm: the flow's and the worker's first Prefect task
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        no_ops()
+        p_wall, p_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        futs = [
+            client.submit(tasks.write_empty_blocks.fn, "", None, [], pure=False) for _ in range(n)
+        ]
+        client.gather(futs)
+        d_wall, d_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    return {
+        "tasks": n,
+        "prefect_wall_s": p_wall,
+        "prefect_cpu_s": p_cpu,
+        "dask_wall_s": d_wall,
+        "dask_cpu_s": d_cpu,
+        "task_s": max(0.0, (p_wall - d_wall) / n),
+        "task_cpu_s": max(0.0, (p_cpu - d_cpu) / n),
+        "load": os.getloadavg()[0],
+    }
+
+
+def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
+    """``dpaudit run`` of ``data`` (no report) in a subprocess: wall, flow wall, CPU of the whole
+    process tree (sampled), load averages before and after."""
+    import psutil
+
+    from flows.spec.toml_writer import dump_toml
+    from storage import store
+
+    spec = Path(tmp) / f"{name}.toml"
+    spec.write_text(dump_toml(data))
+    out = Path(tmp) / f"{name}.zarr"
+    dpaudit = Path(sys.executable).with_name("dpaudit")
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report", "--overwrite"]
+    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cpu: dict[int, float] = {}
+    peak = 0
+    while proc.poll() is None:
+        rss = 0
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    rss += p.memory_info().rss
+                cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                continue
+        peak = max(peak, rss)
+        time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    text = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"dpaudit run failed ({proc.returncode}):\n{text[-3000:]}")
+    attrs = store.root_attrs(str(out))
+    return {
+        "url": str(out),
+        "command_s": wall,
+        "flow_s": float(attrs["wall_time_s"]),
+        "cpu_s": sum(cpu.values()),
+        "peak_rss_mb": peak / 1e6,
+        "load_before": load0[0],
+        "load_after": os.getloadavg()[0],
+        "store_mb": sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e6,
+    }
+
+
+def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]:
+    """CPU-s of the finished audit's EPL task per geolevel and accounting task per geolevel, as
+    the flow calls them (with its arguments), in this process; and the residuals per level."""
+    from flows import tasks
+    from flows.audit import eps_grid_for
+    from flows.groups import ALPHA_GRID, calibration_delta_for
+    from flows.spec import parse_spec
+
+    spec = parse_spec(data)
+    plan = plan_of(data)
+    epl, resid, acct = [], [], []
+    for g in range(len(plan.geolevels)):
+        c = time.process_time()
+        tasks.epl_geolevel.fn(
+            url,
+            plan,
+            g,
+            spec.epl.bandwidth_factor,
+            spec.epl.percentiles,
+            range_multiplier=spec.epl.range_multiplier,
+            bias_aware=spec.epl.bias_aware_settings(),
+        )
+        epl.append(time.process_time() - c)
+        resid.append(
+            float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)
+        )
+    a = spec.audit
+    grid = eps_grid_for(spec)
+    for g in spec.accounted_geolevels:
+        c = time.process_time()
+        tasks.account.fn(
+            a.allocation,
+            a.neighbours,
+            a.universe,
+            a.region,
+            g,
+            list(spec.accounting.deltas),
+            grid,
+            ALPHA_GRID,
+            calibration_delta_for(spec),
+            label=g,
+            use_cache=False,
+        )
+        acct.append(time.process_time() - c)
+    return {"epl_cpu_s": epl, "residuals": resid, "account_cpu_s": acct}
+
+
+def write_rate_remote(url: str, data: dict[str, Any], label: str) -> dict[str, float]:
+    """Write one measured state's regions to ``url`` (e.g. ``s3://bucket/prefix``; endpoint and
+    credentials from the environment, ``FSSPEC_S3_ENDPOINT_URL``, …): MB/s per worker."""
+    from storage import store
+
+    plan = plan_of(data)
+    store.create_residual_template(url, **plan.template_layout(), attrs={"run_id": "capacity"})
+    r = in_fresh_process(measure_state, data, label, url, True)
+    return {"s3_write_mb_s": r["write_bytes"] / 1e6 / r["write_wall_s"], "state": label}
+
+
+def measure(args: argparse.Namespace) -> None:
+    from storage import store
+
+    print(machine_info(), flush=True)
+    t_start = time.perf_counter()
+    full = plan_of(spec_data("all", 1))
+    counts = spine_counts(full)
+    states = pick_states(counts, args.states)
+    print(f"states measured: {', '.join(f'{s} ({counts[s][0]:,} blocks)' for s in states)}")
+    tmp = tempfile.mkdtemp(prefix="dpaudit-capacity-")
+    rows: list[dict[str, Any]] = []
+    try:
+        data = spec_data(states, 1)
+        plan = plan_of(data)
+        url = f"{tmp}/measure.zarr"
+        store.create_residual_template(url, **plan.template_layout(), attrs={"run_id": "capacity"})
+        writers = {states[0], states[len(states) // 2]}  # the padded regions: same bytes for all
+        for s in states:
+            r = in_fresh_process(measure_state, data, s, url, s in writers)
+            r.update(blocks=counts[s][0], people=counts[s][1])
+            rows.append(r)
+            print(
+                f"{s}: {r['blocks']:,} blocks, setup {r['setup_cpu_s']:.2f} CPU-s, replicate "
+                f"{r['replicate_cpu_s']:.2f} CPU-s, write {r['write_bytes'] / 1e6:.0f} MB in "
+                f"{r['write_cpu_s']:.2f} CPU-s, peak RSS {r['peak_rss_mb']:.0f} MB "
+                f"({r['peak_rss_write_mb']:.0f} MB writing; load {r['load']:.1f})",
+                flush=True,
+            )
+        # memory (and CPU) per extra replicate: the two smallest mid-size states at 3 replicates
+        data3 = spec_data(states, args.mem_replicates)
+        url3 = f"{tmp}/measure3.zarr"
+        store.create_residual_template(
+            url3, **plan_of(data3).template_layout(), attrs={"run_id": "capacity"}
+        )
+        mem_states = [states[len(states) // 2 - 1], states[len(states) // 2]]
+        for s in mem_states:
+            r = in_fresh_process(measure_state, data3, s, url3, False)
+            r.update(blocks=counts[s][0], people=counts[s][1])
+            rows.append(r)
+            print(
+                f"{s} × {args.mem_replicates} replicates: replicate {r['replicate_cpu_s']:.2f} "
+                f"CPU-s, peak RSS {r['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
+        from flows.runtime import apply_prefect_defaults, prefect_api
+
+        apply_prefect_defaults()
+        with prefect_api():
+            orch = orchestration_cost(tmp)
+        print(
+            f"per task: Prefect on Dask {orch['task_s']:.3f} s wall / {orch['task_cpu_s']:.3f} "
+            f"CPU-s more than plain Dask (load {orch['load']:.1f})",
+            flush=True,
+        )
+        # a small audit through the flow: its fixed cost, and its EPL and accounting tasks
+        small_states = sorted(counts, key=lambda s: counts[s][0])[:2]
+        small = spec_data(small_states, 2, workers=1)
+        run = run_dpaudit(small, tmp, "small")
+        ea = epl_and_accounting(small, run["url"])
+        print(
+            f"small audit ({', '.join(small_states)}, 2 replicates, 1 worker): flow "
+            f"{run['flow_s']:.1f} s; EPL per level {[round(x, 2) for x in ea['epl_cpu_s']]} CPU-s; "
+            f"accounting per level {[round(x, 2) for x in ea['account_cpu_s']]} CPU-s",
+            flush=True,
+        )
+        s3 = write_rate_remote(args.s3_url, data, states[len(states) // 2]) if args.s3_url else {}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    costs = fit(rows, args.mem_replicates, orch, ea)
+    # the flow's fixed cost: the small audit's flow wall minus what the model gives it without
+    sp = plan_of(small)
+    pred = predict(audit_of(sp, counts), costs, 1)
+    # the flow's wall at the load it ran under, in seconds of a dedicated core (processor
+    # sharing: one worker and the other jobs' load on the machine's cores)
+    speed = shared_speed(1, run["load_before"])
+    flow_s = max(0.0, run["flow_s"] * speed - (pred.wall_s - costs.flow_s))
+    costs = Costs(**{**costs.as_dict(), "flow_s": flow_s})
+    out = {
+        "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "commit": _commit(),
+        "states": rows,
+        "orchestration": orch,
+        "small_audit": {**run, **ea, "states": small_states},
+        "s3": s3,
+        "costs": costs.as_dict(),
+        "seconds": time.perf_counter() - t_start,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    MEASURE_JSON.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(costs.as_dict(), indent=1))
+    print(f"measure took {out['seconds']:.0f} s; wrote {MEASURE_JSON.relative_to(HERE.parent)}")
+    render()
+
+
+def fit(
+    rows: list[dict[str, Any]], mem_r: int, orch: dict[str, float], ea: dict[str, list[float]]
+) -> Costs:
+    one = [r for r in rows if r["replicates"] == 1]
+    multi = [r for r in rows if r["replicates"] > 1]
+    b = np.array([r["blocks"] for r in one], float)
+    p = np.array([r["people"] for r in one], float)
+    x2 = np.column_stack([np.ones_like(b), b])
+    setup = nnls(x2, np.array([r["setup_cpu_s"] for r in one]))
+    rep = nnls(
+        np.column_stack([np.ones_like(b), b, p]), np.array([r["replicate_cpu_s"] for r in one])
+    )
+    mem1 = nnls(x2, np.array([r["peak_rss_mb"] for r in one]))
+    # per extra replicate: (RSS at mem_r − RSS at 1) / (mem_r − 1) = c·blocks + d
+    d_rows = []
+    for m in multi:
+        base = next(r for r in one if r["state"] == m["state"])
+        d_rows.append((m["blocks"], (m["peak_rss_mb"] - base["peak_rss_mb"]) / (mem_r - 1)))
+    if len(d_rows) >= 2:
+        mb = nnls(
+            np.column_stack([[r[0] for r in d_rows], np.ones(len(d_rows))]),
+            np.array([r[1] for r in d_rows]),
+        )
+    else:
+        mb = np.zeros(2)
+    w_bytes = sum(r["write_bytes"] for r in rows)
+    w_cpu = sum(r["write_cpu_s"] for r in rows)
+    writers = [r for r in one if r["write_bytes"] > 0]
+    w_factor = min(
+        (
+            max(0.0, r["peak_rss_write_mb"] - r["peak_rss_mb"]) / r["write_buffer_mb"]
+            for r in writers
+        ),
+        default=1.0,
+    )
+    e = nnls(
+        np.column_stack([np.ones(len(ea["residuals"])), np.array(ea["residuals"]) / 1e6]),
+        np.array(ea["epl_cpu_s"]),
+    )
+    accts = ea["account_cpu_s"]
+    return Costs(
+        setup_s=float(setup[0]),
+        setup_s_per_block=float(setup[1]),
+        rep_s=float(rep[0]),
+        rep_s_per_block=float(rep[1]),
+        rep_s_per_person=float(rep[2]),
+        write_mb_s=w_bytes / 1e6 / w_cpu,
+        task_s=orch["task_cpu_s"],  # CPU of every process per task: load-independent
+        flow_s=0.0,
+        worker_s=float(np.median([r["spine_cpu_s"] for r in rows])),
+        epl_s=float(e[0]),
+        epl_s_per_mresidual=float(e[1]),
+        account_level_s=float(np.mean(accts)) if accts else 0.0,
+        account_composed_s=COMPOSED_ACCOUNT_S,
+        mem_mb=float(mem1[0]),
+        mem_mb_per_block=float(mem1[1]),
+        mem_mb_per_block_replicate=float(mb[0]),
+        mem_mb_per_replicate=float(mb[1]),
+        mem_write_factor=w_factor,
+    )
+
+
+#: the composed accounting of ``pl94_2021_production`` (all levels) without a cached result:
+#: benchmarks/README.md, "Composed accounting off the critical path" (60.9 CPU-s cold)
+COMPOSED_ACCOUNT_S = 60.9
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def load_costs() -> tuple[Costs, dict[str, Any]]:
+    if not MEASURE_JSON.exists():
+        raise SystemExit(f"no {MEASURE_JSON.name}: run `benchmarks/capacity.py measure` first")
+    m = json.loads(MEASURE_JSON.read_text())
+    return Costs(**m["costs"]), m
+
+
+# ---------------------------------------------------------------------------------------- predict
+SCENARIOS = (
+    # (name, spine_states, replicates, composed accounting)
+    ("full US pl94, 1 replicate", "all", 1),
+    ("full US pl94, 25 replicates", "all", 25),
+    ("full US pl94, 100 replicates", "all", 100),
+    ("full US pl94, 1,000 replicates", "all", 1000),
+)
+
+
+def predict_rows(
+    costs: Costs, workers: list[int], replicates: list[int], tasks_per_worker: int
+) -> list[dict[str, Any]]:
+    rows = []
+    full = plan_of(spec_data("all", 1))
+    counts = spine_counts(full)
+    for r in replicates:
+        plan = plan_of(spec_data("all", r))
+        audit = audit_of(plan, counts, composed=True)
+        variants: list[tuple[str, dict[str, Any]]] = [
+            ("today (local disk)", {}),
+            ("today, S3", {"s3": True}),
+            ("replicates split, unpadded store, S3", {"s3": True, "split": 10, "data": True}),
+        ]
+        for name, v in variants:
+            c = costs
+            if v.get("s3"):
+                c = Costs(
+                    **{**costs.as_dict(), "write_mb_s": min(costs.write_mb_s, S3_WORKER_MB_S)}
+                )
+            for n in workers:
+                pr = predict(
+                    audit,
+                    c,
+                    n,
+                    tasks_per_worker=tasks_per_worker,
+                    replicates_per_task=v.get("split"),
+                    store_mb_s=S3_AGGREGATE_MB_S if v.get("s3") else None,
+                    padded=not v.get("data"),
+                )
+                row = {"replicates": r, "variant": name, **pr.row()}
+                row["written_tb"] = (
+                    sum(
+                        (
+                            s.data_bytes_per_replicate
+                            if v.get("data")
+                            else s.write_bytes_per_replicate
+                        )
+                        for s in audit.states
+                    )
+                    * r
+                    / 1e12
+                )
+                rows.append(row)
+    return rows
+
+
+def predict_mode(args: argparse.Namespace) -> None:
+    costs, _ = load_costs()
+    workers = [int(x) for x in args.workers.split(",")]
+    reps = [int(x) for x in args.replicates.split(",")]
+    rows = predict_rows(costs, workers, reps, args.tasks_per_worker)
+    _write_csv(PREDICT_CSV, rows)
+    for r in rows:
+        print(
+            f"{r['replicates']:>5} replicates, {r['variant']:<38} {r['workers']:>4} workers: "
+            f"{_hours(r['wall_s']):>9}  ({r['bound']}; largest state task "
+            f"{_hours(r['critical_state_s'])}, peak task memory {r['peak_task_mb'] / 1e3:.1f} GB, "
+            f"written {r['written_tb']:.2f} TB)"
+        )
+    render()
+
+
+# ------------------------------------------------------------------------------------------ check
+def check(args: argparse.Namespace) -> None:
+    costs, _ = load_costs()
+    print(machine_info(), flush=True)
+    full = plan_of(spec_data("all", 1))
+    counts = spine_counts(full)
+    states = args.states.split(",")
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="dpaudit-capacity-check-")
+    try:
+        for n in (int(x) for x in args.workers.split(",")):
+            data = spec_data(states, args.replicates, workers=n)
+            audit = audit_of(plan_of(data), counts)
+            run = run_dpaudit(data, tmp, f"check{n}")
+            shutil.rmtree(run["url"], ignore_errors=True)
+            dedicated = predict(audit, costs, n)
+            # processor sharing: n busy workers and the other jobs' load share the cores
+            speed = shared_speed(n, run["load_before"])
+            shared = predict(audit, costs, n, speed=speed)
+            row = {
+                "workers": n,
+                "states": len(states),
+                "replicates": args.replicates,
+                "measured_flow_s": run["flow_s"],
+                "measured_command_s": run["command_s"],
+                "measured_cpu_s": run["cpu_s"],
+                "predicted_dedicated_s": dedicated.wall_s,
+                "predicted_shared_s": shared.wall_s,
+                "speed": speed,
+                "error_shared_pct": 100 * (shared.wall_s - run["flow_s"]) / run["flow_s"],
+                "error_dedicated_pct": 100 * (dedicated.wall_s - run["flow_s"]) / run["flow_s"],
+                "predicted_work_cpu_s": dedicated.cpu_s + costs.flow_s + n * costs.worker_s,
+                "load_before": run["load_before"],
+                "load_after": run["load_after"],
+                "peak_rss_mb": run["peak_rss_mb"],
+            }
+            rows.append(row)
+            print(
+                f"{n} workers: flow {run['flow_s']:.1f} s measured; predicted {shared.wall_s:.1f} s "
+                f"at speed {speed:.2f} (error {row['error_shared_pct']:+.0f} %), "
+                f"{dedicated.wall_s:.1f} s on dedicated cores; CPU {run['cpu_s']:.0f} s (all "
+                f"processes) vs {row['predicted_work_cpu_s']:.0f} s of modelled work; load "
+                f"{run['load_before']:.1f} → {run['load_after']:.1f}",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _write_csv(CHECK_CSV, rows)
+    render()
+
+
+# ----------------------------------------------------------------------------------------- output
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _hours(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def render() -> None:
+    """``benchmarks/capacity.md`` from the results present (measure, predict, check)."""
+    if not MEASURE_JSON.exists():
+        return
+    m = json.loads(MEASURE_JSON.read_text())
+    c = m["costs"]
+    lines = [
+        "# Capacity model (generated by `benchmarks/capacity.py`; do not edit)",
+        "",
+        f"Measured {m['measured_utc']} at commit {m['commit']}: {m['machine']}. CPU-s are "
+        "`time.process_time` of one process with one BLAS thread (a Dask worker's), so they hold "
+        "under the shared machine's load; wall times do not.",
+        "",
+        "## Measured costs",
+        "",
+        "| state | blocks | people | replicates | setup CPU-s | CPU-s per replicate | written MB | write s | peak RSS MB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in m["states"]:
+        lines.append(
+            f"| {r['state']} | {r['blocks']:,} | {r['people']:,} | {r['replicates']} | "
+            f"{r['setup_cpu_s']:.2f} | {r['replicate_cpu_s']:.2f} | {r['write_bytes'] / 1e6:,.0f} | "
+            f"{r['write_wall_s']:.2f} | {r['peak_rss_mb']:,.0f} | {r['load']:.1f} |"
+        )
+    o = m["orchestration"]
+    sa = m["small_audit"]
+    lines += [
+        "",
+        "Fitted (non-negative least squares over the states above):",
+        "",
+        f"- setup (histograms, hierarchy; once per state task): {c['setup_s']:.3f} + "
+        f"{c['setup_s_per_block'] * 1e6:.3f}·10⁻⁶·blocks CPU-s",
+        f"- one replicate (TopDown, residuals): {c['rep_s']:.3f} + "
+        f"{c['rep_s_per_block'] * 1e6:.3f}·10⁻⁶·blocks + {c['rep_s_per_person'] * 1e9:.3f}·10⁻⁹·people CPU-s",
+        f"- peak RSS of a state task: {c['mem_mb']:.0f} + {c['mem_mb_per_block'] * 1e3:.3f}·10⁻³·blocks MB "
+        f"at one replicate, + ({c['mem_mb_per_block_replicate'] * 1e3:.3f}·10⁻³·blocks + "
+        f"{c['mem_mb_per_replicate']:.0f}) MB per further replicate",
+        f"- store writes (`write_residual_block`, local Zarr, padded regions): "
+        f"{c['write_mb_s']:.0f} MB/s of uncompressed chunk per worker (CPU)"
+        + (f"; S3 endpoint: {m['s3']['s3_write_mb_s']:.0f} MB/s" if m.get("s3") else ""),
+        f"- a Prefect task on Dask: {c['task_s']:.3f} CPU-s (all processes: worker, flow, API "
+        f"server) more than a plain Dask task, counted as the task's time on its worker "
+        f"({o['tasks']} no-op tasks on one worker; wall {o['task_s']:.3f} s more per task at load "
+        f"{o['load']:.1f})",
+        f"- the spine, generated once per worker process: {c['worker_s']:.1f} CPU-s",
+        f"- EPL of a geolevel: {c['epl_s']:.2f} + {c['epl_s_per_mresidual']:.3f}·(residuals/10⁶) "
+        f"CPU-s; accounting of one geolevel {c['account_level_s']:.2f} CPU-s (mean), composed "
+        f"{c['account_composed_s']:.1f} CPU-s (cold, from the README)",
+        f"- the flow's fixed cost: {c['flow_s']:.1f} s of a dedicated core (a "
+        f"{len(sa['states'])}-state, 2-replicate audit on 1 worker: flow {sa['flow_s']:.1f} s at "
+        f"load {sa['load_before']:.1f}, times the worker's share of a core, minus the modelled tasks)",
+        "",
+    ]
+    pred = _read_csv(PREDICT_CSV)
+    if pred:
+        lines += [
+            "## Predictions: full-US `pl94` audits",
+            "",
+            "| replicates | variant | workers | wall | bound | largest state task | peak task memory | written |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in pred:
+            lines.append(
+                f"| {int(r['replicates']):,} | {r['variant']} | {r['workers']} | "
+                f"**{_hours(float(r['wall_s']))}** | {r['bound']} | "
+                f"{_hours(float(r['critical_state_s']))} | {float(r['peak_task_mb']) / 1e3:,.1f} GB | "
+                f"{float(r['written_tb']):.2f} TB |"
+            )
+        lines += ["", *ASSUMPTIONS, ""]
+    chk = _read_csv(CHECK_CSV)
+    if chk:
+        lines += [
+            "## Check: predicted vs measured (`dpaudit run`, local worker processes)",
+            "",
+            "| workers | states × replicates | flow measured | predicted (shared cores) | error | predicted (dedicated cores) | speed | CPU-s measured (all processes) / modelled work | load before → after |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in chk:
+            lines.append(
+                f"| {r['workers']} | {r['states']} × {r['replicates']} | "
+                f"{float(r['measured_flow_s']):.1f} s | {float(r['predicted_shared_s']):.1f} s | "
+                f"{float(r['error_shared_pct']):+.0f} % | {float(r['predicted_dedicated_s']):.1f} s | "
+                f"{float(r['speed']):.2f} | {float(r['measured_cpu_s']):.0f} / "
+                f"{float(r['predicted_work_cpu_s']):.0f} | {float(r['load_before']):.1f} → "
+                f"{float(r['load_after']):.1f} |"
+            )
+        lines += ["", *CHECK_NOTES, ""]
+    REPORT.write_text("\n".join(lines))
+
+
+ASSUMPTIONS = [
+    "Assumptions of the predictions:",
+    "",
+    "- Workers: one core and one thread each, not shared, as fast as the measuring machine's; "
+    "memory as the table's peak task memory needs (more than a worker has: the task is killed).",
+    "- Tasks as the flow makes them today: the states packed longest-first into "
+    "`workers × tasks_per_worker` (2) batches, at most one per state, so at most 51 simulation "
+    "tasks; a state's replicates all run in its one task. The largest state (926,741 blocks) is "
+    "then the floor of the wall time whatever the cluster. The variant *replicates split* assumes "
+    "tasks of 10 replicates of one state (not what the flow does today).",
+    "- Scheduler: the measured Prefect-on-Dask cost per task (a few hundred tasks at most: the "
+    "Prefect API and the Dask scheduler are far from their limits); accounting submitted first, "
+    "the composed one cold (no cached result); EPL per geolevel after the simulation, its CPU "
+    "linear in the level's residuals.",
+    f"- Store: the residual regions padded to the largest region (today's layout) or only their "
+    f"data (*unpadded*). Local disk: the measured write rate per worker, no aggregate limit. S3: "
+    f"**assumed, not measured**, {S3_WORKER_MB_S:.0f} MB/s per worker and {S3_AGGREGATE_MB_S:,.0f} "
+    "MB/s for the bucket (S3 scales per key prefix, 3,500 PUT/s each; one Zarr chunk is one "
+    "object): measure yours with `measure --s3-url`. Peak task memory counts the padded write "
+    "buffer of every replicate (today's layout).",
+]
+
+CHECK_NOTES = [
+    "The machine has 2 cores shared with other jobs: *speed* is the share of a core one worker "
+    "gets under processor sharing, cores / (workers + the load average before the run), capped at "
+    "1; *predicted (shared cores)* divides every task by it. 4 workers oversubscribe the 2 cores "
+    "even when idle. The load average moves during a run, so the error of a single run carries "
+    "its load's change; CPU-s (all processes, the CLI's and the API server's included) is the "
+    "load-independent comparison.",
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("measure", help="per-state CPU and memory, write rate, orchestration cost")
+    m.add_argument("--states", default="auto:8", help="auto:K (smallest to largest) or labels")
+    m.add_argument("--mem-replicates", type=int, default=3)
+    m.add_argument("--s3-url", default="", help="also time writes to this s3:// prefix")
+    p = sub.add_parser("predict", help="wall time of full-US pl94 audits on N workers")
+    p.add_argument("--replicates", default="1,25,100,1000")
+    p.add_argument("--workers", default="2,4,16,52,64,256")
+    p.add_argument("--tasks-per-worker", type=int, default=2)
+    c = sub.add_parser("check", help="predicted vs measured dpaudit runs on 1, 2, 4 workers")
+    c.add_argument("--workers", default="1,2,4")
+    c.add_argument("--states", default="ST38,ST42,ST21,ST24,ST10,ST31")
+    c.add_argument("--replicates", type=int, default=2)
+    r = sub.add_parser("render", help="rewrite benchmarks/capacity.md from the results")
+    del r
+    args = ap.parse_args()
+    if args.mode == "measure":
+        measure(args)
+    elif args.mode == "predict":
+        predict_mode(args)
+    elif args.mode == "check":
+        check(args)
+    else:
+        render()
+
+
+if __name__ == "__main__":
+    main()
