@@ -55,6 +55,7 @@ from capacity_model import Audit, Costs, StateWork, predict  # noqa: E402
 RESULTS = HERE / "results"
 MEASURE_JSON = RESULTS / "capacity_measure.json"
 PREDICT_CSV = RESULTS / "capacity_predict.csv"
+CHECK_RUNS_CSV = RESULTS / "capacity_check_runs.csv"
 CHECK_CSV = RESULTS / "capacity_check.csv"
 REPORT = HERE / "capacity.md"
 SEED = 20200401  # the shipped spec's audit.seed: the spine's population seed derives from it
@@ -124,13 +125,20 @@ def audit_of(plan: Any, counts: dict[str, tuple[int, int]], composed: bool = Fal
     items = [0] * len(plan.geolevels)
     for b in plan.blocks:
         items[b.geolevel] += b.n_items
+    per_item = 4.0 * plan.replicates + 14.0  # residuals of every replicate; item indices
+    nation = [b for b in plan.blocks if b.state_key == 0]
     return Audit(
         tuple(state_work(plan, counts)),
         plan.replicates,
         tuple(items),
         account_levels=len(plan.geolevels),
         composed=composed,
-        nation="US" in plan.geolevels,
+        nation=bool(nation),
+        empty_bytes=(len(plan.empty) * plan.n_items_max * per_item, 0.0),
+        nation_bytes=(
+            len(nation) * plan.n_items_max * per_item,
+            sum(b.n_items for b in nation) * per_item,
+        ),
     )
 
 
@@ -280,7 +288,9 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu: dict[int, float] = {}
     peak = 0
+    loads = []
     while proc.poll() is None:
+        loads.append(os.getloadavg()[0])
         rss = 0
         for p in [proc, *proc.children(recursive=True)]:
             try:
@@ -305,6 +315,7 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
         "peak_rss_mb": peak / 1e6,
         "load_before": load0[0],
         "load_after": os.getloadavg()[0],
+        "load_mean": float(np.mean(loads)) if loads else load0[0],
         "store_mb": sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e6,
     }
 
@@ -557,7 +568,11 @@ SCENARIOS = (
 
 
 def predict_rows(
-    costs: Costs, workers: list[int], replicates: list[int], tasks_per_worker: int
+    costs: Costs,
+    workers: list[int],
+    replicates: list[int],
+    tasks_per_worker: int,
+    worker_gb: float = 16.0,
 ) -> list[dict[str, Any]]:
     rows = []
     full = plan_of(spec_data("all", 1))
@@ -587,6 +602,9 @@ def predict_rows(
                     padded=not v.get("data"),
                 )
                 row = {"replicates": r, "variant": name, **pr.row()}
+                row["fits_worker"] = pr.peak_task_mb <= worker_gb * 1e3
+                row["worker_gb"] = worker_gb
+                lay = 1 if v.get("data") else 0
                 row["written_tb"] = (
                     sum(
                         (
@@ -597,8 +615,9 @@ def predict_rows(
                         for s in audit.states
                     )
                     * r
-                    / 1e12
-                )
+                    + audit.empty_bytes[lay]
+                    + audit.nation_bytes[lay]
+                ) / 1e12
                 rows.append(row)
     return rows
 
@@ -607,7 +626,7 @@ def predict_mode(args: argparse.Namespace) -> None:
     costs, _ = load_costs()
     workers = [int(x) for x in args.workers.split(",")]
     reps = [int(x) for x in args.replicates.split(",")]
-    rows = predict_rows(costs, workers, reps, args.tasks_per_worker)
+    rows = predict_rows(costs, workers, reps, args.tasks_per_worker, args.worker_gb)
     _write_csv(PREDICT_CSV, rows)
     for r in rows:
         print(
@@ -621,53 +640,72 @@ def predict_mode(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------------------------ check
 def check(args: argparse.Namespace) -> None:
-    costs, _ = load_costs()
+    """Real runs only; the predictions are made from the current costs when rendering (so a new
+    ``measure`` re-predicts the same runs)."""
     print(machine_info(), flush=True)
-    full = plan_of(spec_data("all", 1))
-    counts = spine_counts(full)
     states = args.states.split(",")
     rows = []
     tmp = tempfile.mkdtemp(prefix="dpaudit-capacity-check-")
     try:
         for n in (int(x) for x in args.workers.split(",")):
             data = spec_data(states, args.replicates, workers=n)
-            audit = audit_of(plan_of(data), counts)
             run = run_dpaudit(data, tmp, f"check{n}")
             shutil.rmtree(run["url"], ignore_errors=True)
-            dedicated = predict(audit, costs, n)
-            # processor sharing: n busy workers and the other jobs' load share the cores
-            speed = shared_speed(n, run["load_before"])
-            shared = predict(audit, costs, n, speed=speed)
-            row = {
-                "workers": n,
-                "states": len(states),
-                "replicates": args.replicates,
-                "measured_flow_s": run["flow_s"],
-                "measured_command_s": run["command_s"],
-                "measured_cpu_s": run["cpu_s"],
-                "predicted_dedicated_s": dedicated.wall_s,
-                "predicted_shared_s": shared.wall_s,
-                "speed": speed,
-                "error_shared_pct": 100 * (shared.wall_s - run["flow_s"]) / run["flow_s"],
-                "error_dedicated_pct": 100 * (dedicated.wall_s - run["flow_s"]) / run["flow_s"],
-                "predicted_work_cpu_s": dedicated.cpu_s + costs.flow_s + n * costs.worker_s,
-                "load_before": run["load_before"],
-                "load_after": run["load_after"],
-                "peak_rss_mb": run["peak_rss_mb"],
-            }
-            rows.append(row)
+            rows.append(
+                {
+                    "workers": n,
+                    "states": ";".join(states),
+                    "replicates": args.replicates,
+                    **{k: v for k, v in run.items() if k != "url"},
+                    "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+                }
+            )
             print(
-                f"{n} workers: flow {run['flow_s']:.1f} s measured; predicted {shared.wall_s:.1f} s "
-                f"at speed {speed:.2f} (error {row['error_shared_pct']:+.0f} %), "
-                f"{dedicated.wall_s:.1f} s on dedicated cores; CPU {run['cpu_s']:.0f} s (all "
-                f"processes) vs {row['predicted_work_cpu_s']:.0f} s of modelled work; load "
-                f"{run['load_before']:.1f} → {run['load_after']:.1f}",
+                f"{n} workers: flow {run['flow_s']:.1f} s, command {run['command_s']:.1f} s, "
+                f"{run['cpu_s']:.0f} CPU-s (all processes); load {run['load_before']:.1f} → "
+                f"{run['load_after']:.1f} (mean {run['load_mean']:.1f})",
                 flush=True,
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_csv(CHECK_CSV, rows)
+    _write_csv(CHECK_RUNS_CSV, rows)
     render()
+
+
+def check_rows(costs: Costs) -> list[dict[str, Any]]:
+    """The check's runs beside the model's predictions from ``costs``: on dedicated cores, and
+    with every task slowed to a worker's share of the cores under the load before the run."""
+    runs = _read_csv(CHECK_RUNS_CSV)
+    if not runs:
+        return []
+    counts = spine_counts(plan_of(spec_data("all", 1)))
+    out = []
+    for r in runs:
+        n, reps = int(r["workers"]), int(r["replicates"])
+        audit = audit_of(plan_of(spec_data(r["states"].split(";"), reps, n)), counts)
+        flow = float(r["flow_s"])
+        dedicated = predict(audit, costs, n)
+        speed = shared_speed(n, float(r["load_before"]))
+        shared = predict(audit, costs, n, speed=speed)
+        out.append(
+            {
+                "workers": n,
+                "states": len(r["states"].split(";")),
+                "replicates": reps,
+                "measured_flow_s": flow,
+                "predicted_shared_s": shared.wall_s,
+                "error_pct": 100 * (shared.wall_s - flow) / flow,
+                "predicted_dedicated_s": dedicated.wall_s,
+                "speed": speed,
+                "measured_cpu_s": float(r["cpu_s"]),
+                "modelled_work_s": dedicated.cpu_s + costs.flow_s + n * costs.worker_s,
+                "load_before": float(r["load_before"]),
+                "load_mean": float(r["load_mean"]),
+                "load_after": float(r["load_after"]),
+            }
+        )
+    _write_csv(CHECK_CSV, out)
+    return out
 
 
 # ----------------------------------------------------------------------------------------- output
@@ -753,33 +791,39 @@ def render() -> None:
         lines += [
             "## Predictions: full-US `pl94` audits",
             "",
-            "| replicates | variant | workers | wall | bound | largest state task | peak task memory | written |",
+            f"Workers of {pred[0].get('worker_gb', '16')} GB; *fits*: the largest task's peak "
+            "memory fits one.",
+            "",
+            "| replicates | variant | workers | wall | bound | largest state task | peak task memory (fits) | written |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in pred:
             lines.append(
                 f"| {int(r['replicates']):,} | {r['variant']} | {r['workers']} | "
                 f"**{_hours(float(r['wall_s']))}** | {r['bound']} | "
-                f"{_hours(float(r['critical_state_s']))} | {float(r['peak_task_mb']) / 1e3:,.1f} GB | "
+                f"{_hours(float(r['critical_state_s']))} | {float(r['peak_task_mb']) / 1e3:,.1f} GB "
+                f"({'yes' if r['fits_worker'] == 'True' else '**no**'}) | "
                 f"{float(r['written_tb']):.2f} TB |"
             )
         lines += ["", *ASSUMPTIONS, ""]
-    chk = _read_csv(CHECK_CSV)
+    chk = check_rows(Costs(**c))
     if chk:
         lines += [
             "## Check: predicted vs measured (`dpaudit run`, local worker processes)",
             "",
-            "| workers | states × replicates | flow measured | predicted (shared cores) | error | predicted (dedicated cores) | speed | CPU-s measured (all processes) / modelled work | load before → after |",
+            f"Runs of {_read_csv(CHECK_RUNS_CSV)[0]['measured_utc']}; states "
+            f"{_read_csv(CHECK_RUNS_CSV)[0]['states'].replace(';', ', ')}.",
+            "",
+            "| workers | states × replicates | flow measured | predicted (shared cores) | error | predicted (dedicated cores) | speed | CPU-s measured (all processes) / modelled work | load before / mean / after |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in chk:
             lines.append(
                 f"| {r['workers']} | {r['states']} × {r['replicates']} | "
-                f"{float(r['measured_flow_s']):.1f} s | {float(r['predicted_shared_s']):.1f} s | "
-                f"{float(r['error_shared_pct']):+.0f} % | {float(r['predicted_dedicated_s']):.1f} s | "
-                f"{float(r['speed']):.2f} | {float(r['measured_cpu_s']):.0f} / "
-                f"{float(r['predicted_work_cpu_s']):.0f} | {float(r['load_before']):.1f} → "
-                f"{float(r['load_after']):.1f} |"
+                f"{r['measured_flow_s']:.1f} s | {r['predicted_shared_s']:.1f} s | "
+                f"{r['error_pct']:+.0f} % | {r['predicted_dedicated_s']:.1f} s | "
+                f"{r['speed']:.2f} | {r['measured_cpu_s']:.0f} / {r['modelled_work_s']:.0f} | "
+                f"{r['load_before']:.1f} / {r['load_mean']:.1f} / {r['load_after']:.1f} |"
             )
         lines += ["", *CHECK_NOTES, ""]
     REPORT.write_text("\n".join(lines))
@@ -828,6 +872,7 @@ def main() -> None:
     p.add_argument("--replicates", default="1,25,100,1000")
     p.add_argument("--workers", default="2,4,16,52,64,256")
     p.add_argument("--tasks-per-worker", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=16.0, help="memory of one worker, GB")
     c = sub.add_parser("check", help="predicted vs measured dpaudit runs on 1, 2, 4 workers")
     c.add_argument("--workers", default="1,2,4")
     c.add_argument("--states", default="ST38,ST42,ST21,ST24,ST10,ST31")

@@ -178,6 +178,10 @@ class Audit:
     account_levels: int  # per-geolevel accounting tasks
     composed: bool = False  # the all-levels composed accounting (cold: no cached result)
     nation: bool = True
+    #: bytes the regions without data take (one task writes them all; padded like the others)
+    #: and the nation's region (written after every state), each (padded, unpadded)
+    empty_bytes: tuple[float, float] = (0.0, 0.0)
+    nation_bytes: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -244,6 +248,10 @@ def predict(
     for a in acct:
         durations.append(a + o)
         deps.append([])
+    lay = 0 if padded else 1
+    if audit.empty_bytes[lay] > 0:
+        durations.append(audit.empty_bytes[lay] / 1e6 / costs.write_mb_s + o)
+        deps.append([])
     sim_ids = []
     for g in groups:
         sim_ids.append(len(durations))
@@ -252,7 +260,7 @@ def predict(
     last_sim = list(sim_ids)
     if audit.nation and sim_ids:
         last_sim = [len(durations)]
-        durations.append(o)
+        durations.append(audit.nation_bytes[lay] / 1e6 / costs.write_mb_s + o)
         deps.append(list(sim_ids))
     epl_ids = []
     for items in audit.level_items:
@@ -264,37 +272,43 @@ def predict(
     _, finish = list_schedule(durations, workers, deps)
     start_pad = costs.worker_s / speed
     sim_end = max((finish[i] for i in last_sim), default=0.0) + start_pad
-    total_bytes = sum(
-        (s.write_bytes_per_replicate if padded else s.data_bytes_per_replicate) * r
-        for s in audit.states
+    total_bytes = (
+        sum(
+            (s.write_bytes_per_replicate if padded else s.data_bytes_per_replicate) * r
+            for s in audit.states
+        )
+        + audit.empty_bytes[lay]
+        + audit.nation_bytes[lay]
     )
     write_bound = total_bytes / 1e6 / store_mb_s if store_mb_s else 0.0
-    bound = "compute"
     notes: list[str] = []
     crit = max(unit_cost, default=0.0) / speed
     total = sum(durations)
+    shift = 0.0
     if write_bound > sim_end:
         notes.append(
             f"store-bound: {total_bytes / 1e12:.2f} TB at {store_mb_s:g} MB/s take "
             f"{write_bound:.0f} s, more than the {sim_end:.0f} s of compute"
         )
-        bound = "store"
         shift = write_bound - sim_end
         sim_end = write_bound
-    else:
-        shift = 0.0
     epl_end = max((finish[i] for i in epl_ids), default=sim_end - start_pad) + start_pad + shift
     acct_end = max((finish[i] for i in range(len(acct))), default=0.0) + start_pad
     end = max(sim_end, epl_end, acct_end)
-    if bound == "compute":
-        if crit + start_pad >= 0.9 * (sim_end):
-            bound = "largest state"
-        elif total / workers >= 0.9 * sim_end:
-            bound = "compute"
-        else:
-            bound = "schedule"
-        if acct_end > max(sim_end, epl_end):
-            bound = "accounting"
+    sim_work = sum(durations[i] for i in sim_ids)
+    # what sets the wall time
+    if acct_end >= max(sim_end, epl_end):
+        bound = "accounting"
+    elif epl_end - sim_end > 0.25 * end:
+        bound = "EPL after the simulation"
+    elif shift > 0:
+        bound = "store throughput"
+    elif crit + start_pad >= 0.9 * sim_end:
+        bound = "largest state task"
+    elif sim_work / workers >= 0.8 * (sim_end - start_pad):
+        bound = "work / workers"
+    else:
+        bound = "batching"
     wall = costs.flow_s / speed + end
     peak = max(
         (costs.memory_mb(audit.states[i], k, padded) for i, k in units),

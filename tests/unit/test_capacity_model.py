@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from capacity_model import (  # noqa: E402
+from capacity_model import (
     Audit,
     Costs,
     StateWork,
@@ -23,7 +23,7 @@ from capacity_model import (  # noqa: E402
     predict,
 )
 
-from flows.batching import pack  # noqa: E402
+from flows.batching import pack
 
 COSTS = Costs(
     setup_s=0.1,
@@ -110,7 +110,7 @@ def test_prediction_is_monotone_in_workers_with_one_task_per_state() -> None:
     for _ in range(20):
         audit = random_audit(g, int(g.integers(1, 30)), int(g.integers(1, 20)))
         walls = [predict(audit, COSTS, n, tasks_per_worker=0).wall_s for n in range(1, 40)]
-        assert all(b <= a + 1e-9 for a, b in zip(walls, walls[1:], strict=False)), walls
+        assert all(b <= a + 1e-9 for a, b in itertools.pairwise(walls)), walls
 
 
 def test_prediction_bounds_and_the_largest_state() -> None:
@@ -138,7 +138,7 @@ def test_store_throughput_bounds_the_simulation() -> None:
     total_mb = sum(s.write_bytes_per_replicate for s in audit.states) * 5 / 1e6
     free = predict(audit, COSTS, 64)
     slow = predict(audit, COSTS, 64, store_mb_s=total_mb / (10 * free.simulation_s))
-    assert slow.bound == "store"
+    assert slow.bound == "store throughput"
     assert slow.simulation_s == pytest.approx(10 * free.simulation_s)
     assert slow.wall_s > free.wall_s
 
