@@ -54,6 +54,8 @@ from capacity_model import Audit, Costs, StateWork, predict  # noqa: E402
 
 RESULTS = HERE / "results"
 MEASURE_JSON = RESULTS / "capacity_measure.json"
+STATES_JSON = RESULTS / "capacity_states.json"
+ORCH_JSON = RESULTS / "capacity_orchestration.json"  # per-state figures, kept as they are measured
 PREDICT_CSV = RESULTS / "capacity_predict.csv"
 CHECK_RUNS_CSV = RESULTS / "capacity_check_runs.csv"
 CHECK_CSV = RESULTS / "capacity_check.csv"
@@ -192,6 +194,13 @@ def measure_state(data: dict[str, Any], label: str, url: str, write: bool) -> di
         "peak_rss_write_mb": _peak_rss_mb(),
         "load": os.getloadavg()[0],
     }
+
+
+def spine_cpu() -> float:
+    """CPU-s of a fresh process's first plan of the full-US audit: the spine it generates."""
+    c = time.process_time()
+    plan_of(spec_data("all", 1))
+    return time.process_time() - c
 
 
 def shared_speed(workers: int, load: float) -> float:
@@ -388,7 +397,18 @@ def measure(args: argparse.Namespace) -> None:
     states = pick_states(counts, args.states)
     print(f"states measured: {', '.join(f'{s} ({counts[s][0]:,} blocks)' for s in states)}")
     tmp = tempfile.mkdtemp(prefix="dpaudit-capacity-")
+    # each state's figures are kept as soon as measured: `--resume` reuses them after a failure
+    kept = json.loads(STATES_JSON.read_text()) if args.resume and STATES_JSON.exists() else []
     rows: list[dict[str, Any]] = []
+
+    def keep(r: dict[str, Any]) -> None:
+        rows.append(r)
+        RESULTS.mkdir(exist_ok=True)
+        STATES_JSON.write_text(json.dumps(rows + [k for k in kept if k not in rows], indent=1))
+
+    def reuse(label: str, reps: int) -> dict[str, Any] | None:
+        return next((k for k in kept if k["state"] == label and k["replicates"] == reps), None)
+
     try:
         data = spec_data(states, 1)
         plan = plan_of(data)
@@ -396,14 +416,15 @@ def measure(args: argparse.Namespace) -> None:
         store.create_residual_template(url, **plan.template_layout(), attrs={"run_id": "capacity"})
         writers = {states[0], states[len(states) // 2]}  # the padded regions: same bytes for all
         for s in states:
-            r = in_fresh_process(measure_state, data, s, url, s in writers)
+            r = reuse(s, 1) or in_fresh_process(measure_state, data, s, url, s in writers)
             r.update(blocks=counts[s][0], people=counts[s][1])
-            rows.append(r)
+            keep(r)
             print(
                 f"{s}: {r['blocks']:,} blocks, setup {r['setup_cpu_s']:.2f} CPU-s, replicate "
                 f"{r['replicate_cpu_s']:.2f} CPU-s, write {r['write_bytes'] / 1e6:.0f} MB in "
                 f"{r['write_cpu_s']:.2f} CPU-s, peak RSS {r['peak_rss_mb']:.0f} MB "
-                f"({r['peak_rss_write_mb']:.0f} MB writing; load {r['load']:.1f})",
+                f"({r['peak_rss_write_mb']:.0f} MB writing; load {r['load']:.1f}); spine "
+                f"{r['spine_cpu_s'] or float('nan'):.2f} CPU-s",
                 flush=True,
             )
         # memory (and CPU) per extra replicate: the two smallest mid-size states at 3 replicates
@@ -414,9 +435,11 @@ def measure(args: argparse.Namespace) -> None:
         )
         mem_states = [states[len(states) // 2 - 1], states[len(states) // 2]]
         for s in mem_states:
-            r = in_fresh_process(measure_state, data3, s, url3, False)
+            r = reuse(s, args.mem_replicates) or in_fresh_process(
+                measure_state, data3, s, url3, False
+            )
             r.update(blocks=counts[s][0], people=counts[s][1])
-            rows.append(r)
+            keep(r)
             print(
                 f"{s} × {args.mem_replicates} replicates: replicate {r['replicate_cpu_s']:.2f} "
                 f"CPU-s, peak RSS {r['peak_rss_mb']:.0f} MB",
@@ -424,9 +447,13 @@ def measure(args: argparse.Namespace) -> None:
             )
         from flows.runtime import apply_prefect_defaults, prefect_api
 
-        apply_prefect_defaults()
-        with prefect_api():
-            orch = orchestration_cost(tmp)
+        if args.resume and ORCH_JSON.exists():
+            orch = json.loads(ORCH_JSON.read_text())
+        else:
+            apply_prefect_defaults()
+            with prefect_api(startup_timeout=900):  # a loaded machine starts it slowly
+                orch = orchestration_cost(tmp)
+            ORCH_JSON.write_text(json.dumps(orch, indent=1))
         print(
             f"per task: Prefect on Dask {orch['task_s']:.3f} s wall / {orch['task_cpu_s']:.3f} "
             f"CPU-s more than plain Dask (load {orch['load']:.1f})",
@@ -435,8 +462,17 @@ def measure(args: argparse.Namespace) -> None:
         # a small audit through the flow: its fixed cost, and its EPL and accounting tasks
         small_states = sorted(counts, key=lambda s: counts[s][0])[:2]
         small = spec_data(small_states, 2, workers=1)
-        run = run_dpaudit(small, tmp, "small")
-        ea = epl_and_accounting(small, run["url"])
+        prev = json.loads(MEASURE_JSON.read_text()).get("small_audit") if args.resume else None
+        if prev and prev.get("states") == small_states:  # `--resume`: the last measured one
+            run = {k: prev[k] for k in ("flow_s", "load_before", "command_s", "cpu_s")}
+            ea = {k: prev[k] for k in ("epl_cpu_s", "residuals", "account_cpu_s")}
+            run["reused_from"] = prev.get("measured_utc", "an earlier measure run")
+        else:
+            run = run_dpaudit(small, tmp, "small")
+            ea = epl_and_accounting(small, run["url"])
+        run["measured_utc"] = run.get("reused_from") or datetime.now(UTC).isoformat(
+            timespec="seconds"
+        )
         print(
             f"small audit ({', '.join(small_states)}, 2 replicates, 1 worker): flow "
             f"{run['flow_s']:.1f} s; EPL per level {[round(x, 2) for x in ea['epl_cpu_s']]} CPU-s; "
@@ -498,6 +534,7 @@ def fit(
         )
     else:
         mb = np.zeros(2)
+    spines = [r["spine_cpu_s"] for r in rows if r.get("spine_cpu_s") is not None]
     w_bytes = sum(r["write_bytes"] for r in rows)
     w_cpu = sum(r["write_cpu_s"] for r in rows)
     writers = [r for r in one if r["write_bytes"] > 0]
@@ -522,7 +559,7 @@ def fit(
         write_mb_s=w_bytes / 1e6 / w_cpu,
         task_s=orch["task_cpu_s"],  # CPU of every process per task: load-independent
         flow_s=0.0,
-        worker_s=float(np.median([r["spine_cpu_s"] for r in rows])),
+        worker_s=float(np.median(spines)) if spines else in_fresh_process(spine_cpu),
         epl_s=float(e[0]),
         epl_s_per_mresidual=float(e[1]),
         account_level_s=float(np.mean(accts)) if accts else 0.0,
@@ -748,15 +785,27 @@ def render() -> None:
         "",
         "## Measured costs",
         "",
-        "| state | blocks | people | replicates | setup CPU-s | CPU-s per replicate | written MB | write s | peak RSS MB | load |",
+        "| state | blocks | people | replicates | setup CPU-s | CPU-s per replicate | written MB | write CPU-s | peak RSS MB | load |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def num(v: Any, fmt: str) -> str:
+        return "–" if v is None or (fmt != ",.0f" and v == 0 and fmt == ".2f") else format(v, fmt)
+
     for r in m["states"]:
         lines.append(
             f"| {r['state']} | {r['blocks']:,} | {r['people']:,} | {r['replicates']} | "
-            f"{r['setup_cpu_s']:.2f} | {r['replicate_cpu_s']:.2f} | {r['write_bytes'] / 1e6:,.0f} | "
-            f"{r['write_wall_s']:.2f} | {r['peak_rss_mb']:,.0f} | {r['load']:.1f} |"
+            f"{num(r['setup_cpu_s'], '.2f')} | {r['replicate_cpu_s']:.2f} | "
+            f"{r['write_bytes'] / 1e6:,.0f} | {num(r['write_cpu_s'], '.2f')} | "
+            f"{r['peak_rss_mb']:,.0f} | {num(r['load'], '.1f')} |"
         )
+    if any(r.get("recovered") for r in m["states"]):
+        lines += [
+            "",
+            "Rows without a load: figures printed by an earlier run of `measure` that stopped "
+            "later (its Prefect API server did not start in time at load 28), reused with "
+            "`--resume`; their setup is not printed for the 3-replicate runs.",
+        ]
     o = m["orchestration"]
     sa = m["small_audit"]
     lines += [
@@ -868,6 +917,9 @@ def main() -> None:
     m.add_argument("--states", default="auto:8", help="auto:K (smallest to largest) or labels")
     m.add_argument("--mem-replicates", type=int, default=3)
     m.add_argument("--s3-url", default="", help="also time writes to this s3:// prefix")
+    m.add_argument(
+        "--resume", action="store_true", help="reuse the states measured by an interrupted run"
+    )
     p = sub.add_parser("predict", help="wall time of full-US pl94 audits on N workers")
     p.add_argument("--replicates", default="1,25,100,1000")
     p.add_argument("--workers", default="2,4,16,52,64,256")
