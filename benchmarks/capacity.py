@@ -253,7 +253,7 @@ def orchestration_cost(tmp: str, n: int = 24) -> dict[str, float]:
 
         @flow(name="capacity-no-ops", task_runner=DaskTaskRunner(address=c.scheduler_address))  # type: ignore[arg-type]
         def no_ops() -> None:
-            futs = [tasks.write_empty_blocks.submit("", None, []) for _ in range(n)]
+            futs = [tasks.write_empty_blocks.submit("", None, []) for _ in range(n)]  # type: ignore[call-overload]
             for f in futs:
                 f.result()
 
@@ -357,19 +357,19 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
         )
     a = spec.audit
     grid = eps_grid_for(spec)
-    for g in spec.accounted_geolevels:
+    for level in spec.accounted_geolevels:
         c = time.process_time()
         tasks.account.fn(
             a.allocation,
             a.neighbours,
             a.universe,
             a.region,
-            g,
+            level,
             list(spec.accounting.deltas),
             grid,
             ALPHA_GRID,
             calibration_delta_for(spec),
-            label=g,
+            label=level,
             use_cache=False,
         )
         acct.append(time.process_time() - c)
@@ -462,11 +462,12 @@ def measure(args: argparse.Namespace) -> None:
         # a small audit through the flow: its fixed cost, and its EPL and accounting tasks
         small_states = sorted(counts, key=lambda s: counts[s][0])[:2]
         small = spec_data(small_states, 2, workers=1)
-        prev = json.loads(MEASURE_JSON.read_text()).get("small_audit") if args.resume else None
+        last = json.loads(MEASURE_JSON.read_text()) if MEASURE_JSON.exists() else {}
+        prev = last.get("small_audit") if args.resume else None
         if prev and prev.get("states") == small_states:  # `--resume`: the last measured one
             run = {k: prev[k] for k in ("flow_s", "load_before", "command_s", "cpu_s")}
             ea = {k: prev[k] for k in ("epl_cpu_s", "residuals", "account_cpu_s")}
-            run["reused_from"] = prev.get("measured_utc", "an earlier measure run")
+            run["reused_from"] = prev.get("measured_utc") or last.get("measured_utc", "earlier")
         else:
             run = run_dpaudit(small, tmp, "small")
             ea = epl_and_accounting(small, run["url"])
@@ -831,8 +832,9 @@ def render() -> None:
         f"CPU-s; accounting of one geolevel {c['account_level_s']:.2f} CPU-s (mean), composed "
         f"{c['account_composed_s']:.1f} CPU-s (cold, from the README)",
         f"- the flow's fixed cost: {c['flow_s']:.1f} s of a dedicated core (a "
-        f"{len(sa['states'])}-state, 2-replicate audit on 1 worker: flow {sa['flow_s']:.1f} s at "
-        f"load {sa['load_before']:.1f}, times the worker's share of a core, minus the modelled tasks)",
+        f"{len(sa['states'])}-state, 2-replicate audit on 1 worker, run "
+        f"{sa.get('measured_utc', '?')}: flow {sa['flow_s']:.1f} s at load "
+        f"{sa['load_before']:.1f}, times the worker's share of a core, minus the modelled tasks)",
         "",
     ]
     pred = _read_csv(PREDICT_CSV)
