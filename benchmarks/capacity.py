@@ -5,7 +5,8 @@ workers, check the prediction against real runs.
     .venv/bin/python benchmarks/capacity.py predict [--replicates 1000] [--workers 16,64,256]
     .venv/bin/python benchmarks/capacity.py check [--workers 1,2,4] [--states …] [--replicates 3]
 
-``measure`` (≈ 3–6 min) runs, each in a fresh process (its own peak RSS, CPU-s by
+``measure`` (40 CPU-s of TopDown and 13 GB of padded writes, plus a small audit; 30 min at
+load 15–30 on 2 shared cores; ``--resume`` reuses what an interrupted run measured) runs, each in a fresh process (its own peak RSS, CPU-s by
 ``time.process_time``, one BLAS thread as on a Dask worker), one state of the audit's spine over the
 ``pl94`` schema as the flow's task does (``flows.blocks.topdown_state``: histograms, every replicate's
 TopDown, residuals) and writes its regions into a local Zarr store of the audit's layout
@@ -18,7 +19,8 @@ the EPL and accounting tasks' costs. Results: ``benchmarks/results/capacity_meas
 ``predict`` reads them, takes every state's blocks and people from the spine
 (``auditlib.geography.spine``, the audit's population seed) and each region's written bytes from the
 audit's plan, and places the flow's tasks on N workers (``capacity_model.predict``). ``check`` runs a
-moderate audit through ``dpaudit run`` on 1, 2 and 4 local worker processes and compares. Each mode
+moderate audit (6 states × 2 replicates) through ``dpaudit run`` on 1, 2 and 4 local worker
+processes (≈ 100 CPU-s each; 10–13 min each at load 16–28) and compares. Each mode
 rewrites its CSV in ``benchmarks/results/`` and regenerates ``benchmarks/capacity.md`` from all of
 them: re-run ``measure`` after a change to TopDown or the store, then ``predict`` and ``check``.
 """
