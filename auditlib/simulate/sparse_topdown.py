@@ -195,7 +195,8 @@ def _child_variables(up: SparseHistograms, parent: IntArray) -> tuple[IntArray, 
 def _round_children(
     x: FloatArray, child: IntArray, entry: IntArray, up: SparseHistograms, parent: IntArray
 ) -> IntArray:
-    """Controlled rounding per parent over the parent's non-zero cells (local columns)."""
+    """Controlled rounding per parent over the parent's non-zero cells (local columns); the
+    variables are sorted by child."""
     out = np.zeros(x.size, dtype=np.int64)
     per_parent = np.diff(up.indptr)
     width = int(per_parent.max()) if per_parent.size else 0
@@ -211,7 +212,7 @@ def _round_children(
         c_end = min(c0 + budget, n_children)
         p1 = int(parent[c_end - 1]) + 1
         c1 = int(np.searchsorted(parent, p1))
-        sel = (child >= c0) & (child < c1)
+        sel = slice(*np.searchsorted(child, [c0, c1]))  # variables are sorted by child
         xs = np.zeros((c1 - c0, width))
         xs[child[sel] - c0, local[sel]] = x[sel]
         ups = np.zeros((p1 - p0, width), dtype=np.int64)
