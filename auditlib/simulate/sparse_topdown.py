@@ -24,10 +24,14 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    intermediate queries.
 4. **Invariants and constraints** (``constraints/Constraints_PL94.py``): the state total is exact;
    ``hhgq_total_ub`` (nobody in a type without units) holds at every level; ``hhgq_total_lb`` (at
-   least one person per facility) is *not* imposed — :func:`~auditlib.geography.sparse_histograms.
-   invariant_violations` counts the blocks that break it; ``nurse_nva_0`` is not imposed either.
-5. **Levels**: the state's run starts at State (the national level and the State-level US queries
-   are the national run's); Prim and the tract-subset levels of the DHC are not in the spine.
+   least one person per facility) is *not* imposed — ``invariant_violations``
+   (:mod:`auditlib.geography.sparse_histograms`) counts the blocks that break it; ``nurse_nva_0``
+   (no minors in nursing facilities) is not imposed either, nor are the DHC's age × relgq structural
+   zeros (``Constraints_DHCP.py``) and its household constraints.
+5. **Levels**: one state's run starts at State; the DAS's US run starts at the nation (the US
+   level's measurements and the national histogram's split into states are not simulated). The
+   DHC's Prim and Tract_Subset_Group levels are not in the spine; its Tract_Subset stands on the
+   spine's tracts.
 """
 
 from __future__ import annotations
