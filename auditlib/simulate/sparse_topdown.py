@@ -134,8 +134,7 @@ class _Fit:
 
     def solve(self, terms: list[Term], *, max_iter: int, tol: float) -> tuple[FloatArray, int]:
         """Weighted least squares over ``{x ≥ 0, Σ_segment x = target}``: FISTA with adaptive
-        restart (O'Donoghue & Candès) from the finest query's projected answers; stops when no
-        variable moves by more than ``tol``."""
+        restart (O'Donoghue & Candès); stops when no variable moves by more than ``tol``."""
         proj = Segments(self.segment, self.target)
         if not self.unit.size:
             return np.zeros(0), 0
@@ -148,12 +147,7 @@ class _Fit:
                 g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
             return g
 
-        # start from the finest query's answers spread over its rows' variables, projected
-        start = np.zeros(self.unit.size)
-        if live:
-            fine = max(live, key=lambda t: t.y.size)
-            start = (fine.y / np.maximum(np.bincount(fine.inv, minlength=fine.y.size), 1))[fine.inv]
-        x = proj.project(start)
+        x = proj.project(np.zeros(self.unit.size))
         w, k = x.copy(), 1.0
         step = np.inf
         for it in range(1, max_iter + 1):
