@@ -6,8 +6,16 @@ with level counts ``(2, 2, 7)`` has 28 cells and cell ``(a, h, r)`` is ``a·14 +
 
 A *query* is the marginal over a subset of the attributes, named like the Census Bureau's DAS names its
 queries: the attribute names joined by ``" * "`` in schema order (``"votingage * hispanic"``), with two
-special names: ``"total"`` (no attribute, one cell) and ``"detailed"`` (all attributes). A query's
-answer is ``query_matrix(q) @ histogram``; every detailed cell lies in exactly one row of every query.
+special names: ``"total"`` (no attribute, one cell) and ``"detailed"`` (all attributes). An attribute
+may also be kept through one of its *recodes* (:class:`Recode`: groups of its levels, as the DAS's
+``recode…`` methods), named in place of the attribute (``"hhinstlevels"`` groups ``hhgq`` into
+household / institutional / non-institutional; ``"age_18_64_116 * sex"``). A query's answer is
+``query_matrix(q) @ histogram``; every detailed cell lies in exactly one row of every query.
+
+Large schemas (the DHC's 1,227,744 cells) are answered by cell index, never by a dense matrix:
+:meth:`AttributeSchema.cells_query_index` maps any array of detailed cell indices (e.g. the non-zero
+cells of a sparse histogram) to their query rows, and :meth:`AttributeSchema.answer_sparse` sums
+``(cell, count)`` pairs into a query's answers.
 
 Shipped schemas (:func:`schema`):
 
@@ -16,6 +24,14 @@ Shipped schemas (:func:`schema`):
   single races of the 2020 Census and "two or more races") = 28 cells. The Bureau's CENRACE has 63
   levels (every non-empty combination of six races) and its detailed histogram adds HHGQ (8); both are
   reduced here.
+* ``"pl94_production"`` — the Bureau's PL94-171 persons histogram (``SCHEMA_PL94_2020``): hhgq (8) ×
+  votingage (2) × hispanic (2) × cenrace (63) = 2,016 cells, with the ``hhinstlevels`` recode: every
+  query of the ``pl94_2021_production`` allocation.
+* ``"dhc_production"`` — the DHC persons histogram (``SCHEMA_DHCP``): relgq (42) × sex (2) × age (116) ×
+  hispanic (2) × cenrace (63) = 1,227,744 cells, with the relgq and age recodes of the DHC allocations
+  (``relgq_4_groups``, ``gq_constr_groups``, ``popSehsdTargetsRelship``, ``relship_and_eight_level_GQ``,
+  ``age_18_64_116``, ``age_10_groups``, ``age_38_groups``, ``age_40_groups``). Levels and groups are
+  the DAS's (:mod:`auditlib.geography.census_levels`).
 """
 
 from __future__ import annotations
@@ -29,6 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.geography import census_levels as census
+from auditlib.geography.census_levels import RecodeSpec
 
 TOTAL = "total"
 DETAILED = "detailed"
@@ -61,15 +79,64 @@ def _check_unique(what: str, kind: str, names: Sequence[str]) -> None:
 
 
 @dataclass(frozen=True)
+class Recode:
+    """Groups of an attribute's levels kept as one query axis (the DAS's ``recode…`` methods).
+
+    ``groups[g]`` lists the level indices of group ``g`` (in the DAS's group order, which is the
+    query's cell order); the groups partition the attribute's levels, so every detailed cell lies in
+    exactly one row of a query that keeps the recode. ``labels`` name the groups.
+    """
+
+    name: str
+    groups: tuple[tuple[int, ...], ...]
+    labels: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_name("recode", self.name)
+        groups = tuple(tuple(int(i) for i in g) for g in self.groups)
+        object.__setattr__(self, "groups", groups)
+        labels = tuple(self.labels)
+        object.__setattr__(self, "labels", labels)
+        if not groups or any(not g for g in groups):
+            raise InvalidParameterError(
+                f"Invalid groups of recode {self.name!r}: {groups!r}; give non-empty groups"
+            )
+        if len(labels) != len(groups):
+            raise InvalidParameterError(
+                f"Invalid labels of recode {self.name!r}: {len(labels)} labels for "
+                f"{len(groups)} groups; give one label per group"
+            )
+        for label in labels:
+            _check_name(f"label (of recode {self.name!r})", label)
+        _check_unique(f"labels of recode {self.name!r}:", "label", labels)
+
+    def level_map(self, n_levels: int) -> npt.NDArray[np.int64]:
+        """The group of every level (shape ``(n_levels,)``), or an error unless the groups partition
+        ``range(n_levels)``."""
+        flat = sorted(i for g in self.groups for i in g)
+        if flat != list(range(n_levels)):
+            raise InvalidParameterError(
+                f"Invalid groups of recode {self.name!r}: they cover levels {flat[:8]}…, not each "
+                f"of 0..{n_levels - 1} exactly once; a recode must partition its attribute's levels"
+            )
+        out = np.empty(n_levels, dtype=np.int64)
+        for g, levels in enumerate(self.groups):
+            out[list(levels)] = g
+        return out
+
+
+@dataclass(frozen=True)
 class Attribute:
     """A categorical attribute: its name and its levels, in histogram order.
 
-    ``aliases`` are other names accepted in query names (e.g. the Bureau's ``cenrace`` for ``race``).
+    ``aliases`` are other names accepted in query names (e.g. the Bureau's ``cenrace`` for ``race``);
+    ``recodes`` group its levels into coarser query axes (:class:`Recode`).
     """
 
     name: str
     levels: tuple[str, ...]
     aliases: tuple[str, ...] = ()
+    recodes: tuple[Recode, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name("attribute", self.name)
@@ -89,10 +156,33 @@ class Attribute:
         for level in levels:
             _check_name(f"level (of attribute {self.name!r})", level)
         _check_unique(f"levels of attribute {self.name!r}:", "level", levels)
+        recodes = tuple(self.recodes)
+        object.__setattr__(self, "recodes", recodes)
+        for r in recodes:
+            if not isinstance(r, Recode):
+                raise InvalidParameterError(
+                    f"Invalid recode {r!r} of attribute {self.name!r}; give Recode(name, groups, "
+                    "labels)"
+                )
+            r.level_map(len(levels))
 
     @property
     def n_levels(self) -> int:
         return len(self.levels)
+
+    def recode(self, name: str) -> Recode:
+        """The recode called ``name``."""
+        for r in self.recodes:
+            if r.name == name:
+                return r
+        raise UnknownNameError(
+            f"Unknown recode {name!r} of attribute {self.name!r}; choose one of "
+            f"{[r.name for r in self.recodes]}"
+        )
+
+
+#: one kept axis of a query: (attribute index, recode name or None for the attribute's own levels)
+QueryAxis = tuple[int, str | None]
 
 
 @dataclass(frozen=True)
@@ -111,8 +201,10 @@ class AttributeSchema:
                 raise InvalidParameterError(
                     f"Invalid attribute {a!r} of schema {self.name!r}; give Attribute(name, levels)"
                 )
-        names = [n for a in attributes for n in (a.name, *a.aliases)]
-        _check_unique(f"schema {self.name!r}: attributes", "attribute", names)
+        names = [n for a in attributes for n in (a.name, *a.aliases, *(r.name for r in a.recodes))]
+        _check_unique(
+            f"schema {self.name!r}: attributes and recodes", "attribute and recode", names
+        )
 
     # -- cells -----------------------------------------------------------------------------------
     @property
@@ -156,49 +248,89 @@ class AttributeSchema:
                 out[name] = subset
         return out
 
+    @cached_property
+    def _parts(self) -> dict[str, QueryAxis]:
+        """Every name a query may join: attribute names and aliases, and recode names."""
+        out: dict[str, QueryAxis] = {}
+        for i, a in enumerate(self.attributes):
+            for n in (a.name, *a.aliases):
+                out[n] = (i, None)
+            for r in a.recodes:
+                out[r.name] = (i, r.name)
+        return out
+
+    @cached_property
+    def _level_maps(self) -> dict[QueryAxis, npt.NDArray[np.int64]]:
+        """(attribute, recode) -> the query row of every level of the attribute."""
+        out: dict[QueryAxis, npt.NDArray[np.int64]] = {}
+        for i, a in enumerate(self.attributes):
+            out[(i, None)] = np.arange(a.n_levels, dtype=np.int64)
+            for r in a.recodes:
+                out[(i, r.name)] = r.level_map(a.n_levels)
+        return out
+
     @property
     def query_names(self) -> tuple[str, ...]:
         """Every marginal query: ``"total"``, each attribute, each pair, …, ``"detailed"``.
 
         Without attributes the total is the detailed histogram, and only ``"total"`` is listed
-        (``"detailed"`` is still accepted by the methods below).
+        (``"detailed"`` is still accepted by the methods below). Recode queries
+        (:attr:`recode_names`) are accepted by the methods below but not listed.
         """
         return tuple(self._queries)
+
+    @property
+    def recode_names(self) -> tuple[str, ...]:
+        """Names of the attributes' recodes, which a query may name in place of an attribute."""
+        return tuple(r.name for a in self.attributes for r in a.recodes)
 
     def query_attributes(self, query: str) -> tuple[str, ...]:
         """Names of the attributes a query keeps, in schema order (``()`` for the total).
 
-        Accepts the names in :attr:`query_names` and any ``" * "``-joined set of attribute names,
-        in any order (``"race * votingage"`` is ``"votingage * race"``; all attributes is detailed).
+        Accepts the names in :attr:`query_names` and any ``" * "``-joined set of attribute names
+        (or their aliases or recodes), in any order (``"race * votingage"`` is
+        ``"votingage * race"``; all attributes is detailed).
         """
-        return tuple(self.attributes[i].name for i in self._query_indices(query))
+        return tuple(self.attributes[i].name for i, _ in self._query_axes(query))
 
-    def _query_indices(self, query: str) -> tuple[int, ...]:
+    def _query_axes(self, query: str) -> tuple[QueryAxis, ...]:
+        """The axes a query keeps, in schema order."""
         if not isinstance(query, str):
             raise UnknownNameError(
                 f"Unknown query {query!r} of schema {self.name!r}; "
                 f"choose one of {list(self.query_names)}"
             )
         if query in self._queries:
-            return self._queries[query]
+            return tuple((i, None) for i in self._queries[query])
         if query == DETAILED:  # a schema without attributes
             return ()
         parts = [p.strip() for p in query.split("*")]
-        index = {n: i for i, a in enumerate(self.attributes) for n in (a.name, *a.aliases)}
-        parts = [self.attributes[index[p]].name if p in index else p for p in parts]
-        index = {a.name: i for i, a in enumerate(self.attributes)}
-        if all(p in index for p in parts) and len(set(parts)) == len(parts):
-            return tuple(sorted(index[p] for p in parts))
+        axes = [self._parts.get(p) for p in parts]
+        kept = [ax[0] for ax in axes if ax is not None]
+        if all(ax is not None for ax in axes) and len(set(kept)) == len(kept):
+            return tuple(sorted(ax for ax in axes if ax is not None))
+        recodes = f", recodes {list(self.recode_names)}" if self.recode_names else ""
         raise UnknownNameError(
             f"Unknown query {query!r} of schema {self.name!r}; choose one of "
-            f"{list(self.query_names)} (or attribute names joined by {QUERY_SEPARATOR!r})"
+            f"{list(self.query_names)} (or attribute names{recodes} joined by "
+            f"{QUERY_SEPARATOR!r}, each attribute at most once)"
         )
 
+    def _query_indices(self, query: str) -> tuple[int, ...]:
+        return tuple(i for i, _ in self._query_axes(query))
+
     def canonical_query(self, query: str) -> str:
-        """The entry of :attr:`query_names` that ``query`` names (aliases and any attribute order
-        accepted: for ``"pl94"``, ``"cenrace * votingage"`` is ``"votingage * race"`` and
-        ``"votingage * hispanic * cenrace"`` is ``"detailed"``)."""
-        keep = self._query_indices(query)
+        """The schema's name of ``query``: the entry of :attr:`query_names` it names (aliases and any
+        attribute order accepted: for ``"pl94"``, ``"cenrace * votingage"`` is ``"votingage * race"``
+        and ``"votingage * hispanic * cenrace"`` is ``"detailed"``); a query keeping a recode is its
+        parts in schema order (``"hispanic * sex * age_40_groups"`` is ``"sex * age_40_groups *
+        hispanic"`` for ``"dhc_production"``)."""
+        axes = self._query_axes(query)
+        if any(r is not None for _, r in axes):
+            return QUERY_SEPARATOR.join(
+                r if r is not None else self.attributes[i].name for i, r in axes
+            )
+        keep = tuple(i for i, _ in axes)
         for name, idx in self._queries.items():
             if idx == keep:
                 return name
@@ -207,33 +339,60 @@ class AttributeSchema:
     def has_query(self, query: str) -> bool:
         """Whether :meth:`canonical_query` accepts ``query``."""
         try:
-            self._query_indices(query)
+            self._query_axes(query)
         except UnknownNameError:
             return False
         return True
 
     def query_shape(self, query: str) -> tuple[int, ...]:
-        """Level counts of the attributes the query keeps (``()`` for the total)."""
-        return tuple(self.attributes[i].n_levels for i in self._query_indices(query))
+        """Row counts of the axes the query keeps (levels, or a recode's groups; ``()`` for total)."""
+        return tuple(int(self._level_maps[ax].max()) + 1 for ax in self._query_axes(query))
 
     def n_query_cells(self, query: str) -> int:
         return int(np.prod(self.query_shape(query), dtype=np.int64))
 
+    def cells_query_index(self, query: str, cells: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """For each detailed cell index in ``cells`` (any shape), the row of ``query`` it falls in.
+
+        Index arithmetic only (memory ∝ ``cells.size``): the way to answer a query on sparse
+        histograms of a large schema."""
+        c = np.asarray(cells)
+        if c.dtype.kind not in "iu" or (c.size and (c.min() < 0 or c.max() >= self.n_cells)):
+            raise InvalidParameterError(
+                f"Invalid cells for schema {self.name!r}: give integer cell indices in "
+                f"0..{self.n_cells - 1}"
+            )
+        c = c.astype(np.int64)
+        axes = self._query_axes(query)
+        row = np.zeros(c.shape, dtype=np.int64)
+        shape = self.shape
+        for i, r in axes:
+            stride = int(np.prod(shape[i + 1 :], dtype=np.int64))
+            m = self._level_maps[(i, r)]
+            row = row * (int(m.max()) + 1) + m[(c // stride) % shape[i]]
+        return row
+
     def cell_query_index(self, query: str) -> npt.NDArray[np.int64]:
         """For every detailed cell, the row of ``query`` it falls in (shape ``(n_cells,)``)."""
-        keep = self._query_indices(query)
-        if not keep:
-            return np.zeros(self.n_cells, dtype=np.int64)
-        grids = np.indices(self.shape, dtype=np.int64).reshape(len(self.shape), -1)
-        return np.ravel_multi_index(tuple(grids[i] for i in keep), self.query_shape(query)).astype(
-            np.int64
-        )
+        return self.cells_query_index(query, np.arange(self.n_cells, dtype=np.int64))
+
+    #: largest dense query matrix :meth:`query_matrix` builds (entries)
+    MAX_DENSE_ENTRIES = 1 << 24
 
     def query_matrix(self, query: str) -> npt.NDArray[np.int8]:
         """0/1 matrix ``(n_query_cells, n_cells)``: row ``r`` sums the detailed cells of query cell ``r``.
 
-        Query cells are in C order over the kept attributes, in schema order.
+        Query cells are in C order over the kept axes, in schema order. Refused above
+        :attr:`MAX_DENSE_ENTRIES` entries (e.g. the DHC's age or detailed queries over 1.2 M cells): use
+        :meth:`cells_query_index` there.
         """
+        size = self.n_query_cells(query) * self.n_cells
+        if size > self.MAX_DENSE_ENTRIES:
+            raise InvalidParameterError(
+                f"Invalid dense query matrix for {query!r} of schema {self.name!r}: "
+                f"{self.n_query_cells(query)} × {self.n_cells} entries exceed "
+                f"{self.MAX_DENSE_ENTRIES}; answer it by index (cells_query_index, answer_sparse)"
+            )
         rows = self.cell_query_index(query)
         m = np.zeros((self.n_query_cells(query), self.n_cells), dtype=np.int8)
         m[rows, np.arange(self.n_cells)] = 1
@@ -250,23 +409,51 @@ class AttributeSchema:
                 f"Invalid histograms of shape {h.shape} for schema {self.name!r}; "
                 f"the last axis must hold its {self.n_cells} detailed cells"
             )
-        keep = self._query_indices(query)
+        axes = self._query_axes(query)
+        keep = [i for i, _ in axes]
         k = len(self.attributes)
-        drop = tuple(h.ndim - 1 + i for i in range(k) if i not in keep)
+        lead = h.ndim - 1
+        drop = tuple(lead + i for i in range(k) if i not in keep)
         summed = h.reshape(h.shape[:-1] + self.shape).sum(axis=drop)
+        for pos, (i, r) in enumerate(axes):
+            if r is None:
+                continue
+            m = self._level_maps[(i, r)]
+            onehot = np.zeros((m.size, int(m.max()) + 1), dtype=summed.dtype)
+            onehot[np.arange(m.size), m] = 1
+            summed = np.moveaxis(np.moveaxis(summed, lead + pos, -1) @ onehot, -1, lead + pos)
         return summed.reshape((*h.shape[:-1], self.n_query_cells(query)))
 
+    def answer_sparse(
+        self, cells: npt.ArrayLike, counts: npt.ArrayLike, query: str
+    ) -> npt.NDArray[np.int64]:
+        """The query's answers (int64, ``(n_query_cells,)``) for one sparse histogram: ``counts[j]``
+        people in detailed cell ``cells[j]`` (repeated cells add up)."""
+        c = np.asarray(cells)
+        n = np.asarray(counts)
+        if c.shape != n.shape or c.ndim != 1:
+            raise InvalidParameterError(
+                f"Invalid sparse histogram: cells {c.shape} and counts {n.shape}; give two 1-D "
+                "arrays of one length"
+            )
+        out = np.zeros(self.n_query_cells(query), dtype=np.int64)
+        np.add.at(out, self.cells_query_index(query, c), n.astype(np.int64))
+        return out
+
     def cell_labels(self, query: str) -> tuple[str, ...]:
-        """Labels of the query's cells: the kept levels joined by ``"/"`` (``("total",)`` for the total)."""
-        keep = self._query_indices(query)
-        if not keep:
+        """Labels of the query's cells: the kept levels (or recode groups) joined by ``"/"``
+        (``("total",)`` for the total)."""
+        axes = self._query_axes(query)
+        if not axes:
             return (TOTAL,)
         labels: list[str] = [""]
-        for i in keep:
+        for i, r in axes:
+            a = self.attributes[i]
+            names = a.levels if r is None else a.recode(r).labels
             labels = [
                 (f"{prefix}{LABEL_SEPARATOR}{lv}" if prefix else lv)
                 for prefix in labels
-                for lv in self.attributes[i].levels
+                for lv in names
             ]
         return tuple(labels)
 
@@ -278,9 +465,23 @@ RACE7 = Attribute(
     "race", ("white", "black", "aian", "asian", "nhpi", "sor", "two_or_more"), aliases=("cenrace",)
 )
 
+
+def _recodes(specs: Iterable[RecodeSpec]) -> tuple[Recode, ...]:
+    return tuple(Recode(name, groups, labels) for name, groups, labels in specs)
+
+
+#: the Bureau's attributes (:mod:`auditlib.geography.census_levels`), named as its DAS names them
+HHGQ = Attribute("hhgq", census.HHGQ_LEVELS, recodes=_recodes(census.HHGQ_RECODES))
+CENRACE = Attribute("cenrace", census.CENRACE_LEVELS)
+RELGQ = Attribute("relgq", census.RELGQ_LEVELS, recodes=_recodes(census.RELGQ_RECODES))
+SEX = Attribute("sex", census.SEX_LEVELS)
+AGE = Attribute("age", census.AGE_LEVELS, recodes=_recodes(census.AGE_RECODES))
+
 _SCHEMAS: dict[str, AttributeSchema] = {
     "total": AttributeSchema("total", ()),
     "pl94": AttributeSchema("pl94", (VOTINGAGE, HISPANIC, RACE7)),
+    "pl94_production": AttributeSchema("pl94_production", (HHGQ, VOTINGAGE, HISPANIC, CENRACE)),
+    "dhc_production": AttributeSchema("dhc_production", (RELGQ, SEX, AGE, HISPANIC, CENRACE)),
 }
 
 
@@ -290,7 +491,8 @@ def schema_names() -> tuple[str, ...]:
 
 
 def schema(name: str) -> AttributeSchema:
-    """A shipped schema by name: ``"total"`` (1 cell) or ``"pl94"`` (2 × 2 × 7 = 28 cells)."""
+    """A shipped schema by name: ``"total"`` (1 cell), ``"pl94"`` (2 × 2 × 7 = 28 cells),
+    ``"pl94_production"`` (2,016 cells) or ``"dhc_production"`` (1,227,744 cells)."""
     try:
         return _SCHEMAS[name]
     except (KeyError, TypeError):

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from auditlib.allocations import Allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.geography.schema import AttributeSchema
 
 
 def schema_query(
@@ -22,14 +23,18 @@ def schema_query(
     query_names: Sequence[str],
     attribute_aliases: Mapping[str, str] | None = None,
     detailed_as: str | None = None,
+    schema: AttributeSchema | None = None,
 ) -> str | None:
     """The schema's name of an allocation query, or None if the schema cannot express it.
 
     Attribute names are mapped through ``attribute_aliases`` (e.g. ``cenrace`` → ``race`` for the
     reduced race of the ``pl94`` schema); ``detailed_as`` is the product of all the schema's attributes
-    (``"votingage * hispanic * race"``), which the schema calls ``detailed``."""
+    (``"votingage * hispanic * race"``), which the schema calls ``detailed``. With ``schema``, any
+    query it accepts (recodes included) is its canonical name."""
     if query in query_names:
         return query
+    if schema is not None and schema.has_query(query):
+        return schema.canonical_query(query)
     aliases = attribute_aliases or {}
     name = " * ".join(aliases.get(p.strip(), p.strip()) for p in query.split("*"))
     if name in query_names:
@@ -48,6 +53,7 @@ def unexpressible_queries(
     *,
     attribute_aliases: Mapping[str, str] | None = None,
     detailed_as: str | None = None,
+    schema: AttributeSchema | None = None,
 ) -> tuple[str, ...]:
     """The allocation's queries at ``levels`` that the schema cannot express (by
     :func:`schema_query`), sorted, each once: the ``skip`` of a caller who means to leave them out
@@ -59,7 +65,8 @@ def unexpressible_queries(
                 b.query
                 for level in levels
                 for b in allocation.select(universe, region, level)
-                if schema_query(b.query, query_names, attribute_aliases, detailed_as) is None
+                if schema_query(b.query, query_names, attribute_aliases, detailed_as, schema)
+                is None
             }
         )
     )
@@ -76,6 +83,7 @@ def allocation_measured(
     attribute_aliases: Mapping[str, str] | None = None,
     detailed_as: str | None = None,
     skip: Iterable[str] = (),
+    schema: AttributeSchema | None = None,
 ) -> list[list[tuple[str, float]]]:
     """Per level, the allocation's queries as the attribute schema names them (by
     :func:`schema_query`), with their σ²; a query measured twice keeps both measurements.
@@ -84,7 +92,8 @@ def allocation_measured(
     :func:`unexpressible_queries`), else :class:`~auditlib.exceptions.UnknownNameError` names them:
     with the ``pl94`` schema, ``attribute_aliases={"cenrace": "race"}`` and
     ``detailed_as="votingage * hispanic * race"`` express the race queries, and ``hhgq`` and
-    ``hhinstlevels`` (no group quarters in the schema) are left out only through ``skip``.
+    ``hhinstlevels`` (no group quarters in the schema) are left out only through ``skip``; with
+    ``schema=schema("pl94_production")`` every query of ``pl94_2021_production`` is expressed.
 
     A level measuring none of the expressed queries but measuring something gets, if the schema
     has ``total``, the total at the level's combined precision: each query's cell sum estimates the
@@ -102,6 +111,7 @@ def allocation_measured(
                 region,
                 attribute_aliases=attribute_aliases,
                 detailed_as=detailed_as,
+                schema=schema,
             )
         )
         - skipped
@@ -119,7 +129,7 @@ def allocation_measured(
         budgets = allocation.select(universe, region, level)
         got = []
         for b in budgets:
-            q = schema_query(b.query, query_names, attribute_aliases, detailed_as)
+            q = schema_query(b.query, query_names, attribute_aliases, detailed_as, schema)
             if q is not None:
                 got.append((q, float(b.sigma2(neighbours))))
         if not got and "total" in query_names and budgets:

@@ -1,0 +1,147 @@
+"""Sparse TopDown on the PL94 production schema: every query measured at every level, children
+summing to parents in every cell, non-negative integers, the state total and the no-unit-no-person
+constraint exact; the least-squares step agrees with the dense solver."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from auditlib.allocations import load_allocation
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import schema
+from auditlib.geography.sparse_histograms import invariant_violations, people_per_unit_type
+from auditlib.geography.sparse_population import spine_state_sparse_population
+from auditlib.geography.spine import generate_spine, tallies_2020
+from auditlib.simulate.measured import allocation_measured
+from auditlib.simulate.postprocess import solve_wls_normal
+from auditlib.simulate.sparse_topdown import _allowed, _Fit, noise_rngs, sparse_topdown
+from auditlib.simulate.topdown import spine_state
+
+SCH = schema("pl94_production")
+
+
+@pytest.fixture(scope="module")
+def state():  # type: ignore[no-untyped-def]
+    spine = generate_spine(
+        4, totals={"US": tallies_2020()["US"].scaled(0.05)}, population={"US": 16_000_000}
+    )
+    st = int(np.argmin(spine.populations()["State"]))
+    hierarchy, _ = spine_state(spine, st)
+    pop = spine_state_sparse_population(spine, st, 3)
+    measured = allocation_measured(
+        load_allocation("pl94_2021_production"),
+        list(hierarchy.levels),
+        SCH.query_names,
+        "bounded",
+        schema=SCH,
+    )
+    return st, hierarchy, pop, measured
+
+
+@pytest.fixture(scope="module")
+def release(state):  # type: ignore[no-untyped-def]
+    st, hierarchy, pop, measured = state
+    return sparse_topdown(
+        hierarchy.parents,
+        hierarchy.levels,
+        pop.pl94,
+        pop.pl94_invariants,
+        measured,
+        noise_rngs(1, st, len(hierarchy.levels)),
+    )
+
+
+def test_every_query_is_measured_at_every_level(state) -> None:  # type: ignore[no-untyped-def]
+    _, hierarchy, _, measured = state
+    assert hierarchy.levels == ("State", "County", "Tract", "Block_Group", "Block")
+    for level in measured:
+        assert sorted(q for q, _ in level) == sorted(
+            SCH.canonical_query(q)
+            for q in (
+                "total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq",
+                "hispanic * cenrace", "votingage * cenrace", "votingage * hispanic",
+                "votingage * hispanic * cenrace", "detailed",
+            )
+        )  # fmt: skip
+
+
+def test_release_is_consistent_non_negative_and_keeps_the_invariants(state, release) -> None:  # type: ignore[no-untyped-def]
+    _, hierarchy, pop, _ = state
+    total = pop.pl94_invariants.state_total
+    units = pop.pl94_invariants.units.astype(np.int64)
+    for i in range(len(hierarchy.levels)):
+        dp, truth = release.dp[i], release.truth[i]
+        assert dp.counts.min() > 0 and dp.counts.dtype.kind == "i"
+        assert dp.totals().sum() == total == truth.totals().sum()
+        if i:  # children sum to their parent in every cell
+            up = dp.aggregate(hierarchy.parents[i - 1], release.dp[i - 1].n_units)
+            np.testing.assert_array_equal(up.cells, release.dp[i - 1].cells)
+            np.testing.assert_array_equal(up.counts, release.dp[i - 1].counts)
+    # nobody in a unit type a block has no units of; the bounds as the DAS's constraints
+    people = people_per_unit_type(release.dp[-1])
+    assert (people[units == 0] == 0).all()
+    got = invariant_violations(release.dp[-1], pop.pl94_invariants)
+    assert got["state_total"] == 0 and got["gq_upper"] == 0
+    # noise was added: the released blocks differ from the truth
+    d, t = release.answers(len(hierarchy.levels) - 1, "total")
+    assert (d != t).any() and np.abs(d - t).mean() < 10
+
+
+def test_the_state_fit_is_the_dense_least_squares_solution(state) -> None:  # type: ignore[no-untyped-def]
+    _, _, pop, measured = state
+    truth = pop.pl94.aggregate(np.zeros(pop.pl94.n_units, dtype=np.int64), 1)
+    units = pop.pl94_invariants.units.sum(axis=0, keepdims=True).astype(np.int32)
+    cell = np.arange(SCH.n_cells, dtype=np.int64)
+    keep = _allowed(cell, np.zeros_like(cell), units, "pl94_production")
+    total = float(truth.totals()[0])
+    fit = _Fit(np.zeros(int(keep.sum()), np.int64), cell[keep], np.zeros(int(keep.sum()), np.int64),
+               np.array([total]))  # fmt: skip
+    terms = fit.measure(truth, measured[0], np.random.default_rng(8))
+    x, _ = fit.solve(terms, max_iter=50_000, tol=1e-8)
+    # the same measurements in the normal equations of the dense solver, over the allowed cells
+    n = int(keep.sum())
+    hess = np.zeros((n, n))
+    b = np.zeros(n)
+    const = 0.0
+    for term in terms:
+        m = SCH.query_matrix(term.query).astype(np.float64)[:, keep]
+        rows = np.unique(SCH.cells_query_index(term.query, cell[keep]))
+        y = np.zeros(m.shape[0])
+        y[rows] = term.y
+        hess += term.weight * m.T @ m
+        b += term.weight * y @ m
+        const += term.weight * float(y @ y)
+    dense = solve_wls_normal(hess, b[None, :].copy(), np.zeros((1, n), np.int64), [total], tol=1e-5)
+    np.testing.assert_allclose(x, dense.x[0], atol=0.5)
+
+    def objective(v: np.ndarray) -> float:  # ½ Σ_q ‖Q_q v − y_q‖² / σ_q²
+        return float(0.5 * v @ hess @ v - b @ v + 0.5 * const)
+
+    assert objective(x) <= objective(dense.x[0]) * (1 + 1e-9) + 1e-9
+    # KKT of min f over {x >= 0, sum x = total}: one multiplier λ, ∇f = λ where x > 0, >= λ at 0
+    g = hess @ x - b
+    pos = x > 1e-6
+    lam = float(np.median(g[pos]))
+    assert np.abs(g[pos] - lam).max() < 1e-5
+    assert (g[~pos] - lam).min() > -1e-5
+
+
+def test_same_generators_same_release_and_bad_input(state, release) -> None:  # type: ignore[no-untyped-def]
+    st, hierarchy, pop, measured = state
+    again = sparse_topdown(
+        hierarchy.parents, hierarchy.levels, pop.pl94, pop.pl94_invariants, measured,
+        noise_rngs(1, st, len(hierarchy.levels)),
+    )  # fmt: skip
+    np.testing.assert_array_equal(again.dp[-1].cells, release.dp[-1].cells)
+    np.testing.assert_array_equal(again.dp[-1].counts, release.dp[-1].counts)
+    with pytest.raises(InvalidParameterError, match="parent arrays"):
+        sparse_topdown(
+            hierarchy.parents[:-1], hierarchy.levels, pop.pl94, pop.pl94_invariants, measured,
+            noise_rngs(1, st, 5),
+        )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="same schema"):
+        sparse_topdown(
+            hierarchy.parents, hierarchy.levels, pop.pl94, pop.dhc_invariants, measured,
+            noise_rngs(1, st, 5),
+        )  # fmt: skip
