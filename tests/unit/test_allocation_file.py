@@ -205,7 +205,7 @@ def test_simulation_commands_refuse_other_noise(tmp_path: Path) -> None:
     alloc = load_allocation(path)
     with pytest.raises(InvalidParameterError, match=r"'total' at State \(line 2\) adds laplace"):
         alloc.components("add_remove")
-    res = runner.invoke(app, ["tradeoff", "-a", path])
+    res = runner.invoke(app, ["sweep", "-a", path])
     assert res.exit_code == 2 and "adds laplace noise" in res.stderr
 
 
