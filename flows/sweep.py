@@ -24,6 +24,7 @@ from auditlib.accounting import bureau_epsilon
 from auditlib.allocations import (
     RELEASED_PRODUCTS,
     allocation_digest,
+    allocation_label,
     cumulative_components,
     load_allocation,
 )
@@ -145,6 +146,10 @@ def sweep_dataset(
         f: np.array([getattr(j, f) for j in jobs], dtype=object)
         for f in ("allocation", "universe", "region", "neighbours", "geolevel")
     }
+    # an allocation file by its name and content digest, not its path
+    names = {a: a if a == CUMULATIVE else allocation_label(a) for a in labels["allocation"]}
+    labels["allocation"] = np.array([names[j.allocation] for j in jobs], dtype=object)
+    job_labels = [names[j.allocation] + j.label[len(j.allocation) :] for j in jobs]
     return xr.Dataset(
         {
             "rho": (("job",), col("rho")),
@@ -160,7 +165,7 @@ def sweep_dataset(
             "delta_bureau": (("job", "eps_grid"), col("delta_bureau")),
         },
         coords={
-            "job": np.array([j.label for j in jobs], dtype=object),
+            "job": np.array(job_labels, dtype=object),
             **{k: ("job", v) for k, v in labels.items()},
             "delta": np.array(deltas),
             "eps_grid": grid,

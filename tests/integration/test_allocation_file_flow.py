@@ -3,6 +3,7 @@ and accounts the file's noise, and its run id follows the file's content."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from auditlib.allocations import load_allocation
 from flows.cli.accounting_results import account_levels
+from flows.report.render import render_report
 from flows.spec.files import load_spec
 from storage import schema as S
 from storage import store
@@ -75,7 +77,15 @@ def test_audit_of_an_allocation_file(
         assert float(got.eps_exact_upper) == pytest.approx(row["epsilon"][0]["exact"], abs=1e-9)
         assert float(got.eps_bureau) == pytest.approx(row["epsilon"][0]["bureau"], rel=1e-12)
     assert float(acc.sel(geolevel="State", delta=1e-10).rho) == 0.25  # 1/(2·4) + 1/8
-    assert store.root_attrs(url)["allocation_id"] == path
+    # recorded by its name and content digest: no path in the store or its report
+    label = "mine.csv@sha256:" + hashlib.sha256(MINE.encode()).hexdigest()[:16]
+    attrs = store.root_attrs(url)
+    assert attrs["allocation_id"] == label and acc.attrs["allocation"] == label
+    assert f'allocation = "{label}"' in attrs["spec_toml"]
+    where = str(tmp_path)
+    assert not [k for k, v in {**attrs, **acc.attrs}.items() if where in str(v)]
+    html = render_report(url, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert label in html and where not in html
 
     # the run id follows the file's content, not only its path
     before = run_id_for(spec)

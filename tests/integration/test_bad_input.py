@@ -205,7 +205,6 @@ CASES = [
     line("run-binary-spec", run_(S("binary")), "not UTF-8", "byte 0x89", "position 0"),
     line("run-nul-in-spec", run_(S("nul")), "is not valid TOML"),
     line("run-unknown-allocation", run_(S("unknown-allocation")), "'nope'"),
-    line("run-alloc-mixed", run_(S("alloc-mixed")), "adds geometric noise"),
     line("run-alloc-nan", run_(S("alloc-nan")), "nan.csv', line 2, column 'rho'"),
     line("run-class-not-importable", lambda c: ["run", S("class-missing")], "nosuchmodule"),
     line("run-class-bad-kwargs", lambda c: ["run", S("class-kwargs")], "bogus"),
