@@ -72,10 +72,17 @@ def account_components(
     ``sigma2`` their noise variances, no reduced noise is calibrated, and with a pure ε-DP
     (geometric, Laplace) component the zCDP conversions are NaN (``bureau_na`` says why).
     """
-    from auditlib.accounting import GeometricLoss, LaplaceLoss, PrivacyLossComposition
+    from auditlib.accounting import (
+        DiscreteGaussianLoss,
+        GeometricLoss,
+        LaplaceLoss,
+        PrivacyLossComposition,
+    )
 
     mixed = not all(isinstance(c, tuple) for c in components)
-    comp: Any = PrivacyLossComposition(list(components)) if mixed else composition(list(components))
+    if mixed:  # (σ², count) pairs among loss components (several universes): losses throughout
+        losses = [DiscreteGaussianLoss(*c) if isinstance(c, tuple) else c for c in components]
+    comp: Any = PrivacyLossComposition(losses) if mixed else composition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
     curve = comp.delta(eps_grid)

@@ -90,7 +90,9 @@ def job_components(job: Job) -> list[tuple[Any, int]]:
         if job.universe == ALL_UNIVERSES
         else [job.universe]
     )
-    return [c for u in unis for c in alloc.components(job.neighbours, u, job.region, level)]
+    # discrete Gaussian (σ², count) pairs, or loss components of an allocation file's mixed noise
+    parts = [alloc.accounting_components(job.neighbours, u, job.region, level) for u in unis]
+    return [c for part in parts for c in part]
 
 
 #: the per-job results of an unfinished run (staging only; assembled into GROUP, then removed)
@@ -173,6 +175,9 @@ def sweep_dataset(
         attrs={
             "description": "exact (certified bracket) vs Bureau and CKS epsilon per job",
             "bureau_conversion": "eps = rho + 2 sqrt(rho ln(1/delta))",
+            "bureau_na": "NaN eps_bureau, eps_cks, delta_bureau: jobs of an allocation file with "
+            "geometric or Laplace queries (pure eps-DP, not accounted in zCDP as the Bureau's "
+            "noise is)",
         },
     )
 

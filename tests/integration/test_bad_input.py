@@ -265,11 +265,6 @@ CASES = [
     line("serve-no-server", lambda c: ["serve"], "needs a Prefect server"),
     # sweep
     line("sweep-unknown-allocation", lambda c: ["sweep", "-a", "nope"], "'nope'"),
-    line(
-        "sweep-alloc-mixed",
-        lambda c: ["sweep", "-a", "alloc/mixed.csv", "-n", "add_remove", "--scheduler", c.closed],
-        "adds geometric noise",
-    ),
     line("sweep-delta-0", lambda c: ["sweep", "-d", "0"], "Invalid delta"),
     line("sweep-delta-nan", lambda c: ["sweep", "-d", "nan"], "Invalid delta"),
     line("sweep-points", lambda c: ["sweep", "--points", "5"], "Invalid --points"),

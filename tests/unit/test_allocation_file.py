@@ -205,7 +205,9 @@ def test_simulation_commands_refuse_other_noise(tmp_path: Path) -> None:
     alloc = load_allocation(path)
     with pytest.raises(InvalidParameterError, match=r"'total' at State \(line 2\) adds laplace"):
         alloc.components("add_remove")
-    res = runner.invoke(app, ["sweep", "-a", path])
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"[audit]\nallocation = {path!r}\n", encoding="utf-8")
+    res = runner.invoke(app, ["direct", "--spec", str(spec), "--scheduler", "tcp://127.0.0.1:9"])
     assert res.exit_code == 2 and "adds laplace noise" in res.stderr
 
 

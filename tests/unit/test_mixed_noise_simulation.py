@@ -138,3 +138,28 @@ def test_audit_accounting_of_a_mixed_file(tmp_path: Path) -> None:
         1 / (2 * 2.25) + 2 * math.sqrt(1 / (2 * 2.25) * math.log(1e6))
     )
     assert "bureau_na" not in block
+
+
+def test_sweep_of_a_mixed_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli.app import app
+    from flows.sweep import job_components, plan_jobs, sweep_dataset
+
+    path = tmp_path / "mine.csv"
+    path.write_text(MIXED, encoding="utf-8")
+    jobs = plan_jobs([str(path)], ["add_remove"])
+    grid = np.linspace(0, 2, 5)
+    results = [account_components(job_components(j), [1e-6], grid) for j in jobs]
+    ds = sweep_dataset(jobs, results, [1e-6], grid)
+    county = ds.isel(job=int(np.flatnonzero(ds.geolevel.values == "County")[0]))
+    ref = PrivacyLossComposition([GeometricLoss(Fraction(1, 3)), LaplaceLoss(2)]).epsilon(1e-6)
+    assert float(county.eps_exact_upper[0]) == pytest.approx(float(ref.upper), abs=1e-12)
+    assert np.isnan(float(county.eps_bureau[0]))
+    assert str(county.allocation.values).startswith("mine.csv@sha256:")  # no path
+    state = ds.isel(job=int(np.flatnonzero(ds.geolevel.values == "State")[0]))
+    assert np.isfinite(float(state.eps_bureau[0]))  # discrete Gaussian: zCDP
+    # the command takes the file (it fails later, on the unreachable scheduler)
+    args = ["sweep", "-a", str(path), "-n", "add_remove", "--scheduler", "tcp://127.0.0.1:9"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "noise" not in res.stderr and "127.0.0.1:9" in res.stderr
