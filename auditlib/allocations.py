@@ -130,9 +130,9 @@ class QueryBudget:
             raise InvalidParameterError(
                 f"Invalid allocation for this computation: query {self.query!r} at "
                 f"{self.geolevel} ({self.where or 'shipped'}) adds {self.mechanism} noise; this "
-                "needs discrete Gaussian noise (σ² or ρ) on every query (`dpaudit direct --spec` "
-                "draws it alone); `dpaudit account`, `calibrate`, `tradeoff`, `sweep` and `run` "
-                "take mixed mechanisms"
+                "needs discrete Gaussian noise (σ² or ρ) on every query; the loss components of "
+                "any mechanism are Allocation.losses (Allocation.accounting_components), what "
+                "every dpaudit command composes"
             )
 
 

@@ -114,11 +114,6 @@ def spec_params(spec_path: str, values: dict[str, object]) -> object:
     from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
-    if spec.release.kind in ("allocation", "topdown"):
-        from auditlib.allocations import load_allocation
-
-        # the direct estimate draws discrete Gaussian noise only (an audit draws any)
-        load_allocation(spec.audit.allocation).require_discrete_gaussian()
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
     return SpecDirectParams(
         spec=spec.to_toml(),

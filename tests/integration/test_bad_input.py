@@ -309,11 +309,6 @@ CASES = [
     line("direct-spec-malformed", lambda c: ["direct", "--spec", S("malformed")], "valid TOML"),
     line("direct-spec-missing", lambda c: ["direct", "--spec", S("none")], "not found"),
     line(
-        "direct-spec-alloc-mixed",
-        lambda c: ["direct", "--spec", S("alloc-mixed"), "--scheduler", c.closed],
-        "adds geometric noise",
-    ),
-    line(
         "direct-spec-mixed", lambda c: ["direct", "--spec", S("good"), "--people", "10"], "--people"
     ),
     line("direct-state-needs-spec", lambda c: ["direct", "--state", "ST01"], "needs --spec"),

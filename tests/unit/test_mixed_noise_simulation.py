@@ -163,3 +163,38 @@ def test_sweep_of_a_mixed_file(tmp_path: Path) -> None:
     args = ["sweep", "-a", str(path), "-n", "add_remove", "--scheduler", "tcp://127.0.0.1:9"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "noise" not in res.stderr and "127.0.0.1:9" in res.stderr
+
+
+@pytest.mark.parametrize(("geolevel", "variance", "integer"), [("County", None, True),
+                                                                ("Block", 2.25, False)])  # fmt: skip
+def test_direct_estimate_draws_the_files_noise(
+    tmp_path: Path, geolevel: str, variance: float | None, integer: bool
+) -> None:
+    """`dpaudit direct --spec` of an allocation release: the released cell carries the noise
+    its query declares (County: geometric of scale 3; Block: Gaussian of σ = 1.5)."""
+    from auditlib.simulate.direct import Allocation, TopDown, released_values
+    from flows.direct_experiment import SpecDirectParams, spec_experiment
+
+    (tmp_path / "mine.csv").write_text(MIXED, encoding="utf-8")
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[audit]\nallocation = "mine.csv"\n'
+        "[population]\nstates = 1\nfanout = { County = 3, Block = 2 }\n",
+        encoding="utf-8",
+    )
+    text = load_spec(spec).to_toml()
+    e = spec_experiment(SpecDirectParams(spec=text, change="add", to_block=1, geolevel=geolevel))
+    assert isinstance(e.release, Allocation) and isinstance(e.release.sigma2, NoiseVariance)
+    v = released_values(
+        e.release, e.pair.d, 6000, seeds.rng(5, 1), level=e.level, unit=e.unit, query=e.query
+    )
+    err = v - e.truth()[0]
+    assert np.array_equal(err, np.round(err)) is integer
+    want = _geometric_variance(3.0) if variance is None else variance
+    assert err.var() == pytest.approx(want, rel=0.07)
+    # the TopDown release keeps each measurement's own noise too
+    spec.write_text(spec.read_text() + '[release]\nkind = "topdown"\n', encoding="utf-8")
+    td = spec_experiment(SpecDirectParams(spec=load_spec(spec).to_toml(), change="add",
+                                          to_block=1))  # fmt: skip
+    assert isinstance(td.release, TopDown)
+    assert any(isinstance(s, NoiseVariance) for lv in td.release.measured for _, s in lv)
