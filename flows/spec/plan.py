@@ -17,6 +17,7 @@ from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
+from auditlib.simulate.noise import NoiseVariance
 from flows.spec.model import AuditSpec, observed_args
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
@@ -448,7 +449,7 @@ def _measured_query_plans(
     level_queries = []
     for level in measured:
         prec: dict[str, float] = {}
-        once: dict[str, float] = {}  # the σ² (or NoiseVariance) of a query measured once
+        once: dict[str, float] = {}  # a query measured once with other noise: its NoiseVariance
         for q, sigma2 in level:  # a query measured twice: its combined precision
             prec[q] = prec.get(q, 0.0) + 1.0 / sigma2
             once[q] = sigma2 if q not in once else 1.0 / prec[q]
@@ -456,7 +457,12 @@ def _measured_query_plans(
             tuple(
                 (
                     queries.index(q),
-                    QueryPlan(q, sch.n_query_cells(q), sch.n_query_cells(q), once[q]),
+                    QueryPlan(
+                        q,
+                        sch.n_query_cells(q),
+                        sch.n_query_cells(q),
+                        once[q] if isinstance(once[q], NoiseVariance) else 1 / prec[q],
+                    ),
                 )
                 for q in prec
             )
