@@ -198,3 +198,41 @@ def test_direct_estimate_draws_the_files_noise(
                                           to_block=1))  # fmt: skip
     assert isinstance(td.release, TopDown)
     assert any(isinstance(s, NoiseVariance) for lv in td.release.measured for _, s in lv)
+
+
+def test_run_summary_and_report_say_n_a_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    import xarray as xr
+
+    from auditlib.summaries import BUREAU_NA
+    from flows.cli.run import print_headline_table
+    from flows.report.accounting import accounting_section
+
+    nan = float("nan")
+    acc = xr.Dataset(
+        {
+            "rho": ("geolevel", [0.5, 1.0]),
+            "sigma2_min": ("geolevel", [2.0, 8.0]),
+            "sigma2_max": ("geolevel", [2.0, 17.8]),
+            "n_queries": ("geolevel", [1, 2]),
+            "eps_bureau": (("geolevel", "delta"), [[3.5], [nan]]),
+            "eps_cks": (("geolevel", "delta"), [[3.2], [nan]]),
+            "eps_exact_lower": (("geolevel", "delta"), [[3.0], [0.8333]]),
+            "eps_exact_upper": (("geolevel", "delta"), [[3.0], [0.8334]]),
+            "composed_rho": ((), 1.5),
+            "composed_eps_bureau": ("delta", [nan]),
+            "composed_eps_cks": ("delta", [nan]),
+            "composed_eps_exact_lower": ("delta", [4.0]),
+            "composed_eps_exact_upper": ("delta", [4.0]),
+        },
+        coords={"geolevel": ["State", "County"], "delta": [1e-10]},
+        attrs={"headline_delta": 1e-10, "bureau_na": BUREAU_NA},
+    )
+    print_headline_table(acc)
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in out[1:]}
+    assert rows["State"][2] == "3.5" and rows["County"][2] == "n/a"
+    assert out[-1] == f"Bureau eps {BUREAU_NA}"
+    sec = accounting_section(acc)
+    county = next(r for r in sec.rows if r["geolevel"] == "County")
+    assert county["cells"][0]["bureau"] == "n/a" and county["cells"][0]["cks"] == "n/a"
+    assert "pure eps-DP" in sec.summary
