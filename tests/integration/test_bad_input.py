@@ -109,7 +109,6 @@ SPECS = {
     "[release]\nkind = 'gdpc'\n",
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
     "good": to_toml(tiny_spec()),
-    "alloc-mixed": "[audit]\nallocation = '../alloc/mixed.csv'\n",  # relative to the spec
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
 }
 #: allocation files (work/alloc/NAME.csv): one good file mixing mechanisms, the rest bad
