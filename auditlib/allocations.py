@@ -86,6 +86,20 @@ class QueryBudget:
             return self.noise
         return self.cells_moved(neighbours) / (2 * self.rho)
 
+    def noise_variance(self, neighbours: str) -> float:
+        """What a simulation draws for each of the query's cells: the discrete Gaussian σ² (a
+        ``float``), or, for other noise, a :class:`~auditlib.simulate.noise.NoiseVariance` (the
+        law's variance, naming the mechanism and its scale or σ)."""
+        if self.mechanism == "discrete_gaussian":
+            return float(self.sigma2(neighbours))
+        from auditlib.simulate.noise import NoiseVariance
+
+        check_neighbours(neighbours)
+        if self.noise is not None:
+            return NoiseVariance(self.mechanism, float(self.noise))
+        count = self.cells_moved(neighbours)  # a Gaussian given by ρ
+        return NoiseVariance(self.mechanism, math.sqrt(count / (2 * self.rho)))
+
     def component(self, neighbours: str) -> tuple[Fraction, int]:
         """(σ², number of sensitivity-1 DG terms one record change moves) for the accountant."""
         return (self.sigma2(neighbours), self.cells_moved(neighbours))
@@ -116,9 +130,9 @@ class QueryBudget:
             raise InvalidParameterError(
                 f"Invalid allocation for this computation: query {self.query!r} at "
                 f"{self.geolevel} ({self.where or 'shipped'}) adds {self.mechanism} noise; this "
-                "needs discrete Gaussian noise (σ² or ρ) on every query (an audit simulates it; "
-                "tradeoff and sweep account it alone); `dpaudit account` and `dpaudit calibrate` "
-                "take mixed mechanisms"
+                "needs discrete Gaussian noise (σ² or ρ) on every query; the loss components of "
+                "any mechanism are Allocation.losses (Allocation.accounting_components), what "
+                "every dpaudit command composes"
             )
 
 
@@ -210,6 +224,20 @@ class Allocation:
         :class:`~auditlib.accounting.composition.PrivacyLossComposition`."""
         self.check_relation(neighbours)
         return [q.loss(neighbours) for q in self.select(universe, region, geolevel)]
+
+    def accounting_components(
+        self,
+        neighbours: str,
+        universe: str = "persons",
+        region: str = "US",
+        geolevel: str | None = None,
+    ) -> list[Any]:
+        """What the accountant composes of a selection: discrete Gaussian (σ², count) pairs when
+        every query adds discrete Gaussian noise (the shipped allocations), else loss components
+        of each query (:meth:`losses`)."""
+        if all(q.mechanism == "discrete_gaussian" for q in self.select(universe, region, geolevel)):
+            return list(self.components(neighbours, universe, region, geolevel))
+        return self.losses(neighbours, universe, region, geolevel)
 
     def _check(self, what: str, value: str, allowed: tuple[str, ...]) -> None:
         if value not in allowed:
@@ -319,6 +347,19 @@ def allocation_digest(allocation_id: str) -> str | None:
     if allocation_id in ALLOCATION_FILES or not path.is_file():
         return None
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def allocation_label(allocation_id: str) -> str:
+    """A path-free name of an allocation: a shipped id as it is; an allocation file as its file
+    name and the first 16 hex digits of the SHA-256 of its bytes (``mine.csv@sha256:0123…``), what
+    a store and its report record instead of the path (which says where a file was, on one
+    machine, and not what it held)."""
+    from pathlib import Path
+
+    digest = allocation_digest(allocation_id)
+    if digest is None:
+        return allocation_id
+    return f"{Path(allocation_id).name}@sha256:{digest[:16]}"
 
 
 def export_allocation(allocation_id: str) -> str:

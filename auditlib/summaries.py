@@ -23,10 +23,37 @@ from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
 from auditlib.accuracy import CountAccuracy, count_accuracy
 from auditlib.epl import SURFACE_POINTS, epl_surface, estimate_epl
 from auditlib.epl import epl as epl_estimate
+from auditlib.simulate.noise import law_variance
+
+#: why the zCDP conversions of a composition with pure ε-DP (geometric, Laplace) noise are n/a
+BUREAU_NA = (
+    "n/a: geometric and Laplace queries are pure eps-DP, not accounted in zCDP as the Bureau's "
+    "discrete Gaussian noise is; their exact accounting is in the eps_exact columns"
+)
+
+
+def zcdp_and_variance(comp: Any) -> tuple[Fraction, float]:
+    """(zCDP ρ, noise variance) of one component: a discrete Gaussian (σ², count) pair or a loss
+    component (:mod:`auditlib.accounting.losses`; pure ε₀-DP releases give ε₀²/2 each)."""
+    from auditlib.accounting import DiscreteGaussianLoss, GaussianLoss, GeometricLoss
+
+    if isinstance(comp, tuple):
+        s2, count = comp
+        return Fraction(count) / (2 * Fraction(s2)), float(s2)
+    if isinstance(comp, DiscreteGaussianLoss):
+        return Fraction(comp.count) / (2 * Fraction(comp.sigma2)), float(comp.sigma2)
+    if isinstance(comp, GaussianLoss):
+        s = Fraction(comp.sigma) ** 2
+        return Fraction(comp.count) / (2 * s), float(s)
+    if isinstance(comp, GeometricLoss):
+        e0 = Fraction(comp.epsilon)
+        return comp.count * e0 * e0 / 2, law_variance("geometric", 1.0 / float(e0))
+    b = Fraction(comp.scale)  # Laplace
+    return Fraction(comp.count) / (2 * b * b), law_variance("laplace", float(b))
 
 
 def account_components(
-    components: Sequence[tuple[Fraction, int]],
+    components: Sequence[Any],
     deltas: Sequence[float],
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None = None,
@@ -38,13 +65,53 @@ def account_components(
     guarantee) and the one implied by the Bureau's zCDP accounting. With ``calibration_delta`` also
     seed 004's reduced noise (Table 1): the certified common factor ``c`` of every σ² at which the
     exact ε(δ*) equals the Bureau's ε(δ*) of the unscaled composition, and the variance cut ``1 − c``.
+
+    ``components`` may instead be loss components of mixed mechanisms (an allocation file with
+    geometric, Laplace or Gaussian queries), composed by
+    :class:`~auditlib.accounting.PrivacyLossComposition`: ρ is then the zCDP the queries give,
+    ``sigma2`` their noise variances, no reduced noise is calibrated, and with a pure ε-DP
+    (geometric, Laplace) component the zCDP conversions are NaN (``bureau_na`` says why).
     """
-    comp = composition(list(components))
+    from auditlib.accounting import (
+        DiscreteGaussianLoss,
+        GeometricLoss,
+        LaplaceLoss,
+        PrivacyLossComposition,
+    )
+
+    mixed = not all(isinstance(c, tuple) for c in components)
+    if mixed:  # (σ², count) pairs among loss components (several universes): losses throughout
+        losses = [DiscreteGaussianLoss(*c) if isinstance(c, tuple) else c for c in components]
+    comp: Any = PrivacyLossComposition(losses) if mixed else composition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
     curve = comp.delta(eps_grid)
-    rho = float(sum(Fraction(c) / (2 * s) for s, c in components))
-    s2 = [float(s) for s, _ in components]
+    zv = [zcdp_and_variance(c) for c in components]
+    rho = float(sum((z for z, _ in zv), Fraction(0)))
+    s2 = [v for _, v in zv]
+    pure = any(isinstance(c, GeometricLoss | LaplaceLoss) for c in components)
+    out = _account_dict(comp, components, rho, s2, d, eps, curve, eps_grid, alpha_grid)
+    if pure:
+        for key in ("eps_bureau", "eps_cks", "delta_bureau", "tradeoff_bureau"):
+            if key in out:
+                out[key] = np.full(np.shape(out[key]), np.nan)
+        out["bureau_na"] = BUREAU_NA
+    if calibration_delta is not None and not mixed:
+        out.update(calibrate(components, calibration_delta))
+    return out
+
+
+def _account_dict(
+    comp: Any,
+    components: Sequence[Any],
+    rho: float,
+    s2: list[float],
+    d: np.ndarray,
+    eps: Any,
+    curve: Any,
+    eps_grid: np.ndarray,
+    alpha_grid: np.ndarray | None,
+) -> dict[str, Any]:
     return {
         "rho": rho,
         "n_queries": len(components),
@@ -57,7 +124,6 @@ def account_components(
         "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
         "delta_exact_upper": np.asarray(curve.upper, dtype=float),
         "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
-        **({} if calibration_delta is None else calibrate(components, calibration_delta)),
         **(
             {}
             if alpha_grid is None

@@ -33,13 +33,23 @@ def allocation_digest(allocation: str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _component_key(component: Any) -> list[Any]:
+    """A (σ², count) pair as ``[σ², count]`` (exact); a loss component as its mechanism, exact
+    parameter and count."""
+    if isinstance(component, tuple):
+        s, m = component
+        return [str(Fraction(s)), int(m)]
+    name, value = component.key
+    return [name, str(value), int(component.count)]
+
+
 def account_key(
     allocation: str,
     neighbours: str,
     universe: str,
     region: str,
     geolevel: str | None,
-    components: list[tuple[Fraction, int]],
+    components: list[Any],
     deltas: list[float],
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None,
@@ -52,7 +62,7 @@ def account_key(
         "universe": universe,
         "region": region,
         "geolevel": geolevel,
-        "components": [[str(Fraction(s)), int(m)] for s, m in components],
+        "components": [_component_key(c) for c in components],
         "deltas": [float(d).hex() for d in deltas],
         "eps_grid": result_cache.array_digest(np.asarray(eps_grid, dtype=float)),
         "alpha_grid": None
@@ -69,7 +79,7 @@ def account_cached(
     universe: str,
     region: str,
     geolevel: str | None,
-    components: list[tuple[Fraction, int]],
+    components: list[Any],
     deltas: list[float],
     eps_grid: np.ndarray,
     alpha_grid: np.ndarray | None = None,

@@ -23,7 +23,7 @@ from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
-from auditlib.allocations import allocation_digest, load_allocation
+from auditlib.allocations import allocation_label, load_allocation
 from flows import progress, tasks
 from flows.batching import batch_blocks, batch_states
 from flows.groups import (
@@ -38,8 +38,10 @@ from flows.labels import audit_flow_run_name
 from flows.mpl import mpl_dataset, mpl_task_settings, written_accounting
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
+from flows.spec.digests import content_addressed, path_free
 from flows.spec.plan import AuditPlan, Block, make_plan
 from flows.spec.sections import GEOMETRIC_RELEASES
+from flows.spec.toml_writer import dump_toml
 from storage import schema as S
 from storage import store
 
@@ -50,15 +52,15 @@ def run_id_for(spec: AuditSpec) -> str:
     Where the store goes (``output``) and on how many workers it runs (``cluster``) do not change a
     single stored value, so they do not change the id: a killed run resumes under another
     ``--overwrite`` or worker count, and a different computation never resumes into this one.
-    Nor do ``audit.tags`` (labels of its flow runs).
+    Nor do ``audit.tags`` (labels of its flow runs), nor where the files the spec names are: an
+    allocation file, a table and published runs' files count by their content
+    (:mod:`flows.spec.digests`).
     """
     data = spec.model_dump(mode="json")
     data.pop("output", None)
     data.pop("cluster", None)
     data["audit"].pop("tags", None)  # labels in the Prefect UI only
-    digest = allocation_digest(spec.audit.allocation)  # an allocation file: its content counts
-    if digest is not None:
-        data["audit"]["allocation_sha256"] = digest
+    content_addressed(data)  # allocation files and tables: their content counts, not their paths
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -285,15 +287,17 @@ def _create_template(
     allocation_release: bool,
 ) -> None:
     alloc = load_allocation(spec.audit.allocation)
+    label = allocation_label(spec.audit.allocation)  # an allocation file: name and digest, no path
+    stored_spec = path_free(spec.model_dump(mode="json"))
     store.create_residual_template(
         url,
         **plan.template_layout(),
         attrs={
             "dpaudit_version": auditlib.__version__,
             "run_id": run_id,
-            "spec_toml": spec.to_toml(),
-            "allocation_id": alloc.allocation_id if allocation_release else "",
-            "allocation_source": alloc.source
+            "spec_toml": dump_toml(stored_spec),
+            "allocation_id": label if allocation_release else "",
+            "allocation_source": _allocation_source(alloc, label)
             if allocation_release and spec.release.kind != "observed"
             else _release_source(spec),
             "neighbours": spec.audit.neighbours,
@@ -308,6 +312,12 @@ def _create_template(
     )
 
 
+def _allocation_source(alloc: Any, label: str) -> str:
+    """Where the allocation comes from: a shipped one's source; an allocation file's path-free
+    label (its name and content digest)."""
+    return alloc.source if alloc.allocation_id == label else f"allocation file {label}"
+
+
 def _release_source(spec: AuditSpec) -> str:
     """What produced the residuals of a release that is not the allocation's simulated noise."""
     r = spec.release
@@ -315,7 +325,9 @@ def _release_source(spec: AuditSpec) -> str:
         return (
             f"published release ({len(r.published or r.published_files)} run(s)) beside the true "
             f"counts of {spec.population.path}; accounting: the declared allocation "
-            f"{load_allocation(spec.audit.allocation).source}"
+            + _allocation_source(
+                load_allocation(spec.audit.allocation), allocation_label(spec.audit.allocation)
+            )
         )
     seed = "003" if r.kind in ("sa3", "sa4") else "001"
     return f"seed {seed} {r.kind.upper()} release at epsilon = {r.epsilon}"

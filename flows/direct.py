@@ -32,7 +32,6 @@ import numpy as np
 import xarray as xr
 from prefect import flow, task
 
-from auditlib.allocations import allocation_digest
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
 from auditlib.exceptions import StoreError
 from flows.direct_experiment import (
@@ -42,6 +41,8 @@ from flows.direct_experiment import (
     spec_attrs,
     spec_experiment,
 )
+from flows.spec.digests import content_addressed, path_free
+from flows.spec.toml_writer import dump_toml
 from flows.tasks import TASK_OPTS
 from storage import store
 
@@ -99,6 +100,7 @@ def direct_dataset(p: DirectParams | SpecDirectParams, errors: np.ndarray) -> xr
     attrs["bin_width"] = p.resolved_bin_width()
     if isinstance(p, SpecDirectParams):
         attrs.update(spec_attrs(p))
+        attrs["spec"] = dump_toml(path_free(tomllib.loads(p.spec)))  # no allocation file's path
     else:
         attrs["level"] = p.resolved_level()
     for ev in EVENTS:
@@ -137,14 +139,13 @@ PARTS = "direct_parts"
 
 def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
     """A stable hash of what determines the numbers and the chunking: the parameters, with a spec's
-    ``output`` and ``cluster`` sections left out (where and on what it runs changes nothing)."""
+    ``output`` and ``cluster`` sections left out (where and on what it runs changes nothing) and the
+    files it names counted by their content, not their paths."""
     raw = asdict(params)
     if isinstance(params, SpecDirectParams):
         spec = tomllib.loads(params.spec)
         raw["spec"] = {k: v for k, v in spec.items() if k not in ("output", "cluster")}
-        allocation = spec.get("audit", {}).get("allocation")
-        if isinstance(allocation, str) and (digest := allocation_digest(allocation)):
-            raw["allocation_sha256"] = digest  # an allocation file: its content counts
+        content_addressed(raw["spec"])  # allocation files and tables: their content counts
     raw["kind"] = type(params).__name__
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

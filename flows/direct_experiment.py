@@ -209,16 +209,27 @@ class _AllocationOf:
     def at(self, db: Any, level: int, query: str) -> Any:
         from auditlib.exceptions import InvalidParameterError
         from auditlib.simulate.direct import Allocation
+        from auditlib.simulate.noise import NoiseVariance
 
         sch = db.schema
-        precision = sum(1.0 / s for q, s in self.measured[level] if sch.canonical_query(q) == query)
+        noises = [s for q, s in self.measured[level] if sch.canonical_query(q) == query]
+        precision = sum(1.0 / s for s in noises)
         if precision == 0:
             got = sorted({sch.canonical_query(q) for q, _ in self.measured[level]})
             raise InvalidParameterError(
                 f"Invalid --query {query!r}: the allocation measures no such query at "
                 f"{db.levels[level]!r}; measured there: {', '.join(got) or 'nothing'}"
             )
-        return Allocation(1.0 / precision, self.postprocess)  # type: ignore[arg-type]
+        # measured once: its own noise (a NoiseVariance: an allocation file's other mechanism)
+        noise = noises[0] if len(noises) == 1 else 1.0 / precision
+        if len(noises) > 1 and any(isinstance(s, NoiseVariance) for s in noises):
+            raise InvalidParameterError(
+                f"Invalid --query {query!r}: the allocation measures it {len(noises)} times at "
+                f"{db.levels[level]!r}, not all with discrete Gaussian noise; a direct estimate "
+                "of the allocation release needs one measurement of it there, or discrete "
+                "Gaussian noise on every one (their combined precision)"
+            )
+        return Allocation(noise, self.postprocess)  # type: ignore[arg-type]
 
 
 def _change(db: Any, p: SpecDirectParams) -> Any:

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from auditlib.allocations import allocation_label
+from auditlib.simulate.noise import NoiseVariance
 from auditlib.simulate.topdown import TRUTH_CLASSES
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows.spec import AuditSpec
@@ -280,11 +282,12 @@ def accounting_dataset(
             "method": ",".join(methods),
             "headline_delta": spec.accounting.headline_delta,
             "neighbours": spec.audit.neighbours,
-            "allocation": spec.audit.allocation,
+            "allocation": allocation_label(spec.audit.allocation),
             "bureau_conversion": "eps = rho + 2 sqrt(rho ln(1/delta))",
             "cks_conversion": "Canonne-Kamath-Steinke (2020) Prop. 12",
             "tradeoff": "tradeoff_exact_lower: certified lower end of the exact f-DP curve beta(alpha) "
             "(a valid guarantee); tradeoff_bureau: the curve implied by the Bureau's zCDP accounting",
+            **({"bureau_na": na[0]} if (na := _bureau_na(results)) else {}),
             **(
                 {
                     "calibration_delta": calibration_delta_for(spec),
@@ -301,6 +304,12 @@ def accounting_dataset(
     )
 
 
+def _bureau_na(results: list[dict[str, Any]]) -> list[str]:
+    """Why the zCDP conversions are NaN at some level (an allocation file with pure ε-DP noise):
+    the reason once, else []."""
+    return list(dict.fromkeys(str(r["bureau_na"]) for r in results if r.get("bureau_na")))
+
+
 def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> xr.Dataset:
     """Exact MSE/MAE of each query's count under the Bureau's and the reduced noise (seed 004 §3.4).
 
@@ -313,7 +322,11 @@ def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> x
         if "calibration_factor_upper" in acct
         else np.full(len(levels), np.nan)
     )
-    acc = accuracy_by_query(sigma2[gi], factor, ACCURACY_COUNTS)
+    dg = np.ones(sigma2.shape, dtype=bool)  # the queries whose noise is discrete Gaussian
+    for g, lq in enumerate(plan.level_queries):
+        for qid, q in lq:
+            dg[g, qid] = not isinstance(q.sigma2, NoiseVariance)
+    acc = accuracy_by_query(np.where(dg, sigma2, np.nan)[gi], factor, ACCURACY_COUNTS)
     gl, qu, no, co = S.GEOLEVEL, S.QUERY, S.NOISE, S.COUNT
     return xr.Dataset(
         {
@@ -334,5 +347,13 @@ def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> x
             "post_processing": "mse/mae: none (= the large-count limit); mse_clipped/mae_clipped: "
             "release max(0, count + noise) at true count `count`",
             "reduced": "sigma2 times the level's calibration_factor_upper (accounting group)",
+            **(
+                {}
+                if dg.all()
+                else {
+                    "other_noise": "NaN: queries of an allocation file with geometric, Laplace or "
+                    "Gaussian noise (this accuracy is of discrete Gaussian noise)"
+                }
+            ),
         },
     )

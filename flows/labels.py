@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from auditlib.allocations import allocation_label
 from flows.spec.sections import GEOMETRIC_RELEASES, STRATIFIED_RELEASES
 
 #: every flow run of dpaudit carries this tag (so do ``dpaudit serve``'s deployments)
@@ -22,7 +23,7 @@ def audit_tags(spec: Any) -> list[str]:
     ``population:<kind>``, ``neighbours:<relation>``, then ``audit.tags``; no repeats."""
     derived = [PROJECT_TAG]
     if uses_allocation(spec):
-        derived.append(f"allocation:{spec.audit.allocation}")
+        derived.append(f"allocation:{allocation_label(spec.audit.allocation)}")
     derived += [
         f"release:{spec.release.kind}",
         f"population:{spec.population.kind}",
@@ -36,7 +37,7 @@ def audit_subject(spec: Any) -> str:
     synthetic, add_remove`` or ``gdpc ε=0.1 on flaxman, add_remove``."""
     a, r = spec.audit, spec.release
     if uses_allocation(spec):
-        what = f"{r.kind} {a.allocation} {a.universe}/{a.region}"
+        what = f"{r.kind} {allocation_label(a.allocation)} {a.universe}/{a.region}"
     else:
         what = f"{r.kind} ε={r.epsilon:g}"
     return f"{what} on {spec.population.kind}, {a.neighbours}"

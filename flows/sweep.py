@@ -24,6 +24,7 @@ from auditlib.accounting import bureau_epsilon
 from auditlib.allocations import (
     RELEASED_PRODUCTS,
     allocation_digest,
+    allocation_label,
     cumulative_components,
     load_allocation,
 )
@@ -89,7 +90,9 @@ def job_components(job: Job) -> list[tuple[Any, int]]:
         if job.universe == ALL_UNIVERSES
         else [job.universe]
     )
-    return [c for u in unis for c in alloc.components(job.neighbours, u, job.region, level)]
+    # discrete Gaussian (σ², count) pairs, or loss components of an allocation file's mixed noise
+    parts = [alloc.accounting_components(job.neighbours, u, job.region, level) for u in unis]
+    return [c for part in parts for c in part]
 
 
 #: the per-job results of an unfinished run (staging only; assembled into GROUP, then removed)
@@ -145,6 +148,10 @@ def sweep_dataset(
         f: np.array([getattr(j, f) for j in jobs], dtype=object)
         for f in ("allocation", "universe", "region", "neighbours", "geolevel")
     }
+    # an allocation file by its name and content digest, not its path
+    names = {a: a if a == CUMULATIVE else allocation_label(a) for a in labels["allocation"]}
+    labels["allocation"] = np.array([names[j.allocation] for j in jobs], dtype=object)
+    job_labels = [names[j.allocation] + j.label[len(j.allocation) :] for j in jobs]
     return xr.Dataset(
         {
             "rho": (("job",), col("rho")),
@@ -160,7 +167,7 @@ def sweep_dataset(
             "delta_bureau": (("job", "eps_grid"), col("delta_bureau")),
         },
         coords={
-            "job": np.array([j.label for j in jobs], dtype=object),
+            "job": np.array(job_labels, dtype=object),
             **{k: ("job", v) for k, v in labels.items()},
             "delta": np.array(deltas),
             "eps_grid": grid,
@@ -168,6 +175,9 @@ def sweep_dataset(
         attrs={
             "description": "exact (certified bracket) vs Bureau and CKS epsilon per job",
             "bureau_conversion": "eps = rho + 2 sqrt(rho ln(1/delta))",
+            "bureau_na": "NaN eps_bureau, eps_cks, delta_bureau: jobs of an allocation file with "
+            "geometric or Laplace queries (pure eps-DP, not accounted in zCDP as the Bureau's "
+            "noise is)",
         },
     )
 

@@ -332,7 +332,10 @@ def account(
     ``calibration_delta`` also seed 004's reduced noise at that δ. ``label``: the name the result
     is stored under (default: ``geolevel``; a table's level measured as that geolevel).
     ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.account_cache`)."""
-    comps = load_allocation(allocation).components(neighbours, universe, region, geolevel)
+    # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
+    comps = load_allocation(allocation).accounting_components(
+        neighbours, universe, region, geolevel
+    )
     out = account_cached(
         allocation,
         neighbours,

@@ -47,7 +47,6 @@ from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._queries import ProfileQueries
 from auditlib.accounting._validation import check_rho
 from auditlib.accounting.bracket import Bracket
-from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
 from auditlib.accounting.zcdp import bureau_delta
 from auditlib.exceptions import InvalidParameterError
 
@@ -305,14 +304,16 @@ def zcdp_tradeoff(rho: float, alpha: ArrayLike) -> np.ndarray | float:
 
 
 def gdp_mu_estimate(
-    composition: DiscreteGaussianComposition, alpha: ArrayLike | None = None
+    composition: ProfileQueries, alpha: ArrayLike | None = None, *, rho: float | None = None
 ) -> float:
     """``mu`` of the Gaussian-DP curve ``G_mu`` closest (least squares over ``alpha``) to the exact
     curve's midpoint. An *estimate* for summaries, not a bound: ``G_mu`` may lie above the exact
-    curve somewhere. ``alpha`` defaults to 199 points in ``(0, 1)``."""
+    curve somewhere. ``alpha`` defaults to 199 points in ``(0, 1)``. ``rho`` (the zCDP of the
+    composition, default its ``rho``: a :class:`PrivacyLossComposition` has none) sets the search
+    range."""
     a = np.linspace(0.005, 0.995, 199) if alpha is None else check_alpha(alpha).ravel()
     beta = np.asarray(tradeoff(composition, a).midpoint, dtype=float)
-    mu0 = math.sqrt(2.0 * composition.rho)
+    mu0 = math.sqrt(2.0 * (rho if rho is not None else composition.rho))  # type: ignore[attr-defined]
 
     def loss(mu: float) -> float:
         return float(np.sum((ndtr(ndtri(1.0 - a) - mu) - beta) ** 2))

@@ -46,6 +46,7 @@ from auditlib.geography.schema import DETAILED, TOTAL
 from auditlib.mechanisms.base import check_rng, positive_finite
 from auditlib.simulate.hierarchical import Algorithm, CountTree, adpc, gdpc, rdpc
 from auditlib.simulate.neighbours_hist import HistogramDatabase, HistogramPair
+from auditlib.simulate.noise import NoiseVariance
 from auditlib.simulate.release import QueryPlan, simulate_block
 from auditlib.simulate.stratified import invariant_release, stratified_release
 from auditlib.simulate.topdown import StateHierarchy, topdown
@@ -76,7 +77,8 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Allocation:
-    """The noisy measurement N_Z(0, ``sigma2``) of the chosen cell (TopDown's measurement step)."""
+    """The noisy measurement N_Z(0, ``sigma2``) of the chosen cell (TopDown's measurement step);
+    a :class:`~auditlib.simulate.noise.NoiseVariance` draws its own mechanism instead."""
 
     sigma2: float
     postprocess: Literal["none", "nonnegative"] = "none"
@@ -93,7 +95,10 @@ class TopDown:
 
     @classmethod
     def of(cls, measured: Sequence[Sequence[tuple[str, float]]], tol: float = 1e-3) -> TopDown:
-        return cls(tuple(tuple((str(q), float(s)) for q, s in lv) for lv in measured), tol)
+        def noise(s: float) -> float:  # a NoiseVariance names its mechanism: kept as it is
+            return s if isinstance(s, NoiseVariance) else float(s)
+
+        return cls(tuple(tuple((str(q), noise(s)) for q, s in lv) for lv in measured), tol)
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,8 @@ class Target:
 def _allocation(
     r: Allocation, db: HistogramDatabase, t: Target, n: int, g: np.random.Generator
 ) -> FloatArray:
-    s2 = positive_finite("sigma2", r.sigma2)
+    # σ² of discrete Gaussian noise, or a NoiseVariance (an allocation file's other noise)
+    s2 = r.sigma2 if isinstance(r.sigma2, NoiseVariance) else positive_finite("sigma2", r.sigma2)
     truth = np.full((n, 1), t.truth(db), dtype=np.int64)
     block = simulate_block([truth], [QueryPlan("cell", 1, 1, s2)], [0], [g], r.postprocess)
     return block.truth.astype(np.float64) + block.residual[0].astype(np.float64)

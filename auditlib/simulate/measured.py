@@ -131,9 +131,9 @@ def allocation_measured(
         for b in budgets:
             q = schema_query(b.query, query_names, attribute_aliases, detailed_as, schema)
             if q is not None:
-                got.append((q, float(b.sigma2(neighbours))))
+                got.append((q, b.noise_variance(neighbours)))  # another noise: NoiseVariance
         if not got and "total" in query_names and budgets:
-            prec = sum(1.0 / (b.n_cells * float(b.sigma2(neighbours))) for b in budgets)
+            prec = sum(1.0 / (b.n_cells * b.noise_variance(neighbours)) for b in budgets)
             got = [("total", 1.0 / prec)]
         if not got:
             raise InvalidParameterError(

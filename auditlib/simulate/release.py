@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.mechanisms import DiscreteGaussian
+from auditlib.simulate.noise import noise_sampler
 
 Postprocess = Literal["none", "nonnegative"]
 
@@ -50,7 +50,7 @@ class QueryPlan:
     name: str
     n_cells: int  # cells of the full marginal
     n_sim: int  # cells simulated: the first n_sim of the marginal
-    sigma2: float  # discrete Gaussian variance parameter of each cell's noise
+    sigma2: float  # discrete Gaussian variance parameter of each cell's noise (or NoiseVariance)
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_sim <= self.n_cells:
@@ -138,7 +138,7 @@ def simulate_block(
         [np.tile(np.arange(t.shape[1], dtype=np.int32), t.shape[0]) for t in truths]
     )
     check_block_size(len(noise_rngs), truth.size)
-    mechs = [DiscreteGaussian(q.sigma2) for q in queries]
+    mechs = [noise_sampler(q.sigma2) for q in queries]  # discrete Gaussian, or the file's noise
     residual = np.empty((len(noise_rngs), truth.size), dtype=np.float32)
     for r, g in enumerate(noise_rngs):
         noise = np.concatenate(

@@ -33,11 +33,12 @@ import numpy.typing as npt
 from scipy import sparse
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mechanisms import DG_SAMPLERS, discrete_gaussian_sampler
+from auditlib.mechanisms import DG_SAMPLERS
 from auditlib.mechanisms.dg_table import DGSampler
 from auditlib.simulate.measured import allocation_measured as allocation_measured
 from auditlib.simulate.measured import schema_query as schema_query
 from auditlib.simulate.measured import unexpressible_queries as unexpressible_queries
+from auditlib.simulate.noise import noise_key, noise_sampler
 from auditlib.simulate.postprocess import (
     query_matrix,
     round_preserving,
@@ -214,7 +215,7 @@ def _normal_equations(
     query_matrices: Mapping[str, npt.ArrayLike],
     level: Sequence[tuple[str, float]],
     g: np.random.Generator,
-    mechs: dict[float, Any],
+    mechs: dict[tuple[str, float], Any],
     sampler: DGSampler = "table",
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Measure every query of a level and fold the measurements into the WLS normal equations
@@ -231,9 +232,10 @@ def _normal_equations(
         m = query_matrix(query_matrices, q)
         if not (np.isfinite(sigma2) and sigma2 > 0):
             raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
-        if float(sigma2) not in mechs:
-            mechs[float(sigma2)] = discrete_gaussian_sampler(float(sigma2), sampler)
-        mech = mechs[float(sigma2)]
+        key = noise_key(sigma2)  # a float: discrete Gaussian; NoiseVariance: the file's noise
+        if key not in mechs:
+            mechs[key] = noise_sampler(sigma2, sampler)
+        mech = mechs[key]
         hess += (m.T @ m) / sigma2
         detailed = m.shape == eye.shape and bool((m == eye).all())
         for lo in range(0, n, CHUNK_ROWS):
@@ -328,7 +330,7 @@ def topdown(
                 f"Invalid query matrix for {q!r}: {query_matrix(query_matrices, q).shape[1]} "
                 f"columns, the histograms have {n_cells} cells"
             )
-    mechs: dict[float, Any] = {}
+    mechs: dict[tuple[str, float], Any] = {}
     dp: list[npt.NDArray[Any]] = []
     iters: list[int] = []
     cells = np.arange(n_cells, dtype=np.int64)

@@ -237,8 +237,12 @@ def print_headline_table(acc: Any) -> None:
                 ),
             )
         )
+    na = str(acc.attrs.get("bureau_na") or "")  # pure eps-DP noise: no zCDP conversion
     for g, rho, bureau, exact in rows:
-        typer.echo(f"{g:<20} {rho:8.4f} {fmt_num(bureau, 5):>11} {exact:>11}")
+        bu = "n/a" if na and bureau != bureau else fmt_num(bureau, 5)
+        typer.echo(f"{g:<20} {rho:8.4f} {bu:>11} {exact:>11}")
+    if na:
+        typer.echo(f"Bureau eps {na}")
 
 
 def spec(

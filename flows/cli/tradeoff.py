@@ -39,6 +39,20 @@ CSV_COLUMNS = (
 #: significant digits of the CSV's values
 CSV_DIGITS = 12
 
+#: what the curve of an allocation file with other noise than the discrete Gaussian is
+MIXED_NOTE = (
+    "; mixed mechanisms: the curve is the certified dual of the composition's privacy profile, "
+    "beta(alpha) = sup_eps max(0, 1 - delta(eps) - e^eps alpha, e^-eps (1 - delta(eps) - alpha)); "
+    "beta_lower errs on the safe side (at or below the true curve: a valid f-DP guarantee); "
+    "rho = the zCDP the queries give (eps0^2/2 per cell of a pure eps0-DP geometric or Laplace "
+    "query), beta_bureau the curve that rho implies"
+)
+
+
+def mechanism_names(comps: list[object]) -> list[str]:
+    """The mechanisms of loss components, sorted (``GeometricLoss`` -> ``Geometric``)."""
+    return sorted({type(c).__name__.removesuffix("Loss") for c in comps})
+
 
 def digits(x: float, rounding: str = ROUND_HALF_EVEN) -> str:
     """``x`` to :data:`CSV_DIGITS` significant digits, rounded as ``rounding`` says, written as the
@@ -112,11 +126,13 @@ def tradeoff(
 
     from auditlib.accounting import (
         DiscreteGaussianComposition,
+        PrivacyLossComposition,
         gdp_mu_estimate,
         zcdp_tradeoff,
     )
     from auditlib.accounting import tradeoff as tradeoff_curve
     from auditlib.accounting.tradeoff import check_tradeoff_points
+    from flows.cli.accounting_results import component_summary, level_components
 
     try:
         if alpha and points is not None:
@@ -133,11 +149,18 @@ def tradeoff(
         alloc, _ = select_levels(allocation, universe, region, [level] if level else None)
         even = [float(f"{a:.12g}") for a in np.linspace(0, 1, points or 101)]  # 0.3, not 0.3000…4
         grid = np.asarray(alpha or even, dtype=float)
-        comps = alloc.components(neighbours.value, universe, region, level)
-        comp = DiscreteGaussianComposition(list(comps))
+        comps = level_components(alloc, neighbours.value, universe, region, level)
+        mixed = not all(isinstance(c, tuple) for c in comps)
+        comp: DiscreteGaussianComposition | PrivacyLossComposition
+        if mixed:  # an allocation file with geometric, Laplace or Gaussian queries
+            comp = PrivacyLossComposition(comps)
+            rho = component_summary(comps)["rho"]
+        else:
+            comp = DiscreteGaussianComposition(list(comps))
+            rho = comp.rho
         beta = tradeoff_curve(comp, grid)
-        bureau = np.asarray(zcdp_tradeoff(comp.rho, grid), dtype=float)
-        mu = gdp_mu_estimate(comp)
+        bureau = np.asarray(zcdp_tradeoff(rho, grid), dtype=float)
+        mu = gdp_mu_estimate(comp, rho=rho)
     except DPAuditError as exc:
         fail(str(exc))
     lo = np.atleast_1d(np.asarray(beta.lower, dtype=float))
@@ -150,13 +173,14 @@ def tradeoff(
                 "universe": universe,
                 "region": region,
                 "geolevel": level or "all levels composed",
-                "rho": comp.rho,
+                "rho": rho,
                 "method": comp.method,
                 "gdp_mu_estimate": mu,
+                **({"mechanisms": mechanism_names(comps)} if mixed else {}),
                 "note": "beta_lower <= exact beta(alpha) <= beta_upper (certified; beta_lower is a "
                 "valid f-DP guarantee); beta_bureau = the curve implied by rho-zCDP through the "
                 "Bureau's (eps, delta) conversion; gdp_mu_estimate = closest Gaussian-DP mu "
-                "(an estimate, not a bound)",
+                "(an estimate, not a bound)" + (MIXED_NOTE if mixed else ""),
                 "alpha": grid.tolist(),
                 "beta_lower": lo.tolist(),
                 "beta_upper": hi.tolist(),
@@ -169,7 +193,8 @@ def tradeoff(
             f"{alloc.allocation_id}, {neighbours.value}, {universe}, {region}, "
             f"{level or 'all levels composed'}, method={comp.method}"
         )
-        lines = [f"{CSV_COLUMNS}; {what}", "alpha,beta_lower,beta_upper,beta_bureau"]
+        note = f"; {MIXED_NOTE.removeprefix('; ')}" if mixed else ""
+        lines = [f"{CSV_COLUMNS}; {what}{note}", "alpha,beta_lower,beta_upper,beta_bureau"]
         lines += [
             f"{digits(a)},{digits(b0, ROUND_FLOOR)},{digits(b1, ROUND_CEILING)},{digits(bz)}"
             for a, b0, b1, bz in zip(

@@ -69,6 +69,11 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
 
     hd = headline_delta(acc)
     head_j = hd[0] if hd is not None else None
+    # an allocation file with pure eps-DP (geometric, Laplace) noise: no zCDP conversion applies
+    na = attr_str(acc.attrs, "bureau_na", "")
+
+    def conv(x: float) -> str:
+        return "n/a" if na and not is_finite(x) else fmt_num(x, 5)
 
     def cells(get: Any) -> list[dict[str, str]]:
         if not deltas:
@@ -81,8 +86,8 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
                 {
                     "headline": "headline" if j == head_j else "",
                     "delta": fmt_delta(deltas[j]),
-                    "bureau": fmt_num(bu, 5),
-                    "cks": fmt_num(ck, 5),
+                    "bureau": conv(bu),
+                    "cks": conv(ck),
                     "exact": fmt_bracket(lo, hi),
                     "exact_full": f"[{lo!r}, {hi!r}]",
                     "reduction": fmt_pct(_reduction(hi, bu)),
@@ -132,7 +137,13 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
         j = hd[0]
         d_txt = fmt_delta(deltas[j])
         parts = []
-        if composed is not None and c_hi is not None:
+        if composed is not None and c_hi is not None and na and not is_finite(at(c_bu, j)):
+            parts.append(
+                f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε is "
+                f"{_exact_words(at(c_lo, j), at(c_hi, j))}; the Bureau's and the "
+                f"Canonne–Kamath–Steinke zCDP conversions are {na}."
+            )
+        elif composed is not None and c_hi is not None:
             parts.append(
                 f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε is "
                 f"{_exact_words(at(c_lo, j), at(c_hi, j))}, against "
@@ -149,7 +160,7 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
                 parts.append(
                     f"{'Per level, the' if parts else f'At δ = {d_txt} the'} largest exact ε is "
                     f"that of level {levels[k]}: {fmt_bracket(at(lower, k, j), at(upper, k, j))} "
-                    f"vs the Bureau's {fmt_num(at(bureau, k, j), 5)} "
+                    f"vs the Bureau's {conv(at(bureau, k, j))} "
                     f"(ρ = {fmt_num(at(rho, k), 4)})."
                 )
         summary = " ".join(parts)

@@ -104,7 +104,10 @@ def summary_section(
         bu, lo, hi = get("eps_bureau"), get("eps_exact_lower"), get("eps_exact_upper")
         out = {"bureau": "—", "exact": "—", "exact_full": ""}
         if j is not None:
-            out["bureau"] = fmt_num(at(bu, *ix, j), 5)
+            b = at(bu, *ix, j)
+            # an allocation file with pure eps-DP noise: no zCDP conversion (the reason: accounting)
+            na = bool(attr_str(getattr(acc, "attrs", {}), "bureau_na", "")) and not math.isfinite(b)
+            out["bureau"] = "n/a" if na else fmt_num(b, 5)
             out["exact"] = fmt_bracket(at(lo, *ix, j), at(hi, *ix, j))
             out["exact_full"] = f"[{at(lo, *ix, j)!r}, {at(hi, *ix, j)!r}]"
         out["sigma2"] = fmt_range(at(get("sigma2_min"), *ix), at(get("sigma2_max"), *ix))

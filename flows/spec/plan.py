@@ -17,6 +17,7 @@ from auditlib.geography import NATIONAL, PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
+from auditlib.simulate.noise import NoiseVariance
 from flows.spec.model import AuditSpec, observed_args
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
@@ -198,7 +199,7 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
             if q.geolevel != g:
                 continue
             n_sim = min(q.n_cells, spec.simulation.max_cells_per_query)
-            plan = QueryPlan(q.query, q.n_cells, n_sim, float(q.sigma2(a.neighbours)))
+            plan = QueryPlan(q.query, q.n_cells, n_sim, q.noise_variance(a.neighbours))
             lq.append((queries.index(q.query), plan))
         level_queries.append(tuple(lq))
     below = [g for g in levels if g not in (NATIONAL, "State")]
@@ -448,12 +449,22 @@ def _measured_query_plans(
     level_queries = []
     for level in measured:
         prec: dict[str, float] = {}
+        once: dict[str, float] = {}  # a query measured once with other noise: its NoiseVariance
         for q, sigma2 in level:  # a query measured twice: its combined precision
             prec[q] = prec.get(q, 0.0) + 1.0 / sigma2
+            once[q] = sigma2 if q not in once else 1.0 / prec[q]
         level_queries.append(
             tuple(
-                (queries.index(q), QueryPlan(q, sch.n_query_cells(q), sch.n_query_cells(q), 1 / w))
-                for q, w in prec.items()
+                (
+                    queries.index(q),
+                    QueryPlan(
+                        q,
+                        sch.n_query_cells(q),
+                        sch.n_query_cells(q),
+                        once[q] if isinstance(once[q], NoiseVariance) else 1 / prec[q],
+                    ),
+                )
+                for q in prec
             )
         )
     return queries, level_queries

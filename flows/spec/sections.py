@@ -82,7 +82,8 @@ class Strict(BaseModel):
 class AuditSection(Strict):
     name: str = Field("audit", min_length=1, max_length=200)
     #: a shipped allocation id, or the path of an allocation file (.csv or .toml; relative to the
-    #: spec file's directory), discrete Gaussian noise on every query
+    #: spec file's directory); the simulation draws each query's own noise (discrete Gaussian,
+    #: two-sided geometric, Laplace or Gaussian)
     allocation: str = Field("dhcp_20220825_paper", min_length=1)
     universe: str = "persons"
     region: str = "US"
@@ -98,7 +99,8 @@ class AuditSection(Strict):
     @model_validator(mode="after")
     def _allocation(self) -> AuditSection:
         """A shipped id, or an allocation file checked row by row: its relation is
-        ``neighbours`` and every query adds discrete Gaussian noise (what the audit draws)."""
+        ``neighbours`` (a query's noise may be of any mechanism the file allows: the audit draws
+        it)."""
         if self.allocation in ALLOCATION_FILES:
             return self
         if not is_allocation_path(self.allocation):
@@ -108,7 +110,6 @@ class AuditSection(Strict):
             )
         alloc = load_allocation(self.allocation)
         alloc.check_relation(self.neighbours)
-        alloc.require_discrete_gaussian()
         return self
 
 

@@ -3,6 +3,8 @@ and accounts the file's noise, and its run id follows the file's content."""
 
 from __future__ import annotations
 
+import hashlib
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from auditlib.allocations import load_allocation
 from flows.cli.accounting_results import account_levels
+from flows.report.render import render_report
 from flows.spec.files import load_spec
 from storage import schema as S
 from storage import store
@@ -75,9 +78,94 @@ def test_audit_of_an_allocation_file(
         assert float(got.eps_exact_upper) == pytest.approx(row["epsilon"][0]["exact"], abs=1e-9)
         assert float(got.eps_bureau) == pytest.approx(row["epsilon"][0]["bureau"], rel=1e-12)
     assert float(acc.sel(geolevel="State", delta=1e-10).rho) == 0.25  # 1/(2·4) + 1/8
-    assert store.root_attrs(url)["allocation_id"] == path
+    # recorded by its name and content digest: no path in the store or its report
+    label = "mine.csv@sha256:" + hashlib.sha256(MINE.encode()).hexdigest()[:16]
+    attrs = store.root_attrs(url)
+    assert attrs["allocation_id"] == label and acc.attrs["allocation"] == label
+    assert f'allocation = "{label}"' in attrs["spec_toml"]
+    where = str(tmp_path)
+    assert not [k for k, v in {**attrs, **acc.attrs}.items() if where in str(v)]
+    html = render_report(url, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert label in html and where not in html
 
     # the run id follows the file's content, not only its path
     before = run_id_for(spec)
     (tmp_path / "allocs" / "mine.csv").write_text(MINE.replace(",,4,", ",,5,"), encoding="utf-8")
     assert run_id_for(load_spec(tmp_path / "spec.toml")) != before
+
+
+#: the same levels with other noise: geometric and Laplace (pure eps-DP), Gaussian (zCDP)
+MIXED = """geolevel,query,cells,mechanism,sigma2,scale,sigma,neighbours
+US,total,1,discrete_gaussian,2,,,add_remove
+State,total,1,gaussian,,,2,add_remove
+County,total,1,geometric,,3,,add_remove
+County,sex,2,laplace,,2,,add_remove
+Block,total,1,discrete_gaussian,9,,,add_remove
+"""
+
+
+@pytest.mark.parametrize("release", ["allocation", "topdown"])
+def test_audit_of_a_mixed_mechanism_file(
+    prefect_harness: None, dask_address: str, tmp_path: Path, release: str
+) -> None:
+    """Each query draws its own mechanism, the accounting composes them (as `dpaudit account`
+    does), and the Bureau's zCDP conversion is n/a where a level has pure eps-DP noise, saying
+    why in the store and the report."""
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    (tmp_path / "mixed.csv").write_text(MIXED, encoding="utf-8")
+    spec_dict = {
+        "audit": {"allocation": "mixed.csv", "replicates": 3},
+        "population": {"states": 1, "fanout": {"County": 3, "Block": 2}},
+        "release": {"kind": release},
+        "accounting": {"deltas": [1e-8], "eps_grid_points": 20},
+    }
+    (tmp_path / "spec.toml").write_text(to_toml(spec_dict), encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    url = str(tmp_path / "m.zarr")
+    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
+    flow(spec, url, run_id_for(spec))
+    store.finalize(url)
+
+    res = store.open_group(url, S.RESIDUALS)
+    levels, queries = list(res.geolevel.values), list(res["query"].values)
+    county, total = levels.index("County"), queries.index("total")
+    r = 2 * math.exp(-1 / 3) / (1 - math.exp(-1 / 3)) ** 2  # 2e^(-1/b) / (1 - e^(-1/b))^2
+    assert float(res.sigma2.values[county, total]) == pytest.approx(r, rel=1e-12)
+    if release == "allocation":
+        assert float(res.sigma2.values[county, queries.index("sex")]) == 8.0  # 2 b^2
+        n = int(res.n_items.values[1, county])  # state 1 (index 0 is the nation)
+        geo = res.residual.values[1, county, :, :n]
+        sex = res.query_index.values[1, county, :n] == queries.index("sex")
+        assert np.array_equal(geo[:, ~sex], np.round(geo[:, ~sex]))  # geometric: integers
+        assert not np.array_equal(geo[:, sex], np.round(geo[:, sex]))  # Laplace: reals
+
+    acc = store.open_group(url, S.ACCOUNTING)
+    ref = account_levels(
+        load_allocation(str(tmp_path / "mixed.csv")),
+        "add_remove",
+        "persons",
+        "US",
+        [str(g) for g in acc.geolevel.values],
+        [1e-8],
+        True,
+    )
+    for row in ref["levels"]:
+        got = acc.sel(geolevel=row["geolevel"], delta=1e-8)
+        assert float(got.eps_exact_upper) == pytest.approx(
+            row["epsilon"][0]["exact_upper"], abs=1e-9
+        )
+    c = acc.sel(geolevel="County", delta=1e-8)
+    assert np.isnan(float(c.eps_bureau)) and "pure eps-DP" in acc.attrs["bureau_na"]
+    s = acc.sel(geolevel="State", delta=1e-8)  # Gaussian: zCDP, its conversion stands
+    assert float(s.eps_bureau) == pytest.approx(
+        1 / 8 + 2 * math.sqrt(1 / 8 * math.log(1e8)), rel=1e-9
+    )
+    assert float(acc.composed_eps_exact_upper.sel(delta=1e-8)) == pytest.approx(
+        ref["composed"]["epsilon"][0]["exact_upper"], abs=1e-9
+    )
+    assert np.isnan(float(acc.composed_eps_bureau.sel(delta=1e-8)))
+    html = render_report(url, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "n/a" in html and "pure eps-DP" in html

@@ -109,7 +109,6 @@ SPECS = {
     "[release]\nkind = 'gdpc'\n",
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
     "good": to_toml(tiny_spec()),
-    "alloc-mixed": "[audit]\nallocation = '../alloc/mixed.csv'\n",  # relative to the spec
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
 }
 #: allocation files (work/alloc/NAME.csv): one good file mixing mechanisms, the rest bad
@@ -205,7 +204,6 @@ CASES = [
     line("run-binary-spec", run_(S("binary")), "not UTF-8", "byte 0x89", "position 0"),
     line("run-nul-in-spec", run_(S("nul")), "is not valid TOML"),
     line("run-unknown-allocation", run_(S("unknown-allocation")), "'nope'"),
-    line("run-alloc-mixed", run_(S("alloc-mixed")), "adds geometric noise"),
     line("run-alloc-nan", run_(S("alloc-nan")), "nan.csv', line 2, column 'rho'"),
     line("run-class-not-importable", lambda c: ["run", S("class-missing")], "nosuchmodule"),
     line("run-class-bad-kwargs", lambda c: ["run", S("class-kwargs")], "bogus"),
@@ -266,11 +264,6 @@ CASES = [
     line("serve-no-server", lambda c: ["serve"], "needs a Prefect server"),
     # sweep
     line("sweep-unknown-allocation", lambda c: ["sweep", "-a", "nope"], "'nope'"),
-    line(
-        "sweep-alloc-mixed",
-        lambda c: ["sweep", "-a", "alloc/mixed.csv", "-n", "add_remove", "--scheduler", c.closed],
-        "adds geometric noise",
-    ),
     line("sweep-delta-0", lambda c: ["sweep", "-d", "0"], "Invalid delta"),
     line("sweep-delta-nan", lambda c: ["sweep", "-d", "nan"], "Invalid delta"),
     line("sweep-points", lambda c: ["sweep", "--points", "5"], "Invalid --points"),
@@ -314,11 +307,6 @@ CASES = [
     line("direct-spec-not-utf8", lambda c: ["direct", "--spec", S("latin1")], "not UTF-8"),
     line("direct-spec-malformed", lambda c: ["direct", "--spec", S("malformed")], "valid TOML"),
     line("direct-spec-missing", lambda c: ["direct", "--spec", S("none")], "not found"),
-    line(
-        "direct-spec-alloc-mixed",
-        lambda c: ["direct", "--spec", S("alloc-mixed"), "--scheduler", c.closed],
-        "adds geometric noise",
-    ),
     line(
         "direct-spec-mixed", lambda c: ["direct", "--spec", S("good"), "--people", "10"], "--people"
     ),
