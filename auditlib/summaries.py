@@ -42,7 +42,7 @@ def account_components(
     comp = composition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
-    curve = comp.delta(eps_grid)
+    curve_upper = comp.delta_upper(eps_grid)  # the report keeps only the upper end
     rho = float(sum(Fraction(c) / (2 * s) for s, c in components))
     s2 = [float(s) for s, _ in components]
     return {
@@ -55,7 +55,7 @@ def account_components(
         "eps_exact_upper": np.asarray(eps.upper, dtype=float),
         "eps_bureau": np.asarray(bureau_epsilon(rho, d), dtype=float),
         "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
-        "delta_exact_upper": np.asarray(curve.upper, dtype=float),
+        "delta_exact_upper": np.asarray(curve_upper, dtype=float),
         "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
         **({} if calibration_delta is None else calibrate(components, calibration_delta)),
         **(

@@ -41,6 +41,14 @@ from typing import Any, Literal
 import numpy as np
 
 from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, widen
+from auditlib.accounting._ladder import (
+    RUNGS,
+    Point,
+    ladder_search,
+    model_root,
+    model_slope,
+    rung_settings,
+)
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
@@ -57,6 +65,11 @@ from auditlib.exceptions import AccountingError, InvalidParameterError
 
 CalibrationMethod = Literal["exact", "paper-bound"]
 CALIBRATION_METHODS: tuple[str, ...] = ("exact", "paper-bound")
+
+LADDER_RTOL = 1e-5
+"""Default relative width of a bracket-mode calibration's certified factor interval (the
+coarse-to-fine search climbs to finer accountants until it is reached or the default accountant
+cannot tell)."""
 
 
 def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
@@ -194,15 +207,20 @@ def calibrate_factor(
     target_epsilon: float | None = None,
     *,
     method: CalibrationMethod = "exact",
-    rtol: float = 1e-9,
+    rtol: float | None = None,
     max_evaluations: int = 80,
+    ladder: bool = True,
     **composition_kwargs: Any,
 ) -> Calibration:
     """Certified common variance factor ``c`` with ``eps(delta) = target_epsilon`` after scaling.
 
     ``target_epsilon=None`` takes the Bureau's eps of the unscaled composition at ``delta``.
     ``composition_kwargs`` go to :class:`DiscreteGaussianComposition` (``mode``, ``grid``, budgets).
-    See the module docstring for what is certified.
+    ``rtol``: the relative width at which the search stops (``None``: ``1e-9`` for an exact-lattice
+    composition, :data:`LADDER_RTOL` for a bracket-mode one); the accounting may pin ``c`` less
+    tightly. ``ladder``: in the bracket mode, decide the steps with coarser certified accountants
+    first (:mod:`auditlib.accounting._ladder`; not when ``grid``, ``split_grid`` or ``refine`` are
+    given). See the module docstring for what is certified.
     """
     comps = parse_components(components, composition_kwargs.pop("limit_denominator", None))
     d = float(check_delta(delta))
@@ -215,17 +233,79 @@ def calibrate_factor(
         target = float(bureau_epsilon(rho, d))
     else:
         target = _check_target(target_epsilon)
-    _check_rtol(rtol)
-
+    if rtol is not None:
+        _check_rtol(rtol)
+    settings = dict(composition_kwargs)
+    if ladder and not ({"grid", "split_grid", "refine"} & settings.keys()):
+        return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
     return _calibrate(
-        lambda c: composition(_scaled(comps, c), **composition_kwargs),
+        lambda c: composition(_scaled(comps, c), **settings),
         comps,
         d,
         target,
         method,
-        rtol,
+        1e-9 if rtol is None else rtol,
         max_evaluations,
     )
+
+
+def _calibrate_ladder(
+    comps: tuple[tuple[Fraction, int], ...],
+    settings: dict[str, Any],
+    rho: float,
+    d: float,
+    target: float,
+    method: str,
+    rtol: float | None,
+    max_evaluations: int,
+) -> Calibration:
+    """The coarse-to-fine search (:mod:`auditlib.accounting._ladder`) of a bracket-mode
+    composition; an exact-lattice one (judged at ``c = 1``) takes the single-accountant search."""
+    rungs = len(RUNGS) + 1
+    evaluations = 0
+    modes: set[str] = set()
+
+    def build(c: float, rung: int) -> Any:
+        if rung == rungs - 1:
+            return composition(_scaled(comps, c), **settings)
+        return DiscreteGaussianComposition(
+            _scaled(comps, c), **rung_settings(rung, rungs, settings)
+        )
+
+    def side(c: float, rung: int, comp: Any = None) -> Point:
+        nonlocal evaluations
+        evaluations += 1
+        comp = build(c, rung) if comp is None else comp
+        modes.add(comp.method)
+        b = comp.delta(target) if method == "exact" else tail_probability(comp, target)
+        lo, hi = float(b.lower), float(b.upper)
+        gl = math.log(lo / d) if lo > 0.0 else -math.inf
+        gh = math.log(max(hi, 1e-320) / d)
+        return Point(math.log(c), rung, -1 if lo > d else 1 if hi < d else 0, gl, gh)
+
+    first = build(1.0, rungs - 1)
+    if first.method == "exact-lattice":
+        return _calibrate(
+            lambda c: composition(_scaled(comps, c), **settings),
+            comps,
+            d,
+            target,
+            method,
+            1e-9 if rtol is None else rtol,
+            max_evaluations,
+        )
+    start = side(1.0, rungs - 1, first)
+    tail = method == "paper-bound"
+    a, b = ladder_search(
+        side,
+        rungs,
+        start,
+        model_root(rho, target, d, tail, 1.0, start.mid),
+        lambda c: model_slope(rho, target, tail, c),
+        LADDER_RTOL if rtol is None else rtol,
+        lambda: evaluations < max_evaluations,
+    )
+    return _result(comps, a, b, target, d, method, modes, evaluations)
 
 
 def scale_components(components: Sequence[Any], factor: float) -> list[Any]:

@@ -1,0 +1,239 @@
+"""Coarse-to-fine certified search for the calibration factor (bracket-mode compositions).
+
+Every step of the calibration asks one question of the scaled composition: is ``delta(target)``
+certainly above or certainly below ``delta*``? Any certified accountant may answer it; a coarser one
+(a coarser split and rounding grid) costs a fraction of the default one and answers it for every
+``c`` outside a narrow band around the solution. The search therefore climbs a *ladder* of
+accountants, coarsest first, and only climbs a rung when the current one cannot decide and the
+certified interval is still wider than the tolerance:
+
+* a side is kept only when the accountant that computed it certified it (as in the single-accountant
+  search), so the interval ``[a, b]`` is certified whatever rung found its ends;
+* the steps are secant (Illinois) steps on ``g(c) = log(delta_mid(target) / delta*)`` over
+  ``log c``; the first one starts from a Gaussian model of the composition (its loss is close to
+  ``N(rho/c, 2 rho/c)``), shifted to agree with ``g(1)``;
+* when a rung cannot decide at ``x``, the solution lies where ``|g| <= w/2`` (``w`` the rung's
+  bracket width in ``log delta``): two points just outside that band, ``1.25`` half-widths from
+  the root estimated at ``x``, are then decided by the same rung, which pins ``c`` to about
+  ``1.25 w / |g'|``.
+
+Only the choice of points and rungs differs from the single-accountant search, never what a kept
+end certifies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from auditlib.exceptions import AccountingError
+
+RUNGS: tuple[dict[str, float], ...] = (
+    {"split_grid": 2.0**-9, "grid": 2.0**-6},
+    {"split_grid": 2.0**-11, "grid": 2.0**-8},
+    {"split_grid": 2.0**-13, "grid": 2.0**-10},
+)
+"""Settings of the coarse rungs (split grid, rounded grid), coarsest first; the default accountant
+is the last rung. Each split rung is 4 times finer than the one before: its bracket on ``delta`` is
+about 16 times narrower, at 3-4 times the cost."""
+
+PIN_FACTOR = 1.25
+"""How many band half-widths from the estimated root the two pinning points are placed."""
+
+
+def _phi_upper(x: float) -> float:
+    """``P[N(0, 1) > x]``."""
+    return 0.5 * math.erfc(x / math.sqrt(2.0))
+
+
+def gaussian_log_delta(rho: float, c: float, epsilon: float, tail: bool) -> float:
+    """``log delta(eps)`` of the Gaussian mechanism of zCDP ``rho / c`` (its loss ``N(m, 2m)``,
+    ``m = rho / c``), or of ``P[L > eps]`` with ``tail``; ``-inf`` where it underflows. A model
+    that places the search's first point, never a bound."""
+    mu = math.sqrt(2.0 * rho / c)
+    upper = _phi_upper(epsilon / mu - mu / 2.0)
+    if not tail:
+        upper -= math.exp(epsilon) * _phi_upper(epsilon / mu + mu / 2.0)
+    return math.log(upper) if upper > 0.0 else -math.inf
+
+
+def model_root(
+    rho: float, epsilon: float, delta: float, tail: bool, c0: float, g0: float
+) -> float | None:
+    """The ``c`` at which the Gaussian model, shifted to equal ``g0`` at ``c0``, meets ``delta``."""
+    base = gaussian_log_delta(rho, c0, epsilon, tail)
+    if not math.isfinite(base) or not math.isfinite(g0):
+        return None
+    shift = g0 - (base - math.log(delta))
+    lo, hi = math.log(c0) - 12.0, math.log(c0) + 12.0
+
+    def f(lc: float) -> float:
+        return gaussian_log_delta(rho, math.exp(lc), epsilon, tail) - math.log(delta) + shift
+
+    if not (f(lo) > 0.0 > f(hi)):
+        return None
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if f(mid) > 0.0 else (lo, mid)
+    return math.exp(0.5 * (lo + hi))
+
+
+def model_slope(rho: float, epsilon: float, tail: bool, c: float) -> float:
+    """``d log delta / d log c`` of the Gaussian model at ``c`` (negative), or ``-1``."""
+    h = 1e-4
+    up = gaussian_log_delta(rho, c * math.exp(h), epsilon, tail)
+    dn = gaussian_log_delta(rho, c * math.exp(-h), epsilon, tail)
+    s = (up - dn) / (2 * h)
+    return s if math.isfinite(s) and s < 0 else -1.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One evaluation: ``log c``, the rung, the certified side and ``log(delta_lo / delta*)``,
+    ``log(delta_hi / delta*)`` (``-inf`` for a zero lower end)."""
+
+    lc: float
+    rung: int
+    side: int
+    gl: float
+    gh: float
+
+    @property
+    def mid(self) -> float:
+        """``log`` of the bracket's midpoint over ``delta*``: the step rule's estimate of ``g``."""
+        if math.isfinite(self.gl):
+            return 0.5 * (self.gl + self.gh)
+        return self.gh - math.log(2.0)
+
+    @property
+    def width(self) -> float:
+        return self.gh - self.gl
+
+
+Side = Callable[[float, int], Point]
+
+
+def ladder_search(
+    side: Side,
+    rungs: int,
+    start: Point,
+    guess: float | None,
+    slope_model: Callable[[float], float],
+    rtol: float,
+    budget: Callable[[], bool],
+) -> tuple[float, float]:
+    """Certified ``[a, b]`` with ``side(a) = -1`` and ``side(b) = +1`` (module docstring).
+
+    ``side(c, rung)`` evaluates the rung's accountant at ``c``; rung ``rungs - 1`` is the default
+    accountant. ``start`` was evaluated on the last rung; ``guess`` is a first point (or ``None``);
+    ``slope_model(c)`` a model of ``d log delta / d log c`` (negative); ``budget()`` is false once no
+    evaluation is left.
+    """
+    points = [start]
+    a = b = None  # certified log c ends
+    rung = 0
+    margin = PIN_FACTOR - 1.0
+    stalls = 0
+    pinning = False
+
+    def record(p: Point) -> None:
+        nonlocal a, b
+        if p is not start:
+            points.append(p)
+        if p.side < 0 and (a is None or p.lc > a):
+            a = p.lc
+        elif p.side > 0 and (b is None or p.lc < b):
+            b = p.lc
+
+    record(start)
+    x = None if guess is None else math.log(guess)
+    while budget():
+        if a is not None and b is not None and math.exp(b) - math.exp(a) <= rtol * math.exp(b):
+            break
+        pinning = False
+        if x is None:
+            same = [p for p in points if p.rung == rung]
+            slope = _slope(same, slope_model)
+            p = same[-1] if same else points[-1]
+            width = p.width / slope
+            root = p.lc + p.mid / slope
+            if same and rung < rungs - 1 and 1.5 * width > rtol:
+                if abs(root - p.lc) <= 4.0 * width or not math.isfinite(width):
+                    rung += 1  # this rung has located c as well as it can
+                    margin = PIN_FACTOR - 1.0
+                    continue
+                x = root
+            elif same:
+                # pin: points just outside the rung's band, found from its bracket at p
+                pinning = True
+                pad = margin * width + 0.05 * abs(root - p.lc)
+                if not math.isfinite(pad):  # a zero lower end: step from the estimated root
+                    pad = abs(root - p.lc) + 1e-6
+                lo = min(p.lc + p.gl / slope, root) - pad
+                hi = p.lc + p.gh / slope + pad
+                if a is None or lo > a + 0.5 * width:
+                    x = lo
+                elif b is None or hi < b - 0.5 * width:
+                    x = hi
+                else:  # both ends are already as close as the rung allows
+                    if rung == rungs - 1:
+                        break
+                    rung += 1
+                    continue
+            else:
+                x = root
+            x = _inside(x, a, b, stalls)
+        try:
+            q = side(math.exp(x), rung)
+        except AccountingError:
+            if rung == rungs - 1:
+                raise
+            rung += 1  # a coarse rung that does not fit the budgets: skip it
+            x = None
+            continue
+        before = (a, b)
+        record(q)
+        if (a, b) == before:
+            stalls += 1
+            if pinning:  # the point fell inside the band: place the next one further out
+                margin *= 2.0
+        x = None
+    if a is None or b is None:
+        raise AccountingError("the calibration found no certified factor on one side")
+    return math.exp(a), math.exp(b)
+
+
+def _slope(same: Sequence[Point], model: Callable[[float], float]) -> float:
+    """``-d g / d log c`` (positive): the secant through the last two points of one rung when it
+    is positive, else the model's."""
+    s_model = -model(math.exp(same[-1].lc)) if same else -model(1.0)
+    if len(same) >= 2:
+        p, q = same[-2], same[-1]
+        if p.lc != q.lc and math.isfinite(p.mid) and math.isfinite(q.mid):
+            s = -(q.mid - p.mid) / (q.lc - p.lc)
+            if 0.0 < s < math.inf:
+                return s
+    return s_model
+
+
+def _inside(x: float, a: float | None, b: float | None, stalls: int) -> float:
+    """``x`` moved strictly inside the certified ends (their midpoint when it is outside, or after
+    repeated failures to narrow); with one end unknown, at least ``1e-6`` away from the known one."""
+    if a is not None and b is not None:
+        if not (a < x < b) or stalls >= 6:
+            return 0.5 * (a + b)
+        return x
+    if a is not None and x <= a:
+        return a + max(a - x, 1e-6)
+    if b is not None and x >= b:
+        return b - max(x - b, 1e-6)
+    return x
+
+
+def rung_settings(rung: int, rungs: int, base: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of the accountant on ``rung`` (the last rung: ``base`` unchanged)."""
+    if rung >= rungs - 1:
+        return dict(base)
+    return {**base, **RUNGS[rung]}
