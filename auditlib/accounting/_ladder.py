@@ -123,14 +123,24 @@ def ladder_search(
     slope_model: Callable[[float], float],
     rtol: float,
     budget: Callable[[], bool],
+    affordable: Callable[[int, float], bool],
+    coarse_rtol: float,
 ) -> tuple[float, float]:
     """Certified ``[a, b]`` with ``side(a) = -1`` and ``side(b) = +1`` (module docstring).
 
     ``side(c, rung)`` evaluates the rung's accountant at ``c``; rung ``rungs - 1`` is the default
-    accountant. ``start`` was evaluated on the last rung; ``guess`` is a first point (or ``None``);
+    accountant. ``start`` is a first evaluation (any rung); ``guess`` is a first point (or ``None``);
     ``slope_model(c)`` a model of ``d log delta / d log c`` (negative); ``budget()`` is false once no
-    evaluation is left.
+    evaluation is left. The search stops at ``rtol``, or at ``coarse_rtol`` when the next rung is
+    not ``affordable(rung, c)``.
     """
+    cheap: dict[int, bool] = {}
+
+    def climbable(r: int, lc: float) -> bool:
+        if r + 1 not in cheap:
+            cheap[r + 1] = affordable(r + 1, math.exp(lc))
+        return cheap[r + 1]
+
     points = [start]
     a = b = None  # certified log c ends
     rung = 0
@@ -159,7 +169,8 @@ def ladder_search(
             p = same[-1] if same else points[-1]
             width = p.width / slope
             root = p.lc + p.mid / slope
-            if same and rung < rungs - 1 and 1.5 * width > rtol:
+            reach = rtol if rung == rungs - 1 or climbable(rung, p.lc) else max(rtol, coarse_rtol)
+            if same and rung < rungs - 1 and 1.5 * width > reach:
                 if abs(root - p.lc) <= 4.0 * width or not math.isfinite(width):
                     rung += 1  # this rung has located c as well as it can
                     margin = PIN_FACTOR - 1.0
@@ -178,7 +189,9 @@ def ladder_search(
                 elif b is None or hi < b - 0.5 * width:
                     x = hi
                 else:  # both ends are already as close as the rung allows
-                    if rung == rungs - 1:
+                    assert a is not None and b is not None
+                    narrow = math.exp(b) - math.exp(a) <= coarse_rtol * math.exp(b)
+                    if rung == rungs - 1 or (narrow and not climbable(rung, p.lc)):
                         break
                     rung += 1
                     continue
@@ -232,8 +245,13 @@ def _inside(x: float, a: float | None, b: float | None, stalls: int) -> float:
     return x
 
 
-def rung_settings(rung: int, rungs: int, base: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of the accountant on ``rung`` (the last rung: ``base`` unchanged)."""
+def rung_settings(rung: int, rungs: int, base: dict[str, Any], split: bool) -> dict[str, Any]:
+    """Keyword arguments of the accountant on ``rung`` (the last rung: ``base`` unchanged);
+    without ``split`` (a question the rounded lattices answer alone) no split pass is built."""
     if rung >= rungs - 1:
         return dict(base)
-    return {**base, **RUNGS[rung]}
+    settings = {**base, **RUNGS[rung]}
+    if not split:
+        del settings["split_grid"]
+        settings["refine"] = False
+    return settings

@@ -53,7 +53,12 @@ from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.composition import PrivacyLossComposition
-from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition, composition
+from auditlib.accounting.discrete_gaussian_pld import (
+    DiscreteGaussianComposition,
+    composition,
+    planned_method,
+    split_work,
+)
 from auditlib.accounting.losses import (
     DiscreteGaussianLoss,
     GaussianLoss,
@@ -67,9 +72,12 @@ CalibrationMethod = Literal["exact", "paper-bound"]
 CALIBRATION_METHODS: tuple[str, ...] = ("exact", "paper-bound")
 
 LADDER_RTOL = 1e-5
-"""Default relative width of a bracket-mode calibration's certified factor interval (the
-coarse-to-fine search climbs to finer accountants until it is reached or the default accountant
-cannot tell)."""
+"""Bracket mode: the relative width of the factor interval below which the coarse-to-fine search
+climbs to a finer accountant only when that one is cheap (:data:`LADDER_WORK`)."""
+
+LADDER_WORK = 3e8
+"""Bracket mode: estimated multiply-adds of a split pass up to which a finer accountant is used to
+narrow a factor interval already :data:`LADDER_RTOL` narrow (about 0.2 s on one core)."""
 
 
 def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
@@ -207,7 +215,7 @@ def calibrate_factor(
     target_epsilon: float | None = None,
     *,
     method: CalibrationMethod = "exact",
-    rtol: float | None = None,
+    rtol: float = 1e-9,
     max_evaluations: int = 80,
     ladder: bool = True,
     **composition_kwargs: Any,
@@ -216,11 +224,11 @@ def calibrate_factor(
 
     ``target_epsilon=None`` takes the Bureau's eps of the unscaled composition at ``delta``.
     ``composition_kwargs`` go to :class:`DiscreteGaussianComposition` (``mode``, ``grid``, budgets).
-    ``rtol``: the relative width at which the search stops (``None``: ``1e-9`` for an exact-lattice
-    composition, :data:`LADDER_RTOL` for a bracket-mode one); the accounting may pin ``c`` less
+    ``rtol``: the relative width at which the search stops; the accounting may pin ``c`` less
     tightly. ``ladder``: in the bracket mode, decide the steps with coarser certified accountants
     first (:mod:`auditlib.accounting._ladder`; not when ``grid``, ``split_grid`` or ``refine`` are
-    given). See the module docstring for what is certified.
+    given): the interval then narrows below :data:`LADDER_RTOL` only with accountants of at most
+    :data:`LADDER_WORK` multiply-adds. See the module docstring for what is certified.
     """
     comps = parse_components(components, composition_kwargs.pop("limit_denominator", None))
     d = float(check_delta(delta))
@@ -233,8 +241,7 @@ def calibrate_factor(
         target = float(bureau_epsilon(rho, d))
     else:
         target = _check_target(target_epsilon)
-    if rtol is not None:
-        _check_rtol(rtol)
+    _check_rtol(rtol)
     settings = dict(composition_kwargs)
     if ladder and not ({"grid", "split_grid", "refine"} & settings.keys()):
         return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
@@ -244,7 +251,7 @@ def calibrate_factor(
         d,
         target,
         method,
-        1e-9 if rtol is None else rtol,
+        rtol,
         max_evaluations,
     )
 
@@ -256,7 +263,7 @@ def _calibrate_ladder(
     d: float,
     target: float,
     method: str,
-    rtol: float | None,
+    rtol: float,
     max_evaluations: int,
 ) -> Calibration:
     """The coarse-to-fine search (:mod:`auditlib.accounting._ladder`) of a bracket-mode
@@ -269,13 +276,13 @@ def _calibrate_ladder(
         if rung == rungs - 1:
             return composition(_scaled(comps, c), **settings)
         return DiscreteGaussianComposition(
-            _scaled(comps, c), **rung_settings(rung, rungs, settings)
+            _scaled(comps, c), **rung_settings(rung, rungs, settings, method == "exact")
         )
 
-    def side(c: float, rung: int, comp: Any = None) -> Point:
+    def side(c: float, rung: int) -> Point:
         nonlocal evaluations
         evaluations += 1
-        comp = build(c, rung) if comp is None else comp
+        comp = build(c, rung)
         modes.add(comp.method)
         b = comp.delta(target) if method == "exact" else tail_probability(comp, target)
         lo, hi = float(b.lower), float(b.upper)
@@ -283,18 +290,23 @@ def _calibrate_ladder(
         gh = math.log(max(hi, 1e-320) / d)
         return Point(math.log(c), rung, -1 if lo > d else 1 if hi < d else 0, gl, gh)
 
-    first = build(1.0, rungs - 1)
-    if first.method == "exact-lattice":
+    plan = {k: settings[k] for k in ("mode", "max_lattice", "max_work") if k in settings}
+    if planned_method(comps, **plan) == "exact-lattice":
         return _calibrate(
             lambda c: composition(_scaled(comps, c), **settings),
             comps,
             d,
             target,
             method,
-            1e-9 if rtol is None else rtol,
+            rtol,
             max_evaluations,
         )
-    start = side(1.0, rungs - 1, first)
+
+    def affordable(rung: int, c: float) -> bool:
+        split = RUNGS[rung]["split_grid"] if rung < rungs - 1 else settings.get("split_grid")
+        return split_work(_scaled(comps, c), split, **settings) <= LADDER_WORK
+
+    start = side(1.0, 0)
     tail = method == "paper-bound"
     a, b = ladder_search(
         side,
@@ -302,8 +314,10 @@ def _calibrate_ladder(
         start,
         model_root(rho, target, d, tail, 1.0, start.mid),
         lambda c: model_slope(rho, target, tail, c),
-        LADDER_RTOL if rtol is None else rtol,
+        rtol,
         lambda: evaluations < max_evaluations,
+        affordable,
+        LADDER_RTOL,
     )
     return _result(comps, a, b, target, d, method, modes, evaluations)
 
