@@ -48,29 +48,26 @@ def _phi_upper(x: float) -> float:
     return 0.5 * math.erfc(x / math.sqrt(2.0))
 
 
-def gaussian_log_delta(rho: float, c: float, epsilon: float, tail: bool) -> float:
+def gaussian_log_delta(rho: float, c: float, epsilon: float) -> float:
     """``log delta(eps)`` of the Gaussian mechanism of zCDP ``rho / c`` (its loss ``N(m, 2m)``,
-    ``m = rho / c``), or of ``P[L > eps]`` with ``tail``; ``-inf`` where it underflows. A model
-    that places the search's first point, never a bound."""
+    ``m = rho / c``); ``-inf`` where it underflows. A model that places the search's first point,
+    never a bound."""
     mu = math.sqrt(2.0 * rho / c)
-    upper = _phi_upper(epsilon / mu - mu / 2.0)
-    if not tail:
-        upper -= math.exp(epsilon) * _phi_upper(epsilon / mu + mu / 2.0)
-    return math.log(upper) if upper > 0.0 else -math.inf
+    value = _phi_upper(epsilon / mu - mu / 2.0)
+    value -= math.exp(epsilon) * _phi_upper(epsilon / mu + mu / 2.0)
+    return math.log(value) if value > 0.0 else -math.inf
 
 
-def model_root(
-    rho: float, epsilon: float, delta: float, tail: bool, c0: float, g0: float
-) -> float | None:
+def model_root(rho: float, epsilon: float, delta: float, c0: float, g0: float) -> float | None:
     """The ``c`` at which the Gaussian model, shifted to equal ``g0`` at ``c0``, meets ``delta``."""
-    base = gaussian_log_delta(rho, c0, epsilon, tail)
+    base = gaussian_log_delta(rho, c0, epsilon)
     if not math.isfinite(base) or not math.isfinite(g0):
         return None
     shift = g0 - (base - math.log(delta))
     lo, hi = math.log(c0) - 12.0, math.log(c0) + 12.0
 
     def f(lc: float) -> float:
-        return gaussian_log_delta(rho, math.exp(lc), epsilon, tail) - math.log(delta) + shift
+        return gaussian_log_delta(rho, math.exp(lc), epsilon) - math.log(delta) + shift
 
     if not (f(lo) > 0.0 > f(hi)):
         return None
@@ -80,11 +77,11 @@ def model_root(
     return math.exp(0.5 * (lo + hi))
 
 
-def model_slope(rho: float, epsilon: float, tail: bool, c: float) -> float:
+def model_slope(rho: float, epsilon: float, c: float) -> float:
     """``d log delta / d log c`` of the Gaussian model at ``c`` (negative), or ``-1``."""
     h = 1e-4
-    up = gaussian_log_delta(rho, c * math.exp(h), epsilon, tail)
-    dn = gaussian_log_delta(rho, c * math.exp(-h), epsilon, tail)
+    up = gaussian_log_delta(rho, c * math.exp(h), epsilon)
+    dn = gaussian_log_delta(rho, c * math.exp(-h), epsilon)
     s = (up - dn) / (2 * h)
     return s if math.isfinite(s) and s < 0 else -1.0
 
@@ -147,6 +144,7 @@ def ladder_search(
     margin = PIN_FACTOR - 1.0
     stalls = 0
     pinning = False
+    expand = 0.0
 
     def record(p: Point) -> None:
         nonlocal a, b
@@ -171,7 +169,8 @@ def ladder_search(
             root = p.lc + p.mid / slope
             reach = rtol if rung == rungs - 1 or climbable(rung, p.lc) else max(rtol, coarse_rtol)
             if same and rung < rungs - 1 and 1.5 * width > reach:
-                if abs(root - p.lc) <= 4.0 * width or not math.isfinite(width):
+                located = abs(root - p.lc) <= 4.0 * width if math.isfinite(width) else False
+                if located or p.side == 0:
                     rung += 1  # this rung has located c as well as it can
                     margin = PIN_FACTOR - 1.0
                     continue
@@ -182,7 +181,7 @@ def ladder_search(
                 pad = margin * width + 0.05 * abs(root - p.lc)
                 if not math.isfinite(pad):  # a zero lower end: step from the estimated root
                     pad = abs(root - p.lc) + 1e-6
-                lo = min(p.lc + p.gl / slope, root) - pad
+                lo = min(p.lc + p.gl / slope, root) - pad if math.isfinite(p.gl) else root - pad
                 hi = p.lc + p.gh / slope + pad
                 if a is None or lo > a + 0.5 * width:
                     x = lo
@@ -197,6 +196,15 @@ def ladder_search(
                     continue
             else:
                 x = root
+            if (a is None) != (b is None):  # one end unknown: expand geometrically towards it
+                ref = b if a is None else a
+                assert ref is not None
+                direction = -1.0 if a is None else 1.0
+                dist = (x - ref) * direction
+                if expand > 0.0 and points[-1].lc == ref:  # the last step only moved that end
+                    dist = max(dist, 2.0 * expand)
+                expand = min(max(dist, 1e-6), 8.0)
+                x = ref + direction * expand
             x = _inside(x, a, b, stalls)
         try:
             q = side(math.exp(x), rung)
@@ -245,13 +253,8 @@ def _inside(x: float, a: float | None, b: float | None, stalls: int) -> float:
     return x
 
 
-def rung_settings(rung: int, rungs: int, base: dict[str, Any], split: bool) -> dict[str, Any]:
-    """Keyword arguments of the accountant on ``rung`` (the last rung: ``base`` unchanged);
-    without ``split`` (a question the rounded lattices answer alone) no split pass is built."""
+def rung_settings(rung: int, rungs: int, base: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of the accountant on ``rung`` (the last rung: ``base`` unchanged)."""
     if rung >= rungs - 1:
         return dict(base)
-    settings = {**base, **RUNGS[rung]}
-    if not split:
-        del settings["split_grid"]
-        settings["refine"] = False
-    return settings
+    return {**base, **RUNGS[rung]}

@@ -226,8 +226,8 @@ def calibrate_factor(
     ``composition_kwargs`` go to :class:`DiscreteGaussianComposition` (``mode``, ``grid``, budgets).
     ``rtol``: the relative width at which the search stops; the accounting may pin ``c`` less
     tightly. ``ladder``: in the bracket mode, decide the steps with coarser certified accountants
-    first (:mod:`auditlib.accounting._ladder`; not when ``grid``, ``split_grid`` or ``refine`` are
-    given): the interval then narrows below :data:`LADDER_RTOL` only with accountants of at most
+    first (:mod:`auditlib.accounting._ladder`; ``method="exact"`` only, and not when ``grid``,
+    ``split_grid`` or ``refine`` are given): the interval then narrows below :data:`LADDER_RTOL` only with accountants of at most
     :data:`LADDER_WORK` multiply-adds. See the module docstring for what is certified.
     """
     comps = parse_components(components, composition_kwargs.pop("limit_denominator", None))
@@ -243,7 +243,7 @@ def calibrate_factor(
         target = _check_target(target_epsilon)
     _check_rtol(rtol)
     settings = dict(composition_kwargs)
-    if ladder and not ({"grid", "split_grid", "refine"} & settings.keys()):
+    if ladder and method == "exact" and not ({"grid", "split_grid", "refine"} & settings.keys()):
         return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
     return _calibrate(
         lambda c: composition(_scaled(comps, c), **settings),
@@ -267,7 +267,8 @@ def _calibrate_ladder(
     max_evaluations: int,
 ) -> Calibration:
     """The coarse-to-fine search (:mod:`auditlib.accounting._ladder`) of a bracket-mode
-    composition; an exact-lattice one (judged at ``c = 1``) takes the single-accountant search."""
+    composition (``method="exact"``); an exact-lattice one (judged at ``c = 1``) takes the
+    single-accountant search."""
     rungs = len(RUNGS) + 1
     evaluations = 0
     modes: set[str] = set()
@@ -276,7 +277,7 @@ def _calibrate_ladder(
         if rung == rungs - 1:
             return composition(_scaled(comps, c), **settings)
         return DiscreteGaussianComposition(
-            _scaled(comps, c), **rung_settings(rung, rungs, settings, method == "exact")
+            _scaled(comps, c), **rung_settings(rung, rungs, settings)
         )
 
     def side(c: float, rung: int) -> Point:
@@ -284,7 +285,7 @@ def _calibrate_ladder(
         evaluations += 1
         comp = build(c, rung)
         modes.add(comp.method)
-        b = comp.delta(target) if method == "exact" else tail_probability(comp, target)
+        b = comp.delta(target)
         lo, hi = float(b.lower), float(b.upper)
         gl = math.log(lo / d) if lo > 0.0 else -math.inf
         gh = math.log(max(hi, 1e-320) / d)
@@ -307,13 +308,12 @@ def _calibrate_ladder(
         return split_work(_scaled(comps, c), split, **settings) <= LADDER_WORK
 
     start = side(1.0, 0)
-    tail = method == "paper-bound"
     a, b = ladder_search(
         side,
         rungs,
         start,
-        model_root(rho, target, d, tail, 1.0, start.mid),
-        lambda c: model_slope(rho, target, tail, c),
+        model_root(rho, target, d, 1.0, start.mid),
+        lambda c: model_slope(rho, target, c),
         rtol,
         lambda: evaluations < max_evaluations,
         affordable,
