@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from auditlib.accounting import DiscreteGaussianComposition, calibrate_factor
+from auditlib.accounting import DiscreteGaussianComposition, bureau_epsilon, calibrate_factor
 from auditlib.accounting._ladder import RUNGS
 from auditlib.accounting.calibrate import LADDER_RTOL
 from auditlib.accounting.discrete_gaussian_pld import planned_method
@@ -69,6 +69,22 @@ def test_matches_the_single_accountant_search(neighbours: str, geolevel: str) ->
     # the reference search's own (default) accountant certifies the new ends
     d_lo, d_hi = _sides(comps, new, mode="bracket-grid")
     assert d_lo > DELTA > d_hi
+
+
+@pytest.mark.parametrize("scale", [0.25, 4.0])
+def test_far_targets_match_the_single_accountant_search(scale: float) -> None:
+    # the solution far from c = 1 (4x the Bureau's eps: much less noise; a quarter: much more)
+    comps = load_allocation("dhc_2023_production").components(
+        "bounded", "persons", "US", "Block_Group"
+    )
+    rho = float(sum(Fraction(m) / (2 * s) for s, m in comps))
+    target = scale * float(bureau_epsilon(rho, DELTA))
+    ref = calibrate_factor(comps, DELTA, target, ladder=False, mode="bracket-grid")
+    new = calibrate_factor(comps, DELTA, target, mode="bracket-grid")
+    assert (float(new.factor.lower) > 1.0) == (scale < 1.0)
+    assert float(new.factor.lower) <= float(ref.factor.upper)
+    assert float(ref.factor.lower) <= float(new.factor.upper)
+    assert float(new.factor.width) <= float(ref.factor.width)
 
 
 def test_paper_bound_calibration_keeps_the_single_accountant_search() -> None:
