@@ -9,13 +9,17 @@ certified interval is still wider than the tolerance:
 
 * a side is kept only when the accountant that computed it certified it (as in the single-accountant
   search), so the interval ``[a, b]`` is certified whatever rung found its ends;
-* the steps are secant (Illinois) steps on ``g(c) = log(delta_mid(target) / delta*)`` over
-  ``log c``; the first one starts from a Gaussian model of the composition (its loss is close to
-  ``N(rho/c, 2 rho/c)``), shifted to agree with ``g(1)``;
-* when a rung cannot decide at ``x``, the solution lies where ``|g| <= w/2`` (``w`` the rung's
-  bracket width in ``log delta``): two points just outside that band, ``1.25`` half-widths from
-  the root estimated at ``x``, are then decided by the same rung, which pins ``c`` to about
-  ``1.25 w / |g'|``.
+* the first point is the root of a Gaussian model of the composition (its loss is close to
+  ``N(rho/c, 2 rho/c)``), shifted to agree with the coarsest accountant at ``c = 1``; the next are
+  Newton steps on ``g(c) = log(delta_mid(target) / delta*)`` over ``log c``, with the slope of the
+  last two points of the rung (else the model's), kept inside the certified interval (bisection
+  when the steps stop halving it) and expanding geometrically while one end is unknown;
+* a rung that cannot decide at ``x``, or whose Newton step from ``x`` stays within a few of its
+  bands, has located ``c`` as well as it can: the next rung starts there;
+* on the last rung needed, the rung's own bracket ``[delta_lo, delta_hi]`` at its last point tells
+  where ``delta_lo`` and ``delta_hi`` cross ``delta*``; two points just outside (a quarter of the
+  band's width further, doubled after each miss) are decided by the same rung and pin ``c`` to
+  about 1.5 bands.
 
 Only the choice of points and rungs differs from the single-accountant search, never what a kept
 end certifies.
@@ -40,7 +44,8 @@ is the last rung. Each split rung is 4 times finer than the one before: its brac
 about 16 times narrower, at 3-4 times the cost."""
 
 PIN_FACTOR = 1.25
-"""How many band half-widths from the estimated root the two pinning points are placed."""
+"""The pinning points lie ``PIN_FACTOR - 1`` band widths beyond where the rung's bounds cross
+``delta*`` (the pinned interval: about ``2 PIN_FACTOR - 1`` bands)."""
 
 
 def _phi_upper(x: float) -> float:
@@ -142,9 +147,9 @@ def ladder_search(
     a = b = None  # certified log c ends
     rung = 0
     margin = PIN_FACTOR - 1.0
-    stalls = 0
     pinning = False
     expand = 0.0
+    widths: list[float] = []  # b - a after each evaluation with both ends known
 
     def record(p: Point) -> None:
         nonlocal a, b
@@ -205,7 +210,8 @@ def ladder_search(
                     dist = max(dist, 2.0 * expand)
                 expand = min(max(dist, 1e-6), 8.0)
                 x = ref + direction * expand
-            x = _inside(x, a, b, stalls)
+            stalled = len(widths) >= 4 and widths[-1] > 0.5 * widths[-4]
+            x = _inside(x, a, b, stalled and not pinning)
         try:
             q = side(math.exp(x), rung)
         except AccountingError:
@@ -216,10 +222,10 @@ def ladder_search(
             continue
         before = (a, b)
         record(q)
-        if (a, b) == before:
-            stalls += 1
-            if pinning:  # the point fell inside the band: place the next one further out
-                margin *= 2.0
+        if pinning and (a, b) == before:  # it fell inside the band: place the next one further out
+            margin *= 2.0
+        if a is not None and b is not None:
+            widths.append(math.exp(b) - math.exp(a))
         x = None
     if a is None or b is None:
         raise AccountingError("the calibration found no certified factor on one side")
@@ -239,11 +245,12 @@ def _slope(same: Sequence[Point], model: Callable[[float], float]) -> float:
     return s_model
 
 
-def _inside(x: float, a: float | None, b: float | None, stalls: int) -> float:
-    """``x`` moved strictly inside the certified ends (their midpoint when it is outside, or after
-    repeated failures to narrow); with one end unknown, at least ``1e-6`` away from the known one."""
+def _inside(x: float, a: float | None, b: float | None, bisect: bool) -> float:
+    """``x`` moved strictly inside the certified ends (their midpoint when it is outside, or when
+    ``bisect``: the steps stopped halving the interval); with one end unknown, at least ``1e-6``
+    away from the known one."""
     if a is not None and b is not None:
-        if not (a < x < b) or stalls >= 6:
+        if not (a < x < b) or bisect:
             return 0.5 * (a + b)
         return x
     if a is not None and x <= a:
