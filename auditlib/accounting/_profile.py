@@ -69,16 +69,16 @@ class HockeyStick:
         if start >= self.loss.size:
             return 0.0, 0.0
         # blocked_sum(values * -expm1(eps_eff - loss)), the terms written in place into its
-        # buffer (no temporaries): the same terms in the same order, so the same bits
+        # buffer (no temporaries) and negated after summing: rounding to nearest commutes with
+        # negation, so these are the same bits
         n = self.loss.size - start
         square = blocked_square(n)
         terms = square[:n]
         np.subtract(eps_eff, self.loss[start:], out=terms)
         np.expm1(terms, out=terms)
-        np.negative(terms, out=terms)
         np.multiply(self.values[start:], terms, out=terms)
         total, r_sum = sum_blocked(square, n)
-        return total, self.radius + LIBM_LOG + 2 * U_LOG + r_sum
+        return -total + 0.0, self.radius + LIBM_LOG + 2 * U_LOG + r_sum
 
     def upper(self, eps: float) -> float:
         """Certified upper bound on ``delta(eps)`` (errs high)."""
