@@ -85,7 +85,10 @@ def account_components(
     comp: Any = PrivacyLossComposition(losses) if mixed else composition(list(components))
     d = np.asarray(deltas, dtype=float)
     eps = comp.epsilon(d)
-    curve = comp.delta(eps_grid)
+    # the report keeps only the upper end of the curve
+    curve = (
+        comp.delta_upper(eps_grid) if hasattr(comp, "delta_upper") else comp.delta(eps_grid).upper
+    )
     zv = [zcdp_and_variance(c) for c in components]
     rho = float(sum((z for z, _ in zv), Fraction(0)))
     s2 = [v for _, v in zv]
@@ -122,7 +125,7 @@ def _account_dict(
         "eps_exact_upper": np.asarray(eps.upper, dtype=float),
         "eps_bureau": np.asarray(bureau_epsilon(rho, d), dtype=float),
         "eps_cks": np.asarray(cks_epsilon(rho, d), dtype=float),
-        "delta_exact_upper": np.asarray(curve.upper, dtype=float),
+        "delta_exact_upper": np.asarray(curve, dtype=float),
         "delta_bureau": np.asarray(bureau_delta(rho, eps_grid), dtype=float),
         **(
             {}

@@ -74,8 +74,22 @@ def blocked_sum(terms: np.ndarray) -> tuple[float, float]:
     n = int(terms.size)
     if n == 0:
         return 0.0, 0.0
+    square = blocked_square(n)
+    square[:n] = terms
+    return sum_blocked(square, n)
+
+
+def blocked_square(n: int) -> np.ndarray:
+    """An uninitialised buffer for :func:`sum_blocked` of ``n >= 1`` terms (the caller writes the
+    terms into its first ``n`` entries, e.g. with ``out=``, saving a copy)."""
     b = math.isqrt(n - 1) + 1
-    padded = np.zeros(b * b)
-    padded[:n] = terms
-    partial = padded.reshape(b, b).sum(axis=0)
+    return np.empty(b * b)
+
+
+def sum_blocked(square: np.ndarray, n: int) -> tuple[float, float]:
+    """:func:`blocked_sum` of the ``n`` terms in the first entries of ``square``
+    (:func:`blocked_square`): the same additions in the same order."""
+    b = math.isqrt(square.size)
+    square[n:] = 0.0
+    partial = square.reshape(b, b).sum(axis=0)
     return float(partial.sum()), 2 * summation_radius(b)

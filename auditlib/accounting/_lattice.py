@@ -100,24 +100,40 @@ def trim(m: LatticeMeasure, tail_mass: float) -> LatticeMeasure:
     to ``dropped``, so the invariants of the module docstring keep holding.
     """
     v = m.values
-    nz = np.flatnonzero(v)
-    if nz.size == 0:
+    nonzero = v != 0.0
+    if not nonzero.any():
         return LatticeMeasure(m.offset, np.zeros(1), m.radius, m.dropped)
-    lo, hi = int(nz[0]), int(nz[-1]) + 1
+    lo, hi = int(np.argmax(nonzero)), v.size - int(np.argmax(nonzero[::-1]))
     v = v[lo:hi]
     offset = m.offset + lo
     n = v.size
     scale = math.exp(m.radius + summation_radius(n) + U_LOG) * (1.0 + 1e-12)
     half = tail_mass / 2.0
-    left = np.cumsum(v) * scale
-    right = np.cumsum(v[::-1]) * scale
-    i = int(np.searchsorted(left, half, side="right"))
-    j = int(np.searchsorted(right, half, side="right"))
+    i, left = _tail(v, half, scale)
+    j, right = _tail(v[::-1], half, scale)
     if i + j >= n:  # never drop everything: keep at least the largest point
         k = int(np.argmax(v))
         i, j = k, n - k - 1
-    dropped = (float(left[i - 1]) if i > 0 else 0.0) + (float(right[j - 1]) if j > 0 else 0.0)
-    return LatticeMeasure(offset + i, v[i : n - j].copy(), m.radius, m.dropped + dropped)
+        left = float(np.cumsum(v[:i])[-1]) * scale if i > 0 else 0.0
+        right = float(np.cumsum(v[::-1][:j])[-1]) * scale if j > 0 else 0.0
+    return LatticeMeasure(offset + i, v[i : n - j].copy(), m.radius, m.dropped + (left + right))
+
+
+def _tail(v: np.ndarray, half: float, scale: float) -> tuple[int, float]:
+    """The first ``i`` with ``cumsum(v)[i] * scale > half`` (``v.size`` if none) and
+    ``cumsum(v)[i - 1] * scale`` (0 for ``i = 0``): the mass bound a trim drops on that side.
+
+    The running sums are taken on growing prefixes only as far as needed; a prefix's running sums
+    are the first ones of the whole array's (``cumsum`` adds left to right), so the same bits.
+    """
+    n = v.size
+    k = min(n, 4096)
+    while True:
+        sums = np.cumsum(v[:k]) * scale
+        if sums[-1] > half or k == n:
+            i = int(np.searchsorted(sums, half, side="right"))
+            return i, (float(sums[i - 1]) if i > 0 else 0.0)
+        k = min(n, 4 * k)
 
 
 def power(m: LatticeMeasure, count: int, tail_mass: float) -> LatticeMeasure:

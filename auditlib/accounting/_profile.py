@@ -31,7 +31,8 @@ from auditlib.accounting._floats import (
     LIBM_LOG,
     U_LOG,
     U,
-    blocked_sum,
+    blocked_square,
+    sum_blocked,
     widen,
 )
 from auditlib.accounting._lattice import LatticeMeasure
@@ -67,9 +68,17 @@ class HockeyStick:
         start = int(np.searchsorted(self.loss, eps_eff, side="right"))
         if start >= self.loss.size:
             return 0.0, 0.0
-        terms = self.values[start:] * -np.expm1(eps_eff - self.loss[start:])
-        total, r_sum = blocked_sum(terms)
-        return total, self.radius + LIBM_LOG + 2 * U_LOG + r_sum
+        # blocked_sum(values * -expm1(eps_eff - loss)), the terms written in place into its
+        # buffer (no temporaries) and negated after summing: rounding to nearest commutes with
+        # negation, so these are the same bits
+        n = self.loss.size - start
+        square = blocked_square(n)
+        terms = square[:n]
+        np.subtract(eps_eff, self.loss[start:], out=terms)
+        np.expm1(terms, out=terms)
+        np.multiply(self.values[start:], terms, out=terms)
+        total, r_sum = sum_blocked(square, n)
+        return -total + 0.0, self.radius + LIBM_LOG + 2 * U_LOG + r_sum
 
     def upper(self, eps: float) -> float:
         """Certified upper bound on ``delta(eps)`` (errs high)."""

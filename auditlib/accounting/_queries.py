@@ -48,6 +48,12 @@ class ProfileQueries:
         upper = np.array([self._delta_upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
         return self._bracket(lower, upper, "delta")
 
+    def delta_upper(self, epsilon: ArrayLike) -> np.ndarray:
+        """The upper end of :meth:`delta` alone (the same numbers, half the work): a certified
+        upper bound on ``delta(eps)``, for curves that report only that end."""
+        eps = check_epsilon(epsilon)
+        return np.array([self._delta_upper(float(e)) for e in eps.ravel()]).reshape(eps.shape)
+
     def epsilon(self, delta: ArrayLike) -> Bracket:
         """Certified bracket on ``eps(delta) = inf{eps >= 0 : delta(eps) <= delta}``.
 

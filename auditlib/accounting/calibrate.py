@@ -41,11 +41,24 @@ from typing import Any, Literal
 import numpy as np
 
 from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, widen
+from auditlib.accounting._ladder import (
+    RUNGS,
+    Point,
+    ladder_search,
+    model_root,
+    model_slope,
+    rung_settings,
+)
 from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.composition import PrivacyLossComposition
-from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition, composition
+from auditlib.accounting.discrete_gaussian_pld import (
+    DiscreteGaussianComposition,
+    composition,
+    planned_method,
+    split_work,
+)
 from auditlib.accounting.losses import (
     DiscreteGaussianLoss,
     GaussianLoss,
@@ -57,6 +70,14 @@ from auditlib.exceptions import AccountingError, InvalidParameterError
 
 CalibrationMethod = Literal["exact", "paper-bound"]
 CALIBRATION_METHODS: tuple[str, ...] = ("exact", "paper-bound")
+
+LADDER_RTOL = 1e-5
+"""Bracket mode: the relative width of the factor interval below which the coarse-to-fine search
+climbs to a finer accountant only when that one is cheap (:data:`LADDER_WORK`)."""
+
+LADDER_WORK = 3e8
+"""Bracket mode: estimated multiply-adds of a split pass up to which a finer accountant is used to
+narrow a factor interval already :data:`LADDER_RTOL` narrow (about 0.2 s on one core)."""
 
 
 def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
@@ -196,13 +217,18 @@ def calibrate_factor(
     method: CalibrationMethod = "exact",
     rtol: float = 1e-9,
     max_evaluations: int = 80,
+    ladder: bool = True,
     **composition_kwargs: Any,
 ) -> Calibration:
     """Certified common variance factor ``c`` with ``eps(delta) = target_epsilon`` after scaling.
 
     ``target_epsilon=None`` takes the Bureau's eps of the unscaled composition at ``delta``.
     ``composition_kwargs`` go to :class:`DiscreteGaussianComposition` (``mode``, ``grid``, budgets).
-    See the module docstring for what is certified.
+    ``rtol``: the relative width at which the search stops; the accounting may pin ``c`` less
+    tightly. ``ladder``: in the bracket mode, decide the steps with coarser certified accountants
+    first (:mod:`auditlib.accounting._ladder`; ``method="exact"`` only, and not when ``grid``,
+    ``split_grid`` or ``refine`` are given): the interval then narrows below :data:`LADDER_RTOL` only with accountants of at most
+    :data:`LADDER_WORK` multiply-adds. See the module docstring for what is certified.
     """
     comps = parse_components(components, composition_kwargs.pop("limit_denominator", None))
     d = float(check_delta(delta))
@@ -216,9 +242,11 @@ def calibrate_factor(
     else:
         target = _check_target(target_epsilon)
     _check_rtol(rtol)
-
+    settings = dict(composition_kwargs)
+    if ladder and method == "exact" and not ({"grid", "split_grid", "refine"} & settings.keys()):
+        return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
     return _calibrate(
-        lambda c: composition(_scaled(comps, c), **composition_kwargs),
+        lambda c: composition(_scaled(comps, c), **settings),
         comps,
         d,
         target,
@@ -226,6 +254,72 @@ def calibrate_factor(
         rtol,
         max_evaluations,
     )
+
+
+def _calibrate_ladder(
+    comps: tuple[tuple[Fraction, int], ...],
+    settings: dict[str, Any],
+    rho: float,
+    d: float,
+    target: float,
+    method: str,
+    rtol: float,
+    max_evaluations: int,
+) -> Calibration:
+    """The coarse-to-fine search (:mod:`auditlib.accounting._ladder`) of a bracket-mode
+    composition (``method="exact"``); an exact-lattice one (judged at ``c = 1``) takes the
+    single-accountant search."""
+    rungs = len(RUNGS) + 1
+    evaluations = 0
+    modes: set[str] = set()
+
+    def build(c: float, rung: int) -> Any:
+        if rung == rungs - 1:
+            return composition(_scaled(comps, c), **settings)
+        return DiscreteGaussianComposition(
+            _scaled(comps, c), **rung_settings(rung, rungs, settings)
+        )
+
+    def side(c: float, rung: int) -> Point:
+        nonlocal evaluations
+        evaluations += 1
+        comp = build(c, rung)
+        modes.add(comp.method)
+        b = comp.delta(target)
+        lo, hi = float(b.lower), float(b.upper)
+        gl = math.log(lo / d) if lo > 0.0 else -math.inf
+        gh = math.log(max(hi, 1e-320) / d)
+        return Point(math.log(c), rung, -1 if lo > d else 1 if hi < d else 0, gl, gh)
+
+    plan = {k: settings[k] for k in ("mode", "max_lattice", "max_work") if k in settings}
+    if planned_method(comps, **plan) == "exact-lattice":
+        return _calibrate(
+            lambda c: composition(_scaled(comps, c), **settings),
+            comps,
+            d,
+            target,
+            method,
+            rtol,
+            max_evaluations,
+        )
+
+    def affordable(rung: int, c: float) -> bool:
+        split = RUNGS[rung]["split_grid"] if rung < rungs - 1 else settings.get("split_grid")
+        return split_work(_scaled(comps, c), split, **settings) <= LADDER_WORK
+
+    start = side(1.0, 0)
+    a, b = ladder_search(
+        side,
+        rungs,
+        start,
+        model_root(rho, target, d, 1.0, start.mid),
+        lambda c: model_slope(rho, target, c),
+        rtol,
+        lambda: evaluations < max_evaluations,
+        affordable,
+        LADDER_RTOL,
+    )
+    return _result(comps, a, b, target, d, method, modes, evaluations)
 
 
 def scale_components(components: Sequence[Any], factor: float) -> list[Any]:

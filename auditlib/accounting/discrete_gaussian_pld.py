@@ -142,6 +142,71 @@ def _estimate(groups: Sequence[_Group], step: float, nnz: Sequence[int]) -> tupl
     return length, work
 
 
+def _groups(components: Sequence[tuple[Fraction, int]]) -> list[_Group]:
+    """One group per distinct variance (counts added), in accumulation order (by loss span)."""
+    counts: dict[Fraction, int] = {}
+    for sigma2, count in components:
+        counts[sigma2] = counts.get(sigma2, 0) + count
+    groups = [_Group(s2, m, group_measure(s2, m)) for s2, m in sorted(counts.items())]
+    groups.sort(key=lambda g: (g.loss_span, g.sigma2))
+    return groups
+
+
+def _exact_plan(groups: Sequence[_Group]) -> tuple[Fraction, float, float]:
+    """The exact lattice's step and its estimated length and multiply-adds."""
+    step = _gcd_fractions([g.inv for g in groups])
+    length, work = _estimate(groups, float(step), [g.measure.size for g in groups])
+    return step, length, work
+
+
+def _default_split_shift(groups: Sequence[_Group], max_lattice: int, max_work: float) -> int:
+    """``m`` of the default split grid ``2^-m``: the coarsest whose predicted bracket
+    ``8 G^1.5 h^2`` meets :data:`SPLIT_WIDTH_GOAL`, coarsened until the budgets allow it."""
+    shift = dyadic_shift(math.sqrt(SPLIT_WIDTH_GOAL / (8.0 * len(groups) ** 1.5)))
+    while shift > 0:
+        length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
+        if length <= max_lattice and work <= max_work:  # one split pass ~ both rounded ones
+            break
+        shift -= 1
+    return shift
+
+
+def split_work(
+    components: Sequence[tuple[Fraction | float, int]],
+    split_grid: float | None = None,
+    *,
+    max_lattice: int = 5_000_000,
+    max_work: float = 5e9,
+    **_ignored: Any,
+) -> float:
+    """Estimated multiply-adds of a bracket-mode composition's split pass on ``split_grid``
+    (``None``: the default split grid those budgets give), without composing."""
+    max_lattice, max_work = check_budgets(max_lattice, max_work)
+    groups = _groups(parse_components(components, None))
+    if split_grid is None:
+        h = math.ldexp(1.0, -_default_split_shift(groups, max_lattice, max_work))
+    else:
+        h = math.ldexp(1.0, -dyadic_shift(split_grid))
+    return 0.5 * _estimate_grid(groups, h)[1]
+
+
+def planned_method(
+    components: Sequence[tuple[Fraction | float, int]],
+    *,
+    mode: Mode = "auto",
+    max_lattice: int = 5_000_000,
+    max_work: float = 5e9,
+    limit_denominator: int | None = None,
+) -> str:
+    """The ``method`` a :class:`DiscreteGaussianComposition` with these settings would take, found
+    without composing (only the per-variance measures are built, and kept for the composition)."""
+    if mode != "auto":
+        return str(mode)
+    max_lattice, max_work = check_budgets(max_lattice, max_work)
+    _, length, work = _exact_plan(_groups(parse_components(components, limit_denominator)))
+    return "exact-lattice" if length <= max_lattice and work <= max_work else "bracket-grid"
+
+
 def _estimate_grid(groups: Sequence[_Group], h: float) -> tuple[float, float]:
     """As :func:`_estimate` on the grid ``h``; the work counts both (rounded up and down) passes."""
     nnz = [min(g.measure.size, int(g.loss_span / h) + 2) for g in groups]
@@ -226,18 +291,12 @@ class DiscreteGaussianComposition(ProfileQueries):
         max_lattice, max_work = check_budgets(max_lattice, max_work)
         h_user = None if grid is None else to_positive_fraction(grid, "grid")
 
-        counts: dict[Fraction, int] = {}
-        for sigma2, count in self.components:
-            counts[sigma2] = counts.get(sigma2, 0) + count
+        groups = _groups(self.components)
         self.rho_exact: Fraction = sum(
-            (Fraction(m) / (2 * s2) for s2, m in counts.items()), Fraction(0)
+            (Fraction(g.count) / (2 * g.sigma2) for g in groups), Fraction(0)
         )
         self.rho = float(self.rho_exact)
-        groups = [_Group(s2, m, group_measure(s2, m)) for s2, m in sorted(counts.items())]
-        groups.sort(key=lambda g: (g.loss_span, g.sigma2))
-
-        step = _gcd_fractions([g.inv for g in groups])
-        exact_len, exact_work = _estimate(groups, float(step), [g.measure.size for g in groups])
+        step, exact_len, exact_work = _exact_plan(groups)
         exact_ok = exact_len <= max_lattice and exact_work <= max_work
         if mode == "exact-lattice" and not exact_ok:
             raise AccountingError(
@@ -308,18 +367,12 @@ class DiscreteGaussianComposition(ProfileQueries):
         """Every variance class split onto a dyadic grid: the user's, or the coarsest whose
         predicted bracket ``8 G^1.5 h^2`` meets :data:`SPLIT_WIDTH_GOAL`, coarsened until the
         budgets allow it."""
-        n = len(groups)
         if user is not None:
             shift = dyadic_shift(user)
             length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
             check_grid_budget(math.ldexp(1.0, -shift), length, work, max_lattice, max_work)
         else:
-            shift = dyadic_shift(math.sqrt(SPLIT_WIDTH_GOAL / (8.0 * n**1.5)))
-        while user is None and shift > 0:
-            length, work = _estimate_grid(groups, math.ldexp(1.0, -shift))
-            if length <= max_lattice and work <= max_work:  # one split pass ~ both rounded ones
-                break
-            shift -= 1
+            shift = _default_split_shift(groups, max_lattice, max_work)
         split = []
         loss_error = 0.0
         moved = 0
