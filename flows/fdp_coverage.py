@@ -23,6 +23,7 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.exceptions import StoreError
+from auditlib.mpl.rates import Band
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 from flows.tasks import TASK_OPTS
 from storage import store
@@ -31,7 +32,7 @@ GROUP = "fdp_coverage"
 #: the per-chunk results of an unfinished run (staging only; assembled into GROUP, then removed)
 PARTS = "fdp_coverage_parts"
 #: the bands every repetition is certified with (paired: the same draws)
-BANDS = ("clopper-pearson", "dkw")
+BANDS: tuple[Band, ...] = ("clopper-pearson", "dkw")
 _PER_REP = {  # name -> dtype of the (mechanism, parameter, band, rep) arrays
     "covered": "bool",
     "plugin_covered": "bool",
@@ -125,7 +126,9 @@ def fdp_coverage_flow(
             store.drop_group(url, PARTS)
         return {"cells": shape[0] * shape[1], "tasks": total, "computed": 0, "resumed": total}
     rep, cell = (*shape, len(BANDS), repetitions), (*shape, n_chunks)
-    arrays = {k: (rep, (1, 1, len(BANDS), chunk), d) for k, d in _PER_REP.items()}
+    arrays: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
+        k: (rep, (1, 1, len(BANDS), chunk), d) for k, d in _PER_REP.items()
+    }
     arrays.update({k: (cell, (1, 1, 1), "float64") for k in _PER_CELL})
     done = store.chunk_parts(url, PARTS, arrays, cell)
     futures = []
