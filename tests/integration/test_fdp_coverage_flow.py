@@ -150,7 +150,7 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     from flows.fdp_coverage import PARTS, fdp_coverage_run_id
 
     mechs, params, reps, chunk, n_chunks = ["gaussian", "laplace"], [1.0], 60, 10, 12
-    n_select, n, conf, tests, seed = 10_000, 50_000, 0.95, 16, 11  # ~0.3 s a chunk
+    n_select, n, conf, tests, seed = 20_000, 100_000, 0.95, 32, 11  # ~0.6 s a chunk: killed midway
     run_id = fdp_coverage_run_id(mechs, params, reps, n_select, n, conf, tests, seed, chunk)
     target = tmp_path / "out" / "fdp.zarr"
     staging = Path(store.staging_path(str(target), run_id))
