@@ -10,6 +10,11 @@ draws per input and certifies them on n = 10⁵ fresh draws per input, with both
 
     nice python benchmarks/fdp_coverage_study.py [--reps 400]    # ≈ 15 min of one core
 
+The same repetitions on a grid of mechanisms × parameters, fanned out on a Dask cluster and
+resumable after a kill, into the store's ``fdp_coverage`` group (every repetition kept):
+
+    dpaudit fdp-coverage -m gaussian -m laplace -m dg_count -p 0.5 -p 1 -p 2 --reps 400
+
 Writes ``benchmarks/results/fdp_coverage.csv``: per (mechanism, parameter, band) the coverage
 (every point on or above the true curve) with its binomial standard error, the plug-in points'
 coverage on the same draws, the median lower bounds on μ and ε (δ = 0) beside the true values,

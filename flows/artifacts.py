@@ -3,7 +3,8 @@
 An audit gets the at-a-glance table of its report (per level: the Bureau's ε, the exact ε, the
 bias-aware EPL with its interval, floor and status, the MPL bound, at the headline δ; built by
 :func:`flows.report.summary.summary_section`), the store's location with its ``verify`` status,
-and a link to its report; ``sweep``, ``mpl-coverage`` and ``direct`` get their own summary table.
+and a link to its report; ``sweep``, ``mpl-coverage``, ``fdp-coverage`` and ``direct`` get their own
+summary table.
 
 Keys are ``<kind>-<run id>-<what>`` (the run id: a hash of what sets the numbers), so the same spec
 run again (a deployment's nightly schedule) adds a version to the same artifact and the UI shows its
@@ -216,6 +217,31 @@ def coverage_rows(ds: Any) -> list[dict[str, str]]:
     return rows
 
 
+def fdp_coverage_rows(ds: Any) -> list[dict[str, str]]:
+    """Per mechanism × parameter × band of an ``fdp_coverage`` group: coverage, the plug-in
+    points' coverage, the median μ lower bound beside the true μ, the share refuting the claim
+    (the columns ``dpaudit fdp-coverage`` prints)."""
+    rows = []
+    for m in ds["mechanism"].values:
+        for p in ds["parameter"].values:
+            c = ds.sel(mechanism=m, parameter=p)
+            for b in ds["band"].values:
+                cb = c.sel(band=b)
+                rows.append(
+                    {
+                        "mechanism": str(m),
+                        "parameter": _num(p, 3),
+                        "band": str(b),
+                        "coverage": _num(cb["coverage"].values, 3),
+                        "plug-in coverage": _num(cb["plugin_coverage"].values, 3),
+                        "median μ_lb": _num(cb["median_mu_lower"].values, 3),
+                        "μ": _num(c["mu"].values, 3),
+                        "refuted": _num(cb["detection"].values, 3),
+                    }
+                )
+    return rows
+
+
 def direct_rows(ds: Any) -> list[dict[str, str]]:
     """Per event kind of a ``direct`` group: events kept, max |log-ratio|, the lower bound and the
     known ε (the columns ``dpaudit direct`` prints)."""
@@ -233,7 +259,7 @@ def direct_rows(ds: Any) -> list[dict[str, str]]:
 
 
 def experiment_artifacts(kind: str, run_id: str, url: str, group: str) -> list[Artifact]:
-    """The summary table of a ``sweep`` / ``mpl-coverage`` / ``direct`` store and the store itself."""
+    """The summary table of a ``sweep`` / ``mpl-coverage`` / ``fdp-coverage`` / ``direct`` store and the store itself."""
     from storage import store
 
     ds = store.open_group(url, group)
@@ -243,6 +269,9 @@ def experiment_artifacts(kind: str, run_id: str, url: str, group: str) -> list[A
             what = f"the Bureau's and the exact ε of every job at δ = {delta:g}"
         elif kind == "mpl-coverage":
             rows, what = coverage_rows(ds), "MPL lower-bound coverage per mechanism and ε₀"
+        elif kind == "fdp-coverage":
+            rows = fdp_coverage_rows(ds)
+            what = "coverage of the empirical f-DP points per mechanism, parameter and band"
         elif kind == "direct":
             rows, what = direct_rows(ds), "the direct EPL estimate and its lower bound"
         else:

@@ -2,7 +2,7 @@
 
 - ``app``: the Typer app, its commands in ``--help`` order, ``--version``, :func:`~flows.cli.app.main`
 - ``run``: run, spec, verify, report, serve (an audit and its store)
-- ``experiments``: sweep, mpl-coverage; ``direct``: direct
+- ``experiments``: sweep, mpl-coverage, fdp-coverage; ``direct``: direct
 - ``accounting``: account, calibrate (``accounting_results``: what they compute;
   ``accounting_tables``: how they print it); ``tradeoff``: tradeoff
 - ``execute``: running one flow into one store on a cluster with the Prefect API; ``runlog``: what

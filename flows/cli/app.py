@@ -90,6 +90,7 @@ COMMANDS = (
     ("serve", run.serve),
     ("sweep", experiments.sweep),
     ("mpl-coverage", experiments.mpl_coverage),
+    ("fdp-coverage", experiments.fdp_coverage),
     ("direct", direct.direct),
     ("account", accounting.account),
     ("calibrate", accounting.calibrate),

@@ -1,5 +1,6 @@
-"""The experiment commands: ``sweep`` (the accounting of every allocation, on Dask) and
-``mpl-coverage`` (MPL lower bounds on mechanisms with known ε, on Dask)."""
+"""The experiment commands: ``sweep`` (the accounting of every allocation, on Dask),
+``mpl-coverage`` (MPL lower bounds on mechanisms with known ε, on Dask) and ``fdp-coverage`` (the
+empirical f-DP points on mechanisms with exact trade-off curves, on Dask)."""
 
 from __future__ import annotations
 
@@ -179,5 +180,130 @@ def mpl_coverage(
         embedded,
         summary["flow_run_id"],
         lambda: experiment_artifacts("mpl-coverage", run_id, store_url, GROUP),
+    )
+    print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+#: the names of auditlib.mpl.tradeoff_coverage.TRADEOFF_CATALOGUE, for --help (a test checks)
+FDP_CATALOGUE_NAMES = (
+    "gaussian, gaussian_broken, laplace, laplace_broken, randomized_response, "
+    "randomized_response_k4, randomized_response_broken, dg_count, dg_count_broken"
+)
+
+
+def fdp_coverage(
+    mechanism: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mechanism",
+            "-m",
+            help=f"Mechanism(s) with an exact trade-off curve, repeatable: {FDP_CATALOGUE_NAMES}. "
+            "Default: gaussian.",
+        ),
+    ] = None,
+    parameter: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--parameter",
+            "-p",
+            help="Claimed μ (gaussian, dg_count) or ε (laplace, randomized response); "
+            "default 0.5 1 2.",
+        ),
+    ] = None,
+    repetitions: Annotated[int, typer.Option("--reps", help="Repetitions per cell.")] = 100,
+    n_select: Annotated[
+        int, typer.Option("--n-select", help="Draws per input that select the tests.")
+    ] = 20_000,
+    n: Annotated[int, typer.Option("--n", help="Fresh draws per input that certify.")] = 100_000,
+    conf: Annotated[float, typer.Option("--conf", help="Simultaneous confidence level.")] = 0.95,
+    tests: Annotated[int, typer.Option("--tests", help="Threshold tests (points) K.")] = 32,
+    seed: Annotated[int, typer.Option("--seed")] = 2026,
+    store_url: Annotated[str, typer.Option("--store")] = "results/fdp.zarr",
+    scheduler: SchedulerOption = "",
+    overwrite: OverwriteOption = False,
+) -> None:
+    """Coverage of the empirical f-DP points on mechanisms with exact trade-off curves, on Dask."""
+    apply_prefect_defaults()
+    from auditlib.mpl.protocol import check_sample_size
+    from auditlib.mpl.tradeoff_coverage import MAX_TRADEOFF_REPETITIONS, known_tradeoff
+    from auditlib.mpl.tradeoff_lower import check_conf, check_tests
+    from flows.artifacts import experiment_artifacts
+    from flows.fdp_coverage import GROUP, fdp_coverage_flow, fdp_coverage_run_id
+    from storage import store
+
+    mechs = mechanism or ["gaussian"]
+    params = parameter or [0.5, 1.0, 2.0]
+    try:
+        for p in params:
+            if not (math.isfinite(p) and p > 0):
+                raise InvalidParameterError(f"Invalid parameter: {p!r}; must be > 0")
+        for m in mechs:
+            for p in params:
+                known_tradeoff(m, p)  # an unknown name or a parameter the entry refuses
+        given: tuple[tuple[str, list[str]], ...] = (
+            ("--mechanism", mechs),
+            ("--parameter", [f"{p:g}" for p in params]),
+        )
+        for what, values in given:
+            dup = sorted({v for v in values if values.count(v) > 1})
+            if dup:
+                raise InvalidParameterError(
+                    f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
+                )
+        if not 1 <= repetitions <= MAX_TRADEOFF_REPETITIONS:
+            raise InvalidParameterError(
+                f"Invalid --reps: {repetitions}; allowed 1..{MAX_TRADEOFF_REPETITIONS}"
+            )
+        check_sample_size("--n-select", n_select)
+        check_sample_size("--n", n)
+        check_conf(conf)
+        check_tests(tests)
+        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+    except DPAuditError as exc:
+        fail(str(exc))
+    chunk = 10
+    run_id = fdp_coverage_run_id(mechs, params, repetitions, n_select, n, conf, tests, seed, chunk)
+    summary, api_url, embedded = execute_resumable(
+        fdp_coverage_flow,
+        lambda staging: (
+            staging,
+            mechs,
+            params,
+            repetitions,
+            n_select,
+            n,
+            conf,
+            tests,
+            seed,
+            chunk,
+        ),
+        store_url,
+        cluster,
+        run_id,
+        overwrite=overwrite,
+        parts="chunks",
+    )
+    ds = store.open_group(store_url, GROUP)
+    typer.echo(
+        f"{'mechanism':<27} {'param':>6} {'band':<16} {'coverage':>9} {'plug-in':>8} "
+        f"{'μ_lb':>7} {'μ':>7} {'ε_lb':>7} {'ε':>7} {'refuted':>8}"
+    )
+    for m in ds.mechanism.values:
+        for p in ds.parameter.values:
+            c = ds.sel(mechanism=m, parameter=p)
+            for b in ds.band.values:
+                cb = c.sel(band=b)
+                typer.echo(
+                    f"{m!s:<27} {p:6.2f} {b!s:<16} {float(cb.coverage):9.3f} "
+                    f"{float(cb.plugin_coverage):8.3f} {float(cb.median_mu_lower):7.3f} "
+                    f"{float(c.mu):7.3f} {float(cb.median_epsilon_lower):7.3f} "
+                    f"{float(c.epsilon):7.3f} {float(cb.detection):8.3f}"
+                )
+    typer.echo(f"store:  {store_url} (group {GROUP!r})")
+    publish_artifacts(
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: experiment_artifacts("fdp-coverage", run_id, store_url, GROUP),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])

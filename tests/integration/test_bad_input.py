@@ -298,6 +298,23 @@ CASES = [
         "cannot write",
     ),
     line("mpl-unreachable", lambda c: ["mpl-coverage", "--scheduler", c.closed], "is unreachable"),
+    # fdp-coverage
+    line("fdp-unknown-mechanism", lambda c: ["fdp-coverage", "-m", "foo"], "Unknown mechanism"),
+    line("fdp-parameter-0", lambda c: ["fdp-coverage", "-p", "0"], "Invalid parameter: 0.0"),
+    line("fdp-parameter-nan", lambda c: ["fdp-coverage", "-p", "nan"], "Invalid parameter: nan"),
+    line("fdp-conf", lambda c: ["fdp-coverage", "--conf", "1.5"], "Invalid conf"),
+    line("fdp-reps-0", lambda c: ["fdp-coverage", "--reps", "0"], "Invalid --reps: 0"),
+    line("fdp-reps-huge", lambda c: ["fdp-coverage", "--reps", "1000000000"], "1..100000"),
+    line("fdp-n-0", lambda c: ["fdp-coverage", "--n", "0"], "Invalid --n: 0"),
+    line("fdp-n-select-huge", lambda c: ["fdp-coverage", "--n-select", "10000000000"], "largest"),
+    line("fdp-tests-0", lambda c: ["fdp-coverage", "--tests", "0"], "Invalid tests: 0"),
+    line("fdp-twice", lambda c: ["fdp-coverage", "-p", "1", "-p", "1.0"], "given twice"),
+    line(
+        "fdp-store-read-only",
+        lambda c: ["fdp-coverage", "--store", f"{c.ro}/f.zarr", "--scheduler", c.closed],
+        "cannot write",
+    ),
+    line("fdp-unreachable", lambda c: ["fdp-coverage", "--scheduler", c.closed], "is unreachable"),
     # direct
     line("direct-algorithm", lambda c: ["direct", "--algorithm", "foo"], "Invalid --algorithm"),
     line("direct-epsilon-0", lambda c: ["direct", "--epsilon", "0"], "Invalid --epsilon"),

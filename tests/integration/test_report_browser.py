@@ -7,7 +7,8 @@ default run's every table, row and column) and once exactly as shipped (the run 
 makes with no spec: its populated hierarchy, larger numbers in every cell). The test takes a full-page screenshot at each width
 (written beside the report; also into ``$DPAUDIT_REPORT_SHOTS`` when set) and checks what a reader
 sees first: one δ, no table wider than its container, no state named after the nation, every
-headline EPL flagged with whether it is resolved, and the summary quoting the table's numbers.
+headline EPL flagged with whether it is resolved, the summary quoting the table's numbers, and
+the tested count's empirical f-DP points (Figure 5b) drawn, their gap in the table the store's.
 
 The report is loaded in Debian's ``chromium`` through Playwright (never a downloaded browser).
 """
@@ -22,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from flows.spec import load_spec, parse_spec
@@ -43,6 +45,24 @@ GLANCE_JS = """() => Array.from(document.querySelectorAll('table.glance tbody tr
   level: r.querySelector('td.level')?.innerText ?? '',
   epl: r.querySelector('td.epl-estimate')?.innerText ?? '',
   flag: Array.from(r.querySelectorAll('.flag')).map(f => f.innerText).join(' ')}))"""
+
+# the at-a-glance f-DP gap column: each row's level and the cell under the "f-DP gap" header
+GAP_JS = """() => {
+  const heads = Array.from(document.querySelectorAll('table.glance thead th')).map(h => h.innerText);
+  const col = heads.indexOf('f-DP gap');
+  if (col < 0) return null;
+  return Array.from(document.querySelectorAll('table.glance tbody tr')).map(r => ({
+    level: r.querySelector('td.level')?.innerText ?? '', gap: r.cells[col]?.innerText ?? ''}));
+}"""
+
+# Figure 5b (the tested count's empirical f-DP points): its image as drawn, and its number
+FDP_FIGURE_JS = """() => {
+  const f = document.querySelector('#fig-mpl-fdp');
+  if (!f) return null;
+  const img = f.querySelector('img');
+  return {natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+          room: f.clientWidth, caption: f.querySelector('figcaption').innerText};
+}"""
 
 
 @pytest.fixture(scope="module", params=["smallest", "literal"])
@@ -99,6 +119,7 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
                     "() => document.querySelectorAll('details').forEach(d => d.open = true)"
                 )
                 seen[width] = {
+                    "fdp_figure": page.evaluate(FDP_FIGURE_JS),
                     "overflow": page.evaluate(OVERFLOW_JS),
                     "page": page.evaluate("document.documentElement.scrollWidth"),
                     "tables": page.locator("table").count(),
@@ -109,6 +130,7 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
             top = _text(page, "header") + " " + _text(page, "#at-a-glance")
             summary = _text(page, "#summary")
             rows = page.evaluate(GLANCE_JS)
+            gaps = page.evaluate(GAP_JS)
             states_note = _text(page, "#epl-states")
             captions = " ".join(page.locator("figcaption").all_inner_texts())
             wall = _text(page, "#wall-time")
@@ -151,3 +173,22 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
     # the composed EPL is read against what the claimed noise gives, not against the exact ε
     assert "no ε(δ) and not comparable with the exact ε" in summary
     assert "Flow wall time" in top and "the flow: simulation, EPL" in wall
+
+    # the default audit tests one count per level (MPL with the empirical f-DP points): Figure 5b
+    # is drawn, within the page at both widths, and the at-a-glance "f-DP gap" of every level is
+    # the store's fdp_gap (to the three significant digits shown)
+    from storage import store
+
+    for width in WIDTHS:
+        fig = seen[width]["fdp_figure"]
+        assert fig is not None, width
+        assert fig["natural"] > 500 and 0 < fig["shown"] <= fig["room"] <= width, (width, fig)
+        assert fig["caption"].startswith("Figure 5b. The tested count's empirical trade-off")
+    mpl = store.open_group(str(default_report.with_name("audit.zarr")), "mpl")
+    want = dict(zip([str(g) for g in mpl.geolevel.values], mpl.fdp_gap.values, strict=True))
+    assert gaps is not None and len(want) == 8
+    shown = {g["level"]: g["gap"] for g in gaps if g["level"] in want}
+    assert set(shown) == set(want)
+    for level, gap in want.items():
+        assert np.isfinite(gap), (level, gap)
+        assert float(shown[level]) == pytest.approx(gap, rel=5e-3, abs=5e-4), (level, shown)

@@ -212,3 +212,15 @@ def test_help_lists_run_first() -> None:
     ]
     assert listed[:6] == ["run", "spec", "verify", "report", "compare", "serve"]
     assert set(listed) >= {"sweep", "mpl-coverage", "direct", "account", "calibrate", "tradeoff"}
+    assert "fdp-coverage" in listed
+
+
+def test_fdp_coverage_help_lists_the_catalogue() -> None:
+    from auditlib.mpl.tradeoff_coverage import TRADEOFF_CATALOGUE
+    from flows.cli.experiments import FDP_CATALOGUE_NAMES
+
+    assert FDP_CATALOGUE_NAMES.split(", ") == list(TRADEOFF_CATALOGUE)
+    out = runner.invoke(app, ["fdp-coverage", "--help"], env={"COLUMNS": "400"})
+    assert out.exit_code == 0
+    flat = " ".join(out.output.replace("│", " ").split())
+    assert FDP_CATALOGUE_NAMES in flat

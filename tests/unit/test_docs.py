@@ -40,6 +40,7 @@ def test_cli_reference_covers_every_command() -> None:
         "spec",
         "sweep",
         "mpl-coverage",
+        "fdp-coverage",
         "account",
         "calibrate",
         "tradeoff",

@@ -14,9 +14,13 @@ from flows.spec import load_spec, parse_spec
 from storage import schema as S
 
 
-def test_default_spec_keeps_mpl_off() -> None:
+def test_default_spec_tests_every_level_with_fdp_points_and_omitted_keeps_mpl_off() -> None:
+    """`dpaudit run` with no spec tests one count per level (the report's Figure 5b and f-DP gap
+    column); a spec without an [mpl] section runs none (other releases have no MPL)."""
     spec = load_spec()
-    assert spec.mpl.enabled is False
+    assert spec.mpl.enabled is True and spec.mpl.fdp is True
+    assert spec.mpl_geolevels == spec.geolevels
+    assert parse_spec({}).mpl.enabled is False
     assert parse_spec({"mpl": {"enabled": True}}).mpl_geolevels == spec.geolevels
 
 
