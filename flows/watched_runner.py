@@ -14,7 +14,7 @@ from prefect_dask import DaskTaskRunner
 from flows.worker_watch import track_client
 
 
-class WatchedDaskTaskRunner(DaskTaskRunner):  # type: ignore[misc]
+class WatchedDaskTaskRunner(DaskTaskRunner):
     @property
     def client(self) -> Any:
         client = super().client

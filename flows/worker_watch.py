@@ -187,7 +187,7 @@ def _cancel_all(client: Any, reason: str) -> None:
 
         keys = list(client.futures)
         if keys:
-            futures = [Future(k, client) for k in keys]
+            futures: list[Any] = [Future(k, client) for k in keys]
             client.cancel(futures, force=True, reason="all workers lost", msg=reason)
     except Exception:
         pass  # the client closed meanwhile: the flow is ending anyway
