@@ -32,7 +32,7 @@ ASK_TIMEOUT_S = 10.0
 
 #: what the scheduler's stimulus for removing a worker means
 REASONS = {
-    "handle-worker-cleanup": "its connection closed: killed, out of memory or crashed",
+    "handle-worker-cleanup": "its connection closed: killed, out of memory, crashed or cut off",
     "check-worker-ttl": "no heartbeat within distributed.scheduler.worker-ttl",
 }
 
