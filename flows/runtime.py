@@ -309,11 +309,11 @@ def task_runner(
     apply_dask_defaults()
     if scheduler:
         check_scheduler(scheduler, connect_timeout)
-    from prefect_dask import DaskTaskRunner
+    from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 
     if scheduler:
-        return DaskTaskRunner(address=scheduler, client_kwargs={"timeout": connect_timeout})
-    return DaskTaskRunner(
+        return runner_cls(address=scheduler, client_kwargs={"timeout": connect_timeout})
+    return runner_cls(
         cluster_kwargs={
             "n_workers": n_workers,
             "threads_per_worker": threads_per_worker,
@@ -405,7 +405,7 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
     goes to the run's log file (flows/rundir.py), not the console.
     """
-    from prefect_dask import DaskTaskRunner
+    from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 
     apply_dask_defaults()
     adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None
@@ -434,7 +434,7 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
     try:
         if adapt:
             built.adapt(**adapt)
-        yield DaskTaskRunner(
+        yield runner_cls(
             address=built.scheduler_address, client_kwargs={"timeout": connect_timeout}
         )
     finally:

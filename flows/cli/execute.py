@@ -142,6 +142,7 @@ def execute_locked(
         redact_url,
         worker_count,
     )
+    from flows.worker_watch import AllWorkersLostError
     from storage import store
 
     log = None if debug_mode() else new_log(f"run-{run_id}")
@@ -179,7 +180,7 @@ def execute_locked(
                     flow = flow_fn.with_options(
                         task_runner=runner, timeout_seconds=cluster.timeout_s
                     )
-                    state = flow(*args(staging), return_state=True)
+                    state = run_watched(flow, args(staging), cluster)
                 summary = state.result()
                 if lines is not None:
                     took = progress_events.seconds(time.perf_counter() - t_flow)
@@ -209,6 +210,17 @@ def execute_locked(
             outcome = (str(exc), EXIT_BAD_INPUT)
             if lines is not None:
                 lines.drop()  # bad input: the one error line only
+        except AllWorkersLostError as exc:
+            append_trace(log, exc)
+            keep_log = True
+            if resume:
+                kept = (
+                    f"the staged store {staging!r} is kept: run the same command again to resume it"
+                )
+            else:
+                store.discard(staging, target)
+                kept = "nothing was written"
+            outcome = (f"{exc}; {kept}; {where_logged(log)}", EXIT_FAILED)
         except KeyboardInterrupt:
             if resume:
                 outcome = (
@@ -234,6 +246,23 @@ def execute_locked(
     if outcome is not None:
         fail(*outcome)
     return summary, api_url, embedded
+
+
+def run_watched(flow: Any, args: tuple[Any, ...], cluster: Any) -> Any:
+    """The final state of ``flow(*args)``, its cluster's workers watched (flows/worker_watch.py):
+    :class:`AllWorkersLostError` if none was left for ``cluster.lost_workers_grace_s`` seconds."""
+    from flows.worker_watch import AllWorkersLostError, WorkerWatch, watched
+
+    state = None
+    with WorkerWatch(cluster.lost_workers_grace_s, enabled=watched(cluster)) as watch:
+        try:
+            state = flow(*args, return_state=True)
+        except Exception:
+            if watch.lost is None:
+                raise
+    if watch.lost is not None and (state is None or not state.is_completed()):
+        raise AllWorkersLostError(watch.lost)
+    return state
 
 
 def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:

@@ -43,6 +43,8 @@ class ClusterSection(Strict):
     threads_per_worker: Annotated[int, Field(gt=0, le=256)] = 1
     memory_limit: str = "4GiB"
     timeout_s: Annotated[int, Field(gt=0)] = 3600
+    #: seconds the run waits, once every worker is gone, for one to come back before it fails
+    lost_workers_grace_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     #: seconds to reach the scheduler and get its handshake before the run is refused
     connect_timeout: Annotated[float, Field(gt=0, le=600)] = 10.0
     tasks_per_worker: Annotated[int, Field(ge=0, le=1024)] = 2

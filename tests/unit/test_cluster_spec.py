@@ -45,6 +45,7 @@ def test_default_spec_text_has_no_cluster_class_keys() -> None:
         ),
         ({"adapt": {"minimum": 3, "maximum": 2}}, "minimum 3 exceeds maximum 2"),
         ({"adapt": {"minimum": 0, "maximum": 2, "max": 4}}, "cluster.adapt.max: unknown key"),
+        ({"lost_workers_grace_s": 0}, "cluster.lost_workers_grace_s = 0: Input should be greater"),
     ],
 )
 def test_bad_cluster_sections_are_named(cluster: dict[str, object], needle: str) -> None:
