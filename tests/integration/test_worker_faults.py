@@ -80,7 +80,14 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     with (
         # a task is given up (KilledWorker) after 2 worker deaths instead of 4: the same path, faster
-        dask.config.set({"distributed.scheduler.allowed-failures": 1}),
+        # and the TCP timeout every cluster a run starts takes (flows/runtime.py): a worker busy in
+        # an accounting task on a loaded machine is not dropped by the kernel after 30 s
+        dask.config.set(
+            {
+                "distributed.scheduler.allowed-failures": 1,
+                "distributed.comm.timeouts.tcp": "600s",
+            }
+        ),
         LocalCluster(
             n_workers=request.param,
             threads_per_worker=1,
