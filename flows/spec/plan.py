@@ -112,7 +112,6 @@ class AuditPlan:
     population: PopulationParams
     blocks: tuple[Block, ...]  # the blocks with data
     empty: tuple[tuple[int, int], ...]  # (state, geolevel) regions without data
-    n_items_max: int
     replicates: int
     noise_seed: int
     postprocess: str
@@ -144,6 +143,13 @@ class AuditPlan:
                 sigma2[gi, qid] = q.sigma2
         return sigma2
 
+    def block_items(self) -> np.ndarray:
+        """(state, geolevel) items of every block with data (0: a region without data)."""
+        n = np.zeros((len(self.states), len(self.geolevels)), dtype=np.int64)
+        for b in self.blocks:
+            n[b.state, b.geolevel] = b.n_items
+        return n
+
     def template_layout(self) -> dict[str, Any]:
         """The residual store's layout for this plan: the keywords of
         ``storage.store.create_residual_template`` other than ``url`` and ``attrs``."""
@@ -151,7 +157,7 @@ class AuditPlan:
             "states": self.states,
             "geolevels": self.geolevels,
             "replicates": self.replicates,
-            "n_items": self.n_items_max,
+            "n_items": self.block_items(),
             "queries": self.queries,
             "sigma2": self.sigma2_matrix(),
         }
@@ -237,7 +243,6 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
         ),
         blocks=tuple(blocks),
         empty=tuple(empty),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess=spec.simulation.postprocess,
@@ -274,7 +279,6 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=params.seed),
         blocks=blocks,
         empty=empty,
-        n_items_max=max(b.n_items for b in blocks),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -340,7 +344,6 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=(root, *blocks),
         empty=(),
-        n_items_max=max(b.n_items for b in (root, *blocks)),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="topdown",
@@ -395,7 +398,6 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=blocks,
         empty=tuple((0, j) for j in range(len(levels)) if j not in released),
-        n_items_max=max(b.n_items for b in blocks),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -423,7 +425,6 @@ def _observed_plan(spec: AuditSpec, params: TableParams, tree: Any, base_seed: A
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=blocks,
         empty=(),
-        n_items_max=max(b.n_items for b in blocks),
         replicates=obs.n_runs,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -484,7 +485,6 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
         queries=queries,
         level_queries=tuple(level_queries),
         blocks=tuple(blocks),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         postprocess="topdown",
         release="topdown",
         topdown=TopDownParams(sch.name, by_level(base.geolevels, measured), spec.release.tolerance),
@@ -529,7 +529,6 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=pop_seed),
         blocks=tuple(blocks),
         empty=tuple(empty),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="topdown",
