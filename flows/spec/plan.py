@@ -70,6 +70,8 @@ class SpineParams:
 
     seed: int
     region: str
+    #: the name it is published under on the run's Dask cluster (``flows.spine_share``); "": none
+    shared: str = ""
 
 
 @dataclass(frozen=True)
