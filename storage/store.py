@@ -673,15 +673,14 @@ def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
             f"store {url!r} has the padded residual layout 1 of an older dpaudit; this dpaudit "
             f"writes layout {LAYOUT}: re-run the audit with --overwrite to rebuild it"
         )
-    off, cap, truth = (grp[name] for name in ("item_offset", "item_capacity", "truth"))
+    off, cap, truth = (_array(url, name) for name in ("item_offset", "item_capacity", "truth"))
     shape = off.shape
     if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
         raise StoreError(
             f"region (state={state}, geolevel={geolevel}) is outside the store {shape}"
         )
-    n = int(cap[state, geolevel])  # type: ignore[index,arg-type]
-    chunk = int(truth.chunks[0])  # type: ignore[union-attr]
-    return int(off[state, geolevel]), n, int(spans(n, chunk))  # type: ignore[index,arg-type]
+    n = int(np.asarray(cap[state, geolevel]))
+    return int(np.asarray(off[state, geolevel])), n, int(spans(n, int(truth.chunks[0])))
 
 
 def write_residual_block(url: str, state: int, geolevel: int, block: ResidualBlock | None) -> int:
@@ -705,7 +704,7 @@ def write_residual_block(url: str, state: int, geolevel: int, block: ResidualBlo
         qi[:n] = block.query_index
         ui[:n] = block.unit_index
         ci[:n] = block.cell_index
-    values = {
+    values: dict[str, np.ndarray] = {
         "residual": res,
         "truth": truth,
         "query_index": qi,

@@ -63,6 +63,10 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
 
+    from typer.testing import CliRunner  # imported before the run starts: the refusal is quick
+
+    from flows.cli.app import app
+
     # 1. start the run in its own process group; SIGKILL all of it once a few blocks are marked
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=env, start_new_session=True,
@@ -75,10 +79,6 @@ def test_killed_run_resumes_to_the_undisturbed_store(
             assert time.monotonic() < deadline, "no block was marked done in time"
             time.sleep(0.05)
         # a second run on the same store meanwhile is refused before it touches anything
-        from typer.testing import CliRunner
-
-        from flows.cli.app import app
-
         second = CliRunner().invoke(app, cmd[len(dpaudit()) :])
         assert second.exit_code == 2, second.output
         assert f"another dpaudit run (pid {proc.pid}) is writing" in second.stderr
