@@ -6,8 +6,10 @@ Layout 2 (``dpaudit_layout`` = 2 in the residuals group's attributes): ``residua
 (s, g) starts at item ``item_offset[s, g]`` and holds
 ``n_items[s, g]`` of them (at most its planned ``item_capacity``). Each block starts on a chunk
 boundary of the item axis and is written by one task as whole chunks — its capacity rounded up to
-whole chunks of ``item_chunk`` ≤ 4,096 items — so concurrent writers never share a chunk (Zarr
-loses updates when they do): each block is padded by less than one chunk, never to the largest.
+whole chunks of ``item_chunk`` items (a power of two ≤ 65,536 and ≤ the largest block's
+rounded up) — so concurrent writers never share a chunk (Zarr loses updates when they do): each
+block is padded by less than one chunk, never to the largest block. Chunks of padding alone are
+not written, and padding compresses to almost nothing.
 
 Layout 1 (stores written before; no ``dpaudit_layout``): ``residual(state, geolevel, replicate,
 item)`` and the other block variables (state, geolevel, item), every block padded to the largest
@@ -39,8 +41,8 @@ from storage import schema as S
 #: the residual layout this dpaudit writes (residuals group attribute ``dpaudit_layout``; absent: 1)
 LAYOUT = 2
 LAYOUT_ATTR = "dpaudit_layout"
-#: items per chunk of the flat item axis (fewer with many replicates: a residual chunk ≤ 64 MiB)
-ITEM_CHUNK = 4096
+#: most items per chunk of the flat item axis (fewer for small blocks or many replicates)
+ITEM_CHUNK = 65536
 #: the variables of the item axis, in the order they are written
 ITEM_VARS = ("residual", "truth", "query_index", "unit_index", "cell_index")
 
@@ -69,10 +71,13 @@ def spans(capacity: npt.ArrayLike, chunk: int) -> npt.NDArray[np.int64]:
     return np.asarray(-(-np.asarray(capacity, dtype=np.int64) // chunk) * chunk, dtype=np.int64)
 
 
-def item_chunk(replicates: int) -> int:
-    """Items per chunk: :data:`ITEM_CHUNK`, halved until a residual chunk is ≤ 64 MiB."""
-    c = ITEM_CHUNK
-    while c > 64 and c * max(int(replicates), 1) * 4 > 64 * 2**20:
+def item_chunk(replicates: int, largest: int = ITEM_CHUNK) -> int:
+    """Items per chunk: the power of two ≥ the largest block, at most :data:`ITEM_CHUNK`, halved
+    while a residual chunk would exceed 16 MiB."""
+    c = 64
+    while c < min(int(largest), ITEM_CHUNK):
+        c *= 2
+    while c > 64 and c * max(int(replicates), 1) * 4 > 16 * 2**20:
         c //= 2
     return c
 
@@ -85,7 +90,7 @@ def item_layout(planned: npt.ArrayLike, replicates: int) -> ItemLayout:
         raise StoreError(
             f"planned items must be a (state, geolevel) array ≥ 0, got shape {n.shape}"
         )
-    c = item_chunk(replicates)
+    c = item_chunk(replicates, int(n.max(initial=0)))
     flat = spans(n, c).ravel()
     offset = (np.cumsum(flat) - flat).reshape(n.shape)
     return ItemLayout(offset.astype(np.int64), n.copy(), c)

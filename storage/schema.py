@@ -15,7 +15,7 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``cell_index`` (item): every (state, geolevel) block at its own length on one item axis, block
   (s, g) starting at ``item_offset(state, geolevel)`` (a chunk boundary) and holding
   ``n_items(state, geolevel)`` ≤ ``item_capacity(state, geolevel)`` (its planned items) items, then
-  NaN / −1 padding to the end of its last chunk (< 4,096 items); ``sigma2(geolevel, query)``. Each
+  NaN / −1 padding to the end of its last chunk (< 65,536 items); ``sigma2(geolevel, query)``. Each
   block is written as whole chunks by one task. ``block_sha256(state, geolevel, block_var, byte)``:
   the sha256 of each block variable over the block's chunks, written after the block (zero: the
   block was never written; see ``storage/checksums.py``). Layout 1 (stores written before; no

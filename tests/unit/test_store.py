@@ -16,7 +16,7 @@ from auditlib.exceptions import StoreError
 from auditlib.simulate import QueryPlan, simulate_block
 from storage import schema as S
 from storage import store
-from storage.residuals import ITEM_CHUNK, open_residuals
+from storage.residuals import ITEM_CHUNK, item_chunk, open_residuals
 
 
 def make_block(n_units: int, reps: int, seed: int):
@@ -93,10 +93,11 @@ def test_each_block_is_held_at_its_own_length(tmp_path: Path) -> None:
     )
     ds = xr.open_zarr(url, group=S.RESIDUALS, consolidated=False, chunks=None)
     chunk = ds.residual.encoding["chunks"][1]
-    assert chunk == ITEM_CHUNK
+    assert chunk == 32_768 <= ITEM_CHUNK  # the power of two >= the largest block
+    assert item_chunk(2, 300) == 512 and item_chunk(1000, 10**6) == 4096  # a chunk <= 16 MiB
     np.testing.assert_array_equal(ds.item_capacity.values, planned)
     span = -(-planned.ravel() // chunk) * chunk  # each block's whole chunks, in order
-    assert ds.sizes[S.ITEM] == int(span.sum()) == 11 * chunk < planned.size * int(planned.max())
+    assert ds.sizes[S.ITEM] == int(span.sum()) == 5 * chunk < planned.size * int(planned.max())
     off = ds.item_offset.values.ravel()
     assert (off % chunk == 0).all() and (np.diff(off) == span[:-1]).all()
     # a block fills its place; its neighbour's items are untouched
