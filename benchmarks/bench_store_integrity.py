@@ -46,17 +46,17 @@ def build(url: str, n_blocks: int, reps: int, n: int) -> tuple[float, float, flo
     blocks = [block(rng, reps, n) for _ in range(n_blocks)]
     t0 = time.perf_counter()
     for s, b in enumerate(blocks):
-        store.write_residual_block(url, s, 0, b, n)
+        store.write_residual_block(url, s, 0, b)
     write = time.perf_counter() - t0
     t0 = time.perf_counter()
     digests = [
         checksums.block_digests(
             {
-                "residual": b.residual[None, None],
-                "truth": b.truth[None, None],
-                "query_index": b.query_index[None, None],
-                "unit_index": b.unit_index[None, None],
-                "cell_index": b.cell_index[None, None],
+                "residual": b.residual,
+                "truth": b.truth,
+                "query_index": b.query_index,
+                "unit_index": b.unit_index,
+                "cell_index": b.cell_index,
                 "n_items": np.array([[n]], np.int64),
             }
         )

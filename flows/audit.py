@@ -24,7 +24,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
 from auditlib.allocations import allocation_label, load_allocation
-from flows import progress, tasks
+from flows import progress, spine_share, tasks
 from flows.batching import batch_blocks, batch_states
 from flows.groups import (
     ALPHA_GRID,
@@ -117,6 +117,11 @@ def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
     """Run one audit into the (new) store at ``url``; return a small summary."""
     t0 = time.perf_counter()
     plan = make_plan(spec)
+    with spine_share.shared(plan) as plan:  # the spine (if any) generated once, on every worker
+        return _audit(spec, url, run_id, plan, t0)
+
+
+def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -> dict[str, Any]:
     allocation_release = not plan.geometric
     # a published release is audited against its declared allocation's exact accounting
     accounted = allocation_release or plan.release == "observed"

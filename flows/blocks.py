@@ -18,7 +18,8 @@ from flows.spec.plan import (
     table_hierarchy,
     table_tree,
 )
-from flows.spec.sources import load_observed, load_spine, load_table
+from flows.spec.sources import load_observed, load_table
+from flows.spine_share import spine_of
 
 #: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
 STRATIFIED_NOISE = 17
@@ -143,7 +144,7 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
         from auditlib.geography.populations import spine_state_histograms
         from auditlib.simulate.topdown import spine_state
 
-        spine = load_spine(plan.spine.seed, plan.spine.region)
+        spine = spine_of(plan.spine)  # the run's shared copy on a Dask worker
         hierarchy, hist = spine_state(spine, key - 1)
         if sch.n_cells != 1:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)

@@ -83,7 +83,7 @@ def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:
     checksums: the block's done-marker); return its item count."""
     if plan.geometric:
         res = release_block(plan, block)
-        return store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+        return store.write_residual_block(url, block.state, block.geolevel, res)
     gname = plan.geolevels[block.geolevel]
     res = simulate_synthetic_block(
         hierarchy=plan.hierarchy,
@@ -96,7 +96,7 @@ def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:
         noise_seed=plan.noise_seed,
         postprocess=plan.postprocess,  # type: ignore[arg-type]
     )
-    return store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+    return store.write_residual_block(url, block.state, block.geolevel, res)
 
 
 @task(name="simulate-block", **TASK_OPTS)
@@ -128,7 +128,7 @@ def _topdown_one(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
     blocks, state_dp, state_truth = topdown_state(plan, block)
     n = 0
     for gi, res in blocks.items():
-        n += store.write_residual_block(url, block.state, gi, res, plan.n_items_max)
+        n += store.write_residual_block(url, block.state, gi, res)
     return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 
 
@@ -183,7 +183,7 @@ def simulate_topdown_nation(
     res = topdown_nation(
         plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
     )
-    n = store.write_residual_block(url, block.state, block.geolevel, res, plan.n_items_max)
+    n = store.write_residual_block(url, block.state, block.geolevel, res)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
 
 
@@ -194,7 +194,7 @@ def write_empty_blocks(
     """Write the plan's regions without data (or only ``regions`` of them, when resuming)."""
     todo = list(plan.empty) if regions is None else regions
     for s, g in todo:
-        store.write_residual_block(url, s, g, None, plan.n_items_max)
+        store.write_residual_block(url, s, g, None)
     return len(todo)
 
 

@@ -4,7 +4,9 @@ Two kinds of digests, both over array *values* as read back through zarr (so a m
 which zarr silently reads as fill values, is caught as well as a corrupt one):
 
 - per (state, geolevel) block of every residual variable: ``residuals/block_sha256(state, geolevel,
-  block_var, byte)`` (uint8, one chunk per block), written right after the block's data. A block
+  block_var, byte)`` (uint8, one chunk per block), written right after the block's data: of the
+  block's whole place on the item axis (its items and the padding to its last chunk's end;
+  ``storage/residuals.py``), or in a layout-1 store of its padded (state, geolevel) slab. A block
   whose digest row is still zero has not been written (the resume marker).
 - per whole array of every other variable and coordinate: the group attribute ``dpaudit_sha256``
   ({name: hex digest}), written after the group's data, together with the group's completion marker.
@@ -185,6 +187,12 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
     except Exception as exc:
         out.problems.append(f"{S.RESIDUALS}/{S.BLOCK_SHA256}: unreadable ({exc})")
         return
+    flat = "item_offset" in grp  # layout 2: blocks on one item axis; else padded (s, g) blocks
+    try:
+        places = (_read(grp, "item_offset"), _read(grp, "item_capacity")) if flat else None
+    except Exception as exc:
+        out.problems.append(f"{S.RESIDUALS}/item_offset: unreadable ({exc}); blocks not checked")
+        return
     for s, st in enumerate(states):
         for g, gl in enumerate(levels):
             out.blocks += 1
@@ -194,8 +202,13 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
                 continue
             for v, name in enumerate(S.RESIDUAL_BLOCK_VARS):
                 where = f"{S.RESIDUALS}/{name} {label}"
+                index: tuple[slice, ...] = (slice(s, s + 1), slice(g, g + 1))
+                if places is not None and name != "n_items":
+                    off, chunk = int(places[0][s, g]), int(grp["truth"].chunks[0])  # type: ignore[union-attr]
+                    items = slice(off, off + int(-(-int(places[1][s, g]) // chunk) * chunk))
+                    index = (slice(None), items) if name == "residual" else (items,)
                 try:
-                    got = digest(_read(grp, name, slice(s, s + 1), slice(g, g + 1)))
+                    got = digest(_read(grp, name, *index))
                 except Exception as exc:
                     out.problems.append(f"{where}: unreadable ({type(exc).__name__}: {exc})")
                     continue

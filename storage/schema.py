@@ -10,11 +10,17 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   and holds this record), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
-- ``residuals``: ``residual(state, geolevel, replicate, item)`` float32 (DP − truth, NaN padding);
-  ``truth``, ``query_index`` (−1 padding), ``unit_index``, ``cell_index`` (state, geolevel, item);
-  ``n_items(state, geolevel)``; ``sigma2(geolevel, query)``. One chunk per (state, geolevel).
-  ``block_sha256(state, geolevel, block_var, byte)``: the sha256 of each block variable, written
-  after the block (zero: the block was never written; see ``storage/checksums.py``).
+- ``residuals`` (attr ``dpaudit_layout`` = 2; ``storage/residuals.py``, which also reads layout 1):
+  ``residual(replicate, item)`` float32 (DP − truth); ``truth``, ``query_index``, ``unit_index``,
+  ``cell_index`` (item): every (state, geolevel) block at its own length on one item axis, block
+  (s, g) starting at ``item_offset(state, geolevel)`` (a chunk boundary) and holding
+  ``n_items(state, geolevel)`` ≤ ``item_capacity(state, geolevel)`` (its planned items) items, then
+  NaN / −1 padding to the end of its last chunk (< 65,536 items); ``sigma2(geolevel, query)``. Each
+  block is written as whole chunks by one task. ``block_sha256(state, geolevel, block_var, byte)``:
+  the sha256 of each block variable over the block's chunks, written after the block (zero: the
+  block was never written; see ``storage/checksums.py``). Layout 1 (stores written before; no
+  ``dpaudit_layout``): the block variables had (state, geolevel) dimensions, every block padded to
+  the largest, one chunk per block.
 - ``epl``: per-state ``epl(state, geolevel, query)``; pooled ``epl_pooled``, ``epl_status``,
   ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
   ``epl_curve`` (geolevel, query, point); the bias-aware estimate ``epl_bias_aware`` with its

@@ -37,6 +37,7 @@ import zarr.errors
 from auditlib.exceptions import StoreError
 from storage import checksums
 from storage import schema as S
+from storage.residuals import LAYOUT, LAYOUT_ATTR, item_layout, layout_of, spans
 
 if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
@@ -387,13 +388,17 @@ def stale_stagings(url: str, run_id: str) -> list[Path] | list[str]:
 def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
     """The finished (state, geolevel) blocks of an interrupted run of the same spec at ``url``.
 
-    ``None``: nothing there yet (start a new store). A store of another spec is refused.
+    ``None``: nothing there yet (start a new store). A store of another spec is refused; one of
+    this spec in an older residual layout (written by an older dpaudit) is removed (start again).
     """
     if not exists(url):
         return None
     attrs = root_attrs(url)
     if not template_complete(url) and attrs.get("run_id") in (None, run_id):
         remove(url, run_id)  # killed while its template was being written: start again
+        return None
+    if attrs.get("run_id") == run_id and layout_of(group_attrs(url, S.RESIDUALS)) != LAYOUT:
+        remove(url, run_id)  # this spec's run by an older dpaudit (padded blocks): start again
         return None
     if attrs.get("run_id") != run_id:
         raise StoreError(
@@ -565,13 +570,22 @@ def create_residual_template(
     states: Sequence[str],
     geolevels: Sequence[str],
     replicates: int,
-    n_items: int,
+    n_items: int | np.ndarray,
     queries: Sequence[str],
     sigma2: np.ndarray,
     attrs: Mapping[str, Any],
 ) -> None:
-    """Write the root attributes and the metadata of the residual arrays (no data)."""
-    s, g, r, n = len(states), len(geolevels), replicates, max(int(n_items), 1)
+    """Write the root attributes and the metadata of the residual arrays (no block data).
+
+    ``n_items``: the items each (state, geolevel) block may hold, an array (state, geolevel) (0: a
+    region without data) or one number for every region. The blocks lie one after the other on a
+    flat item axis, each at its own length rounded up to whole chunks (``storage/residuals.py``);
+    their offsets and capacities are written now.
+    """
+    s, g, r = len(states), len(geolevels), replicates
+    planned = np.broadcast_to(np.asarray(n_items, dtype=np.int64), (s, g))
+    lay = item_layout(planned, r)
+    n, c = max(lay.n_items, 1), lay.chunk
     nv = len(S.RESIDUAL_BLOCK_VARS)
     try:  # the attributes (dpaudit's mark first of all) in the same write as the root itself
         zarr.open_group(
@@ -585,31 +599,22 @@ def create_residual_template(
         S.REPLICATE: np.arange(r),
         S.QUERY: _str_coord(queries),
     }
-    blk = (1, 1, n)
+    item = (S.ITEM,)
     ds = xr.Dataset(
         {
             "residual": (
-                (S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM),
-                da.full((s, g, r, n), np.nan, dtype=np.float32, chunks=(1, 1, r, n)),
+                (S.REPLICATE, S.ITEM),
+                da.full((r, n), np.nan, dtype=np.float32, chunks=(r, c)),
                 {"long_name": "DP count - true count", "units": "persons"},
             ),
-            "truth": (
-                (S.STATE, S.GEOLEVEL, S.ITEM),
-                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
-            ),
+            "truth": (item, da.zeros(n, dtype=np.int32, chunks=c)),
             "query_index": (
-                (S.STATE, S.GEOLEVEL, S.ITEM),
-                da.full((s, g, n), -1, dtype=np.int16, chunks=blk),
+                item,
+                da.full(n, -1, dtype=np.int16, chunks=c),
                 {"description": "index into the query coordinate; -1 = padding"},
             ),
-            "unit_index": (
-                (S.STATE, S.GEOLEVEL, S.ITEM),
-                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
-            ),
-            "cell_index": (
-                (S.STATE, S.GEOLEVEL, S.ITEM),
-                da.zeros((s, g, n), dtype=np.int32, chunks=blk),
-            ),
+            "unit_index": (item, da.zeros(n, dtype=np.int32, chunks=c)),
+            "cell_index": (item, da.zeros(n, dtype=np.int32, chunks=c)),
             "n_items": ((S.STATE, S.GEOLEVEL), da.zeros((s, g), dtype=np.int64, chunks=(1, 1))),
             S.BLOCK_SHA256: (
                 (S.STATE, S.GEOLEVEL, S.BLOCK_VAR, S.BYTE),
@@ -620,22 +625,35 @@ def create_residual_template(
                 },
             ),
             "sigma2": ((S.GEOLEVEL, S.QUERY), np.asarray(sigma2, dtype=np.float64)),
+            "item_offset": (
+                (S.STATE, S.GEOLEVEL),
+                lay.offset,
+                {"description": "first item of the (state, geolevel) block"},
+            ),
+            "item_capacity": (
+                (S.STATE, S.GEOLEVEL),
+                lay.capacity,
+                {"description": "items the block may hold; it spans them rounded up to chunks"},
+            ),
         },
         coords={**coords, S.BLOCK_VAR: _str_coord(S.RESIDUAL_BLOCK_VARS)},
+        attrs={LAYOUT_ATTR: LAYOUT},
     )
+    small = ("sigma2", "item_offset", "item_capacity")
     encoding = {
-        "residual": {"chunks": (1, 1, r, n)},
+        "residual": {"chunks": (r, c)},
         # integers carry no fill value, so xarray never masks them (0 and -1 are data)
         **{
-            v: {"chunks": blk, "_FillValue": None}
+            v: {"chunks": (c,), "_FillValue": None}
             for v in ("truth", "query_index", "unit_index", "cell_index")
         },
         "n_items": {"chunks": (1, 1), "_FillValue": None},
         S.BLOCK_SHA256: {"chunks": (1, 1, nv, 32), "_FillValue": None},
+        **{v: {"_FillValue": None} for v in small[1:]},
     }
     _to_zarr(ds, url, group=S.RESIDUALS, mode="w", compute=False, encoding=encoding)
-    # the small sigma2 table is numpy-backed: write it now
-    _to_zarr(ds[["sigma2"]], url, group=S.RESIDUALS, mode="a")
+    # the small numpy-backed tables (sigma2, the blocks' places): written now
+    _to_zarr(ds[list(small)], url, group=S.RESIDUALS, mode="a")
     group = zarr.open_group(url, mode="r+", zarr_format=3, path=S.RESIDUALS)
     group.attrs[S.TEMPLATE_COMPLETE_ATTR] = True  # last: a resumed run may write into it
 
@@ -647,49 +665,62 @@ def _array(url: str, name: str, mode: str = "r") -> zarr.Array:
     return arr
 
 
-def write_residual_block(
-    url: str, state: int, geolevel: int, block: ResidualBlock | None, n_items_max: int
-) -> int:
-    """Write one (state, geolevel) region: exactly one chunk of every residual variable."""
-    shape = _array(url, "residual").shape
-    r, cap = shape[2], shape[3]
+def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
+    """(first item, planned items, items of its whole chunks) of a block on the item axis."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
+    if "item_offset" not in grp:
+        raise StoreError(
+            f"store {url!r} has the padded residual layout 1 of an older dpaudit; this dpaudit "
+            f"writes layout {LAYOUT}: re-run the audit with --overwrite to rebuild it"
+        )
+    off, cap, truth = (_array(url, name) for name in ("item_offset", "item_capacity", "truth"))
+    shape = off.shape
     if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
         raise StoreError(
             f"region (state={state}, geolevel={geolevel}) is outside the store {shape}"
         )
-    if n_items_max != cap:
-        raise StoreError(f"store has {cap} items per block, the plan {n_items_max}")
+    n = int(np.asarray(cap[state, geolevel]))
+    return int(np.asarray(off[state, geolevel])), n, int(spans(n, int(truth.chunks[0])))
+
+
+def write_residual_block(url: str, state: int, geolevel: int, block: ResidualBlock | None) -> int:
+    """Write one (state, geolevel) block: the whole chunks of its place on the item axis (its items,
+    then NaN / −1 padding to the end of its last chunk), its ``n_items``, then its checksums."""
+    off, cap, span = block_place(url, state, geolevel)
+    r = _array(url, "residual").shape[0]
     n = 0 if block is None else block.n_items
     if n > cap:
-        raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap}")
-    res = np.full((1, 1, r, cap), np.nan, np.float32)
-    truth = np.zeros((1, 1, cap), np.int32)
-    qi = np.full((1, 1, cap), -1, np.int16)
-    ui = np.zeros((1, 1, cap), np.int32)
-    ci = np.zeros((1, 1, cap), np.int32)
+        raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap} for it")
+    res = np.full((r, span), np.nan, np.float32)
+    truth = np.zeros(span, np.int32)
+    qi = np.full(span, -1, np.int16)
+    ui = np.zeros(span, np.int32)
+    ci = np.zeros(span, np.int32)
     if block is not None:
         if block.residual.shape[0] != r:
             raise StoreError(f"block has {block.residual.shape[0]} replicates; the store {r}")
-        res[0, 0, :, :n] = block.residual
-        truth[0, 0, :n] = block.truth
-        qi[0, 0, :n] = block.query_index
-        ui[0, 0, :n] = block.unit_index
-        ci[0, 0, :n] = block.cell_index
-    dims3 = (S.STATE, S.GEOLEVEL, S.ITEM)
-    ds = xr.Dataset(
-        {
-            "residual": ((S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM), res),
-            "truth": (dims3, truth),
-            "query_index": (dims3, qi),
-            "unit_index": (dims3, ui),
-            "cell_index": (dims3, ci),
-            "n_items": ((S.STATE, S.GEOLEVEL), np.array([[n]], np.int64)),
-        }
-    )
-    region = {S.STATE: slice(state, state + 1), S.GEOLEVEL: slice(geolevel, geolevel + 1)}
-    _to_zarr(ds, url, group=S.RESIDUALS, mode="r+", region=region)
+        res[:, :n] = block.residual
+        truth[:n] = block.truth
+        qi[:n] = block.query_index
+        ui[:n] = block.unit_index
+        ci[:n] = block.cell_index
+    values: dict[str, np.ndarray] = {
+        "residual": res,
+        "truth": truth,
+        "query_index": qi,
+        "unit_index": ui,
+        "cell_index": ci,
+        "n_items": np.array([[n]], np.int64),
+    }
+    if span:
+        _array(url, "residual", mode="r+")[:, off : off + span] = res
+        for name in ("truth", "query_index", "unit_index", "cell_index"):
+            _array(url, name, mode="r+")[off : off + span] = values[name]
+    _array(url, "n_items", mode="r+")[state : state + 1, geolevel : geolevel + 1] = values[
+        "n_items"
+    ]
     # the block's checksums last: they are its completion marker (resume) and integrity record
-    digests = checksums.block_digests({str(k): v.values for k, v in ds.data_vars.items()})
+    digests = checksums.block_digests(values)
     _array(url, S.BLOCK_SHA256, mode="r+")[state, geolevel] = digests
     return n
 
@@ -703,19 +734,25 @@ def done_blocks(url: str) -> set[tuple[int, int]]:
     return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
 
 
-def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
-    """(residual (replicates, n), query_index (n,)) of one block, padding removed."""
+def _items(url: str, state: int, geolevel: int) -> slice:
+    off, _, _ = block_place(url, state, geolevel)
     n = int(np.asarray(_array(url, "n_items")[state, geolevel]))
-    res = np.asarray(_array(url, "residual")[state, geolevel, :, :n])
-    qi = np.asarray(_array(url, "query_index")[state, geolevel, :n])
+    return slice(off, off + n)
+
+
+def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(residual (replicates, n), query_index (n,)) of one block, its own items only."""
+    items = _items(url, state, geolevel)
+    res = np.asarray(_array(url, "residual")[:, items])
+    qi = np.asarray(_array(url, "query_index")[items])
     return res, qi
 
 
 def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
-    """(truth (n,), unit_index (n,)) of one block's items, padding removed."""
-    n = int(np.asarray(_array(url, "n_items")[state, geolevel]))
-    truth = np.asarray(_array(url, "truth")[state, geolevel, :n])
-    return truth, np.asarray(_array(url, "unit_index")[state, geolevel, :n])
+    """(truth (n,), unit_index (n,)) of one block's items."""
+    items = _items(url, state, geolevel)
+    truth = np.asarray(_array(url, "truth")[items])
+    return truth, np.asarray(_array(url, "unit_index")[items])
 
 
 def write_group(url: str, group: str, ds: xr.Dataset) -> None:

@@ -54,14 +54,7 @@ def residual_figure(res: xr.Dataset, epl: xr.Dataset | None) -> ReportFigure:
     fig, axes = new_figure(len(levels))
     any_overlay = False
     for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
-        sel: dict[str, Any] = {"geolevel": i}
-        if "replicate" in res["residual"].dims:
-            sel["replicate"] = 0
-        if "state" in res["residual"].dims:
-            sel["state"] = slice(0, HIST_MAX_STATES)
-        if "item" in res["residual"].dims:
-            sel["item"] = slice(0, HIST_MAX_ITEMS)
-        r = np.asarray(res["residual"].isel(sel).values, dtype=np.float64).ravel()
+        r = _first_replicate(res, i)
         r = r[np.isfinite(r)]
         if r.size == 0:
             ax.text(0.5, 0.5, "no residuals", ha="center", va="center", transform=ax.transAxes)
@@ -109,6 +102,30 @@ def residual_figure(res: xr.Dataset, epl: xr.Dataset | None) -> ReportFigure:
         ),
         src=to_data_uri(fig),
     )
+
+
+def _first_replicate(res: xr.Dataset, level: int) -> np.ndarray:
+    """The first replicate's residuals of geolevel ``level``: the first items (at most
+    :data:`HIST_MAX_ITEMS`) of each of the first :data:`HIST_MAX_STATES` states, in state order,
+    from blocks on one item axis (``item_offset``) or padded per (state, geolevel)."""
+    var = res["residual"]
+    if "item_offset" in res and "state" not in var.dims:
+        off = np.asarray(res["item_offset"].values)[:HIST_MAX_STATES, level]
+        n = np.asarray(res["n_items"].values)[:HIST_MAX_STATES, level]
+        first = var.isel(replicate=0) if "replicate" in var.dims else var
+        parts = [
+            np.asarray(first.isel(item=slice(int(o), int(o) + min(int(k), HIST_MAX_ITEMS))).values)
+            for o, k in zip(off, n, strict=True)
+        ]
+        return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+    sel: dict[str, Any] = {"geolevel": level}
+    if "replicate" in var.dims:
+        sel["replicate"] = 0
+    if "state" in var.dims:
+        sel["state"] = slice(0, HIST_MAX_STATES)
+    if "item" in var.dims:
+        sel["item"] = slice(0, HIST_MAX_ITEMS)
+    return np.asarray(var.isel(sel).values, dtype=np.float64).ravel()
 
 
 def _regions(res: xr.Dataset, read: list[str], n_states: int) -> str:

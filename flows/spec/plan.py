@@ -71,6 +71,8 @@ class SpineParams:
 
     seed: int
     region: str
+    #: the name it is published under on the run's Dask cluster (``flows.spine_share``); "": none
+    shared: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,6 @@ class AuditPlan:
     population: PopulationParams
     blocks: tuple[Block, ...]  # the blocks with data
     empty: tuple[tuple[int, int], ...]  # (state, geolevel) regions without data
-    n_items_max: int
     replicates: int
     noise_seed: int
     postprocess: str
@@ -145,6 +146,13 @@ class AuditPlan:
                 sigma2[gi, qid] = q.sigma2
         return sigma2
 
+    def block_items(self) -> np.ndarray:
+        """(state, geolevel) items of every block with data (0: a region without data)."""
+        n = np.zeros((len(self.states), len(self.geolevels)), dtype=np.int64)
+        for b in self.blocks:
+            n[b.state, b.geolevel] = b.n_items
+        return n
+
     def template_layout(self) -> dict[str, Any]:
         """The residual store's layout for this plan: the keywords of
         ``storage.store.create_residual_template`` other than ``url`` and ``attrs``."""
@@ -152,7 +160,7 @@ class AuditPlan:
             "states": self.states,
             "geolevels": self.geolevels,
             "replicates": self.replicates,
-            "n_items": self.n_items_max,
+            "n_items": self.block_items(),
             "queries": self.queries,
             "sigma2": self.sigma2_matrix(),
         }
@@ -238,7 +246,6 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
         ),
         blocks=tuple(blocks),
         empty=tuple(empty),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess=spec.simulation.postprocess,
@@ -275,7 +282,6 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=params.seed),
         blocks=blocks,
         empty=empty,
-        n_items_max=max(b.n_items for b in blocks),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -341,7 +347,6 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=(root, *blocks),
         empty=(),
-        n_items_max=max(b.n_items for b in (root, *blocks)),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="topdown",
@@ -396,7 +401,6 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=blocks,
         empty=tuple((0, j) for j in range(len(levels)) if j not in released),
-        n_items_max=max(b.n_items for b in blocks),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -424,7 +428,6 @@ def _observed_plan(spec: AuditSpec, params: TableParams, tree: Any, base_seed: A
         population=PopulationParams(seed=int(base_seed[0])),
         blocks=blocks,
         empty=(),
-        n_items_max=max(b.n_items for b in blocks),
         replicates=obs.n_runs,
         noise_seed=int(base_seed[1]),
         postprocess="none",
@@ -495,7 +498,6 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
         queries=queries,
         level_queries=tuple(level_queries),
         blocks=tuple(blocks),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         postprocess="topdown",
         release="topdown",
         topdown=TopDownParams(sch.name, by_level(base.geolevels, measured), spec.release.tolerance),
@@ -540,7 +542,6 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         population=PopulationParams(seed=pop_seed),
         blocks=tuple(blocks),
         empty=tuple(empty),
-        n_items_max=max((b.n_items for b in blocks), default=1),
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess="topdown",

@@ -268,9 +268,21 @@ def spine_state_indices(region: str, wanted: str | int | list[str]) -> tuple[int
     return tuple(sorted(out))
 
 
+#: spines this process has generated (``load_spine``'s cache misses)
+_spines_generated = 0
+
+
+def spines_generated() -> int:
+    """How many spines this process has generated: a run generates its spine once, in the flow's
+    process, and shares it with its workers (``flows.spine_share``)."""
+    return _spines_generated
+
+
 @functools.lru_cache(maxsize=2)
 def load_spine(seed: int, region: str) -> Any:
-    """The spine of one region (cached per process: a worker builds it once per run)."""
+    """The spine of one region (cached per process)."""
     from auditlib.geography.spine import generate_spine
 
+    global _spines_generated
+    _spines_generated += 1
     return generate_spine(seed, regions=(region,))

@@ -16,6 +16,7 @@ from flows.report.render import render_report
 from flows.spec.files import load_spec
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 from tests.integration._specs import to_toml
 
 pytestmark = pytest.mark.integration
@@ -57,7 +58,7 @@ def test_audit_of_an_allocation_file(
     flow(spec, url, run_id_for(spec))
     store.finalize(url)
 
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     levels = list(res.geolevel.values)
     queries = list(res["query"].values)
     # the σ² drawn per (level, query): the file's noise, or 1/(2ρ) of a ρ row

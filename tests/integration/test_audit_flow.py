@@ -11,6 +11,7 @@ import pytest
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ def run_flow(tmp_path: Path, name: str, address: str) -> str:
 def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
     url = run_flow(tmp_path, "a.zarr", dask_address)
 
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     assert list(res.state.values) == ["US", "ST01", "ST02"]
     assert list(res.geolevel.values)[:2] == ["US", "State"] and res.sizes[S.REPLICATE] == 3
     n = res.n_items.values
@@ -129,7 +130,7 @@ def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_pat
         n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
     ) as one:
         url2 = run_flow(tmp_path, "b.zarr", one.scheduler_address)
-    res2 = store.open_group(url2, S.RESIDUALS)
+    res2 = padded(url2)
     for name in ("residual", "truth", "query_index", "unit_index", "cell_index", "n_items"):
         np.testing.assert_array_equal(res[name].values, res2[name].values)
     acc2 = store.open_group(url2, S.ACCOUNTING)

@@ -21,6 +21,7 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +59,7 @@ def test_dpaudit_run_on_a_library_release(
     url = tmp_path / "audit.zarr"
     done = c.dpaudit_run(spec, url, "--no-report", "--scheduler", dask_address)
     assert done.returncode == 0, done.stderr[-3000:]
-    res = store.open_group(str(url), S.RESIDUALS)
+    res = padded(str(url))
     assert res.sizes["replicate"] == runs
     n = int(res.n_items.sel(geolevel="county").values[0])
     assert n == 437

@@ -14,6 +14,7 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,7 @@ def test_dpaudit_run_audits_published_counts(
     assert done.returncode == 0, done.stderr[-3000:]
     assert store.root_attrs(str(url))["release"] == "observed"
     assert store.root_attrs(str(url))["published_runs"] == RUNS
-    res = store.open_group(str(url), S.RESIDUALS)
+    res = padded(str(url))
     assert list(res.geolevel.values) == ["All", "State", "County"]
     assert res.sizes["replicate"] == RUNS  # one replicate per published run: nothing simulated
     n = res.n_items.values[0]

@@ -187,3 +187,35 @@ def test_notebook_runs_on_the_store(
     client.execute()  # raises CellExecutionError on the first failing cell
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert errors == []
+
+
+def test_readme_notebook_snippet_runs_on_the_store(
+    tiny_store: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    """The README's "Opening results in a notebook" snippet, verbatim, on a store at
+    results/audit.zarr: its ``r`` is the ST01/County block's residuals, its own items only."""
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Opening results in a notebook", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    url, _ = tiny_store
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "audit.zarr").symlink_to(url)
+    check = "\nimport numpy as np\nnp.save('r.npy', r.values)\nprint(type(epl).__name__)\n"
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", snippet + check],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Dataset"
+    res = store.open_group(url, S.RESIDUALS)
+    s = list(res.state.values).index("ST01")
+    g = list(res.geolevel.values).index("County")
+    want, _ = store.read_residuals(url, s, g)
+    assert want.shape == (2, int(res.n_items.values[s, g])) and want.shape[1] > 0
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)

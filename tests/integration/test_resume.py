@@ -4,6 +4,7 @@ run started on the same store meanwhile is refused and changes nothing."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -45,6 +46,14 @@ def marked_blocks(staging: Path) -> int:
     return sum(1 for p in marks.rglob("*") if p.is_file()) if marks.exists() else 0
 
 
+def holds_lock(target: Path, pid: int) -> bool:
+    """Whether the run ``pid`` holds the store's lock (its identity written into the lock file)."""
+    try:
+        return int(json.loads(store.lock_path(str(target)).read_text())["pid"]) == pid
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def test_killed_run_resumes_to_the_undisturbed_store(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
@@ -63,6 +72,10 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
 
+    from typer.testing import CliRunner  # imported before the run starts: the refusal is quick
+
+    from flows.cli.app import app
+
     # 1. start the run in its own process group; SIGKILL all of it once a few blocks are marked
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=env, start_new_session=True,
@@ -70,15 +83,11 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while marked_blocks(staging) < 1:
+        while not holds_lock(target, proc.pid):  # early: before its simulation can finish
             assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no block was marked done in time"
+            assert time.monotonic() < deadline, "the run did not lock its store in time"
             time.sleep(0.05)
         # a second run on the same store meanwhile is refused before it touches anything
-        from typer.testing import CliRunner
-
-        from flows.cli.app import app
-
         second = CliRunner().invoke(app, cmd[len(dpaudit()) :])
         assert second.exit_code == 2, second.output
         assert f"another dpaudit run (pid {proc.pid}) is writing" in second.stderr

@@ -12,6 +12,7 @@ from auditlib.geography.spine import LEVELS, generate_spine
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +44,7 @@ def test_smallest_spine_state_through_the_flow(
     )
     assert summary["blocks"] == 1 + len(LEVELS)  # the nation + the state's 5 levels
     store.finalize(url)
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     assert list(res.state.values) == ["US", label]
     assert list(res.geolevel.values) == ["US", *LEVELS]
     n_items = res.n_items.values

@@ -52,7 +52,7 @@ def dpaudit_store(url: str, run_id: str = "abc") -> None:
         sigma2=np.full((1, 1), 4.0),
         attrs={"run_id": run_id},
     )
-    store.write_residual_block(url, 0, 0, None, 2)
+    store.write_residual_block(url, 0, 0, None)
     store.finalize(url)
 
 

@@ -11,6 +11,7 @@ from auditlib.mechanisms import TwoSidedGeometric
 from flows.spec import load_spec
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def test_gdpc_of_a_csv_through_the_flow(
     audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
     store.finalize(url)
     assert S.ACCOUNTING not in store.groups(url)  # pure eps-DP: no DG accounting
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     assert list(res.geolevel.values) == ["All", "state", "county"]
     n = res.n_items.values[0]
     assert list(n) == [0, 0, 60]  # GDPC releases the rows only
@@ -102,7 +103,7 @@ def test_sa3_of_a_csv_through_the_flow(
     url = str(tmp_path / "sa3.zarr")
     audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
     store.finalize(url)
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     n = res.n_items.values[0]
     assert list(n) == [0, 0, 40 * 3]  # each tract's total, then its two counts
     r = res.residual.values[0, 2, :, : n[2]]

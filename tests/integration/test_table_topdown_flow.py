@@ -17,6 +17,7 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +52,7 @@ def test_dpaudit_run_of_a_countrys_own_levels(api_env: dict[str, str], tmp_path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     url = str(tmp_path / "a.zarr")
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     levels = ["All", "region", "district", "village"]
     assert list(res.geolevel.values) == levels
     assert list(res.state.values) == ["all"]

@@ -11,6 +11,7 @@ import pytest
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def children_sum(x: np.ndarray, fanout: int) -> np.ndarray:
 
 def test_topdown_total_and_pl94(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
     url = run(tmp_path, "t.zarr", spec("total"), dask_address)
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     assert list(res.state.values) == ["US", "ST01", "ST02"]
     assert list(res["query"].values) == ["total"]
     levels = ["State", "County", "Tract", "Block_Group", "Block"]
@@ -85,7 +86,7 @@ def test_topdown_total_and_pl94(prefect_harness: None, dask_address: str, tmp_pa
     assert S.EPL in store.groups(url)
 
     url = run(tmp_path, "p.zarr", spec("pl94"), dask_address)
-    res = store.open_group(url, S.RESIDUALS)
+    res = padded(url)
     queries = list(res["query"].values)
     assert {"total", "detailed", "votingage", "race"} <= set(queries)
     d = queries.index("detailed")

@@ -788,6 +788,48 @@ def test_store_written_by_the_store_module(tmp_path: pathlib.Path) -> None:
     assert "all levels composed" in html and "age_38_groups * sex" in html
 
 
+def test_report_is_the_same_from_either_residual_layout(tmp_path: pathlib.Path) -> None:
+    """The same residuals, padded per (state, geolevel) as stores were written before (layout
+    1) or each block at its own length on one item axis (layout 2): byte-identical reports."""
+    from auditlib.simulate import ResidualBlock
+    from storage import store as st
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = build_store(tmp_path / "a" / "run.zarr", ("accounting", "residuals"))
+    padded = _residuals(np.random.default_rng(7))  # build_store's draws
+    counts = padded.n_items.values
+    url = str(tmp_path / "b" / "run.zarr")
+    st.create_residual_template(
+        url,
+        states=STATES,
+        geolevels=LEVELS,
+        replicates=padded.sizes["replicate"],
+        n_items=counts,
+        queries=QUERIES,
+        sigma2=SIGMA2,
+        attrs=_root_attrs(),
+    )
+    for s in range(len(STATES)):
+        for g in range(len(LEVELS)):
+            n = int(counts[s, g])
+            blk = padded.isel(state=s, geolevel=g, item=slice(0, n))
+            zeros = np.zeros(n, np.int32)
+            block = ResidualBlock(
+                blk.residual.values, blk.truth.values, blk.query_index.values, zeros, zeros
+            )
+            st.write_residual_block(url, s, g, block if n else None)
+    st.write_group(url, "accounting", _accounting())
+    st.finalize(url)
+    assert st.open_group(url, "residuals").residual.dims == ("replicate", "item")
+    html_old = render_report(old, tmp_path / "old.html").read_text(encoding="utf-8")
+    html_new = render_report(url, tmp_path / "new.html").read_text(encoding="utf-8")
+    assert len(_images(html_new)) >= 2
+    # apart from the marks every finalized store carries (the old one here was never finalized)
+    marks = r'\s*<tr><th scope="row">dpaudit_(complete|metadata_sha256|store)</th>.*</tr>'
+    assert re.sub(marks, "", html_new) == html_old
+
+
 def test_atomic_write_leaves_no_temp_files(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

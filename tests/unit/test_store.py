@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
+import zarr
 
 from auditlib import seeds
 from auditlib.exceptions import StoreError
 from auditlib.simulate import QueryPlan, simulate_block
 from storage import schema as S
 from storage import store
+from storage.residuals import ITEM_CHUNK, item_chunk, open_residuals
 
 
 def make_block(n_units: int, reps: int, seed: int):
@@ -40,23 +43,28 @@ def test_regions_round_trip_in_a_fresh_process(tmp_path: Path) -> None:
     template(url)
     blocks = {(1, 2): make_block(4, 2, 1), (2, 2): make_block(3, 2, 2)}
     for (s, g), b in blocks.items():
-        store.write_residual_block(url, s, g, b, 12)
-    store.write_residual_block(url, 0, 2, None, 12)
+        store.write_residual_block(url, s, g, b)
+    store.write_residual_block(url, 0, 2, None)
     store.finalize(url)
     ds = store.open_group(url, S.RESIDUALS)
-    assert ds.residual.dims == (S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM)
+    assert ds.residual.dims == (S.REPLICATE, S.ITEM)
     assert list(ds.state.values) == ["US", "ST01", "ST02"]
+    res = open_residuals(url)
     for (s, g), b in blocks.items():
-        n = int(ds.n_items[s, g])
-        assert n == b.n_items
-        np.testing.assert_array_equal(ds.residual.values[s, g, :, :n], b.residual)
-        assert np.isnan(ds.residual.values[s, g, :, n:]).all()
-        np.testing.assert_array_equal(ds.truth.values[s, g, :n], b.truth)
-    assert (ds.query_index.values[0, 2] == -1).all()
+        blk = res.sel_block(state=res.states[s], geolevel=res.geolevels[g])
+        assert int(ds.n_items[s, g]) == b.n_items == blk.sizes[S.ITEM]
+        np.testing.assert_array_equal(blk.residual.values, b.residual)
+        np.testing.assert_array_equal(blk.truth.values, b.truth)
+        np.testing.assert_array_equal(blk.query_index.values, b.query_index)
+        got = store.read_residuals(url, s, g)
+        np.testing.assert_array_equal(got[0], b.residual)
+        np.testing.assert_array_equal(got[1], b.query_index)
+    assert res.sel_block(state="US", geolevel="County").sizes[S.ITEM] == 0
     # a notebook in another process opens it with one call
     code = (
-        "import xarray as xr, sys; ds = xr.open_zarr(sys.argv[1], group='residuals'); "
-        "print(int(ds.n_items.sum()))"
+        "import sys; from storage.residuals import open_residuals; "
+        "r = open_residuals(sys.argv[1]).sel_block(state='ST01', geolevel='County'); "
+        "print(r.residual.shape, float(r.residual.sum()))"
     )
     out = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", code, url],
@@ -64,18 +72,90 @@ def test_regions_round_trip_in_a_fresh_process(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert out.stdout.strip() == str(12 + 9)
+    b = blocks[(1, 2)]
+    assert out.stdout.strip() == f"(2, {b.n_items}) {float(b.residual.sum())}"
+
+
+def test_each_block_is_held_at_its_own_length(tmp_path: Path) -> None:
+    """The item axis holds every block at its planned length, rounded up to whole chunks only:
+    not every region padded to the largest block."""
+    url = str(tmp_path / "s.zarr")
+    planned = np.array([[3, 0, 0], [0, 1, 20_000], [0, 5, 9_000]])
+    store.create_residual_template(
+        url,
+        states=["US", "ST01", "ST02"],
+        geolevels=["US", "State", "County"],
+        replicates=2,
+        n_items=planned,
+        queries=["q"],
+        sigma2=np.full((3, 1), 4.0),
+        attrs={"run_id": "abc"},
+    )
+    ds = xr.open_zarr(url, group=S.RESIDUALS, consolidated=False, chunks=None)
+    chunk = ds.residual.encoding["chunks"][1]
+    assert chunk == 32_768 <= ITEM_CHUNK  # the power of two >= the largest block
+    assert item_chunk(2, 300) == 512 and item_chunk(1000, 10**6) == 4096  # a chunk <= 16 MiB
+    np.testing.assert_array_equal(ds.item_capacity.values, planned)
+    span = -(-planned.ravel() // chunk) * chunk  # each block's whole chunks, in order
+    assert ds.sizes[S.ITEM] == int(span.sum()) == 5 * chunk < planned.size * int(planned.max())
+    off = ds.item_offset.values.ravel()
+    assert (off % chunk == 0).all() and (np.diff(off) == span[:-1]).all()
+    # a block fills its place; its neighbour's items are untouched
+    big = make_block(20_000 // 3, 2, 5)
+    store.write_residual_block(url, 1, 2, big)
+    store.write_residual_block(url, 2, 1, make_block(1, 2, 6))
+    got, _ = store.read_residuals(url, 1, 2)
+    np.testing.assert_array_equal(got, big.residual)
+    assert store.read_residuals(url, 2, 1)[0].shape == (2, 3)
+    with pytest.raises(StoreError, match="has 6 items; the store holds 1 for it"):
+        store.write_residual_block(url, 1, 1, make_block(2, 2, 1))
+
+
+def test_a_layout_1_store_is_read_and_not_resumed(tmp_path: Path) -> None:
+    """Stores of the padded layout 1 (no ``dpaudit_layout``) are read block by block; a run of the
+    same spec does not resume into one (it starts again); writing into one names the fix."""
+    url = str(tmp_path / "old.zarr")
+    res = np.full((2, 3, 2, 5), np.nan, np.float32)
+    res[1, 2, :, :3] = [[1, 2, 3], [4, 5, 6]]
+    qi = np.full((2, 3, 5), -1, np.int16)
+    qi[1, 2, :3] = 0
+    zeros = np.zeros((2, 3, 5), np.int32)
+    old = xr.Dataset(
+        {
+            "residual": ((S.STATE, S.GEOLEVEL, S.REPLICATE, S.ITEM), res),
+            "truth": ((S.STATE, S.GEOLEVEL, S.ITEM), zeros),
+            "query_index": ((S.STATE, S.GEOLEVEL, S.ITEM), qi),
+            "unit_index": ((S.STATE, S.GEOLEVEL, S.ITEM), zeros),
+            "cell_index": ((S.STATE, S.GEOLEVEL, S.ITEM), zeros),
+            "n_items": ((S.STATE, S.GEOLEVEL), np.array([[0, 0, 0], [0, 0, 3]])),
+        },
+        coords={
+            S.STATE: np.array(["US", "ST01"], dtype=object),
+            S.GEOLEVEL: np.array(["US", "State", "County"], dtype=object),
+        },
+    )
+    zarr.open_group(url, mode="w", zarr_format=3, attributes={"run_id": "abc", S.STORE_ATTR: True})
+    old.to_zarr(url, group=S.RESIDUALS, zarr_format=3, consolidated=False, mode="w")
+    zarr.open_group(url, mode="r+", zarr_format=3, path=S.RESIDUALS).attrs[
+        S.TEMPLATE_COMPLETE_ATTR
+    ] = True
+    with pytest.raises(StoreError, match=r"padded residual layout 1.*--overwrite"):
+        store.write_residual_block(url, 1, 2, None)
+    zarr.consolidate_metadata(url, zarr_format=3)
+    blk = open_residuals(url).sel_block(state="ST01", geolevel="County")
+    np.testing.assert_array_equal(blk.residual.values, [[1, 2, 3], [4, 5, 6]])
+    assert store.resume_point(url, "abc") is None and not Path(url).exists()
 
 
 def test_misfit_regions_are_refused(tmp_path: Path) -> None:
     url = str(tmp_path / "s.zarr")
     template(url, n_items=5)
-    with pytest.raises(StoreError, match="has 12 items; the store holds 5"):
-        store.write_residual_block(url, 1, 1, make_block(4, 2, 1), 5)
+    with pytest.raises(StoreError, match="has 12 items; the store holds 5 for it"):
+        store.write_residual_block(url, 1, 1, make_block(4, 2, 1))
     with pytest.raises(StoreError, match="outside the store"):
-        store.write_residual_block(url, 7, 1, None, 5)
+        store.write_residual_block(url, 7, 1, None)
     with pytest.raises(StoreError, match="3 replicates"):
-        store.write_residual_block(url, 1, 1, make_block(1, 3, 1), 5)
+        store.write_residual_block(url, 1, 1, make_block(1, 3, 1))
 
 
 def test_template_refuses_an_existing_store(tmp_path: Path) -> None:

@@ -25,11 +25,11 @@ def built(tmp_path: Path, finalize: bool = True) -> str:
     url = str(tmp_path / "s.zarr")
     template(url)
     for (s, g), (units, seed) in BLOCKS.items():
-        store.write_residual_block(url, s, g, make_block(units, 2, seed), 12)
+        store.write_residual_block(url, s, g, make_block(units, 2, seed))
     for s in range(3):
         for g in range(3):
             if (s, g) not in BLOCKS:
-                store.write_residual_block(url, s, g, None, 12)
+                store.write_residual_block(url, s, g, None)
     small = xr.Dataset(
         {"epl_pooled": (("geolevel", "query"), np.array([[0.5], [1.5], [np.nan]]))},
         coords={"geolevel": np.array(["US", "State", "County"], dtype=object)},
@@ -38,6 +38,14 @@ def built(tmp_path: Path, finalize: bool = True) -> str:
     if finalize:
         store.finalize(url)
     return url
+
+
+def chunk_file(url: str, name: str, state: int, geolevel: int) -> Path:
+    """The first chunk file of a block's place on the item axis, of one residual variable."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
+    first = int(np.asarray(grp["item_offset"][state, geolevel])) // int(grp["truth"].chunks[0])
+    lead = ("0",) if name == "residual" else ()  # residual (replicate, item): one replicate chunk
+    return Path(url, S.RESIDUALS, name, "c", *lead, str(first))
 
 
 def test_sha256_digest_matches_hashlib_on_the_raw_bytes() -> None:
@@ -60,10 +68,10 @@ def test_an_intact_store_verifies(tmp_path: Path) -> None:
 
 def test_a_deleted_chunk_is_named_by_array_and_block(tmp_path: Path) -> None:
     url = built(tmp_path)
-    chunk = Path(url, S.RESIDUALS, "residual", "c", "1", "2", "0", "0")
+    chunk = chunk_file(url, "residual", 1, 2)
     assert chunk.is_file()
     chunk.unlink()  # zarr now reads fill values (NaN) there without any error
-    assert np.isnan(store.open_group(url, S.RESIDUALS).residual.values[1, 2]).all()
+    assert np.isnan(store.read_residuals(url, 1, 2)[0]).all()
     with pytest.raises(IntegrityError) as exc:
         checksums.check(url)
     msg = str(exc.value)
@@ -75,7 +83,7 @@ def test_a_deleted_chunk_is_named_by_array_and_block(tmp_path: Path) -> None:
 
 def test_a_corrupted_chunk_is_named_by_array_and_block(tmp_path: Path) -> None:
     url = built(tmp_path)
-    chunk = Path(url, S.RESIDUALS, "truth", "c", "2", "2", "0")
+    chunk = chunk_file(url, "truth", 2, 2)
     data = bytearray(chunk.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte inside the compressed frame
     chunk.write_bytes(bytes(data))
@@ -107,8 +115,8 @@ def test_block_markers_list_exactly_the_written_blocks(tmp_path: Path) -> None:
     assert store.done_blocks(url) == set()
     assert store.resume_point(url, "abc") == set()
     for (s, g), (units, seed) in BLOCKS.items():
-        store.write_residual_block(url, s, g, make_block(units, 2, seed), 12)
-    store.write_residual_block(url, 0, 0, None, 12)  # an empty region counts as written too
+        store.write_residual_block(url, s, g, make_block(units, 2, seed))
+    store.write_residual_block(url, 0, 0, None)  # an empty region counts as written too
     assert store.done_blocks(url) == {*BLOCKS, (0, 0)}
     assert store.resume_point(url, "abc") == {*BLOCKS, (0, 0)}
     assert not store.group_complete(url, S.EPL)
@@ -180,11 +188,12 @@ def test_verify_command_exit_codes(tmp_path: Path) -> None:
     url = built(tmp_path)
     ok = runner.invoke(app, ["verify", url])
     assert ok.exit_code == 0, ok.output
-    # residuals: state, geolevel, replicate, query, block_var, sigma2; epl: geolevel, epl_pooled
-    assert ok.stdout.strip() == f"ok: {url}: 8 arrays and 9 blocks match their checksums"
+    # residuals: state, geolevel, replicate, query, block_var, sigma2, item_offset, item_capacity;
+    # epl: geolevel, epl_pooled
+    assert ok.stdout.strip() == f"ok: {url}: 10 arrays and 9 blocks match their checksums"
     missing = runner.invoke(app, ["verify", str(tmp_path / "nope.zarr")])
     assert missing.exit_code == 2 and "not found" in missing.stderr
-    Path(url, S.RESIDUALS, "cell_index", "c", "1", "1", "0").unlink()
+    chunk_file(url, "cell_index", 1, 1).unlink()
     bad = runner.invoke(app, ["verify", url])
     assert bad.exit_code == 1
     assert (

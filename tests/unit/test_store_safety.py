@@ -18,7 +18,7 @@ from flows.cli.app import app
 from storage import checksums, store
 from storage import schema as S
 from tests.unit.test_store import template
-from tests.unit.test_store_integrity import built
+from tests.unit.test_store_integrity import built, chunk_file
 
 
 def tree(path: Path) -> dict[str, bytes]:
@@ -55,7 +55,7 @@ def finished(path: Path, run_id: str = "abc") -> Path:
         sigma2=np.full((1, 1), 4.0),
         attrs={"run_id": run_id},
     )
-    store.write_residual_block(str(path), 0, 0, None, 2)
+    store.write_residual_block(str(path), 0, 0, None)
     store.finalize(str(path))
     return path
 
@@ -233,6 +233,7 @@ def test_a_removed_or_added_node_document_is_named(tmp_path: Path) -> None:
 
 def test_a_store_without_metadata_digests_still_verifies_its_data(tmp_path: Path) -> None:
     url = built(tmp_path)
+    chunk = chunk_file(url, "truth", 2, 2)
     root = Path(url, "zarr.json")
     meta = json.loads(root.read_text())
     del meta["attributes"][S.METADATA_SHA256_ATTR]  # as finalized before the record existed
@@ -241,7 +242,7 @@ def test_a_store_without_metadata_digests_still_verifies_its_data(tmp_path: Path
     v = checksums.verify(url)
     assert v.problems == [] and v.metadata == 0 and v.blocks == 9
     assert v.notes == [checksums.NO_METADATA_DIGESTS]
-    Path(url, S.RESIDUALS, "truth", "c", "2", "2", "0").unlink()  # its data still is checked
+    chunk.unlink()  # its data still is checked
     assert checksums.verify(url).problems == [
         "residuals/truth block (state=ST02, geolevel=County): checksum mismatch "
         "(missing or corrupt chunk)"
