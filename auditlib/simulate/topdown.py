@@ -41,6 +41,7 @@ from auditlib.simulate.measured import unexpressible_queries as unexpressible_qu
 from auditlib.simulate.postprocess import (
     query_matrix,
     round_preserving,
+    solve_wls_children,
     solve_wls_normal,
 )
 from auditlib.simulate.release import ResidualBlock, check_block_size
@@ -331,7 +332,6 @@ def topdown(
     mechs: dict[float, Any] = {}
     dp: list[npt.NDArray[Any]] = []
     iters: list[int] = []
-    cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
         n = hierarchy.n_units(i)
         hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs, sampler)
@@ -345,9 +345,8 @@ def topdown(
                 dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         else:
             parent = hierarchy.parents[i - 1]
-            seg = parent[:, None] * n_cells + cells
-            sol = solve_wls_normal(hess, b, seg, dp[i - 1], tol=tol)
-            del b, seg
+            sol = solve_wls_children(hess, b, parent, dp[i - 1], tol=tol)
+            del b
             if rounding == "none":
                 dp.append(sol.x)
             else:
