@@ -61,6 +61,28 @@ def _check_segments(
     return seg, tgt
 
 
+def _check_child_segments(par: IntArray, tgt: FloatArray) -> FloatArray:
+    """:func:`_check_segments` of the segments ``par[i] · n_cells + k`` (same checks, same
+    messages) without building them: the targets, raveled."""
+    n_par, n_cells = tgt.shape
+    if par.size and n_cells and (par.min() < 0 or par.max() >= n_par):
+        lo, hi = int(par.min()) * n_cells, int(par.max()) * n_cells + n_cells - 1
+        raise InvalidParameterError(f"Invalid segment ids in [{lo}, {hi}]; need 0..{tgt.size - 1}")
+    flat = tgt.ravel()
+    if not np.isfinite(flat).all() or (flat < 0).any():
+        bad = flat[~(np.isfinite(flat) & (flat >= 0))][0]
+        raise InvalidParameterError(f"Invalid segment target {bad}; targets must be finite, >= 0")
+    childless = np.bincount(par, minlength=n_par) == 0
+    empty = childless[:, None] & (tgt > 0)
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0])
+        raise InvalidParameterError(
+            f"Inconsistent hierarchy: segment {i} has target {flat[i]:g} but no variables "
+            "(a parent with people and no children)"
+        )
+    return flat
+
+
 def _sort_within(values: FloatArray, seg: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """Order sorting ``values`` descending within segments; each sorted entry's 0-based rank; and
     the start (in sorted order) of every segment's run."""
@@ -172,8 +194,7 @@ class ChildSegments:
         n_par, n_cells = tgt.shape
         if par.size and (np.diff(par) < 0).any():
             raise InvalidParameterError("Invalid parent: units must be grouped by parent (sorted)")
-        seg = (par[:, None] * n_cells + np.arange(n_cells)).ravel()
-        _, flat = _check_segments(seg.size, seg, tgt)
+        flat = _check_child_segments(par, tgt)
         self.parent, self.target = par, flat.reshape(n_par, n_cells)
         self.sizes = np.bincount(par, minlength=n_par)
         has = self.sizes > 0
@@ -202,20 +223,26 @@ class ChildSegments:
             raise InvalidParameterError("Invalid y: values must be finite")
         if v.size == 0:
             return v.copy()
+        return self._project(np.ascontiguousarray(v), out)
+
+    def _project(self, v: FloatArray, out: FloatArray | None) -> FloatArray:
+        """:meth:`project` of a finite ``v`` of the right shape (no check)."""
+        n_units, n_cells = v.shape
         total = self._sum
         t = self.target[self.has]
         lower = (total @ v - t) / self.sizes[self.has][:, None]
         zero = t == 0
         lower[zero] = np.inf  # target 0: every child 0
         tau = lower if self.tau is None else self.tau
-        if self._scratch is None:
+        if self._scratch is None or self._scratch.shape != v.shape:
             self._scratch = np.empty_like(v)
         act = self._scratch
         d = np.empty_like(v) if out is None or out.shape != v.shape or out is v else out
         slack = 1e-11 * (1.0 + t)
-        counts = self.sizes[self.has]
         for it in range(self.width + 3):
-            np.subtract(v, np.repeat(tau, counts, axis=0), out=d)  # repeat: far faster than take
+            # each unit's thresholds, into a kept buffer (a fresh array per step costs more)
+            np.take(tau, self.rows, axis=0, out=act, mode="clip")
+            np.subtract(v, act, out=d)
             np.maximum(d, 0.0, out=d)
             gap = total @ d - t
             if np.all(np.abs(gap) <= slack):
@@ -400,8 +427,44 @@ def solve_wls_normal(
         )
     if not tol > 0:
         raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
+    return _solve(h, bb, _segments(seg, target), tol, max_iter)
+
+
+def solve_wls_children(
+    hessian: npt.ArrayLike,
+    b: npt.ArrayLike,
+    parent: npt.ArrayLike,
+    parent_hist: npt.ArrayLike,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = 20_000,
+) -> WLSResult:
+    """:func:`solve_wls_normal` of children (rows of ``b``, grouped by ``parent``) whose cells sum
+    to their parent's in ``parent_hist`` (n_parents, n_cells): the segments ``parent · n_cells +
+    cell``, without building them (the same result, bit for bit).
+
+    ``b`` may be overwritten (pass a copy to keep it)."""
+    h = np.asarray(hessian, dtype=np.float64)
+    bb = np.asarray(b, dtype=np.float64)
+    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
+        raise InvalidParameterError(
+            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
+        )
+    par = np.asarray(parent, dtype=np.int64).ravel()
+    if par.size != bb.shape[0]:
+        raise InvalidParameterError(
+            f"Invalid parent: {par.size} parents for {bb.shape[0]} rows of b; need one per row"
+        )
+    if not tol > 0:
+        raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
+    return _solve(h, bb, ChildSegments(par, parent_hist), tol, max_iter)
+
+
+def _solve(
+    h: FloatArray, bb: FloatArray, segs: Segments | ChildSegments, tol: float, max_iter: int
+) -> WLSResult:
+    n_units, n_cells = bb.shape
     c = h[0, 0]
-    segs = _segments(seg, target)
     if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
         x = segs.project(bb / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
@@ -415,8 +478,8 @@ def solve_wls_normal(
     for it in range(1, max_iter + 1):
         np.matmul(z, g_mat, out=w)
         w += bb
-        if isinstance(segs, ChildSegments):
-            x_new = segs.project(w, out=spare)
+        if isinstance(segs, ChildSegments):  # w: finite (from feasible z and finite b), C order
+            x_new = segs._project(w, spare)
         else:
             x_new = segs.project(w).reshape(n_units, n_cells)
         moved = np.subtract(x_new, z, out=w)

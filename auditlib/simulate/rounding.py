@@ -153,7 +153,8 @@ def _greedy(
     picks = np.zeros((n_cells, n), dtype=bool)
     a = np.zeros(n, dtype=np.int64)  # cells rounded up so far
     chances = pos.sum(axis=1)  # cells with a fraction not yet visited (this one included)
-    pos_t, frac_t, need = pos.T, frac.T, deficit.T
+    # cell-major copies: each cell's units are read contiguously
+    pos_t, frac_t, need = np.ascontiguousarray(pos.T), np.ascontiguousarray(frac.T), deficit.T
     for k in range(n_cells):
         c = np.flatnonzero(pos_t[k])
         if c.size == 0:

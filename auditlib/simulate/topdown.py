@@ -42,6 +42,7 @@ from auditlib.simulate.noise import noise_key, noise_sampler
 from auditlib.simulate.postprocess import (
     query_matrix,
     round_preserving,
+    solve_wls_children,
     solve_wls_normal,
 )
 from auditlib.simulate.release import ResidualBlock, check_block_size
@@ -121,10 +122,16 @@ class StateHierarchy:
         out = [h.astype(np.int64)]
         for i in range(len(self.levels) - 1, 0, -1):
             p, n_up = self.parents[i - 1], self.n_units(i - 1)
-            up = np.stack(
-                [np.bincount(p, weights=out[0][:, k], minlength=n_up) for k in range(h.shape[1])],
-                axis=1,
-            ).astype(np.int64)
+            if (np.diff(p) >= 0).all():  # children grouped by parent (every parent has one)
+                up = np.add.reduceat(out[0], np.searchsorted(p, np.arange(n_up)), axis=0)
+            else:
+                up = np.stack(
+                    [
+                        np.bincount(p, weights=out[0][:, k], minlength=n_up)
+                        for k in range(h.shape[1])
+                    ],
+                    axis=1,
+                ).astype(np.int64)
             out.insert(0, up)
         return out
 
@@ -228,6 +235,7 @@ def _normal_equations(
     hess = np.zeros((n_cells, n_cells))
     b = np.zeros((n, n_cells))
     eye = np.eye(n_cells)
+    truth_f = truth.astype(np.float64)  # once for every query (exact: counts < 2⁵³)
     for q, sigma2 in level:
         m = query_matrix(query_matrices, q)
         if not (np.isfinite(sigma2) and sigma2 > 0):
@@ -240,8 +248,8 @@ def _normal_equations(
         detailed = m.shape == eye.shape and bool((m == eye).all())
         for lo in range(0, n, CHUNK_ROWS):
             rows = slice(lo, min(lo + CHUNK_ROWS, n))
-            t = truth[rows].astype(np.float64)
-            y: npt.NDArray[np.float64] = t if detailed else np.rint(t @ m.T)
+            t = truth_f[rows]
+            y: npt.NDArray[np.float64] = t.copy() if detailed else np.rint(t @ m.T)
             y += mech.rvs(size=y.shape, rng=g)
             y *= 1.0 / sigma2
             b[rows] += y if detailed else y @ m
@@ -333,7 +341,6 @@ def topdown(
     mechs: dict[tuple[str, float], Any] = {}
     dp: list[npt.NDArray[Any]] = []
     iters: list[int] = []
-    cells = np.arange(n_cells, dtype=np.int64)
     for i, (level, g) in enumerate(zip(measured, rngs, strict=True)):
         n = hierarchy.n_units(i)
         hess, b = _normal_equations(truth[i], query_matrices, level, g, mechs, sampler)
@@ -347,9 +354,8 @@ def topdown(
                 dp.append(round_preserving(sol.x, seg, target).reshape(n, n_cells))
         else:
             parent = hierarchy.parents[i - 1]
-            seg = parent[:, None] * n_cells + cells
-            sol = solve_wls_normal(hess, b, seg, dp[i - 1], tol=tol)
-            del b, seg
+            sol = solve_wls_children(hess, b, parent, dp[i - 1], tol=tol)
+            del b
             if rounding == "none":
                 dp.append(sol.x)
             else:
