@@ -16,6 +16,7 @@ from flows.report.render import render_report
 from flows.spec.files import load_spec
 from storage import schema as S
 from storage import store
+from storage.residuals import open_residuals
 from tests.integration._residuals import padded
 from tests.integration._specs import to_toml
 
@@ -137,9 +138,10 @@ def test_audit_of_a_mixed_mechanism_file(
     assert float(res.sigma2.values[county, total]) == pytest.approx(r, rel=1e-12)
     if release == "allocation":
         assert float(res.sigma2.values[county, queries.index("sex")]) == 8.0  # 2 b^2
-        n = int(res.n_items.values[1, county])  # state 1 (index 0 is the nation)
-        geo = res.residual.values[1, county, :, :n]
-        sex = res.query_index.values[1, county, :n] == queries.index("sex")
+        blocks = open_residuals(url)
+        blk = blocks.sel_block(state=blocks.states[1], geolevel="County")  # 0 is the nation
+        geo = blk["residual"].values
+        sex = blk["query_index"].values == queries.index("sex")
         assert np.array_equal(geo[:, ~sex], np.round(geo[:, ~sex]))  # geometric: integers
         assert not np.array_equal(geo[:, sex], np.round(geo[:, sex]))  # Laplace: reals
 
