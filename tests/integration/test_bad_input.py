@@ -436,11 +436,6 @@ CASES = [
         lambda c: ["calibrate", "-a", "alloc/mixed.csv", "-m", "paper-bound"],
         "mixes mechanisms",
     ),
-    line(
-        "tradeoff-alloc-laplace",
-        lambda c: ["tradeoff", "-a", "alloc/laplace.csv"],
-        "(line 2) adds laplace noise",
-    ),
     # tradeoff
     line("tradeoff-alpha", lambda c: ["tradeoff", "--alpha", "1.5"], "Invalid alpha: 1.5"),
     line("tradeoff-points-1", lambda c: ["tradeoff", "--points", "1"], "Invalid points: 1"),
