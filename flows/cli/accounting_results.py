@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from auditlib.exceptions import InvalidParameterError
+from auditlib.summaries import zcdp_and_variance
 
 MODES = {"auto": "auto", "exact": "exact-lattice", "bracket": "bracket-grid"}
 
@@ -168,7 +169,7 @@ def level_components(
 
 def component_summary(comps: list[Any]) -> dict[str, float]:
     """ρ (the zCDP the components give, composed) and the range of their noise variances."""
-    zv = [_zcdp_and_variance(c) for c in comps]
+    zv = [zcdp_and_variance(c) for c in comps]
     s2 = [v for _, v in zv]
     return {
         "rho": float(sum((z for z, _ in zv), Fraction(0))),
@@ -186,27 +187,6 @@ def _combined(parts: list[list[Any]]) -> list[Any]:
     if all(isinstance(c, tuple) for c in flat):
         return flat
     return [DiscreteGaussianLoss(*c) if isinstance(c, tuple) else c for c in flat]
-
-
-def _zcdp_and_variance(comp: Any) -> tuple[Fraction, float]:
-    """(zCDP ρ, noise variance) of one component: a (σ², count) pair or a loss component (pure
-    ε₀-DP releases: ε₀²/2 each; geometric and Laplace variances of their laws)."""
-    from auditlib.accounting import DiscreteGaussianLoss, GaussianLoss, GeometricLoss
-
-    if isinstance(comp, tuple):
-        s2, count = comp
-        return Fraction(count) / (2 * Fraction(s2)), float(s2)
-    if isinstance(comp, DiscreteGaussianLoss):
-        return Fraction(comp.count) / (2 * Fraction(comp.sigma2)), float(comp.sigma2)
-    if isinstance(comp, GaussianLoss):
-        s2 = Fraction(comp.sigma) ** 2
-        return Fraction(comp.count) / (2 * s2), float(s2)
-    if isinstance(comp, GeometricLoss):
-        e0 = Fraction(comp.epsilon)
-        r = math.exp(-float(e0))
-        return comp.count * e0 * e0 / 2, 2 * r / (1 - r) ** 2
-    b = Fraction(comp.scale)  # Laplace
-    return Fraction(comp.count) / (2 * b * b), 2 * float(b) ** 2
 
 
 def account_cumulative(
