@@ -133,8 +133,11 @@ class PopulationSection(Strict):
     levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0
     #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
-    #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells)
-    attributes: Literal["total", "pl94"] = "total"
+    #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells) |
+    #: "pl94_production" (the Bureau's PL94-171 persons histogram: hhgq 8 × voting age × Hispanic ×
+    #: cenrace 63 = 2,016 cells) | "dhc_production" (DHC persons: relgq 42 × sex × age 116 ×
+    #: Hispanic × cenrace 63 = 1,227,744 cells)
+    attributes: Literal["total", "pl94", "pl94_production", "dhc_production"] = "total"
     #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
     #: (region "US") / "PR" (region "PR")
     spine_states: Literal["all"] | int | list[str] = "all"
