@@ -129,9 +129,12 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
     ``synthetic_state`` (stream ``SYNTHETIC_HISTOGRAMS``), spine states draw their histograms with
     ``spine_state_histograms``; the ``total`` schema takes the block populations. A table is one
     run (``key`` 1): its root over the hierarchy columns over its rows, the rows' histograms."""
+    from auditlib.geography.schema import schema
     from auditlib.simulate.topdown import StateHierarchy, synthetic_state
 
-    _, sch, _, _ = _topdown_inputs(plan)
+    if plan.topdown is None:
+        raise ValueError("needs a topdown plan")
+    sch = schema(plan.topdown.schema)  # no query matrices: a large schema has none
     hist: np.ndarray
     if plan.table_hierarchy is not None:
         tab = table_hierarchy(plan.table_hierarchy)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any
 
@@ -34,12 +35,14 @@ from prefect import flow, task
 
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
 from auditlib.exceptions import StoreError
+from flows import spine_share
 from flows.direct_experiment import (
     DirectParams,
     SpecDirectParams,
     neighbour_pair,
     spec_attrs,
-    spec_experiment,
+    spec_experiment_on,
+    spine_plan,
 )
 from flows.spec.digests import content_addressed, path_free
 from flows.spec.toml_writer import dump_toml
@@ -50,12 +53,15 @@ GROUP = "direct"
 
 
 @task(name="direct-spec-chunk", **TASK_OPTS)
-def direct_spec_chunk_task(params: dict[str, Any], start: int, stop: int) -> tuple[Any, Any]:
-    """Errors ``DP − count(D)`` under D and D′ of replicates ``start..stop−1``."""
+def direct_spec_chunk_task(
+    params: dict[str, Any], start: int, stop: int, plan: Any = None
+) -> tuple[Any, Any]:
+    """Errors ``DP − count(D)`` under D and D′ of replicates ``start..stop−1``; ``plan``: the
+    flow's plan of a spine population (its spine shared, read here instead of generated)."""
     from auditlib.simulate.direct import release_range
 
     p = SpecDirectParams(**params)
-    e = spec_experiment(p)
+    e = spec_experiment_on(p, plan)
     d, dp = release_range(
         e.pair,
         e.release,
@@ -151,11 +157,16 @@ def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
 
 
 @task(name="direct-part", **TASK_OPTS)
-def direct_part_task(url: str, index: int, params: dict[str, Any], start: int, stop: int) -> int:
+def direct_part_task(
+    url: str, index: int, params: dict[str, Any], start: int, stop: int, plan: Any = None
+) -> int:
     """Run replicates ``start..stop−1`` of an experiment (``params`` with ``spec``: on an audit
-    spec) and write their errors (D, D′) as chunk ``index`` of the parts group, marker last."""
-    chunk_fn = direct_spec_chunk_task.fn if "spec" in params else direct_chunk_task.fn
-    e_d, e_p = chunk_fn(params, start, stop)
+    spec; ``plan``: its spine population's plan, the spine shared by the flow) and write their
+    errors (D, D′) as chunk ``index`` of the parts group, marker last."""
+    if "spec" in params:
+        e_d, e_p = direct_spec_chunk_task.fn(params, start, stop, plan)
+    else:
+        e_d, e_p = direct_chunk_task.fn(params, start, stop)
     values = np.stack([np.asarray(e_d, dtype=float), np.asarray(e_p, dtype=float)])
     store.write_part(url, PARTS, (index,), {"error": ((slice(None), slice(start, stop)), values)})
     return stop - start
@@ -167,12 +178,23 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
 
     Resumable: each chunk's errors and done-marker go to the ``direct_parts`` group as the chunk
     finishes; a re-run on the same store computes only the chunks not marked done, then assembles
-    the ``direct`` group and removes the parts."""
+    the ``direct`` group and removes the parts.
+
+    A spine population's spine is generated once, here, and shared with the workers of the flow's
+    Dask cluster (:mod:`flows.spine_share`), as the audit flow does."""
     raw = asdict(params)
+    plan = spine_plan(params) if isinstance(params, SpecDirectParams) else None
     if isinstance(params, SpecDirectParams):
-        what = type(spec_experiment(params).release).__name__
+        what = type(spec_experiment_on(params, plan).release).__name__
     else:
         what = params.algorithm
+    with spine_share.shared(plan) if plan is not None else nullcontext(None) as shared_plan:
+        return _run(url, params, raw, what, shared_plan)
+
+
+def _run(
+    url: str, params: DirectParams | SpecDirectParams, raw: dict[str, Any], what: str, plan: Any
+) -> dict[str, Any]:
     store.claim_staging(url, direct_run_id(params))
     reps, chunk = params.replicates, params.chunk
     starts = list(range(0, reps, chunk))
@@ -191,7 +213,7 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
         e = min(s + chunk, reps)
         futures.append(
             direct_part_task.with_options(task_run_name=f"direct {what} reps {s}-{e - 1}").submit(
-                url, i, raw, s, e
+                url, i, raw, s, e, plan
             )
         )
     for f in futures:

@@ -144,8 +144,32 @@ def _cell_ref(text: str) -> int | str:
     return int(t) if t.isdigit() else t
 
 
-def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
-    """(D, the release, the state label) of an audit spec's population and release sections."""
+def _topdown_spec(spec: Any) -> Any:
+    """The spec with ``release.kind = "topdown"``: its plan holds the measurements of every level
+    and the population TopDown runs on (an allocation release measures the same)."""
+    if spec.release.kind == "topdown":
+        return spec
+    release = spec.release.model_copy(update={"kind": "topdown"})
+    return spec.model_copy(update={"release": release})
+
+
+def spine_plan(p: SpecDirectParams) -> Any:
+    """The plan of an experiment on the US spine (``population.kind = "spine"``), made where it is
+    called (generating the spine there): the flow makes it once and shares its spine with the
+    workers (:mod:`flows.spine_share`), which then read it (:func:`spec_experiment_on`); ``None``
+    for any other population."""
+    from flows.spec import parse_spec
+    from flows.spec.plan import make_plan
+
+    spec = parse_spec(tomllib.loads(p.spec), "--spec")
+    if spec.population.kind != "spine":
+        return None
+    return make_plan(_topdown_spec(spec))
+
+
+def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, str]:
+    """(D, the release, the state label) of an audit spec's population and release sections;
+    ``plan``: the spec's TopDown plan if made already (its spine shared by the flow)."""
     from auditlib.exceptions import InvalidParameterError
     from auditlib.geography import NATIONAL
     from auditlib.geography.schema import schema
@@ -175,11 +199,8 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
             sa = Stratified(plan.release, t.epsilon, t.epsilon_strata)  # type: ignore[arg-type]
             return db, sa, "all"
         return db, Hierarchical(plan.release, t.epsilon, t.n_runs), "all"  # type: ignore[arg-type]
-    topdown_spec = spec
-    if spec.release.kind != "topdown":  # the allocation's measurements of the same population
-        release = spec.release.model_copy(update={"kind": "topdown"})
-        topdown_spec = spec.model_copy(update={"release": release})
-    plan = make_plan(topdown_spec)
+    if plan is None:  # an allocation release: the allocation's measurements of the same population
+        plan = make_plan(_topdown_spec(spec))
     states = [s for s in plan.states if s != NATIONAL]
     label = state or states[0]
     if label not in states:
@@ -189,14 +210,75 @@ def _spec_database(spec: Any, state: str) -> tuple[Any, Any, str]:
             f"{', …' if len(states) > 6 else ''}{where}; pass one of them"
         )
     key = next(b.state_key for b in plan.blocks if plan.states[b.state] == label)
-    hierarchy, hist = state_population(plan, key)
     td = plan.topdown
     assert td is not None
+    check_dense(spec, plan, key, label)
+    hierarchy, hist = state_population(plan, key)
     db = HistogramDatabase(schema(td.schema), hierarchy.levels, hierarchy.parents, hist, 1)
     measured = [td.measured[plan.geolevels[gi]] for gi in run_levels(plan)]
     if spec.release.kind == "topdown":
         return db, TopDown.of(measured, td.tol), label
     return db, _AllocationOf(tuple(tuple(m) for m in measured), spec.simulation.postprocess), label
+
+
+#: Most memory the dense histograms of one direct experiment may take (D and D′, their blocks and
+#: every level above, int64): 2 GiB. A production schema's cells times a state's units pass it
+#: quickly (the DHC's 1,227,744 cells: 9.4 MB a unit).
+MAX_DENSE_BYTES = 2 * 2**30
+
+
+def _state_units(plan: Any, key: int) -> int:
+    """Units of every level (blocks included) of state ``key`` of a TopDown plan."""
+    if plan.spine is not None:
+        from auditlib.geography.spine import LEVELS
+        from flows.spine_share import spine_of
+
+        spine = spine_of(plan.spine)
+        return sum(int(spine.units_per_state(g)[key - 1]) for g in LEVELS)
+    h = plan.hierarchy
+    return 1 + sum(h.units_per_state(g) for g in h.below_state)
+
+
+def check_dense(spec: Any, plan: Any, key: int, label: str) -> None:
+    """Refuse, before any histogram is drawn, a spec the direct estimate cannot hold or run: its
+    databases are dense block histograms (``HistogramDatabase``), at most :data:`MAX_DENSE_BYTES`;
+    its TopDown solves dense query matrices, which the DHC's schema has none of (the audit's
+    sparse TopDown runs ``dpaudit run``)."""
+    from auditlib.exceptions import InvalidParameterError
+    from auditlib.geography.schema import schema
+
+    sch = schema(plan.topdown.schema)
+    attr = spec.population.attributes
+    if spec.release.kind == "topdown":
+        cells = max(
+            sch.n_query_cells(q)
+            for q in {q for lv in plan.topdown.measured.values() for q, _ in lv}
+        )
+        if cells * sch.n_cells > sch.MAX_DENSE_ENTRIES:
+            raise InvalidParameterError(
+                f"Invalid --spec: release.kind = 'topdown' with population.attributes = {attr!r} "
+                f"({sch.n_cells:,} cells): the direct estimate's TopDown solves dense query matrices, "
+                f"up to {cells:,} × {sch.n_cells:,} entries here (at most "
+                f"{sch.MAX_DENSE_ENTRIES:,}); set release.kind = 'allocation' (the allocation's "
+                "noisy measurement of the released cell, over the same schema) or "
+                "population.attributes = 'pl94_production'"
+            )
+    if sch.n_cells == 1:
+        return
+    units = _state_units(plan, key)
+    need = 2 * units * sch.n_cells * 8
+    if need > MAX_DENSE_BYTES:
+        fix = (
+            "choose a smaller state (--state) or population.spine_states"
+            if plan.spine is not None
+            else "lower population.fanout"
+        )
+        raise InvalidParameterError(
+            f"Invalid --spec: population.attributes = {attr!r} ({sch.n_cells:,} cells) over the "
+            f"{units:,} units of state {label!r} (blocks and every level above) would need about "
+            f"{need / 2**30:.1f} GiB of dense histograms for D and D′ (at most "
+            f"{MAX_DENSE_BYTES / 2**30:g} GiB, MAX_DENSE_BYTES); {fix}, or use a smaller schema"
+        )
 
 
 @dataclass(frozen=True)
@@ -259,6 +341,28 @@ def _change(db: Any, p: SpecDirectParams) -> Any:
 def spec_experiment(p: SpecDirectParams) -> SpecExperiment:
     """Resolve an experiment (cached per process: a worker builds D and D′ once per run). Bad
     input raises :class:`~auditlib.exceptions.DPAuditError` naming the value and the fix."""
+    return _resolve(p, None)
+
+
+#: experiments resolved on a plan the flow made, by (parameters, the spine's published name)
+_on_plan: dict[tuple[SpecDirectParams, str], SpecExperiment] = {}
+
+
+def spec_experiment_on(p: SpecDirectParams, plan: Any) -> SpecExperiment:
+    """:func:`spec_experiment` on the plan :func:`spine_plan` made in the flow, whose spine the
+    flow shared (``plan.spine.shared``): the same experiment, the spine read, not generated
+    (cached per process like :func:`spec_experiment`); ``plan`` ``None``: :func:`spec_experiment`."""
+    if plan is None:
+        return spec_experiment(p)
+    key = (p, plan.spine.shared if plan.spine is not None else "")
+    if key not in _on_plan:
+        if len(_on_plan) >= 4:
+            _on_plan.clear()
+        _on_plan[key] = _resolve(p, plan)
+    return _on_plan[key]
+
+
+def _resolve(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     from auditlib.exceptions import DPAuditError, InvalidParameterError
     from flows.spec import parse_spec
 
@@ -268,7 +372,7 @@ def spec_experiment(p: SpecDirectParams) -> SpecExperiment:
         raise InvalidParameterError(f"Invalid --spec: not valid TOML ({exc})") from None
     spec = parse_spec(data, "--spec")
     try:
-        db, release, label = _spec_database(spec, p.state)
+        db, release, label = _spec_database(spec, p.state, plan)
     except ValueError as exc:  # the plan names a bad spine state or table
         if isinstance(exc, InvalidParameterError):
             raise

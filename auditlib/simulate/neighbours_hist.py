@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import DETAILED, AttributeSchema
+from auditlib.geography.schema import LABEL_SEPARATOR, TOTAL, AttributeSchema
 from auditlib.geography.schema import schema as schema_by_name
 from auditlib.simulate.topdown import StateHierarchy, synthetic_state
 
@@ -146,23 +146,28 @@ class HistogramDatabase:
         return int(block)
 
     def check_cell(self, cell: object) -> int:
-        """A detailed cell by index or by label (``"18plus/hispanic/white"``)."""
-        labels = self.schema.cell_labels(DETAILED)
+        """A detailed cell by index or by label (``"18plus/hispanic/white"``), found by its levels
+        (no list of the schema's labels: the DHC's has 1.2 M)."""
+        sch = self.schema
         if isinstance(cell, str):
-            if cell not in labels:
+            found = _label_index(sch, cell)
+            if found is None:
+                few = [cell_label(sch, c) for c in (0, sch.n_cells - 1)]
+                names = " / ".join(a.name for a in sch.attributes) or "total"
                 raise InvalidParameterError(
-                    f"Unknown cell {cell!r} of schema {self.schema.name!r}; choose one of "
-                    f"{list(labels)} (or an index 0..{self.schema.n_cells - 1})"
+                    f"Unknown cell {cell!r} of schema {sch.name!r}; give one level of each of "
+                    f"{names} joined by '/', e.g. {few[0]!r} … {few[-1]!r} (or an index "
+                    f"0..{sch.n_cells - 1})"
                 )
-            return labels.index(cell)
+            return found
         if (
             isinstance(cell, bool)
             or not isinstance(cell, int | np.integer)
-            or not 0 <= int(cell) < self.schema.n_cells
+            or not 0 <= int(cell) < sch.n_cells
         ):
             raise InvalidParameterError(
-                f"Unknown cell {cell!r} of schema {self.schema.name!r}; allowed 0.."
-                f"{self.schema.n_cells - 1} or a label such as {labels[-1]!r}"
+                f"Unknown cell {cell!r} of schema {sch.name!r}; allowed 0.."
+                f"{sch.n_cells - 1} or a label such as {cell_label(sch, sch.n_cells - 1)!r}"
             )
         return int(cell)
 
@@ -287,12 +292,12 @@ class HistogramPair:
         """``count(D′) − count(D)`` of ``query`` at ``level`` as {(unit, query cell): ±1}; empty if
         the person stays in the same (unit, query cell)."""
         db = self.d
-        cell_row = db.schema.cell_query_index(query)
         diff: dict[tuple[int, int], int] = {}
         for bc, sign in ((self.change.source, -1), (self.change.target, 1)):
             if bc is None:
                 continue
-            key = (int(db.unit_of_block(bc[0], level)), int(cell_row[bc[1]]))
+            row = db.schema.cells_query_index(query, np.array([bc[1]], dtype=np.int64))[0]
+            key = (int(db.unit_of_block(bc[0], level)), int(row))
             diff[key] = diff.get(key, 0) + sign
         return {k: v for k, v in diff.items() if v}
 
@@ -325,19 +330,81 @@ def _with(db: HistogramDatabase, hist: IntArray) -> HistogramDatabase:
     return HistogramDatabase(db.schema, db.levels, db.parents, hist, db.n_top)
 
 
+def cell_label(sch: AttributeSchema, cell: int) -> str:
+    """The label of one detailed cell (``"18plus/hispanic/white"``; ``"total"`` without attributes)."""
+    if not sch.attributes:
+        return TOTAL
+    idx = np.unravel_index(int(cell), sch.shape)
+    return LABEL_SEPARATOR.join(a.levels[int(i)] for a, i in zip(sch.attributes, idx, strict=True))
+
+
+def _label_index(sch: AttributeSchema, label: str) -> int | None:
+    """The detailed cell of a label, or ``None`` if it names none."""
+    if not sch.attributes:
+        return 0 if label == TOTAL else None
+    parts = label.split(LABEL_SEPARATOR)
+    if len(parts) != len(sch.attributes):
+        return None
+    idx = []
+    for a, part in zip(sch.attributes, parts, strict=True):
+        if part not in a.levels:
+            return None
+        idx.append(a.levels.index(part))
+    return int(np.ravel_multi_index(tuple(idx), sch.shape))
+
+
+#: the production constraints that hold cells of a production schema at 0 in every geounit
+#: (the DAS's structural zeros, ``constraints/Constraints_PL94.py`` and ``Constraints_DHCP.py``)
+STRUCTURAL_ZEROS = {
+    "pl94_production": "nurse_nva_0: nobody under 18 in a nursing facility",
+    "dhc_production": "the DHC's gq_constr_groups and nurse_nva_0: nobody under 3, 15, 16 or 17 "
+    "in those group-quarters types, nobody under 18 in a nursing facility",
+}
+
+
+def structural_zero(sch: AttributeSchema, cell: int) -> str:
+    """Why the production constraints hold detailed cell ``cell`` at 0 (the constraint), or ``""``
+    if it may hold people. ``pl94_production``: nursing facility × under 18; ``dhc_production``: a
+    group-quarters type below its minimum age (:data:`~auditlib.geography.sparse_population.MIN_AGE`,
+    the ages the sparse production populations never draw there). Other schemas: none. The DHC's
+    household constraints (e.g. a householder's age) are not listed."""
+    if sch.name == "pl94_production":
+        hhgq, votingage, _, _ = np.unravel_index(int(cell), sch.shape)
+        return STRUCTURAL_ZEROS[sch.name] if (hhgq, votingage) == (3, 0) else ""
+    if sch.name == "dhc_production":
+        from auditlib.geography.sparse_population import MIN_AGE
+
+        relgq, _, age, _, _ = np.unravel_index(int(cell), sch.shape)
+        return STRUCTURAL_ZEROS[sch.name] if age < MIN_AGE[relgq] else ""
+    return ""
+
+
+def _check_possible(db: HistogramDatabase, cell: int, what: str) -> None:
+    """Refuse a person put into a cell the production constraints hold at 0: D′ would not be a
+    database the production release takes (its constraints would have no solution)."""
+    why = structural_zero(db.schema, cell)
+    if why:
+        raise InvalidParameterError(
+            f"Invalid {what}: cell {cell} ({cell_label(db.schema, cell)!r}) of schema "
+            f"{db.schema.name!r} is held at 0 by the production constraints ({why}); choose "
+            "another cell (another age, or another household or group-quarters type)"
+        )
+
+
 def _take(db: HistogramDatabase, block: object, cell: object, what: str) -> tuple[int, int]:
     b, c = db.check_block(block), db.check_cell(cell)
     if db.histograms[b, c] < 1:
-        labels = db.schema.cell_labels(DETAILED)
+        sch = db.schema
         full = np.flatnonzero(db.histograms[b])
         if full.size:
-            some = ", ".join(f"{labels[i]!r} ({db.histograms[b, i]})" for i in full[:4])
+            some = ", ".join(f"{cell_label(sch, i)!r} ({db.histograms[b, i]})" for i in full[:4])
             hint = f"non-empty cells of block {b}: {some}{', …' if full.size > 4 else ''}"
         else:
             blocks = np.flatnonzero(db.histograms.sum(axis=1))[:4].tolist()
             hint = f"block {b} is empty; non-empty blocks include {blocks}"
         raise InvalidParameterError(
-            f"Invalid {what}: block {b}, cell {c} ({labels[c]!r}) is empty in D; nobody to take "
+            f"Invalid {what}: block {b}, cell {c} ({cell_label(sch, c)!r}) is empty in D; nobody "
+            "to take "
             f"(choose a non-empty cell; {hint})"
         )
     return b, c
@@ -354,6 +421,7 @@ def move_person(
     instead (``to_cell`` defaults to ``from_cell``: the same person in another block)."""
     src = _take(db, from_block, from_cell, "move")
     tgt = (db.check_block(to_block), src[1] if to_cell is None else db.check_cell(to_cell))
+    _check_possible(db, tgt[1], "move")
     if tgt == src:
         raise InvalidParameterError(
             f"Invalid move: block {src[0]}, cell {src[1]} to itself; choose another block or cell"
@@ -367,6 +435,7 @@ def move_person(
 def add_person(db: HistogramDatabase, block: int, cell: CellRef) -> HistogramPair:
     """D′: D plus one person in (``block``, ``cell``)."""
     tgt = (db.check_block(block), db.check_cell(cell))
+    _check_possible(db, tgt[1], "add")
     hist = db.histograms.copy()
     hist[tgt] += 1
     return HistogramPair(db, _with(db, hist), HistogramChange("add", None, tgt))
