@@ -346,7 +346,34 @@ class AuditSpec(Strict):
                     )
         if m.count == 0 and "remove" in m.pairs:
             raise ValueError("mpl.count = 0 leaves nobody to remove; drop 'remove' from mpl.pairs")
+        if self.release.kind == "allocation":
+            self._mpl_schema()
         return self
+
+    def _mpl_schema(self) -> None:
+        """MPL tests one released count per geolevel: ``mpl.query``, else the geolevel's least
+        noisy query (largest ρ_q). Over a production schema (``population.attributes``) that query
+        must be one of the schema's: a schema of another product is refused, naming both."""
+        from auditlib.geography.schema import schema
+
+        attr = self.population.attributes
+        if not attr.endswith("_production"):
+            return
+        sch, a = schema(attr), self.audit
+        alloc = load_allocation(a.allocation)
+        for g in self.mpl_geolevels:
+            qs = alloc.select(a.universe, a.region, g)
+            qb = max(qs, key=lambda q: q.rho)
+            qb = next((q for q in qs if q.query == self.mpl.query), qb)
+            tested, cells = qb.query, qb.n_cells
+            if not sch.has_query(tested) or sch.n_query_cells(tested) != cells:
+                raise ValueError(
+                    f"population.attributes = {attr!r} has no query {tested!r} of {cells:,} "
+                    f"cells, which MPL tests at {g} (allocation {a.allocation!r}): the "
+                    "allocation is not over that "
+                    "schema; set population.attributes to its schema ('pl94_production' for a "
+                    "PL94-171 allocation, 'dhc_production' for a DHC one) or to 'total'"
+                )
 
     @property
     def mpl_geolevels(self) -> tuple[str, ...]:
