@@ -196,9 +196,9 @@ def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, s
         assert t is not None
         db = HistogramDatabase.from_table(load_table(t.path, t.counts, t.levels, t.unit))
         if plan.release in ("sa3", "sa4"):
-            sa = Stratified(plan.release, t.epsilon, t.epsilon_strata)  # type: ignore[arg-type]
+            sa = Stratified(plan.release, t.epsilon, t.epsilon_strata)
             return db, sa, "all"
-        return db, Hierarchical(plan.release, t.epsilon, t.n_runs), "all"  # type: ignore[arg-type]
+        return db, Hierarchical(plan.release, t.epsilon, t.n_runs), "all"
     if plan is None:  # an allocation release: the allocation's measurements of the same population
         plan = make_plan(_topdown_spec(spec))
     states = [s for s in plan.states if s != NATIONAL]
