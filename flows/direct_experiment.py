@@ -364,6 +364,7 @@ def spec_experiment_on(p: SpecDirectParams, plan: Any) -> SpecExperiment:
 
 def _resolve(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     from auditlib.exceptions import DPAuditError, InvalidParameterError
+    from auditlib.geography.schema import DETAILED
     from flows.spec import parse_spec
 
     try:
@@ -386,6 +387,11 @@ def _resolve(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     except DPAuditError as exc:
         raise InvalidParameterError(f"--query: {exc}") from None
     cell = _cell_ref(p.cell)
+    if isinstance(cell, str) and query == DETAILED:  # by its levels: the DHC has 1.2 M labels
+        try:
+            cell = db.check_cell(cell)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"--cell: {exc}") from None
     if isinstance(cell, str):
         labels = db.schema.cell_labels(query)
         if cell not in labels:

@@ -29,16 +29,17 @@ DHC_LEVELS = ("State", "Block")
 
 def _database(name: str, levels: tuple[str, ...], seed: int) -> HistogramDatabase:
     """A small state: 1 county over 3 blocks (PL94) or 2 blocks (DHC); a few people per block in
-    cells drawn at random among those the production constraints allow."""
-    from auditlib.simulate.neighbours_hist import structural_zero
-
+    cells drawn at random, none a minor in group quarters (no production constraint breaks)."""
     sch = schema(name)
     rng = np.random.default_rng(seed)
     n_blocks = 3 if len(levels) == 3 else 2
     hist = np.zeros((n_blocks, sch.n_cells), dtype=np.int64)
     for b in range(n_blocks):
         for c in rng.integers(0, sch.n_cells, size=40):
-            if not structural_zero(sch, int(c)):
+            at = np.unravel_index(int(c), sch.shape)
+            gq = at[0] >= 18 if name == "dhc_production" else at[0] >= 1
+            minor = at[2] < 18 if name == "dhc_production" else at[1] == 0
+            if not (gq and minor):
                 hist[b, c] += 1
     parents: tuple[Any, ...] = (np.zeros(n_blocks, dtype=np.int64),)
     if len(levels) == 3:
