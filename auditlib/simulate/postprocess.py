@@ -16,7 +16,8 @@ array, ``segment`` gives each variable's segment id, ``target`` each segment's s
   is a multiple of the identity (only the detailed cells measured, or a one-cell histogram) this is
   exactly a projection; otherwise projected gradient with Nesterov momentum and adaptive restart
   (FISTA), every iterate exactly feasible, stopped when the projected-gradient step is below ``tol``
-  people in every cell.
+  people in every cell. Children of more than :data:`RUN_UNITS` units are fitted run of parents by
+  run (the problem is separable by parent), each run stopped by that rule on its own.
 - :func:`round_preserving` — largest-remainder rounding per segment: integers, non-negative, within 1
   of the real solution, summing exactly to the (integer) target of every segment.
 """
@@ -493,7 +494,7 @@ def _solve(
         x = segs.project(bb / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
     lip = float(np.linalg.eigvalsh(h)[-1])
-    pinv = np.linalg.pinv(h, hermitian=True)
+    pinv: FloatArray = np.asarray(np.linalg.pinv(h, hermitian=True), dtype=np.float64)
     if not isinstance(segs, ChildSegments) or n_units <= RUN_UNITS:
         return _fista(h, bb, segs, tol, max_iter, lip, pinv)
     x = np.empty_like(bb)
