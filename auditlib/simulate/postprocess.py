@@ -16,7 +16,8 @@ array, ``segment`` gives each variable's segment id, ``target`` each segment's s
   is a multiple of the identity (only the detailed cells measured, or a one-cell histogram) this is
   exactly a projection; otherwise projected gradient with Nesterov momentum and adaptive restart
   (FISTA), every iterate exactly feasible, stopped when the projected-gradient step is below ``tol``
-  people in every cell.
+  people in every cell. Children of more than :data:`RUN_UNITS` units are fitted run of parents by
+  run (the problem is separable by parent), each run stopped by that rule on its own.
 - :func:`round_preserving` — largest-remainder rounding per segment: integers, non-negative, within 1
   of the real solution, summing exactly to the (integer) target of every segment.
 """
@@ -209,6 +210,21 @@ class ChildSegments:
         ).T.tocsr()
         self.tau: FloatArray | None = None  # thresholds of the last projection (warm start)
         self._scratch: FloatArray | None = None
+
+    def runs(self, max_units: int) -> list[tuple[int, int, ChildSegments]]:
+        """The layout cut into runs of whole parents of about ``max_units`` units (at least one
+        parent each): ``(first unit, end unit, the run's own ChildSegments)``. The projection is
+        separable by parent, so projecting each run projects the whole."""
+        n_par = self.target.shape[0]
+        bounds = np.searchsorted(self.parent, np.arange(n_par + 1))  # each parent's first unit
+        out, p0 = [], 0
+        while p0 < n_par:
+            p1 = int(np.searchsorted(bounds, bounds[p0] + max_units, side="right")) - 1
+            p1 = min(max(p1, p0 + 1), n_par)
+            r0, r1 = int(bounds[p0]), int(bounds[p1])
+            out.append((r0, r1, ChildSegments(self.parent[r0:r1] - p0, self.target[p0:p1])))
+            p0 = p1
+        return out
 
     def project(self, y: npt.ArrayLike, out: FloatArray | None = None) -> FloatArray:
         """Euclidean projection of ``y`` (n_units, n_cells) onto the feasible set (into ``out``, an
@@ -460,16 +476,48 @@ def solve_wls_children(
     return _solve(h, bb, ChildSegments(par, parent_hist), tol, max_iter)
 
 
+#: units a children solve iterates on at a time (:func:`_solve`): a run's arrays stay in cache
+RUN_UNITS = 8192
+
+
 def _solve(
     h: FloatArray, bb: FloatArray, segs: Segments | ChildSegments, tol: float, max_iter: int
 ) -> WLSResult:
+    """The WLS fit; children (:class:`ChildSegments`) of more than :data:`RUN_UNITS` units are fitted
+    run of parents by run (:meth:`ChildSegments.runs`): the problem is separable by parent, so
+    each run is its own fit, iterated until its own projected-gradient step is ``≤ tol`` — the
+    stopping rule of the whole, met run by run (a run that is done stops). ``iterations`` is the
+    largest run's count, ``step`` the largest run's last step."""
     n_units, n_cells = bb.shape
     c = h[0, 0]
     if c > 0 and np.allclose(h, c * np.eye(n_cells), rtol=1e-12, atol=0):
         x = segs.project(bb / c).reshape(n_units, n_cells)
         return WLSResult(x, 0, 0.0, True)
     lip = float(np.linalg.eigvalsh(h)[-1])
-    w = bb @ np.linalg.pinv(h, hermitian=True)
+    pinv: FloatArray = np.asarray(np.linalg.pinv(h, hermitian=True), dtype=np.float64)
+    if not isinstance(segs, ChildSegments) or n_units <= RUN_UNITS:
+        return _fista(h, bb, segs, tol, max_iter, lip, pinv)
+    x = np.empty_like(bb)
+    iters, step = 0, 0.0
+    for r0, r1, run in segs.runs(RUN_UNITS):
+        sol = _fista(h, bb[r0:r1], run, tol, max_iter, lip, pinv)
+        x[r0:r1] = sol.x
+        iters, step = max(iters, sol.iterations), max(step, sol.step)
+    return WLSResult(x, iters, step, False)
+
+
+def _fista(
+    h: FloatArray,
+    bb: FloatArray,
+    segs: Segments | ChildSegments,
+    tol: float,
+    max_iter: int,
+    lip: float,
+    pinv: FloatArray,
+) -> WLSResult:
+    """FISTA with adaptive restart from the projected unconstrained solution (see :func:`solve_wls`)."""
+    n_units, n_cells = bb.shape
+    w = bb @ pinv
     x = segs.project(w).reshape(n_units, n_cells)
     bb = np.divide(bb, lip, out=bb) if bb.flags.writeable else bb / lip
     g_mat = np.eye(n_cells) - h / lip  # z − ∇f(z)/L = z (I − H/L) + b/L

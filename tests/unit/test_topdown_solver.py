@@ -226,3 +226,69 @@ def test_child_projection_falls_back_to_sorting_when_newton_stalls():
         cs.project(y), Segments(seg, target).project(y).reshape(y.shape), atol=1e-12
     )
     assert cs.tau is None
+
+
+def test_child_runs_partition_the_units_into_whole_parents():
+    """Runs of whole parents, in order, covering every unit once; a parent larger than the run
+    size is a run of its own; each run projects as the whole does on its rows."""
+    parent, target, y = _instance(11)
+    sizes = np.bincount(parent, minlength=target.shape[0])
+    cs = ChildSegments(parent, target)
+    runs = cs.runs(10)
+    assert len(runs) > 3
+    assert runs[0][0] == 0 and runs[-1][1] == parent.size
+    whole = cs.project(y)
+    p0 = 0
+    for (r0, r1, run), nxt in zip(runs, [*runs[1:], (parent.size,)], strict=True):
+        assert r1 == nxt[0]
+        p1 = p0 + run.target.shape[0]
+        assert r1 - r0 == sizes[p0:p1].sum()
+        assert r1 - r0 <= 10 or p1 == p0 + 1  # a run passes its size only with one parent
+        np.testing.assert_array_equal(run.parent, parent[r0:r1] - p0)
+        np.testing.assert_array_equal(run.target, target[p0:p1])
+        np.testing.assert_allclose(run.project(y[r0:r1]), whole[r0:r1], atol=1e-9)
+        p0 = p1
+    assert p0 == target.shape[0]
+
+
+def test_wls_run_by_run_meets_the_whole_fits_guarantees(monkeypatch):
+    """Children fitted run of parents by run (each run its own FISTA, restart and stopping rule):
+    exactly feasible, the same stopping tolerance, and as close to the optimum (a fit at tol 1e-10)
+    as the fit of the whole level at the same tolerance."""
+    from auditlib.simulate import postprocess
+
+    sch = schema("pl94")
+    queries = {q: sch.query_matrix(q) for q in sch.query_names}
+    rng = np.random.default_rng(12)
+    sizes = rng.integers(1, 12, 40)
+    parent = np.repeat(np.arange(40), sizes)
+    truth = rng.poisson(0.8, (parent.size, 28))
+    target = np.zeros((40, 28))
+    np.add.at(target, parent, truth)
+    measured = [(q, float(rng.uniform(1.0, 30.0))) for q in queries]
+    noisy = [
+        truth @ queries[q].T + rng.normal(0, np.sqrt(s2), (parent.size, queries[q].shape[0]))
+        for q, s2 in measured
+    ]
+    meas = Measurements.stack(queries, measured, noisy)
+    b = (meas.y * meas.weight) @ meas.matrix
+
+    def fit(run_units: int, tol: float):
+        monkeypatch.setattr(postprocess, "RUN_UNITS", run_units)
+        return postprocess.solve_wls_children(meas.hessian, b.copy(), parent, target, tol=tol)
+
+    best = fit(10**6, 1e-10).x
+    whole = fit(10**6, 1e-3)
+    split = fit(20, 1e-3)
+    assert len(ChildSegments(parent, target).runs(20)) > 10
+    assert split.step <= 1e-3 and split.iterations > 1 and not split.exact
+    assert not np.array_equal(split.x, whole.x)  # really another iteration
+    assert (split.x >= 0).all()
+    sums = np.zeros_like(target)
+    np.add.at(sums, parent, split.x)
+    assert (np.abs(sums - target) <= 1e-9 * (1 + target)).all()
+    err_whole = np.abs(whole.x - best).max()
+    err_split = np.abs(split.x - best).max()
+    assert err_split <= max(2 * err_whole, 1e-3), (err_split, err_whole)
+    kkt_whole, kkt_split = _kkt_gap(whole.x, meas, parent, 40), _kkt_gap(split.x, meas, parent, 40)
+    assert kkt_split <= max(2 * kkt_whole, 1e-3), (kkt_split, kkt_whole)
