@@ -129,14 +129,17 @@ def sparse_topdown(
     rngs: Sequence[np.random.Generator],
     *,
     max_iter: int = 20_000,
-    tol: float = 1e-4,
+    tol: float | Sequence[float] = 1e-4,
     on_level: Callable[[int, str], None] | None = None,
+    max_outer: int = 40,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
     grouped by parent), ``blocks`` the bottom level's true histograms, ``measured[i]`` the
     ``(query, σ²)`` of level ``i`` (schema names), ``rngs[i]`` its noise; ``on_level(i, name)`` is
-    called after each level is released (e.g. to time it)."""
+    called after each level is released (e.g. to time it); ``max_outer`` bounds the augmented
+    Lagrangian's rounds for the lower bounds (the repair after the fit holds them in any case);
+    ``tol`` is the fit's stopping step, one for all levels or one per level."""
     n_levels = len(levels)
     if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
         raise InvalidParameterError(
@@ -153,6 +156,11 @@ def sparse_topdown(
             raise InvalidParameterError(
                 f"Invalid parents of {levels[i + 1]!r}: children must be grouped by parent (sorted)"
             )
+    tols = [float(tol)] * n_levels if isinstance(tol, int | float) else [float(t) for t in tol]
+    if len(tols) != n_levels:
+        raise InvalidParameterError(
+            f"Invalid tol: {len(tols)} values for {n_levels} levels; give one or one per level"
+        )
     # truth and invariants of every level, bottom up
     truth = [blocks]
     invs = [invariants]
@@ -196,7 +204,7 @@ def sparse_topdown(
         group = group.astype(np.int64)
         fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64))
         terms = fit.measure(truth[i], measured[i], rngs[i])
-        x, its = fit.solve(terms, max_iter=max_iter, tol=tol)
+        x, its = fit.solve(terms, max_iter=max_iter, tol=tols[i], max_outer=max_outer)
         x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=i > 0)
         if i == 0:
             y = round_state(x, group, invariants.state_total)

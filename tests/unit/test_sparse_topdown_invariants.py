@@ -111,12 +111,13 @@ def test_pl94_releases_keep_every_invariant_at_every_level(small_state, seed: in
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_dhc_releases_keep_every_invariant_at_every_level(small_state, seed: int) -> None:
-    # A loose tolerance of the fit: the constraints hold whatever the fit's accuracy (they are
-    # imposed by the fit's repair and the rounding), and the DHC state fit is slow to converge.
+    # A loose fit (tolerance, few augmented-Lagrangian rounds): the constraints hold whatever the
+    # fit's accuracy (the fit's repair and the rounding impose them); the DHC state fit converges
+    # slowly (benchmarks/README.md).
     st, hierarchy, pop = small_state
     release = sparse_topdown(
         hierarchy.parents, hierarchy.levels, pop.dhc, pop.dhc_invariants,
-        _measured("dhc_production", DHC_LEVELS), noise_rngs(seed, st, 5), tol=0.05,
+        _measured("dhc_production", DHC_LEVELS), noise_rngs(seed, st, 5), tol=0.05, max_outer=3,
     )  # fmt: skip
     _check_release(release, hierarchy, pop.dhc_invariants)
 
