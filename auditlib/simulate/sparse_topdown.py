@@ -19,7 +19,10 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    step ``1/L``, ``L = Σ_q max row size / σ_q²``) with the exact projection onto the first set,
    inside an augmented Lagrangian for the lower bounds, then an exact repair moving the last
    fractions within each parent cell (:func:`~auditlib.simulate.sparse_fit.repair_lower`). The DAS
-   solves the same constrained QP with Gurobi's barrier method (to its tolerances).
+   solves the same constrained QP with Gurobi's barrier method (to its tolerances). Open: the DHC's
+   State fit (≈ 0.46 M cells; coarse queries of 10⁴–3·10⁵-cell rows at the detailed query's σ²) is
+   ill-conditioned for a first-order method (``L / μ ≈ 10⁶``): it does not reach ``tol = 1e-4`` in
+   hundreds of iterations, and a loose ``tol`` stops the step criterion early (benchmarks/README.md).
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
    the next; :mod:`auditlib.simulate.sparse_rounding`): at the state, the people per unit type
