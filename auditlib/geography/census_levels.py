@@ -183,3 +183,43 @@ AGE_RECODES: tuple[RecodeSpec, ...] = tuple(
         ("age_40_groups", _age_ranges(_AGE_40)),  # recodeAge40groups
     )
 )
+
+#: The DHC persons' relgq × age structural zeros (``Constraints_DHCP.py``,
+#: ``ConstraintsCreatorDHCGeneric.relgq*_lt*`` / ``*_gt*``): ``(constraint, relgq, first allowed
+#: age, last allowed age)``; no person of that relgq level outside those ages. The age sets are the
+#: DAS's recodes (``age.py``: ``lt15`` = 0–14, ``gt89`` = 90–115, ``lt17gt65`` = 0–16 and 66–115, …).
+DHCP_AGE_STRUCTURAL_ZEROS: tuple[tuple[str, int, int, int], ...] = (
+    *((f"relgq{r}_lt15", r, 15, 115) for r in range(6)),
+    *((f"relgq{r}_gt89", r, 0, 89) for r in (6, 7, 8)),
+    ("relgq10_lt30", 10, 30, 115),
+    ("relgq11_gt74", 11, 0, 74),
+    ("relgq12_lt30", 12, 30, 115),
+    ("relgq13_lt15_gt89", 13, 15, 89),
+    ("relgq16_gt20", 16, 0, 20),
+    *((f"relgq{r}_lt15", r, 15, 115) for r in range(18, 23)),
+    ("relgq23_lt17_gt65", 23, 17, 65),
+    *((f"relgq{r}_gt25", r, 0, 25) for r in (24, 25, 26)),
+    ("relgq27_lt20", 27, 20, 115),
+    ("relgq31_lt17_gt65", 31, 17, 65),
+    ("relgq32_lt3_gt30", 32, 3, 30),
+    ("relgq33_lt16_gt65", 33, 16, 65),
+    ("relgq34_lt17_gt65", 34, 17, 65),
+    ("relgq35_lt17_gt65", 35, 17, 65),
+    ("relgq37_lt16", 37, 16, 115),
+    ("relgq38_lt16", 38, 16, 115),
+    ("relgq39_lt16_gt75", 39, 16, 75),
+    ("relgq40_lt16_gt75", 40, 16, 75),
+)
+
+
+def _relgq_age_range() -> tuple[tuple[int, int], ...]:
+    out = [(0, 115)] * len(RELGQ_LEVELS)
+    for _, r, lo, hi in DHCP_AGE_STRUCTURAL_ZEROS:
+        out[r] = (lo, hi)
+    return tuple(out)
+
+
+#: the ages each relgq level may hold, ``(first, last)`` (:data:`DHCP_AGE_STRUCTURAL_ZEROS`)
+RELGQ_AGE_RANGE = _relgq_age_range()
+#: PL94's ``nurse_nva_0`` (``Constraints_PL94.py``): no one under 18 (votingage 0) in hhgq 3 (nursing)
+PL94_NURSING_HHGQ = 3

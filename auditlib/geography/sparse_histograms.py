@@ -145,6 +145,23 @@ class GQInvariants:
     units: npt.NDArray[np.int32]  # (n_blocks, n_types)
     state_total: int
 
+    def aggregate(self, parent: npt.ArrayLike, n_parents: int) -> GQInvariants:
+        """The invariants of the parents (units summed; the same state total)."""
+        par = np.asarray(parent, dtype=np.int64)
+        out = np.zeros((n_parents, self.units.shape[1]), dtype=np.int64)
+        np.add.at(out, par, self.units.astype(np.int64))
+        return GQInvariants(self.schema_name, out.astype(np.int32), self.state_total)
+
+    def lower(self) -> IntArray:
+        """The DAS's ``hhgq_total_lb`` per unit and type, ``(n_units, n_types)``: the number of
+        facilities of each group-quarters type (``hhgq_lb`` = 1 person per facility) and 0 for
+        households (``hhgq_lb[0] = 0``: housing units may be vacant). At the state, where the total
+        is invariant, the DAS's bound is the total for a type that is the only one with units, which
+        the total and ``hhgq_total_ub`` imply."""
+        out = self.units.astype(np.int64)
+        out[:, 0] = 0
+        return out
+
 
 def people_per_unit_type(hist: SparseHistograms) -> IntArray:
     """People per block and unit type, ``(n_blocks, n_types)``."""
@@ -158,13 +175,32 @@ def people_per_unit_type(hist: SparseHistograms) -> IntArray:
     return out.reshape(hist.n_units, k)
 
 
+def structural_zero(schema_name: str, cells: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Whether each cell is a structural zero of the production run: PL94's ``nurse_nva_0`` (no one
+    under 18 in nursing facilities); the DHC's relgq × age zeros
+    (:data:`~auditlib.geography.census_levels.DHCP_AGE_STRUCTURAL_ZEROS`)."""
+    c = np.asarray(cells, dtype=np.int64)
+    sch = schema(schema_name)
+    if schema_name == "pl94_production":
+        hhgq, votingage = c // (sch.n_cells // 8), (c // 126) % 2
+        return (hhgq == census.PL94_NURSING_HHGQ) & (votingage == 0)
+    if schema_name == "dhc_production":
+        relgq, age = c // (sch.n_cells // 42), (c // 126) % 116
+        lo, hi = np.array(census.RELGQ_AGE_RANGE, dtype=np.int64).T
+        return (age < lo[relgq]) | (age > hi[relgq])
+    unit_types(schema_name)  # raises the error naming the schemas
+    raise AssertionError  # pragma: no cover
+
+
 def invariant_violations(hist: SparseHistograms, inv: GQInvariants) -> dict[str, int]:
-    """How many blocks (or states) break each production constraint (all 0 for a valid database).
+    """How many units break each production constraint (all 0 for a valid database); the units of
+    any level, with the invariants aggregated to it (:meth:`GQInvariants.aggregate`).
 
     * ``state_total``: the people differ from the invariant state total.
     * ``gq_lower``: a type with facilities holds fewer people than facilities (the DAS's
       ``hhgq_total_lb``: one person per facility at least).
     * ``gq_upper``: a type without units or facilities holds people (``hhgq_total_ub`` with no unit).
+    * ``structural_zeros``: people in a structural-zero cell (:func:`structural_zero`).
     * ``nursing_minors``: people under 18 in nursing facilities (``nurse_nva_0``; PL94 only).
     """
     if inv.schema_name != hist.schema_name or inv.units.shape[0] != hist.n_units:
@@ -179,6 +215,9 @@ def invariant_violations(hist: SparseHistograms, inv: GQInvariants) -> dict[str,
         "state_total": int(people.sum() != inv.state_total),
         "gq_lower": int(((people < units) & gq).any(axis=1).sum()),
         "gq_upper": int(((units == 0) & (people > 0)).any(axis=1).sum()),
+        "structural_zeros": int(
+            np.unique(hist.unit_of_entry()[structural_zero(hist.schema_name, hist.cells)]).size
+        ),
     }
     if hist.schema_name == "pl94_production":
         out["nursing_minors"] = int((_pl94_nursing_minors(hist) > 0).sum())

@@ -21,9 +21,10 @@ published table):
    units; an empty one has ``Poisson(vacant_units)`` (vacant) units — so household people imply a
    unit (``hhgq_total_ub``: no unit, no one).
 3. **People.** Household members get a relationship from :data:`RELATIONSHIP_SHARES`; age is drawn
-   from an age profile per relationship class or GQ major type (:data:`AGE_PROFILES`), raised to the
-   DHC's minimum age of the GQ type (``gq_constr_groups``: no one under 3/15/16/17 in those types)
-   and ≥ 18 in nursing facilities (``nurse_nva_0``); sex from :data:`MALE_SHARE` per class.
+   from an age profile per relationship class or GQ major type (:data:`AGE_PROFILES`) truncated to
+   the ages the DHC allows the relgq level (its relgq × age structural zeros, ``Constraints_DHCP.py``,
+   and ``gq_constr_groups``: e.g. no householder under 15, no foster child over 20, no one under 20
+   in nursing facilities, hence PL94's ``nurse_nva_0``); sex from :data:`MALE_SHARE` per class.
 4. **Hispanic origin × CENRACE** (126 combinations): a state profile ``Dir(c_state · p₀)`` around
    the national mean :func:`hispanic_cenrace_shares`, a block profile ``Dir(c_block · p_state)``
    (small ``c_block``: segregated blocks, few combinations each) and per-block multinomial counts,
@@ -110,16 +111,18 @@ MALE_SHARE = (0.49, 0.51, 0.5, 0.9, 0.7, 0.33, 0.5, 0.45, 0.85, 0.6)
 
 def _min_age_by_relgq() -> npt.NDArray[np.int64]:
     """Minimum age of each relgq level: the DHC's ``gq_constr_groups`` (no one under 3, 15, 16 or
-    17 in those GQ types) and 18 in nursing facilities (``nurse_nva_0``)."""
-    out = np.zeros(42, dtype=np.int64)
+    17 in those GQ types) and its relgq × age structural zeros (``Constraints_DHCP.py``: e.g. no
+    householder under 15, no one under 20 in nursing facilities, which implies ``nurse_nva_0``)."""
+    out = np.array([lo for lo, _ in census.RELGQ_AGE_RANGE], dtype=np.int64)
     groups = dict((name, g) for name, g, _ in census.RELGQ_RECODES)["gq_constr_groups"]
     for g, age in zip(groups[1:5], (3, 15, 16, 17), strict=True):
-        out[list(g)] = age
-    out[27] = 18
+        out[list(g)] = np.maximum(out[list(g)], age)
     return out
 
 
 MIN_AGE = _min_age_by_relgq()
+#: maximum age of each relgq level (the DHC's structural zeros, e.g. no foster child over 20)
+MAX_AGE = np.array([hi for _, hi in census.RELGQ_AGE_RANGE], dtype=np.int64)
 #: PL94 major type (1..7) of each relgq GQ level 18..41
 _MAJOR = np.array(census.RELGQ_GQ_TO_HHGQ, dtype=np.int64)
 
@@ -248,10 +251,13 @@ def _people(
     age = np.empty(n, dtype=np.int64)
     u = rng.random(n)
     cdf = np.cumsum(AGE_PROFILES, axis=1)
-    for c in range(AGE_PROFILES.shape[0]):
+    lo_age, hi_age = MIN_AGE[relgq], MAX_AGE[relgq]
+    for c in range(AGE_PROFILES.shape[0]):  # the class's profile truncated to the allowed ages
         sel = cls == c
-        age[sel] = np.minimum(np.searchsorted(cdf[c], u[sel], side="right"), 115)
-    age = np.maximum(age, MIN_AGE[relgq])
+        below = np.concatenate([[0.0], cdf[c]])
+        a, b = below[lo_age[sel]], cdf[c][hi_age[sel]]
+        age[sel] = np.searchsorted(cdf[c], a + u[sel] * (b - a), side="right")
+    age = np.clip(age, lo_age, hi_age)  # floating point at the ends of the range
     sex = (rng.random(n) >= np.array(MALE_SHARE)[cls]).astype(np.int64)  # 0 male, 1 female
     # hispanic x cenrace: a block profile around the state's, multinomial counts, shuffled
     alpha = m.block_concentration * profile

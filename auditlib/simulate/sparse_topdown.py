@@ -11,23 +11,47 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    constraining the next): one weighted least-squares pass over all the level's queries (weights
    ``1/σ²``) — the multipass ordering is not reproduced. The fit runs over the cells a child can hold:
    a child of a parent is non-zero only where its parent's final histogram is (children sum to it
-   and are ≥ 0, so nothing is lost), and only in unit types it has units of (the DAS's
-   ``hhgq_total_ub``: no housing unit or facility of a type, nobody in it). Solved by accelerated
-   projected gradient (FISTA; step ``1/L`` with ``L = Σ_q max row size / σ_q²``), whose projection
-   is exact: onto ``{x ≥ 0, Σ_children x = parent}`` per parent cell (the state: ``Σ x = total``,
-   the state total invariant). The DAS uses Gurobi's barrier QP with the same constraints.
+   and are ≥ 0, so nothing is lost), only in unit types it has units of (``hhgq_total_ub``: no
+   housing unit or facility of a type, nobody in it), and never in a structural zero (step 4).
+   Constraints as the DAS's: ``{x ≥ 0, Σ_children x = parent}`` per parent cell (the state:
+   ``Σ x = total``, the state total invariant) and ``hhgq_total_lb`` per unit and group-quarters
+   type (:mod:`auditlib.simulate.sparse_fit`). Solved by accelerated projected gradient (FISTA;
+   step ``1/L``, ``L = Σ_q max row size / σ_q²``) with the exact projection onto the first set,
+   inside an augmented Lagrangian for the lower bounds, then an exact repair moving the last
+   fractions within each parent cell (:func:`~auditlib.simulate.sparse_fit.repair_lower`). The DAS
+   solves the same constrained QP with Gurobi's barrier method (to its tolerances). Open: the DHC's
+   State fit (≈ 0.46 M cells; coarse queries of 10⁴–3·10⁵-cell rows at the detailed query's σ²) is
+   ill-conditioned for a first-order method (``L / μ ≈ 10⁶``): it does not reach ``tol = 1e-4`` in
+   hundreds of iterations, and a loose ``tol`` stops the step criterion early (benchmarks/README.md).
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
-   the next): controlled rounding (:func:`~auditlib.simulate.rounding.round_controlled`) — every
-   detailed cell and every child's total within one of the fitted values, the children summing to
-   the parent exactly in every cell: the ordering total → detailed of the DAS's rounder, without the
-   intermediate queries.
-4. **Invariants and constraints** (``constraints/Constraints_PL94.py``): the state total is exact;
-   ``hhgq_total_ub`` (nobody in a type without units) holds at every level; ``hhgq_total_lb`` (at
-   least one person per facility) is *not* imposed — ``invariant_violations``
-   (:mod:`auditlib.geography.sparse_histograms`) counts the blocks that break it; ``nurse_nva_0``
-   (no minors in nursing facilities) is not imposed either, nor are the DHC's age × relgq structural
-   zeros (``Constraints_DHCP.py``) and its household constraints.
+   the next; :mod:`auditlib.simulate.sparse_rounding`): at the state, the people per unit type
+   first (largest remainder to the total), then the cells within each type; below, controlled
+   rounding (:func:`~auditlib.simulate.rounding.round_controlled`) with the children's unit-type
+   groups as rows — every detailed cell and every child's people of each unit type within one of
+   the fitted values, children summing to the parent exactly in every cell, so a fitted
+   ``T ≥ lower`` rounds to at least ``lower``: the ordering hhgq → detailed of the DAS's rounder,
+   without the other intermediate queries (a child's total is within one per unit type it holds,
+   not within one). Should floating point leave a bound short, single people move from a sibling in
+   the same parent cell (:func:`~auditlib.simulate.sparse_rounding.fix_lower`).
+4. **Invariants and constraints** (``constraints/Constraints_PL94.py``, ``Constraints_DHCP.py``,
+   ``querybase_constraints.py``), imposed in the fit and the rounding at every level and counted by
+   :func:`~auditlib.geography.sparse_histograms.invariant_violations`: the state total is exact;
+   ``hhgq_total_ub`` (nobody in a type without units); ``hhgq_total_lb`` (at least one person per
+   facility of each group-quarters type, the DAS's ``hhgq_lb = [0, 1, …, 1]`` times the facilities
+   of the unit; at the state the DAS's bound is the total for a lone type, which the total and the
+   upper bound imply); PL94's ``nurse_nva_0`` (no one under 18 in nursing facilities) and the DHC's
+   33 relgq × age structural zeros (``relgq0_lt15`` … ``relgq40_lt16_gt75``,
+   :data:`~auditlib.geography.census_levels.DHCP_AGE_STRUCTURAL_ZEROS`) as cells no fit may use.
+   Feasibility: the DAS relies on the invariants being true of the data; here the state's bounds
+   are checked (facilities ≤ total), and a parent's rounded histogram meets its own bound, which is
+   the sum of its children's, so every child problem is feasible. The PL94 production configuration
+   (``configs/production/pl94/person_default.ini``: ``theConstraints.Block = hhgq_total_lb,
+   hhgq_total_ub, nurse_nva_0``; ``person_US.ini`` lists only the two bounds at the State) is
+   followed, with ``nurse_nva_0`` at the State too (the blocks' zero, children summing to parents,
+   implies it there). Not imposed: PL94's ``hhgq_va_*`` (not in that list) and the DHC's household
+   constraints (``householder_ub``, ``spousesUnmarriedPartners_ub``, ``people100Plus_ub``,
+   ``parents_ub``, ``parentInLaws_ub``: bounds by the housing units, not modelled).
 5. **Levels**: one state's run starts at State; the DAS's US run starts at the nation (the US
    level's measurements and the national histogram's split into states are not simulated). The
    DHC's Prim and Tract_Subset_Group levels are not in the spine; its Tract_Subset stands on the
@@ -36,24 +60,32 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import (
     GQInvariants,
     SparseHistograms,
     from_keys,
     unit_types,
 )
-from auditlib.mechanisms import discrete_gaussian_sampler
-from auditlib.simulate.postprocess import Segments, round_preserving
-from auditlib.simulate.rounding import round_controlled
+from auditlib.simulate.sparse_fit import Term, _allowed, _Fit, cell_type, repair_lower
+from auditlib.simulate.sparse_rounding import fix_lower, round_rows, round_state
+
+__all__ = [
+    "SPARSE_TOPDOWN_NOISE",
+    "SparseTopDownRelease",
+    "Term",
+    "_Fit",
+    "_allowed",
+    "noise_rngs",
+    "sparse_topdown",
+]
 
 #: keyed stream of sparse TopDown noise: (SPARSE_TOPDOWN_NOISE, state, level, replicate)
 SPARSE_TOPDOWN_NOISE = 33
@@ -65,124 +97,19 @@ Measured = Sequence[Sequence[tuple[str, float]]]
 
 @dataclass(frozen=True)
 class SparseTopDownRelease:
-    """Per level (top first): true and released sparse histograms, and FISTA iterations."""
+    """Per level (top first): true and released sparse histograms, FISTA iterations, the number of
+    variables of the fit and the invariants aggregated to the level."""
 
     levels: tuple[str, ...]
     truth: list[SparseHistograms]
     dp: list[SparseHistograms]
     iterations: list[int]
+    variables: list[int] = field(default_factory=list)
+    invariants: list[GQInvariants] = field(default_factory=list)
 
     def answers(self, level: int, query: str) -> tuple[IntArray, IntArray]:
         """(released, true) answers ``(n_units, n_query_cells)`` of a query at ``level``."""
         return self.dp[level].answers(query), self.truth[level].answers(query)
-
-
-def _allowed(
-    cells: IntArray, unit: IntArray, units: npt.NDArray[np.int32], schema_name: str
-) -> npt.NDArray[np.bool_]:
-    """Whether ``unit`` has housing units / facilities of the unit type of each cell."""
-    _, axis, level_type, _ = unit_types(schema_name)
-    sch = schema(schema_name)
-    stride = int(np.prod(sch.shape[axis + 1 :], dtype=np.int64))
-    t = level_type[(cells // stride) % sch.shape[axis]]
-    return units[unit, t] > 0
-
-
-@dataclass
-class _Fit:
-    """One level's least-squares problem over variables (unit, cell) with segment constraints."""
-
-    unit: IntArray
-    cell: IntArray
-    segment: IntArray
-    target: FloatArray
-
-    def measure(
-        self, truth: SparseHistograms, level: Sequence[tuple[str, float]], rng: np.random.Generator
-    ) -> list[Term]:
-        """Noisy answers of every query on the rows the variables touch (see the module docstring)."""
-        sch = truth.schema
-        t_unit = truth.unit_of_entry()
-        t_cells = truth.cells.astype(np.int64)
-        t_counts = truth.counts.astype(np.float64)
-        terms = []
-        for q, sigma2 in level:
-            if not (np.isfinite(sigma2) and sigma2 > 0):
-                raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
-            nq = sch.n_query_cells(q)
-            rows = self.unit * nq + sch.cells_query_index(q, self.cell)
-            touched, inv = np.unique(rows, return_inverse=True)
-            t_rows = t_unit * nq + sch.cells_query_index(q, t_cells)
-            true = np.zeros(touched.size)
-            pos = np.minimum(np.searchsorted(touched, t_rows), max(touched.size - 1, 0))
-            hit = touched[pos] == t_rows if touched.size else np.zeros(t_rows.size, bool)
-            np.add.at(true, pos[hit], t_counts[hit])
-            noise = discrete_gaussian_sampler(float(sigma2)).rvs(size=touched.size, rng=rng)
-            terms.append(Term(q, inv.astype(np.int64), true + noise, 1.0 / float(sigma2)))
-        return terms
-
-    def constant_rows(self, term: Term) -> bool:
-        """Whether every row of the term is one whole segment (a sum the constraints fix)."""
-        if not term.inv.size:
-            return True
-        first = np.zeros(term.y.size, dtype=np.int64) - 1
-        first[term.inv] = self.segment
-        same = bool((first[term.inv] == self.segment).all())
-        return same and bool(
-            (np.bincount(term.inv) == np.bincount(self.segment)[first[first >= 0]]).all()
-        )
-
-    def solve(self, terms: list[Term], *, max_iter: int, tol: float) -> tuple[FloatArray, int]:
-        """Weighted least squares over ``{x ≥ 0, Σ_segment x = target}``: FISTA with adaptive
-        restart (O'Donoghue & Candès); stops when no variable moves by more than ``tol``."""
-        proj = Segments(self.segment, self.target)
-        if not self.unit.size:
-            return np.zeros(0), 0
-        live = [t for t in terms if not self.constant_rows(t)]  # e.g. the state's total
-        lip = sum(float(np.bincount(t.inv).max()) * t.weight for t in live) or 1.0
-
-        def grad(v: FloatArray) -> FloatArray:
-            g = np.zeros_like(v)
-            for t in live:
-                g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
-            return g
-
-        x = proj.project(np.zeros(self.unit.size))
-        w, k = x.copy(), 1.0
-        step = np.inf
-        for it in range(1, max_iter + 1):
-            g = grad(w)
-            x_new = proj.project(w - g / lip)
-            step = float(np.max(np.abs(x_new - x)))
-            if float(g @ (x_new - x)) > 0:  # momentum points uphill: restart
-                k = 1.0
-            k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
-            w = x_new + ((k - 1.0) / k_new) * (x_new - x)
-            x, k = x_new, k_new
-            if step < tol:
-                return x, it
-        raise InvalidParameterError(
-            f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after max_iter = "
-            f"{max_iter}; raise max_iter or tol"
-        )
-
-
-@dataclass(frozen=True)
-class Term:
-    """One query's measurements: each variable's row ``inv``, the noisy row answers ``y``, 1/σ²."""
-
-    query: str
-    inv: IntArray
-    y: FloatArray
-    weight: float
-
-
-def _aggregate_units(
-    units: npt.NDArray[np.int32], parent: IntArray, n: int
-) -> npt.NDArray[np.int32]:
-    out = np.zeros((n, units.shape[1]), dtype=np.int64)
-    np.add.at(out, parent, units.astype(np.int64))
-    return out.astype(np.int32)
 
 
 def _child_variables(up: SparseHistograms, parent: IntArray) -> tuple[IntArray, IntArray, IntArray]:
@@ -196,39 +123,6 @@ def _child_variables(up: SparseHistograms, parent: IntArray) -> tuple[IntArray, 
     return child, up.cells[entry].astype(np.int64), entry
 
 
-def _round_children(
-    x: FloatArray, child: IntArray, entry: IntArray, up: SparseHistograms, parent: IntArray
-) -> IntArray:
-    """Controlled rounding per parent over the parent's non-zero cells (local columns); the
-    variables are sorted by child."""
-    out = np.zeros(x.size, dtype=np.int64)
-    per_parent = np.diff(up.indptr)
-    width = int(per_parent.max()) if per_parent.size else 0
-    if width == 0:
-        return out
-    n_children = parent.size
-    local = entry - up.indptr[parent[child]]
-    budget = max(1, (1 << 22) // width)  # rows per chunk
-    c0 = 0
-    while c0 < n_children:
-        # whole parents, about `budget` children
-        p0 = int(parent[c0])
-        c_end = min(c0 + budget, n_children)
-        p1 = int(parent[c_end - 1]) + 1
-        c1 = int(np.searchsorted(parent, p1))
-        sel = slice(*np.searchsorted(child, [c0, c1]))  # variables are sorted by child
-        xs = np.zeros((c1 - c0, width))
-        xs[child[sel] - c0, local[sel]] = x[sel]
-        ups = np.zeros((p1 - p0, width), dtype=np.int64)
-        pe = np.arange(up.indptr[p0], up.indptr[p1])
-        pe_parent = np.repeat(np.arange(p0, p1), per_parent[p0:p1])
-        ups[pe_parent - p0, pe - up.indptr[pe_parent]] = up.counts[pe]
-        ys = round_controlled(xs, parent[c0:c1] - p0, ups)
-        out[sel] = ys[child[sel] - c0, local[sel]]
-        c0 = c1
-    return out
-
-
 def sparse_topdown(
     parents: Sequence[IntArray],
     levels: Sequence[str],
@@ -238,12 +132,17 @@ def sparse_topdown(
     rngs: Sequence[np.random.Generator],
     *,
     max_iter: int = 20_000,
-    tol: float = 1e-4,
+    tol: float | Sequence[float] = 1e-4,
+    on_level: Callable[[int, str], None] | None = None,
+    max_outer: int = 40,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
     grouped by parent), ``blocks`` the bottom level's true histograms, ``measured[i]`` the
-    ``(query, σ²)`` of level ``i`` (schema names), ``rngs[i]`` its noise."""
+    ``(query, σ²)`` of level ``i`` (schema names), ``rngs[i]`` its noise; ``on_level(i, name)`` is
+    called after each level is released (e.g. to time it); ``max_outer`` bounds the augmented
+    Lagrangian's rounds for the lower bounds (the repair after the fit holds them in any case);
+    ``tol`` is the fit's stopping step, one for all levels or one per level."""
     n_levels = len(levels)
     if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
         raise InvalidParameterError(
@@ -260,45 +159,84 @@ def sparse_topdown(
             raise InvalidParameterError(
                 f"Invalid parents of {levels[i + 1]!r}: children must be grouped by parent (sorted)"
             )
-    # truth and unit counts of every level, bottom up
+    tols = [float(tol)] * n_levels if isinstance(tol, int | float) else [float(t) for t in tol]
+    if len(tols) != n_levels:
+        raise InvalidParameterError(
+            f"Invalid tol: {len(tols)} values for {n_levels} levels; give one or one per level"
+        )
+    # truth and invariants of every level, bottom up
     truth = [blocks]
-    units = [invariants.units]
+    invs = [invariants]
     for p in reversed(parents):
         n_up = int(p.max()) + 1 if p.size else 1
         truth.insert(0, truth[0].aggregate(p, n_up))
-        units.insert(0, _aggregate_units(units[0], p, n_up))
+        invs.insert(0, invs[0].aggregate(p, n_up))
     if truth[0].n_units != 1:
         raise InvalidParameterError("Invalid hierarchy: the top level must have one unit")
-    sch = blocks.schema
+    _check_feasible(invs[0])
     name = blocks.schema_name
+    n_cells = blocks.schema.n_cells
+    n_types = len(unit_types(name)[3])
     dp: list[SparseHistograms] = []
     iterations: list[int] = []
+    variables: list[int] = []
     for i in range(n_levels):
+        units = invs[i].units
+        lower_ut = invs[i].lower()
         if i == 0:
-            cell = np.arange(sch.n_cells, dtype=np.int64)
-            unit = np.zeros(sch.n_cells, dtype=np.int64)
-            keep = _allowed(cell, unit, units[0], name)
-            fit = _Fit(
-                unit[keep], cell[keep], np.zeros(int(keep.sum()), np.int64),
-                np.array([float(invariants.state_total)]),
-            )  # fmt: skip
+            cell = np.arange(n_cells, dtype=np.int64)
+            keep = _allowed(cell, np.zeros_like(cell), units, name)
+            cell = cell[keep]
+            unit = np.zeros(cell.size, dtype=np.int64)
+            segment = np.zeros(cell.size, dtype=np.int64)
+            target = np.array([float(invariants.state_total)])
+            group = cell_type(cell, name)  # groups: the state's unit types
+            lower = lower_ut[0].copy()
+            pair = np.zeros(n_types, dtype=np.int64)
         else:
-            child, cell, entry = _child_variables(dp[i - 1], parents[i - 1])
-            keep = _allowed(cell, child, units[i], name)
-            child, cell, entry = child[keep], cell[keep], entry[keep]
-            fit = _Fit(child, cell, entry, dp[i - 1].counts.astype(np.float64))
-        x, its = fit.solve(fit.measure(truth[i], measured[i], rngs[i]), max_iter=max_iter, tol=tol)
+            unit, cell, segment = _child_variables(dp[i - 1], parents[i - 1])
+            keep = _allowed(cell, unit, units, name)
+            unit, cell, segment = unit[keep], cell[keep], segment[keep]
+            target = dp[i - 1].counts.astype(np.float64)
+            # groups: (child, unit type), sorted as the variables (child, then cell)
+            key = unit * n_types + cell_type(cell, name)
+            used, group = np.unique(key, return_inverse=True)
+            g_unit, g_type = used // n_types, used % n_types
+            lower = lower_ut[g_unit, g_type]
+            _, pair = np.unique(parents[i - 1][g_unit] * n_types + g_type, return_inverse=True)
+        group = group.astype(np.int64)
+        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64))
+        terms = fit.measure(truth[i], measured[i], rngs[i])
+        x, its = fit.solve(terms, max_iter=max_iter, tol=tols[i], max_outer=max_outer)
+        x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=i > 0)
         if i == 0:
-            y = round_preserving(x, fit.segment, fit.target)
+            y = round_state(x, group, invariants.state_total)
         else:
-            y = _round_children(x, fit.unit, fit.segment, dp[i - 1], parents[i - 1])
+            y = round_rows(x, group, parents[i - 1][g_unit], segment, dp[i - 1])
+        y = fix_lower(y, x, segment, group, lower, pair, columns=i > 0)
         nz = y > 0
-        keys = fit.unit[nz] * sch.n_cells + fit.cell[nz]
+        keys = unit[nz] * n_cells + cell[nz]
         order = np.argsort(keys, kind="stable")
-        n_units = truth[i].n_units
-        dp.append(from_keys(name, keys[order], y[nz][order], n_units))
+        dp.append(from_keys(name, keys[order], y[nz][order], truth[i].n_units))
         iterations.append(its)
-    return SparseTopDownRelease(tuple(levels), truth, dp, iterations)
+        variables.append(int(unit.size))
+        if on_level is not None:
+            on_level(i, levels[i])
+    return SparseTopDownRelease(tuple(levels), truth, dp, iterations, variables, invs)
+
+
+def _check_feasible(state: GQInvariants) -> None:
+    """The state's bounds admit a histogram: the facilities' minimum people fit in the total, and
+    people beyond them have a unit type with units. (Each child's problem is then feasible: its
+    parent's rounded histogram meets the parent's bound, the sum of its children's.)"""
+    lower = int(state.lower().sum())
+    total = int(state.state_total)
+    if lower > total or (total > lower and not (state.units > 0).any()):
+        raise InvalidParameterError(
+            f"Infeasible invariants: the state total {total} must be at least the "
+            f"{lower} people the group-quarters facilities need (one each), and people beyond "
+            "them need housing units or facilities; give invariants true of a population"
+        )
 
 
 def noise_rngs(

@@ -91,8 +91,20 @@ def test_structural_zeros(population) -> None:  # type: ignore[no-untyped-def]
     groups = dict((n, g) for n, g, _ in census.RELGQ_RECODES)["gq_constr_groups"]
     for g, lowest in zip(groups[1:5], (3, 15, 16, 17), strict=True):
         assert not (np.isin(relgq, g) & (age < lowest)).any()
-    assert not ((relgq == 27) & (age < 18)).any()  # nursing facilities
+    assert not ((relgq == 27) & (age < 20)).any()  # nursing facilities (relgq27_lt20)
     assert not ((relgq <= 5) & (age < 15)).any()  # householders, spouses and partners
+    # every relgq x age structural zero of the DHC's Constraints_DHCP.py, as the DAS's age recodes
+    for rule, r, lo, hi in census.DHCP_AGE_STRUCTURAL_ZEROS:
+        assert not ((relgq == r) & ((age < lo) | (age > hi))).any(), rule
+    assert ((relgq == 16) & (age == 20)).any() or not (relgq == 16).any()
+    for name, inv in (("dhc_production", population.dhc_invariants),
+                      ("pl94_production", population.pl94_invariants)):  # fmt: skip
+        assert invariant_violations(population.histograms(name), inv)["structural_zeros"] == 0
+    assert [r for _, r, _, _ in census.DHCP_AGE_STRUCTURAL_ZEROS] == [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 31,
+        32, 33, 34, 35, 37, 38, 39, 40,
+    ]  # fmt: skip
+    assert census.RELGQ_AGE_RANGE[23] == (17, 65) and census.RELGQ_AGE_RANGE[32] == (3, 30)
 
 
 def test_answers_and_aggregation_match_dense_sums(population) -> None:  # type: ignore[no-untyped-def]
@@ -118,7 +130,16 @@ def test_violations_are_named(population) -> None:  # type: ignore[no-untyped-de
     units[occupied, 0] = 0  # household people without a housing unit
     bad = replace(inv, units=units, state_total=inv.state_total + 1)
     got = invariant_violations(h, bad)
-    assert got == {"state_total": 1, "gq_lower": 1, "gq_upper": 1, "nursing_minors": 0}
+    assert got == {
+        "state_total": 1, "gq_lower": 1, "gq_upper": 1, "structural_zeros": 0, "nursing_minors": 0
+    }  # fmt: skip
+    # a minor in a nursing facility: a structural zero of both schemas' production runs
+    cell = np.ravel_multi_index((3, 0, 0, 0), schema("pl94_production").shape)
+    minors = SparseHistograms("pl94_production", np.array([0, 1]), np.array([cell], np.int32),
+                              np.array([2], np.int32))  # fmt: skip
+    one = replace(inv, units=np.array([[0, 0, 0, 1, 0, 0, 0, 0]], np.int32), state_total=2)
+    assert invariant_violations(minors, one)["structural_zeros"] == 1
+    assert invariant_violations(minors, one)["nursing_minors"] == 1
     with pytest.raises(InvalidParameterError, match="matching"):
         invariant_violations(population.dhc, inv)
     with pytest.raises(InvalidParameterError, match="> 0 people"):

@@ -1,0 +1,264 @@
+"""One level's least-squares fit of the sparse TopDown (:mod:`auditlib.simulate.sparse_topdown`).
+
+Variables are the (unit, cell) pairs a unit can hold: cells its parent holds, of unit types it has
+units of, and not structural zeros. The fit minimises ``½ Σ_q ‖Q_q x − y_q‖² / σ_q²`` over
+
+* ``x ≥ 0`` and ``Σ_{variables of a segment} x = target`` (a segment is a parent's cell: children
+  sum to their parent; at the state one segment, the total invariant), and
+* ``Σ_{variables of a group} x ≥ lower`` (a group is a unit's cells of one unit type: the DAS's
+  ``hhgq_total_lb``, at least one person per group-quarters facility).
+
+The first set has an exact projection (:class:`~auditlib.simulate.postprocess.Segments`); the lower
+bounds couple the segments, so they enter by an augmented Lagrangian (:meth:`_Fit.solve`: FISTA on the
+segments for fixed multipliers, then a multiplier step, until the bounds hold to ``feas_tol``) and
+:func:`repair_lower` then moves the last fractions of a person, within each segment, from groups
+above their bound to groups below it, so that the fitted values satisfy every bound exactly (up to
+floating point) before rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import schema
+from auditlib.geography.sparse_histograms import SparseHistograms, structural_zero, unit_types
+from auditlib.mechanisms import discrete_gaussian_sampler
+from auditlib.simulate.postprocess import Segments
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def cell_type(cells: IntArray, schema_name: str) -> IntArray:
+    """The unit type (:func:`~auditlib.geography.sparse_histograms.unit_types`) of each cell."""
+    _, axis, level_type, _ = unit_types(schema_name)
+    sch = schema(schema_name)
+    stride = int(np.prod(sch.shape[axis + 1 :], dtype=np.int64))
+    return level_type[(cells // stride) % sch.shape[axis]]
+
+
+def _allowed(
+    cells: IntArray,
+    unit: IntArray,
+    units: npt.NDArray[np.int32],
+    schema_name: str,
+    *,
+    zeros: bool = True,
+) -> npt.NDArray[np.bool_]:
+    """Whether ``unit`` may hold people in each cell: it has housing units / facilities of the cell's
+    unit type (``hhgq_total_ub``) and, with ``zeros``, the cell is no structural zero."""
+    ok = units[unit, cell_type(cells, schema_name)] > 0
+    if zeros:
+        ok &= ~structural_zero(schema_name, cells)
+    return ok
+
+
+@dataclass(frozen=True)
+class Term:
+    """One query's measurements: each variable's row ``inv``, the noisy row answers ``y``, 1/σ²."""
+
+    query: str
+    inv: IntArray
+    y: FloatArray
+    weight: float
+
+
+@dataclass
+class _Fit:
+    """One level's least-squares problem over variables (unit, cell) with segment constraints and
+    optional group lower bounds (``group[v]`` the group of variable ``v``, ``lower[g]`` its bound)."""
+
+    unit: IntArray
+    cell: IntArray
+    segment: IntArray
+    target: FloatArray
+    group: IntArray | None = None
+    lower: FloatArray | None = None
+    outer: int = field(default=0, init=False)
+    mu: FloatArray = field(default_factory=lambda: np.zeros(0), init=False)
+    rho: float = field(default=0.0, init=False)
+
+    def measure(
+        self, truth: SparseHistograms, level: Sequence[tuple[str, float]], rng: np.random.Generator
+    ) -> list[Term]:
+        """Noisy answers of every query on the rows the variables touch (see the module docstring
+        of :mod:`auditlib.simulate.sparse_topdown`)."""
+        sch = truth.schema
+        t_unit = truth.unit_of_entry()
+        t_cells = truth.cells.astype(np.int64)
+        t_counts = truth.counts.astype(np.float64)
+        terms = []
+        for q, sigma2 in level:
+            if not (np.isfinite(sigma2) and sigma2 > 0):
+                raise InvalidParameterError(f"Invalid sigma2 {sigma2} for query {q!r}; need > 0")
+            nq = sch.n_query_cells(q)
+            rows = self.unit * nq + sch.cells_query_index(q, self.cell)
+            touched, inv = np.unique(rows, return_inverse=True)
+            t_rows = t_unit * nq + sch.cells_query_index(q, t_cells)
+            true = np.zeros(touched.size)
+            pos = np.minimum(np.searchsorted(touched, t_rows), max(touched.size - 1, 0))
+            hit = touched[pos] == t_rows if touched.size else np.zeros(t_rows.size, bool)
+            np.add.at(true, pos[hit], t_counts[hit])
+            noise = discrete_gaussian_sampler(float(sigma2)).rvs(size=touched.size, rng=rng)
+            terms.append(Term(q, inv.astype(np.int64), true + noise, 1.0 / float(sigma2)))
+        return terms
+
+    def constant_rows(self, term: Term) -> bool:
+        """Whether every row of the term is one whole segment (a sum the constraints fix)."""
+        if not term.inv.size:
+            return True
+        first = np.zeros(term.y.size, dtype=np.int64) - 1
+        first[term.inv] = self.segment
+        same = bool((first[term.inv] == self.segment).all())
+        return same and bool(
+            (np.bincount(term.inv) == np.bincount(self.segment)[first[first >= 0]]).all()
+        )
+
+    def _bounded(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+        """The variables in groups with a positive bound, their (compact) group, the bounds, and
+        the groups' ids."""
+        if self.group is None or self.lower is None:
+            e = np.zeros(0, np.int64)
+            return e, e, np.zeros(0), e
+        on = self.lower[self.group] > 0
+        gv = np.flatnonzero(on)
+        used, gg = np.unique(self.group[gv], return_inverse=True)
+        return gv, gg.astype(np.int64), self.lower[used].astype(np.float64), used
+
+    def solve(
+        self,
+        terms: list[Term],
+        *,
+        max_iter: int,
+        tol: float,
+        feas_tol: float = 1e-3,
+        max_outer: int = 40,
+    ) -> tuple[FloatArray, int]:
+        """Weighted least squares over the segments and the group bounds (module docstring): FISTA
+        with adaptive restart (O'Donoghue & Candès), stopping when no variable moves by more than
+        ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps."""
+        return self._solve(
+            terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
+        )
+
+    def _solve(
+        self, terms: list[Term], *, max_iter: int, tol: float, feas_tol: float, max_outer: int
+    ) -> tuple[FloatArray, int]:
+        proj = Segments(self.segment, self.target)
+        self.mu = np.zeros(0 if self.lower is None else self.lower.size)
+        self.rho = 0.0
+        if not self.unit.size:
+            return np.zeros(0), 0
+        live = [t for t in terms if not self.constant_rows(t)]  # e.g. the state's total
+        lip_f = sum(float(np.bincount(t.inv).max()) * t.weight for t in live) or 1.0
+        gv, gg, low, used = self._bounded()
+        n_g = low.size
+        size = float(np.bincount(gg).max()) if n_g else 1.0
+        rho = lip_f / size
+        lip = lip_f + rho * size if n_g else lip_f
+        mu = np.zeros(n_g)
+
+        def group_sums(v: FloatArray) -> FloatArray:
+            return np.bincount(gg, weights=v[gv], minlength=n_g).astype(np.float64)
+
+        def grad(v: FloatArray) -> FloatArray:
+            g = np.zeros_like(v)
+            for t in live:
+                g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
+            if n_g:
+                g[gv] -= np.maximum(0.0, mu + rho * (low - group_sums(v)))[gg]
+            return g
+
+        x = proj.project(np.zeros(self.unit.size))
+        total_its = 0
+        step = np.inf
+        self.outer = 0
+        while True:
+            w, k = x.copy(), 1.0
+            converged = False
+            while total_its < max_iter:
+                total_its += 1
+                g = grad(w)
+                x_new = proj.project(w - g / lip)
+                step = float(np.max(np.abs(x_new - x)))
+                if float(g @ (x_new - x)) > 0:  # momentum points uphill: restart
+                    k = 1.0
+                k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
+                w = x_new + ((k - 1.0) / k_new) * (x_new - x)
+                x, k = x_new, k_new
+                if step < tol:
+                    converged = True
+                    break
+            if not converged:
+                raise InvalidParameterError(
+                    f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
+                    f"max_iter = {max_iter}; raise max_iter or tol"
+                )
+            self.outer += 1
+            if not n_g:
+                return x, total_its
+            gap = low - group_sums(x)
+            if self.lower is not None:
+                self.mu[used] = mu
+                self.rho = rho
+            if float(gap.max()) <= feas_tol or self.outer >= max_outer:
+                return x, total_its
+            mu = np.maximum(0.0, mu + rho * gap)
+
+
+def repair_lower(
+    x: FloatArray,
+    segment: IntArray,
+    group: IntArray,
+    lower: FloatArray,
+    pair: IntArray,
+    *,
+    columns: bool,
+) -> FloatArray:
+    """Fitted values meeting every group's lower bound, the segment sums unchanged.
+
+    Within each ``pair`` of groups (the children of one parent in one unit type), the groups above
+    their bound give up a share ``θ`` of their excess, cell by cell in proportion to their values,
+    and the groups below it receive their deficits: with ``columns`` (children of a parent) each
+    segment's removed mass goes to the deficient groups' variables in that segment, in proportion to
+    their deficits (every group of a pair has one variable in each of the pair's segments); without
+    (the state: one segment) the deficits are spread evenly over the group's variables. Feasible
+    when each pair's groups hold at least the sum of their bounds — true when the parent met its own
+    bound (the sum of its children's)."""
+    n_g = lower.size
+    s = np.bincount(group, weights=x, minlength=n_g)
+    deficit = np.maximum(lower - s, 0.0)
+    if not (deficit > 0).any():
+        return x
+    excess = np.maximum(s - lower, 0.0)
+    n_p = int(pair.max()) + 1
+    need = np.bincount(pair, weights=deficit, minlength=n_p)
+    have = np.bincount(pair, weights=excess, minlength=n_p)
+    if not columns:  # the state: one pool, any type gives to any type
+        need[:] = need.sum()
+        have[:] = have.sum()
+    if (need > have * (1 + 1e-9) + 1e-9).any():
+        p = int(np.flatnonzero(need > have * (1 + 1e-9) + 1e-9)[0])
+        raise InvalidParameterError(
+            f"Infeasible lower bounds: groups of pair {p} need {need[p]:g} more people than the "
+            f"others can give ({have[p]:g}); the parent must meet the sum of its children's bounds"
+        )
+    theta = np.divide(need, have, out=np.zeros_like(need), where=have > 0)
+    gp = pair[group]
+    share = np.divide(excess, s, out=np.zeros_like(s), where=s > 0)
+    removed = theta[gp] * share[group] * x
+    out = x - removed
+    receiving = deficit[group] > 0
+    if columns:
+        r_seg = np.bincount(segment, weights=removed, minlength=int(segment.max()) + 1)
+        frac = np.divide(deficit, need[pair], out=np.zeros_like(deficit), where=need[pair] > 0)
+        out[receiving] += r_seg[segment[receiving]] * frac[group[receiving]]
+    else:
+        n_var = np.bincount(group, minlength=n_g)
+        out[receiving] += (deficit / np.maximum(n_var, 1))[group[receiving]]
+    return np.maximum(out, 0.0)
