@@ -52,7 +52,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _machine import machine_info  # noqa: E402
-from capacity_model import Audit, Costs, StateWork, predict  # noqa: E402
+from capacity_model import Audit, Costs, StateWork, fit_process_overhead, predict  # noqa: E402
 
 RESULTS = HERE / "results"
 MEASURE_JSON = RESULTS / "capacity_measure.json"
@@ -61,6 +61,7 @@ ORCH_JSON = RESULTS / "capacity_orchestration.json"  # per-state figures, kept a
 PREDICT_CSV = RESULTS / "capacity_predict.csv"
 CHECK_RUNS_CSV = RESULTS / "capacity_check_runs.csv"
 CHECK_CSV = RESULTS / "capacity_check.csv"
+PROCESS_JSON = RESULTS / "capacity_process.json"  # the per-process CPU fitted by `check`
 REPORT = HERE / "capacity.md"
 SEED = 20200401  # the shipped spec's audit.seed: the spine's population seed derives from it
 
@@ -298,6 +299,7 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report", "--overwrite"]
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu: dict[int, float] = {}
+    role: dict[int, str] = {proc.pid: "flow"}
     peak = 0
     loads = []
     while proc.poll() is None:
@@ -308,6 +310,9 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
                 with p.oneshot():
                     t = p.cpu_times()
                     rss += p.memory_info().rss
+                    if p.pid not in role:
+                        line = " ".join(p.cmdline())
+                        role[p.pid] = "server" if "uvicorn" in line else "workers"
                 cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
             except psutil.Error:
                 continue
@@ -323,6 +328,11 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
         "command_s": wall,
         "flow_s": float(attrs["wall_time_s"]),
         "cpu_s": sum(cpu.values()),
+        # CPU-s by process: the CLI (flow), the API server, the Dask processes (nannies, workers)
+        **{
+            f"cpu_{k}_s": sum(v for pid, v in cpu.items() if role.get(pid) == k)
+            for k in ("flow", "server", "workers")
+        },
         "peak_rss_mb": peak / 1e6,
         "load_before": load0[0],
         "load_after": os.getloadavg()[0],
@@ -594,7 +604,15 @@ def load_costs() -> tuple[Costs, dict[str, Any]]:
     if not MEASURE_JSON.exists():
         raise SystemExit(f"no {MEASURE_JSON.name}: run `benchmarks/capacity.py measure` first")
     m = json.loads(MEASURE_JSON.read_text())
-    return Costs(**m["costs"]), m
+    return Costs(**{**m["costs"], **_process_costs()}), m
+
+
+def _process_costs() -> dict[str, float]:
+    """``process_s`` and ``fixed_cpu_s`` as ``check`` fitted them (none before a check)."""
+    if not PROCESS_JSON.exists():
+        return {}
+    p = json.loads(PROCESS_JSON.read_text())
+    return {k: float(p[k]) for k in ("process_s", "fixed_cpu_s")}
 
 
 # ---------------------------------------------------------------------------------------- predict
@@ -714,31 +732,64 @@ def check(args: argparse.Namespace) -> None:
 
 def check_rows(costs: Costs) -> list[dict[str, Any]]:
     """The check's runs beside the model's predictions from ``costs``: on dedicated cores, and
-    with every task slowed to a worker's share of the cores under the load before the run."""
+    with every task slowed to a worker's share of the cores under the load before the run.
+
+    The per-process CPU (``process_s``, ``fixed_cpu_s``) is fitted to these runs' CPU-s (all
+    processes) beyond the modelled tasks (``fit_process_overhead``) and written to
+    ``capacity_process.json``, which every later prediction uses; each run's wall time is
+    predicted with and without it."""
     runs = _read_csv(CHECK_RUNS_CSV)
     if not runs:
         return []
     counts = spine_counts(plan_of(spec_data("all", 1)))
-    out = []
+    base = Costs(**{**costs.as_dict(), "process_s": 0.0, "fixed_cpu_s": 0.0})
+    audits = []
     for r in runs:
         n, reps = int(r["workers"]), int(r["replicates"])
         audit = audit_of(plan_of(spec_data(r["states"].split(";"), reps, n)), counts)
+        tasks_cpu = predict(audit, base, n).cpu_s + base.flow_s
+        audits.append((n, audit, tasks_cpu))
+    fixed, per_worker = fit_process_overhead(
+        [(n, float(r["cpu_s"]), t) for (n, _, t), r in zip(audits, runs, strict=True)]
+    )
+    process_s = max(0.0, per_worker - costs.worker_s)
+    PROCESS_JSON.write_text(
+        json.dumps(
+            {
+                "process_s": process_s,
+                "fixed_cpu_s": fixed,
+                "per_worker_cpu_s": per_worker,
+                "runs": [r["measured_utc"] for r in runs],
+                "workers": [n for n, _, _ in audits],
+            },
+            indent=1,
+        )
+    )
+    full = Costs(**{**costs.as_dict(), "process_s": process_s, "fixed_cpu_s": fixed})
+    out = []
+    for (n, audit, tasks_cpu), r in zip(audits, runs, strict=True):
         flow = float(r["flow_s"])
-        dedicated = predict(audit, costs, n)
         speed = shared_speed(n, float(r["load_before"]))
-        shared = predict(audit, costs, n, speed=speed)
+        shared = predict(audit, full, n, speed=speed)
+        before = predict(audit, base, n, speed=speed)
         out.append(
             {
                 "workers": n,
                 "states": len(r["states"].split(";")),
-                "replicates": reps,
+                "replicates": int(r["replicates"]),
                 "measured_flow_s": flow,
                 "predicted_shared_s": shared.wall_s,
                 "error_pct": 100 * (shared.wall_s - flow) / flow,
-                "predicted_dedicated_s": dedicated.wall_s,
+                "predicted_shared_no_process_s": before.wall_s,
+                "error_no_process_pct": 100 * (before.wall_s - flow) / flow,
+                "predicted_dedicated_s": predict(audit, full, n).wall_s,
                 "speed": speed,
                 "measured_cpu_s": float(r["cpu_s"]),
-                "modelled_work_s": dedicated.cpu_s + costs.flow_s + n * costs.worker_s,
+                "cpu_flow_s": float(r.get("cpu_flow_s") or "nan"),
+                "cpu_server_s": float(r.get("cpu_server_s") or "nan"),
+                "cpu_workers_s": float(r.get("cpu_workers_s") or "nan"),
+                "modelled_tasks_s": tasks_cpu,
+                "modelled_work_s": tasks_cpu + full.overhead_cpu(n),
                 "load_before": float(r["load_before"]),
                 "load_mean": float(r["load_mean"]),
                 "load_after": float(r["load_after"]),
@@ -867,18 +918,38 @@ def render() -> None:
             f"Runs of {_read_csv(CHECK_RUNS_CSV)[0]['measured_utc']}; states "
             f"{_read_csv(CHECK_RUNS_CSV)[0]['states'].replace(';', ', ')}.",
             "",
-            "| workers | states × replicates | flow measured | predicted (shared cores) | error | predicted (dedicated cores) | speed | CPU-s measured (all processes) / modelled work | load before / mean / after |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| workers | states × replicates | flow measured | predicted (shared cores) | error | without per-process CPU | error | predicted (dedicated cores) | speed | CPU-s measured (all processes: flow / API server / Dask) | modelled: tasks + per-process = work | load before / mean / after |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in chk:
+            parts = "/".join(
+                "–" if r[k] != r[k] else f"{r[k]:.0f}"
+                for k in ("cpu_flow_s", "cpu_server_s", "cpu_workers_s")
+            )
             lines.append(
                 f"| {r['workers']} | {r['states']} × {r['replicates']} | "
                 f"{r['measured_flow_s']:.1f} s | {r['predicted_shared_s']:.1f} s | "
-                f"{r['error_pct']:+.0f} % | {r['predicted_dedicated_s']:.1f} s | "
-                f"{r['speed']:.2f} | {r['measured_cpu_s']:.0f} / {r['modelled_work_s']:.0f} | "
+                f"{r['error_pct']:+.0f} % | {r['predicted_shared_no_process_s']:.1f} s | "
+                f"{r['error_no_process_pct']:+.0f} % | {r['predicted_dedicated_s']:.1f} s | "
+                f"{r['speed']:.2f} | {r['measured_cpu_s']:.0f} ({parts}) | "
+                f"{r['modelled_tasks_s']:.0f} + "
+                f"{r['modelled_work_s'] - r['modelled_tasks_s']:.0f} = {r['modelled_work_s']:.0f} | "
                 f"{r['load_before']:.1f} / {r['load_mean']:.1f} / {r['load_after']:.1f} |"
             )
-        lines += ["", *CHECK_NOTES, ""]
+        pj = json.loads(PROCESS_JSON.read_text())
+        lines += [
+            "",
+            f"Per-process CPU fitted to these runs (`fit_process_overhead`: CPU-s of every process "
+            f"beyond the modelled tasks = fixed + workers × per worker, least squares): "
+            f"{pj['fixed_cpu_s']:.0f} CPU-s per run (the CLI's process and the Prefect API "
+            f"server) and {pj['per_worker_cpu_s']:.1f} CPU-s per worker process, of which "
+            f"{c['worker_s']:.1f} the spine and {pj['process_s']:.1f} the process's start, "
+            "imports, Prefect client and heartbeats over the run (`process_s`). Each worker pays "
+            "its own before its first task; the fixed part runs beside the workers.",
+            "",
+            *CHECK_NOTES,
+            "",
+        ]
     REPORT.write_text("\n".join(lines))
 
 
