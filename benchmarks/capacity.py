@@ -52,7 +52,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _machine import machine_info  # noqa: E402
-from capacity_model import Audit, Costs, StateWork, fit_process_overhead, predict  # noqa: E402
+from capacity_model import (  # noqa: E402
+    Audit,
+    Costs,
+    StateWork,
+    fit_process_overhead,
+    predict,
+    replicates_per_task_for,
+)
 
 RESULTS = HERE / "results"
 MEASURE_JSON = RESULTS / "capacity_measure.json"
@@ -101,10 +108,18 @@ def spine_counts(plan: Any) -> dict[str, tuple[int, int]]:
     return {labels[i]: (int(blocks[i]), int(people[i])) for i in range(sp.n_states)}
 
 
+def _largest_region(plan: Any) -> int:
+    """Items of the largest (state, geolevel) region: what every region was padded to in the
+    layout-1 store (the *padded* figures of the model)."""
+    return max((b.n_items for b in plan.blocks), default=0)
+
+
 def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]:
-    """Every state of the plan with its bytes per replicate: the store pads each (state, geolevel)
-    region to ``n_items_max`` items (4-byte residual per replicate, 14 bytes of item indices)."""
+    """Every state of the plan with its bytes per replicate (4-byte residual per replicate, 14
+    bytes of item indices): each region at its own length (the store today), and padded to the
+    largest region (layout 1, kept for comparison)."""
     r = plan.replicates
+    n_max = _largest_region(plan)
     out = []
     per_item = 4.0 + 14.0 / r
     for label in plan.states:
@@ -117,9 +132,9 @@ def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]
                 label,
                 blocks,
                 people,
-                len(regions) * plan.n_items_max * per_item,
+                len(regions) * n_max * per_item,
                 sum(b.n_items for b in regions) * per_item,
-                plan.n_items_max,
+                n_max,
                 max(b.n_items for b in regions),
             )
         )
@@ -139,9 +154,9 @@ def audit_of(plan: Any, counts: dict[str, tuple[int, int]], composed: bool = Fal
         account_levels=len(plan.geolevels),
         composed=composed,
         nation=bool(nation),
-        empty_bytes=(len(plan.empty) * plan.n_items_max * per_item, 0.0),
+        empty_bytes=(len(plan.empty) * _largest_region(plan) * per_item, 0.0),
         nation_bytes=(
-            len(nation) * plan.n_items_max * per_item,
+            len(nation) * _largest_region(plan) * per_item,
             sum(b.n_items for b in nation) * per_item,
         ),
     )
@@ -638,10 +653,13 @@ def predict_rows(
     for r in replicates:
         plan = plan_of(spec_data("all", r))
         audit = audit_of(plan, counts, composed=True)
+        # the flow today: a state's replicates split into tasks of `cluster.replicates_per_task`,
+        # chosen for the workers' memory; the store holds each block at its own length
+        fit = max(1, replicates_per_task_for(costs, audit.states, worker_gb * 1e3))
         variants: list[tuple[str, dict[str, Any]]] = [
-            ("today (local disk)", {}),
-            ("today, S3", {"s3": True}),
-            ("replicates split, unpadded store, S3", {"s3": True, "split": 10, "data": True}),
+            (f"split ({fit} per task), local disk", {"split": fit, "data": True}),
+            (f"split ({fit} per task), S3", {"s3": True, "split": fit, "data": True}),
+            ("one task per state (replicates_per_task = 0), S3", {"s3": True, "data": True}),
         ]
         for name, v in variants:
             c = costs
@@ -958,21 +976,24 @@ ASSUMPTIONS = [
     "",
     "- Workers: one core and one thread each, not shared, as fast as the measuring machine's; "
     "memory as the table's peak task memory needs (more than a worker has: the task is killed).",
-    "- Tasks as the flow makes them today: the states packed longest-first into "
-    "`workers × tasks_per_worker` (2) batches, at most one per state, so at most 51 simulation "
-    "tasks; a state's replicates all run in its one task. The largest state (926,741 blocks) is "
-    "then the floor of the wall time whatever the cluster. The variant *replicates split* assumes "
-    "tasks of 10 replicates of one state (not what the flow does today).",
+    "- Tasks as the flow makes them: a state's replicates split into ranges of "
+    "`cluster.replicates_per_task` (here the most that fit a worker's memory, "
+    "`replicates_per_task_for`), the (state, range) units packed longest-first into "
+    "`workers × tasks_per_worker` (2) batches; each unit draws its state's histograms again "
+    "(its setup). The variant *one task per state* (`replicates_per_task = 0`) keeps a state's "
+    "replicates in one task: the largest state (926,741 blocks) is then the floor of the wall "
+    "time whatever the cluster, and its memory grows with the replicates.",
+    "- Workers' start: each worker process pays the spine and its own start (`process_s`, fitted "
+    "by `check` to the measured runs' CPU) before its first task.",
     "- Scheduler: the measured Prefect-on-Dask cost per task (a few hundred tasks at most: the "
     "Prefect API and the Dask scheduler are far from their limits); accounting submitted first, "
     "the composed one cold (no cached result); EPL per geolevel after the simulation, its CPU "
     "linear in the level's residuals.",
-    f"- Store: the residual regions padded to the largest region (today's layout) or only their "
-    f"data (*unpadded*). Local disk: the measured write rate per worker, no aggregate limit. S3: "
+    f"- Store: each block at its own length (the flat item axis). Local disk: the measured write rate per worker, no aggregate limit. S3: "
     f"**assumed, not measured**, {S3_WORKER_MB_S:.0f} MB/s per worker and {S3_AGGREGATE_MB_S:,.0f} "
     "MB/s for the bucket (S3 scales per key prefix, 3,500 PUT/s each; one Zarr chunk is one "
-    "object): measure yours with `measure --s3-url`. Peak task memory counts the padded write "
-    "buffer of every replicate (today's layout).",
+    "object): measure yours with `measure --s3-url`. Peak task memory counts the write buffer "
+    "of the task's replicates of its largest region.",
 ]
 
 CHECK_NOTES = [

@@ -372,3 +372,26 @@ def fit_process_overhead(
     if fixed < 0:  # through the origin: per worker only
         return 0.0, sum(a * b for a, b in zip(w, y, strict=True)) / sum(a * a for a in w)
     return fixed, slope
+
+
+def replicates_per_task_for(
+    costs: Costs, states: Sequence[StateWork], worker_mb: float, padded: bool = False
+) -> int:
+    """The most replicates one state task may hold with every state's task within ``worker_mb``
+    (``Costs.memory_mb`` of the largest state), at least 1 (0: even one replicate does not fit)."""
+    if not states:
+        return 1
+
+    def peak(k: int) -> float:
+        return max(costs.memory_mb(s, k, padded) for s in states)
+
+    if peak(1) > worker_mb:
+        return 0
+    k = 1
+    while peak(2 * k) <= worker_mb and k < 1 << 20:
+        k *= 2
+    lo, hi = k, 2 * k  # peak(lo) fits, peak(hi) does not (memory grows with k)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if peak(mid) <= worker_mb else (lo, mid)
+    return lo

@@ -49,13 +49,9 @@ def run(tmp_path: Path, name: str, per_task: int, address: str) -> str:
 def test_split_replicates_store_what_one_task_stores(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from distributed import LocalCluster
-
-    whole = run(tmp_path, "whole.zarr", 0, dask_address)  # one task per state, 2 workers
-    with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as one:
-        by_one = run(tmp_path, "one.zarr", 1, one.scheduler_address)  # 4 tasks per state
+    # (one worker against two: tests/integration/test_resume_split.py)
+    whole = run(tmp_path, "whole.zarr", 0, dask_address)  # one task per state
+    by_one = run(tmp_path, "one.zarr", 1, dask_address)  # 4 tasks per state
     by_three = run(tmp_path, "three.zarr", 3, dask_address)  # ranges [0, 3) and [3, 4)
 
     want = array_digests(whole)

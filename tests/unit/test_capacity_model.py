@@ -22,6 +22,7 @@ from capacity_model import (
     lpt_makespan,
     pack_lpt,
     predict,
+    replicates_per_task_for,
 )
 
 from flows.batching import pack
@@ -208,3 +209,16 @@ def test_fit_of_the_per_process_overhead_hand_computed() -> None:
     assert fit_process_overhead([(2, 30.0, 10.0)]) == (0.0, pytest.approx(10.0))
     with pytest.raises(ValueError):
         fit_process_overhead([])
+
+
+def test_replicates_per_task_within_a_memory_budget_hand_computed() -> None:
+    """Memory of a state task: 500 + 10⁻³·blocks + k·(2·10⁻⁴·blocks + 10) MB, plus its largest
+    region's write (items × (4k + 14) bytes). 10⁶ blocks, 10⁶ items: 1,500 + k·210 + 4k + 14 MB."""
+    big = StateWork("B", 1_000_000, 0, 0.0, data_buffer_items=1_000_000)
+    small = StateWork("S", 1_000, 0, 0.0, data_buffer_items=1_000)
+    assert COSTS.memory_mb(big, 1, padded=False) == pytest.approx(1514 + 214)
+    # 1,514 + 214·k ≤ 16,000: k ≤ 67.7
+    assert replicates_per_task_for(COSTS, [small, big], 16_000) == 67
+    assert replicates_per_task_for(COSTS, [small, big], 1514 + 214 * 5) == 5
+    assert replicates_per_task_for(COSTS, [small, big], 1514 + 214 * 5 - 1) == 4
+    assert replicates_per_task_for(COSTS, [small, big], 1_000) == 0  # not even one
