@@ -767,9 +767,19 @@ def check_rows(costs: Costs) -> list[dict[str, Any]]:
         audit = audit_of(plan_of(spec_data(r["states"].split(";"), reps, n)), counts)
         tasks_cpu = predict(audit, base, n).cpu_s + base.flow_s
         audits.append((n, audit, tasks_cpu))
-    fixed, per_worker = fit_process_overhead(
-        [(n, float(r["cpu_s"]), t) for (n, _, t), r in zip(audits, runs, strict=True)]
-    )
+    pairs = list(zip(audits, runs, strict=True))
+    if all(r.get("cpu_workers_s") for r in runs):
+        # the worker processes' own CPU beyond the tasks: what delays each worker's tasks; the
+        # rest (the CLI's process with the scheduler and nannies, the API server) runs beside them
+        _, per_worker = fit_process_overhead(
+            [(n, float(r["cpu_workers_s"]), t) for (n, _, t), r in pairs]
+        )
+        fixed = sum(float(r["cpu_s"]) - t - n * per_worker for (n, _, t), r in pairs) / len(pairs)
+        fixed = max(0.0, fixed)
+    else:
+        fixed, per_worker = fit_process_overhead(
+            [(n, float(r["cpu_s"]), t) for (n, _, t), r in pairs]
+        )
     process_s = max(0.0, per_worker - costs.worker_s)
     PROCESS_JSON.write_text(
         json.dumps(
@@ -957,13 +967,15 @@ def render() -> None:
         pj = json.loads(PROCESS_JSON.read_text())
         lines += [
             "",
-            f"Per-process CPU fitted to these runs (`fit_process_overhead`: CPU-s of every process "
-            f"beyond the modelled tasks = fixed + workers × per worker, least squares): "
-            f"{pj['fixed_cpu_s']:.0f} CPU-s per run (the CLI's process and the Prefect API "
-            f"server) and {pj['per_worker_cpu_s']:.1f} CPU-s per worker process, of which "
-            f"{c['worker_s']:.1f} the spine and {pj['process_s']:.1f} the process's start, "
-            "imports, Prefect client and heartbeats over the run (`process_s`). Each worker pays "
-            "its own before its first task; the fixed part runs beside the workers.",
+            f"Per-process CPU fitted to these runs (`fit_process_overhead`): the Dask worker "
+            f"processes' CPU-s beyond the modelled tasks = workers × {pj['per_worker_cpu_s']:.1f} "
+            f"CPU-s (least squares; of which {c['worker_s']:.1f} counted as the spine and "
+            f"{pj['process_s']:.1f} as the process's start, imports, Prefect client and heartbeats "
+            f"over the run, `process_s`), and the rest of every process's CPU-s, "
+            f"{pj['fixed_cpu_s']:.0f} CPU-s per run (mean), as the run's own processes (the CLI's "
+            "process, which also holds the local cluster's scheduler and nannies, and the Prefect "
+            "API server). Each worker pays its own before its first task (the model's "
+            "`predict`); the fixed part runs beside the workers and is only counted in CPU-s.",
             "",
             *CHECK_NOTES,
             "",
