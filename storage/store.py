@@ -767,7 +767,7 @@ def write_residual_block(
 def _item_values(span: int, block: ResidualBlock | None) -> dict[str, np.ndarray]:
     """The item variables of a block's place (its items, then −1 / 0 padding) and ``n_items``."""
     n = 0 if block is None else block.n_items
-    out = {
+    out: dict[str, np.ndarray] = {
         "truth": np.zeros(span, np.int32),
         "query_index": np.full(span, -1, np.int16),
         "unit_index": np.zeros(span, np.int32),
@@ -825,8 +825,8 @@ def done_ranges(url: str) -> set[tuple[int, int, int]]:
     """(state, geolevel, first replicate) of every replicate range whose writes completed (every
     replicate's digest set), in a layout-3 store."""
     arr = _array(url, REPLICATE_SHA256)
-    written = np.asarray(arr[...]).any(axis=-1)  # (state, geolevel, replicate)
-    out = set()
+    written = np.asarray(np.asarray(arr[...]).any(axis=-1))  # (state, geolevel, replicate)
+    out: set[tuple[int, int, int]] = set()
     for r0, r1 in replicate_ranges(arr.shape[2], int(arr.chunks[2])):
         s, g = np.nonzero(written[:, :, r0:r1].all(axis=-1))
         out |= {(int(a), int(b), r0) for a, b in zip(s, g, strict=True)}
