@@ -52,7 +52,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _machine import machine_info  # noqa: E402
-from capacity_model import Audit, Costs, StateWork, predict  # noqa: E402
+from capacity_model import (  # noqa: E402
+    Audit,
+    Costs,
+    StateWork,
+    fit_process_overhead,
+    predict,
+    replicates_per_task_for,
+)
 
 RESULTS = HERE / "results"
 MEASURE_JSON = RESULTS / "capacity_measure.json"
@@ -61,6 +68,7 @@ ORCH_JSON = RESULTS / "capacity_orchestration.json"  # per-state figures, kept a
 PREDICT_CSV = RESULTS / "capacity_predict.csv"
 CHECK_RUNS_CSV = RESULTS / "capacity_check_runs.csv"
 CHECK_CSV = RESULTS / "capacity_check.csv"
+PROCESS_JSON = RESULTS / "capacity_process.json"  # the per-process CPU fitted by `check`
 REPORT = HERE / "capacity.md"
 SEED = 20200401  # the shipped spec's audit.seed: the spine's population seed derives from it
 
@@ -100,10 +108,18 @@ def spine_counts(plan: Any) -> dict[str, tuple[int, int]]:
     return {labels[i]: (int(blocks[i]), int(people[i])) for i in range(sp.n_states)}
 
 
+def _largest_region(plan: Any) -> int:
+    """Items of the largest (state, geolevel) region: what every region was padded to in the
+    layout-1 store (the *padded* figures of the model)."""
+    return max((b.n_items for b in plan.blocks), default=0)
+
+
 def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]:
-    """Every state of the plan with its bytes per replicate: the store pads each (state, geolevel)
-    region to ``n_items_max`` items (4-byte residual per replicate, 14 bytes of item indices)."""
+    """Every state of the plan with its bytes per replicate (4-byte residual per replicate, 14
+    bytes of item indices): each region at its own length (the store today), and padded to the
+    largest region (layout 1, kept for comparison)."""
     r = plan.replicates
+    n_max = _largest_region(plan)
     out = []
     per_item = 4.0 + 14.0 / r
     for label in plan.states:
@@ -116,9 +132,9 @@ def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]
                 label,
                 blocks,
                 people,
-                len(regions) * plan.n_items_max * per_item,
+                len(regions) * n_max * per_item,
                 sum(b.n_items for b in regions) * per_item,
-                plan.n_items_max,
+                n_max,
                 max(b.n_items for b in regions),
             )
         )
@@ -138,9 +154,9 @@ def audit_of(plan: Any, counts: dict[str, tuple[int, int]], composed: bool = Fal
         account_levels=len(plan.geolevels),
         composed=composed,
         nation=bool(nation),
-        empty_bytes=(len(plan.empty) * plan.n_items_max * per_item, 0.0),
+        empty_bytes=(len(plan.empty) * _largest_region(plan) * per_item, 0.0),
         nation_bytes=(
-            len(nation) * plan.n_items_max * per_item,
+            len(nation) * _largest_region(plan) * per_item,
             sum(b.n_items for b in nation) * per_item,
         ),
     )
@@ -298,6 +314,7 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report", "--overwrite"]
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu: dict[int, float] = {}
+    role: dict[int, str] = {proc.pid: "flow"}
     peak = 0
     loads = []
     while proc.poll() is None:
@@ -308,6 +325,9 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
                 with p.oneshot():
                     t = p.cpu_times()
                     rss += p.memory_info().rss
+                    if p.pid not in role:
+                        line = " ".join(p.cmdline())
+                        role[p.pid] = "server" if "uvicorn" in line else "workers"
                 cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
             except psutil.Error:
                 continue
@@ -323,6 +343,11 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
         "command_s": wall,
         "flow_s": float(attrs["wall_time_s"]),
         "cpu_s": sum(cpu.values()),
+        # CPU-s by process: the CLI (flow), the API server, the Dask processes (nannies, workers)
+        **{
+            f"cpu_{k}_s": sum(v for pid, v in cpu.items() if role.get(pid) == k)
+            for k in ("flow", "server", "workers")
+        },
         "peak_rss_mb": peak / 1e6,
         "load_before": load0[0],
         "load_after": os.getloadavg()[0],
@@ -594,7 +619,15 @@ def load_costs() -> tuple[Costs, dict[str, Any]]:
     if not MEASURE_JSON.exists():
         raise SystemExit(f"no {MEASURE_JSON.name}: run `benchmarks/capacity.py measure` first")
     m = json.loads(MEASURE_JSON.read_text())
-    return Costs(**m["costs"]), m
+    return Costs(**{**m["costs"], **_process_costs()}), m
+
+
+def _process_costs() -> dict[str, float]:
+    """``process_s`` and ``fixed_cpu_s`` as ``check`` fitted them (none before a check)."""
+    if not PROCESS_JSON.exists():
+        return {}
+    p = json.loads(PROCESS_JSON.read_text())
+    return {k: float(p[k]) for k in ("process_s", "fixed_cpu_s")}
 
 
 # ---------------------------------------------------------------------------------------- predict
@@ -620,10 +653,13 @@ def predict_rows(
     for r in replicates:
         plan = plan_of(spec_data("all", r))
         audit = audit_of(plan, counts, composed=True)
+        # the flow today: a state's replicates split into tasks of `cluster.replicates_per_task`,
+        # chosen for the workers' memory; the store holds each block at its own length
+        fit = max(1, replicates_per_task_for(costs, audit.states, worker_gb * 1e3))
         variants: list[tuple[str, dict[str, Any]]] = [
-            ("today (local disk)", {}),
-            ("today, S3", {"s3": True}),
-            ("replicates split, unpadded store, S3", {"s3": True, "split": 10, "data": True}),
+            (f"split ({fit} per task), local disk", {"split": fit, "data": True}),
+            (f"split ({fit} per task), S3", {"s3": True, "split": fit, "data": True}),
+            ("one task per state (replicates_per_task = 0), S3", {"s3": True, "data": True}),
         ]
         for name, v in variants:
             c = costs
@@ -714,31 +750,74 @@ def check(args: argparse.Namespace) -> None:
 
 def check_rows(costs: Costs) -> list[dict[str, Any]]:
     """The check's runs beside the model's predictions from ``costs``: on dedicated cores, and
-    with every task slowed to a worker's share of the cores under the load before the run."""
+    with every task slowed to a worker's share of the cores under the load before the run.
+
+    The per-process CPU (``process_s``, ``fixed_cpu_s``) is fitted to these runs' CPU-s (all
+    processes) beyond the modelled tasks (``fit_process_overhead``) and written to
+    ``capacity_process.json``, which every later prediction uses; each run's wall time is
+    predicted with and without it."""
     runs = _read_csv(CHECK_RUNS_CSV)
     if not runs:
         return []
     counts = spine_counts(plan_of(spec_data("all", 1)))
-    out = []
+    base = Costs(**{**costs.as_dict(), "process_s": 0.0, "fixed_cpu_s": 0.0})
+    audits = []
     for r in runs:
         n, reps = int(r["workers"]), int(r["replicates"])
         audit = audit_of(plan_of(spec_data(r["states"].split(";"), reps, n)), counts)
+        tasks_cpu = predict(audit, base, n).cpu_s + base.flow_s
+        audits.append((n, audit, tasks_cpu))
+    pairs = list(zip(audits, runs, strict=True))
+    if all(r.get("cpu_workers_s") for r in runs):
+        # the worker processes' own CPU beyond the tasks: what delays each worker's tasks; the
+        # rest (the CLI's process with the scheduler and nannies, the API server) runs beside them
+        _, per_worker = fit_process_overhead(
+            [(n, float(r["cpu_workers_s"]), t) for (n, _, t), r in pairs]
+        )
+        fixed = sum(float(r["cpu_s"]) - t - n * per_worker for (n, _, t), r in pairs) / len(pairs)
+        fixed = max(0.0, fixed)
+    else:
+        fixed, per_worker = fit_process_overhead(
+            [(n, float(r["cpu_s"]), t) for (n, _, t), r in pairs]
+        )
+    process_s = max(0.0, per_worker - costs.worker_s)
+    PROCESS_JSON.write_text(
+        json.dumps(
+            {
+                "process_s": process_s,
+                "fixed_cpu_s": fixed,
+                "per_worker_cpu_s": per_worker,
+                "runs": [r["measured_utc"] for r in runs],
+                "workers": [n for n, _, _ in audits],
+            },
+            indent=1,
+        )
+    )
+    full = Costs(**{**costs.as_dict(), "process_s": process_s, "fixed_cpu_s": fixed})
+    out = []
+    for (n, audit, tasks_cpu), r in zip(audits, runs, strict=True):
         flow = float(r["flow_s"])
-        dedicated = predict(audit, costs, n)
         speed = shared_speed(n, float(r["load_before"]))
-        shared = predict(audit, costs, n, speed=speed)
+        shared = predict(audit, full, n, speed=speed)
+        before = predict(audit, base, n, speed=speed)
         out.append(
             {
                 "workers": n,
                 "states": len(r["states"].split(";")),
-                "replicates": reps,
+                "replicates": int(r["replicates"]),
                 "measured_flow_s": flow,
                 "predicted_shared_s": shared.wall_s,
                 "error_pct": 100 * (shared.wall_s - flow) / flow,
-                "predicted_dedicated_s": dedicated.wall_s,
+                "predicted_shared_no_process_s": before.wall_s,
+                "error_no_process_pct": 100 * (before.wall_s - flow) / flow,
+                "predicted_dedicated_s": predict(audit, full, n).wall_s,
                 "speed": speed,
                 "measured_cpu_s": float(r["cpu_s"]),
-                "modelled_work_s": dedicated.cpu_s + costs.flow_s + n * costs.worker_s,
+                "cpu_flow_s": float(r.get("cpu_flow_s") or "nan"),
+                "cpu_server_s": float(r.get("cpu_server_s") or "nan"),
+                "cpu_workers_s": float(r.get("cpu_workers_s") or "nan"),
+                "modelled_tasks_s": tasks_cpu,
+                "modelled_work_s": tasks_cpu + full.overhead_cpu(n),
                 "load_before": float(r["load_before"]),
                 "load_mean": float(r["load_mean"]),
                 "load_after": float(r["load_after"]),
@@ -867,18 +946,40 @@ def render() -> None:
             f"Runs of {_read_csv(CHECK_RUNS_CSV)[0]['measured_utc']}; states "
             f"{_read_csv(CHECK_RUNS_CSV)[0]['states'].replace(';', ', ')}.",
             "",
-            "| workers | states × replicates | flow measured | predicted (shared cores) | error | predicted (dedicated cores) | speed | CPU-s measured (all processes) / modelled work | load before / mean / after |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| workers | states × replicates | flow measured | predicted (shared cores) | error | without per-process CPU | error | predicted (dedicated cores) | speed | CPU-s measured (all processes: flow / API server / Dask) | modelled: tasks + per-process = work | load before / mean / after |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in chk:
+            parts = "/".join(
+                "–" if r[k] != r[k] else f"{r[k]:.0f}"
+                for k in ("cpu_flow_s", "cpu_server_s", "cpu_workers_s")
+            )
             lines.append(
                 f"| {r['workers']} | {r['states']} × {r['replicates']} | "
                 f"{r['measured_flow_s']:.1f} s | {r['predicted_shared_s']:.1f} s | "
-                f"{r['error_pct']:+.0f} % | {r['predicted_dedicated_s']:.1f} s | "
-                f"{r['speed']:.2f} | {r['measured_cpu_s']:.0f} / {r['modelled_work_s']:.0f} | "
+                f"{r['error_pct']:+.0f} % | {r['predicted_shared_no_process_s']:.1f} s | "
+                f"{r['error_no_process_pct']:+.0f} % | {r['predicted_dedicated_s']:.1f} s | "
+                f"{r['speed']:.2f} | {r['measured_cpu_s']:.0f} ({parts}) | "
+                f"{r['modelled_tasks_s']:.0f} + "
+                f"{r['modelled_work_s'] - r['modelled_tasks_s']:.0f} = {r['modelled_work_s']:.0f} | "
                 f"{r['load_before']:.1f} / {r['load_mean']:.1f} / {r['load_after']:.1f} |"
             )
-        lines += ["", *CHECK_NOTES, ""]
+        pj = json.loads(PROCESS_JSON.read_text())
+        lines += [
+            "",
+            f"Per-process CPU fitted to these runs (`fit_process_overhead`): the Dask worker "
+            f"processes' CPU-s beyond the modelled tasks = workers × {pj['per_worker_cpu_s']:.1f} "
+            f"CPU-s (least squares; of which {c['worker_s']:.1f} counted as the spine and "
+            f"{pj['process_s']:.1f} as the process's start, imports, Prefect client and heartbeats "
+            f"over the run, `process_s`), and the rest of every process's CPU-s, "
+            f"{pj['fixed_cpu_s']:.0f} CPU-s per run (mean), as the run's own processes (the CLI's "
+            "process, which also holds the local cluster's scheduler and nannies, and the Prefect "
+            "API server). Each worker pays its own before its first task (the model's "
+            "`predict`); the fixed part runs beside the workers and is only counted in CPU-s.",
+            "",
+            *CHECK_NOTES,
+            "",
+        ]
     REPORT.write_text("\n".join(lines))
 
 
@@ -887,21 +988,24 @@ ASSUMPTIONS = [
     "",
     "- Workers: one core and one thread each, not shared, as fast as the measuring machine's; "
     "memory as the table's peak task memory needs (more than a worker has: the task is killed).",
-    "- Tasks as the flow makes them today: the states packed longest-first into "
-    "`workers × tasks_per_worker` (2) batches, at most one per state, so at most 51 simulation "
-    "tasks; a state's replicates all run in its one task. The largest state (926,741 blocks) is "
-    "then the floor of the wall time whatever the cluster. The variant *replicates split* assumes "
-    "tasks of 10 replicates of one state (not what the flow does today).",
+    "- Tasks as the flow makes them: a state's replicates split into ranges of "
+    "`cluster.replicates_per_task` (here the most that fit a worker's memory, "
+    "`replicates_per_task_for`), the (state, range) units packed longest-first into "
+    "`workers × tasks_per_worker` (2) batches; each unit draws its state's histograms again "
+    "(its setup). The variant *one task per state* (`replicates_per_task = 0`) keeps a state's "
+    "replicates in one task: the largest state (926,741 blocks) is then the floor of the wall "
+    "time whatever the cluster, and its memory grows with the replicates.",
+    "- Workers' start: each worker process pays the spine and its own start (`process_s`, fitted "
+    "by `check` to the measured runs' CPU) before its first task.",
     "- Scheduler: the measured Prefect-on-Dask cost per task (a few hundred tasks at most: the "
     "Prefect API and the Dask scheduler are far from their limits); accounting submitted first, "
     "the composed one cold (no cached result); EPL per geolevel after the simulation, its CPU "
     "linear in the level's residuals.",
-    f"- Store: the residual regions padded to the largest region (today's layout) or only their "
-    f"data (*unpadded*). Local disk: the measured write rate per worker, no aggregate limit. S3: "
+    f"- Store: each block at its own length (the flat item axis). Local disk: the measured write rate per worker, no aggregate limit. S3: "
     f"**assumed, not measured**, {S3_WORKER_MB_S:.0f} MB/s per worker and {S3_AGGREGATE_MB_S:,.0f} "
     "MB/s for the bucket (S3 scales per key prefix, 3,500 PUT/s each; one Zarr chunk is one "
-    "object): measure yours with `measure --s3-url`. Peak task memory counts the padded write "
-    "buffer of every replicate (today's layout).",
+    "object): measure yours with `measure --s3-url`. Peak task memory counts the write buffer "
+    "of the task's replicates of its largest region.",
 ]
 
 CHECK_NOTES = [

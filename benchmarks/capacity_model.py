@@ -139,6 +139,24 @@ class Costs:
     mem_mb_per_block_replicate: float
     mem_mb_per_replicate: float
     mem_write_factor: float = 1.0  # peak RSS of a region write per byte of its chunk
+    #: CPU-s of each worker process besides its tasks and the spine (``worker_s``): the process's
+    #: start, its imports (numpy, Prefect, Dask, dpaudit), its Prefect client and its heartbeats
+    process_s: float = 0.0
+    #: CPU-s of the run's own processes besides the tasks (the flow's process: imports, plan,
+    #: template, the cluster's start; the Prefect API server): on a cluster they run on a node
+    #: of their own, on shared cores they take cycles from the workers
+    fixed_cpu_s: float = 0.0
+
+    def worker_start(self) -> float:
+        """CPU-s one worker process spends before (and beside) its tasks: the spine it is given
+        or builds (``worker_s``) and its own start, imports and client (``process_s``)."""
+        return self.worker_s + self.process_s
+
+    def overhead_cpu(self, workers: int) -> float:
+        """CPU-s of a run on ``workers`` worker processes that is not the work of its tasks:
+        every worker's start (:meth:`worker_start`) and the run's own processes
+        (``fixed_cpu_s``)."""
+        return workers * self.worker_start() + self.fixed_cpu_s
 
     def setup(self, s: StateWork) -> float:
         return self.setup_s + self.setup_s_per_block * s.blocks
@@ -221,8 +239,10 @@ def predict(
     packed longest-first into ``workers × tasks_per_worker`` batches (at most one per state;
     ``replicates_per_task``: a state's replicates split over tasks of that many, which the flow
     does not do today), the nation after every state, one EPL per geolevel after the simulation.
-    Each task pays ``costs.task_s``; ``speed`` < 1 slows every worker (shared cores). The
-    simulation's end is at least the written bytes over ``store_mb_s`` (aggregate, all workers)."""
+    Each task pays ``costs.task_s``; each worker process first pays its start
+    (:meth:`Costs.worker_start`); ``speed`` < 1 slows every worker (shared cores). The
+    simulation's end is at least the written bytes over ``store_mb_s`` (aggregate, all workers).
+    ``cpu_s`` of the result counts the tasks only; :meth:`Costs.overhead_cpu` is the rest."""
     if workers < 1:
         raise ValueError(f"workers = {workers}: need at least one")
     if speed <= 0:
@@ -268,9 +288,9 @@ def predict(
         durations.append(costs.epl_s + costs.epl_s_per_mresidual * items * r / 1e6 + o)
         deps.append(list(sim_ids))
     durations = [d / speed for d in durations]
-    # each worker first builds the spine once (its first state task pays it)
+    # each worker process first starts (imports, client) and gets the spine: its first task waits
     _, finish = list_schedule(durations, workers, deps)
-    start_pad = costs.worker_s / speed
+    start_pad = costs.worker_start() / speed
     sim_end = max((finish[i] for i in last_sim), default=0.0) + start_pad
     total_bytes = (
         sum(
@@ -327,3 +347,51 @@ def predict(
         peak_task_mb=peak,
         notes=notes,
     )
+
+
+def fit_process_overhead(
+    runs: Sequence[tuple[int, float, float]],
+) -> tuple[float, float]:
+    """(fixed CPU-s per run, CPU-s per worker process) of the CPU that runs spent besides their
+    tasks, from ``runs`` of (workers, measured CPU-s of every process, modelled CPU-s of the
+    tasks): least squares of ``measured − modelled = fixed + workers · per_worker``, both ≥ 0
+    (one run, or runs all on one worker count: all of it per worker)."""
+    if not runs:
+        raise ValueError("no runs to fit the per-process overhead from")
+    w = [float(n) for n, _, _ in runs]
+    y = [max(0.0, m - t) for _, m, t in runs]
+    k = len(runs)
+    mw, my = sum(w) / k, sum(y) / k
+    sxx = sum((a - mw) ** 2 for a in w)
+    if sxx == 0:
+        return 0.0, my / mw
+    slope = sum((a - mw) * (b - my) for a, b in zip(w, y, strict=True)) / sxx
+    fixed = my - slope * mw
+    if slope < 0:  # no growth with the workers: a fixed cost only
+        return my, 0.0
+    if fixed < 0:  # through the origin: per worker only
+        return 0.0, sum(a * b for a, b in zip(w, y, strict=True)) / sum(a * a for a in w)
+    return fixed, slope
+
+
+def replicates_per_task_for(
+    costs: Costs, states: Sequence[StateWork], worker_mb: float, padded: bool = False
+) -> int:
+    """The most replicates one state task may hold with every state's task within ``worker_mb``
+    (``Costs.memory_mb`` of the largest state), at least 1 (0: even one replicate does not fit)."""
+    if not states:
+        return 1
+
+    def peak(k: int) -> float:
+        return max(costs.memory_mb(s, k, padded) for s in states)
+
+    if peak(1) > worker_mb:
+        return 0
+    k = 1
+    while peak(2 * k) <= worker_mb and k < 1 << 20:
+        k *= 2
+    lo, hi = k, 2 * k  # peak(lo) fits, peak(hi) does not (memory grows with k)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if peak(mid) <= worker_mb else (lo, mid)
+    return lo

@@ -25,7 +25,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 import auditlib
 from auditlib.allocations import allocation_label, load_allocation
 from flows import progress, spine_share, tasks
-from flows.batching import batch_blocks, batch_states
+from flows.batching import batch_blocks, batch_label, n_batches, pack
 from flows.groups import (
     ALPHA_GRID,
     accounting_dataset,
@@ -44,6 +44,7 @@ from flows.spec.sections import GEOMETRIC_RELEASES
 from flows.spec.toml_writer import dump_toml
 from storage import schema as S
 from storage import store
+from storage.residuals import replicate_ranges
 
 
 def run_id_for(spec: AuditSpec) -> str:
@@ -184,7 +185,7 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     workers = planned_workers(spec.cluster)
     per_worker = spec.cluster.tasks_per_worker
     if plan.topdown is not None:
-        if todo:  # a TopDown state spans its geolevels: an unfinished one re-runs them all
+        if todo:  # a TopDown state spans its geolevels: an unfinished range re-runs them all
             sims.update(submit_topdown(url, plan, todo, workers, per_worker))
     else:
         for batch in batch_blocks(plan, todo, workers, per_worker):
@@ -297,6 +298,8 @@ def _create_template(
     store.create_residual_template(
         url,
         **plan.template_layout(),
+        # TopDown: a state's replicates in ranges of tasks, each range whole chunks of the store
+        replicate_chunk=spec.cluster.replicates_per_task if plan.topdown is not None else None,
         attrs={
             "dpaudit_version": auditlib.__version__,
             "run_id": run_id,
@@ -341,22 +344,37 @@ def _release_source(spec: AuditSpec) -> str:
 def submit_topdown(
     url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> dict[int, list[PrefectFuture[Any]]]:
-    """Batches of whole states (each state's geolevels from one run), then the nation from the
-    states. With a national level every state runs (the nation sums their histograms); without
-    one, only states with an unfinished block."""
+    """Batches of (state, replicate range) units (each range of a state's geolevels from one run;
+    the ranges are the store's replicate chunks, ``cluster.replicates_per_task`` when it was
+    created), then the nation from the states. With a national level every range of every state
+    runs (the nation sums their histograms); without one, only ranges with an unfinished block."""
     top = plan.topdown_top
     nation = [b for b in plan.blocks if b.state_key == 0]
     unfinished = {b.state for b in todo}
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
-    batches = [
-        (
-            batch,
-            tasks.simulate_topdown_states.with_options(
-                task_run_name=f"topdown {batch.label}"
-            ).submit(url, plan, list(batch.blocks), not nation),
-        )
-        for batch in batch_states(plan, state_blocks, workers, tasks_per_worker)
+    ranges = replicate_ranges(plan.replicates, store.replicate_chunk(url))
+    done = set() if nation else store.done_ranges(url)
+    units = [
+        (b, rr)
+        for b in state_blocks
+        for rr in ranges
+        if nation
+        or not all((o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state)
     ]
+    per_state: dict[int, float] = {}
+    for b in plan.blocks:
+        per_state[b.state] = per_state.get(b.state, 0.0) + float(b.n_items)
+    costs = [per_state.get(b.state, 0.0) * (r1 - r0) for b, (r0, r1) in units]
+    groups = pack(costs, n_batches(len(units), workers, tasks_per_worker)) if units else []
+    batches = []
+    for g in groups:
+        blocks = [units[i][0] for i in g]
+        rr = [units[i][1] for i in g]
+        name = batch_label(blocks, "states") if len(ranges) == 1 else _ranges_label(blocks, rr)
+        f = tasks.simulate_topdown_states.with_options(task_run_name=f"topdown {name}").submit(
+            url, plan, blocks, not nation, rr
+        )
+        batches.append((blocks, f))
     batch_futures: list[Any] = [f for _, f in batches]  # resolved to their results by Prefect
     sims: dict[int, list[PrefectFuture[Any]]] = {}
     for b in plan.blocks:
@@ -367,6 +385,16 @@ def submit_topdown(
             sims.setdefault(b.geolevel, []).append(f)
         else:
             sims.setdefault(b.geolevel, []).extend(
-                f for batch, f in batches if any(s.state == b.state for s in batch.blocks)
+                f for blocks, f in batches if any(s.state == b.state for s in blocks)
             )
     return sims
+
+
+def _ranges_label(blocks: list[Block], ranges: list[tuple[int, int]]) -> str:
+    """A task's name for the Prefect UI: its (state, replicate range) units, e.g.
+    ``ST01 r0–9, ST02 r0–9``."""
+    parts = [
+        f"{b.label.split('/', 1)[0]} r{r0}–{r1 - 1}"
+        for b, (r0, r1) in zip(blocks, ranges, strict=True)
+    ]
+    return ", ".join(parts[:3]) + (f", … ({len(parts)} ranges)" if len(parts) > 3 else "")

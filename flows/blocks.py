@@ -165,11 +165,12 @@ def run_levels(plan: AuditPlan) -> list[int]:
 
 
 def topdown_state(
-    plan: AuditPlan, block: Block
+    plan: AuditPlan, block: Block, replicate_range: tuple[int, int] | None = None
 ) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
-    """One state's TopDown replicates (``block``: the state's State-level block): residual blocks
-    per geolevel index, the State level's released histograms (replicates, n_cells) and its true
-    histogram (n_cells,)."""
+    """One state's TopDown replicates (``block``: the state's State-level block), all of them or
+    those of ``replicate_range`` = [start, stop) (each replicate its own keyed streams, so a range
+    is the same rows of the whole run): residual blocks per geolevel index, the State level's
+    released histograms (replicates, n_cells) and its true histogram (n_cells,)."""
     from auditlib import seeds
     from auditlib.simulate.topdown import TOPDOWN_NOISE, level_residuals, replicates
 
@@ -177,13 +178,14 @@ def topdown_state(
     key = block.state_key
     hierarchy, hist = state_population(plan, key)
     gis = run_levels(plan)
+    r0, r1 = (0, plan.replicates) if replicate_range is None else replicate_range
     runs = replicates(
         hierarchy,
         hist,
         matrices,
         [td.measured[plan.geolevels[gi]] for gi in gis],
-        lambda r: [seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r) for gi in gis],
-        plan.replicates,
+        lambda r: [seeds.rng(plan.noise_seed, TOPDOWN_NOISE, key, gi, r0 + r) for gi in gis],
+        r1 - r0,
         tol=td.tol,
     )
     out = {

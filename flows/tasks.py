@@ -124,12 +124,21 @@ def simulate_blocks(url: str, plan: AuditPlan, blocks: list[Block]) -> dict[str,
     }
 
 
-def _topdown_one(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
-    blocks, state_dp, state_truth = topdown_state(plan, block)
+def _topdown_one(
+    url: str, plan: AuditPlan, block: Block, replicates: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    r0, r1 = (0, plan.replicates) if replicates is None else replicates
+    blocks, state_dp, state_truth = topdown_state(plan, block, (r0, r1))
     n = 0
     for gi, res in blocks.items():
-        n += store.write_residual_block(url, block.state, gi, res)
-    return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
+        n += store.write_residual_block(url, block.state, gi, res, replicates=(r0, r1))
+    return {
+        "state": block.state,
+        "replicates": (r0, r1),
+        "n_items": n,
+        "state_dp": state_dp,
+        "state_truth": state_truth,
+    }
 
 
 @task(name="simulate-topdown-state", **TASK_OPTS)
@@ -143,30 +152,41 @@ def simulate_topdown_state(url: str, plan: AuditPlan, block: Block) -> dict[str,
 
 @task(name="simulate-topdown-states", **TASK_OPTS)
 def simulate_topdown_states(
-    url: str, plan: AuditPlan, blocks: list[Block], skip_done: bool
+    url: str,
+    plan: AuditPlan,
+    blocks: list[Block],
+    skip_done: bool,
+    ranges: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
-    """A batch of TopDown states (each given by its State-level block), one after the other.
+    """A batch of TopDown states (each given by its State-level block), one after the other;
+    with ``ranges`` (one per block: [start, stop) of its replicates) only those replicates of it,
+    written as that range of the state's blocks (a state's replicates may be split over tasks).
 
-    With ``skip_done`` (no national level needs the states' histograms), a state whose every
-    block is marked done is skipped; otherwise every state runs and returns its State-level
-    histograms for :func:`simulate_topdown_nation`.
+    With ``skip_done`` (no national level needs the states' histograms), a (state, range) whose
+    every block is marked done for that range is skipped; otherwise every one runs and returns its
+    State-level histograms for :func:`simulate_topdown_nation`.
     """
     t0 = time.perf_counter()
-    todo = list(blocks)
+    units = list(zip(blocks, ranges or [(0, plan.replicates)] * len(blocks), strict=True))
+    todo = units
     if skip_done:
-        done = store.done_blocks(url)
+        done = store.done_ranges(url)
         todo = [
-            b
-            for b in blocks
-            if not all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
+            (b, rr)
+            for b, rr in units
+            if not all(
+                (o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state
+            )
         ]
-    states = [_topdown_one(url, plan, b) for b in todo]
+    states = [_topdown_one(url, plan, b, rr) for b, rr in todo]
     return {
-        "blocks": sum(1 for b in plan.blocks for s in blocks if b.state == s.state),
+        "blocks": sum(1 for b in plan.blocks for s, _ in units if b.state == s.state),
         "simulated": len(todo),
         "n_items": sum(s["n_items"] for s in states),
         "seconds": time.perf_counter() - t0,
-        "states": [{k: s[k] for k in ("state", "state_dp", "state_truth")} for s in states],
+        "states": [
+            {k: s[k] for k in ("state", "replicates", "state_dp", "state_truth")} for s in states
+        ],
     }
 
 
@@ -175,13 +195,24 @@ def simulate_topdown_nation(
     url: str, plan: AuditPlan, block: Block, batches: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The national level of a TopDown-style release: the sum of the states' histograms (from the
-    results of :func:`simulate_topdown_states` or :func:`simulate_topdown_state`), in state order."""
+    results of :func:`simulate_topdown_states` or :func:`simulate_topdown_state`), in state order;
+    a state whose replicates were split over tasks has its ranges' histograms joined in order."""
     t0 = time.perf_counter()
-    states = sorted(
-        (s for r in batches for s in r.get("states", [r])), key=lambda s: int(s["state"])
+    parts = sorted(
+        (s for r in batches for s in r.get("states", [r])),
+        key=lambda s: (int(s["state"]), int(s.get("replicates", (0, 0))[0])),
     )
+    dp: dict[int, list[np.ndarray]] = {}
+    truth: dict[int, np.ndarray] = {}
+    for s in parts:
+        dp.setdefault(int(s["state"]), []).append(np.asarray(s["state_dp"]))
+        truth[int(s["state"])] = s["state_truth"]
+    order = sorted(dp)
+    short = [k for k in order if sum(len(a) for a in dp[k]) != plan.replicates]
+    if short:
+        raise ValueError(f"states {short}: not every replicate range reached the national sum")
     res = topdown_nation(
-        plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
+        plan, block.geolevel, [np.concatenate(dp[k]) for k in order], [truth[k] for k in order]
     )
     n = store.write_residual_block(url, block.state, block.geolevel, res)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}

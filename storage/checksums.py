@@ -7,7 +7,11 @@ which zarr silently reads as fill values, is caught as well as a corrupt one):
   block_var, byte)`` (uint8, one chunk per block), written right after the block's data: of the
   block's whole place on the item axis (its items and the padding to its last chunk's end;
   ``storage/residuals.py``), or in a layout-1 store of its padded (state, geolevel) slab. A block
-  whose digest row is still zero has not been written (the resume marker).
+  whose digest row is still zero has not been written (the resume marker). In a layout-3 store the
+  residual's entry is the sha256 of its replicates' digests (``split_digest``), and
+  ``residuals/replicate_sha256(state, geolevel, replicate, byte)`` holds the digest of each
+  replicate's row of the block, written after the row by the task of its replicate range (the
+  completion marker of that range); the block's row in ``block_sha256`` follows once all are set.
 - per whole array of every other variable and coordinate: the group attribute ``dpaudit_sha256``
   ({name: hex digest}), written after the group's data, together with the group's completion marker.
 
@@ -31,6 +35,7 @@ import zarr
 
 from auditlib.exceptions import IntegrityError
 from storage import schema as S
+from storage.residuals import REPLICATE_SHA256, split_digest
 
 
 def digest(values: Any) -> bytes:
@@ -59,7 +64,7 @@ def group_digests(group: zarr.Group, skip: tuple[str, ...] = ()) -> dict[str, st
     return {
         name: digest(arr[...]).hex()
         for name, arr in group.arrays()
-        if name not in skip and name != S.BLOCK_SHA256
+        if name not in skip and name not in (S.BLOCK_SHA256, REPLICATE_SHA256)
     }
 
 
@@ -125,7 +130,9 @@ def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verificat
         recorded: dict[str, Any] = dict(grp.attrs.get(S.SHA256_ATTR) or {})  # type: ignore[arg-type]
         names = sorted(n for n, _ in grp.arrays())
         for name in names:
-            if name == S.BLOCK_SHA256 or (gname == S.RESIDUALS and name in S.RESIDUAL_BLOCK_VARS):
+            if name in (S.BLOCK_SHA256, REPLICATE_SHA256) or (
+                gname == S.RESIDUALS and name in S.RESIDUAL_BLOCK_VARS
+            ):
                 continue
             where = f"{gname}/{name}"
             if name not in recorded:
@@ -188,6 +195,7 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
         out.problems.append(f"{S.RESIDUALS}/{S.BLOCK_SHA256}: unreadable ({exc})")
         return
     flat = "item_offset" in grp  # layout 2: blocks on one item axis; else padded (s, g) blocks
+    split = REPLICATE_SHA256 in grp  # layout 3: a digest per replicate row of each block
     try:
         places = (_read(grp, "item_offset"), _read(grp, "item_capacity")) if flat else None
     except Exception as exc:
@@ -202,6 +210,9 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
                 continue
             for v, name in enumerate(S.RESIDUAL_BLOCK_VARS):
                 where = f"{S.RESIDUALS}/{name} {label}"
+                if name == "residual" and split and places is not None:
+                    _verify_replicates(grp, s, g, places, recorded[s, g, v], where, out)
+                    continue
                 index: tuple[slice, ...] = (slice(s, s + 1), slice(g, g + 1))
                 if places is not None and name != "n_items":
                     off, chunk = int(places[0][s, g]), int(grp["truth"].chunks[0])  # type: ignore[union-attr]
@@ -214,6 +225,36 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
                     continue
                 if got != recorded[s, g, v].tobytes():
                     out.problems.append(f"{where}: checksum mismatch (missing or corrupt chunk)")
+
+
+def _verify_replicates(
+    grp: zarr.Group,
+    s: int,
+    g: int,
+    places: tuple[np.ndarray, np.ndarray],
+    recorded: np.ndarray,
+    where: str,
+    out: Verification,
+) -> None:
+    """A layout-3 block's residual: each replicate's row against its digest, the digests against
+    the block's checksum."""
+    chunk = int(grp["truth"].chunks[0])  # type: ignore[union-attr]
+    off = int(places[0][s, g])
+    items = slice(off, off + int(-(-int(places[1][s, g]) // chunk) * chunk))
+    try:
+        reps = _read(grp, REPLICATE_SHA256, s, g)
+        rows = _read(grp, "residual", slice(None), items)
+    except Exception as exc:
+        out.problems.append(f"{where}: unreadable ({type(exc).__name__}: {exc})")
+        return
+    if split_digest(reps) != recorded.tobytes():
+        out.problems.append(f"{where}: replicate digests do not match the block's checksum")
+    bad = [k for k, row in enumerate(rows) if digest(row) != reps[k].tobytes()]
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
+        out.problems.append(
+            f"{where}: checksum mismatch in replicate(s) {shown} (missing or corrupt chunk)"
+        )
 
 
 def check(url: str, storage_options: dict[str, Any] | None = None) -> Verification:

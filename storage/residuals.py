@@ -11,6 +11,21 @@ rounded up) — so concurrent writers never share a chunk (Zarr loses updates wh
 block is padded by less than one chunk, never to the largest block. Chunks of padding alone are
 not written, and padding compresses to almost nothing.
 
+Layout 3 (``dpaudit_layout`` = 3; what this dpaudit writes): layout 2 with the replicate axis of
+``residual`` chunked by ``replicate_chunk`` (a residuals group attribute; the whole axis in one
+chunk unless the flow splits a state's replicates over tasks, ``cluster.replicates_per_task``), so
+that each task writes whole chunks of its own replicate range and no chunk straddles two tasks'
+ranges; and ``replicate_sha256(state, geolevel, replicate, byte)``, the sha256 of each replicate's
+row of a block (its whole chunks), written by the task of that replicate's range after its data:
+the completion marker of a (state, geolevel, replicate range). The task of the first range also
+writes the block's item variables and ``n_items``; the block's checksums (``block_sha256``, the
+residual's entry the sha256 of its replicates' digests in order, so independent of the split) are
+written once every replicate of the block is (by the task that finds them all done, or by a
+resumed run). The values stored do not depend on the split.
+
+Layout 2 (stores written before): as layout 3 with the whole replicate axis in one chunk, no
+``replicate_sha256``, and the residual's block checksum over the whole block.
+
 Layout 1 (stores written before; no ``dpaudit_layout``): ``residual(state, geolevel, replicate,
 item)`` and the other block variables (state, geolevel, item), every block padded to the largest
 one (NaN, ``query_index`` −1). :func:`open_residuals` reads both layouts; a run never resumes
@@ -26,6 +41,7 @@ In a notebook::
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,8 +55,12 @@ from auditlib.exceptions import StoreError
 from storage import schema as S
 
 #: the residual layout this dpaudit writes (residuals group attribute ``dpaudit_layout``; absent: 1)
-LAYOUT = 2
+LAYOUT = 3
 LAYOUT_ATTR = "dpaudit_layout"
+#: residuals group attribute of layout 3: replicates per chunk of ``residual``'s replicate axis
+REPLICATE_CHUNK_ATTR = "replicate_chunk"
+#: layout 3: the sha256 of each (state, geolevel, replicate) row of ``residual`` (zero: not written)
+REPLICATE_SHA256 = "replicate_sha256"
 #: most items per chunk of the flat item axis (fewer for small blocks or many replicates)
 ITEM_CHUNK = 65536
 #: the variables of the item axis, in the order they are written
@@ -80,6 +100,18 @@ def item_chunk(replicates: int, largest: int = ITEM_CHUNK) -> int:
     while c > 64 and c * max(int(replicates), 1) * 4 > 16 * 2**20:
         c //= 2
     return c
+
+
+def replicate_ranges(replicates: int, chunk: int) -> list[tuple[int, int]]:
+    """[start, stop) of each range of ``chunk`` replicates (the last one shorter)."""
+    r, c = int(replicates), max(1, int(chunk))
+    return [(a, min(a + c, r)) for a in range(0, r, c)]
+
+
+def split_digest(replicate_digests: npt.ArrayLike) -> bytes:
+    """The residual's block checksum in layout 3: sha256 of its replicates' digests, in order."""
+    rows = np.ascontiguousarray(np.asarray(replicate_digests, dtype=np.uint8))
+    return hashlib.sha256(b"per-replicate sha256:" + rows.tobytes()).digest()
 
 
 def item_layout(planned: npt.ArrayLike, replicates: int) -> ItemLayout:

@@ -10,7 +10,10 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   and holds this record), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
-- ``residuals`` (attr ``dpaudit_layout`` = 2; ``storage/residuals.py``, which also reads layout 1):
+- ``residuals`` (attr ``dpaudit_layout`` = 3; ``storage/residuals.py``, which also reads layouts 1
+  and 2; layout 3 chunks ``residual``'s replicate axis by the attr ``replicate_chunk``, the
+  replicate ranges of the tasks that write it, and records ``replicate_sha256(state, geolevel,
+  replicate, byte)``, each replicate row's digest, the completion marker of its range):
   ``residual(replicate, item)`` float32 (DP − truth); ``truth``, ``query_index``, ``unit_index``,
   ``cell_index`` (item): every (state, geolevel) block at its own length on one item axis, block
   (s, g) starting at ``item_offset(state, geolevel)`` (a chunk boundary) and holding

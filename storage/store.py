@@ -37,7 +37,17 @@ import zarr.errors
 from auditlib.exceptions import StoreError
 from storage import checksums
 from storage import schema as S
-from storage.residuals import LAYOUT, LAYOUT_ATTR, item_layout, layout_of, spans
+from storage.residuals import (
+    LAYOUT,
+    LAYOUT_ATTR,
+    REPLICATE_CHUNK_ATTR,
+    REPLICATE_SHA256,
+    item_layout,
+    layout_of,
+    replicate_ranges,
+    spans,
+    split_digest,
+)
 
 if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
@@ -406,6 +416,7 @@ def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
             f"{attrs.get('run_id')!r}, this spec {run_id!r}); pass --overwrite to replace it, or "
             "choose another output.store"
         )
+    seal_pending(url)
     return done_blocks(url)
 
 
@@ -574,8 +585,12 @@ def create_residual_template(
     queries: Sequence[str],
     sigma2: np.ndarray,
     attrs: Mapping[str, Any],
+    replicate_chunk: int | None = None,
 ) -> None:
     """Write the root attributes and the metadata of the residual arrays (no block data).
+
+    ``replicate_chunk``: replicates per chunk of ``residual`` (default: all of them), the ranges
+    separate tasks may write (:func:`write_residual_block`'s ``replicates``).
 
     ``n_items``: the items each (state, geolevel) block may hold, an array (state, geolevel) (0: a
     region without data) or one number for every region. The blocks lie one after the other on a
@@ -586,6 +601,7 @@ def create_residual_template(
     planned = np.broadcast_to(np.asarray(n_items, dtype=np.int64), (s, g))
     lay = item_layout(planned, r)
     n, c = max(lay.n_items, 1), lay.chunk
+    rc = r if not replicate_chunk else max(1, min(int(replicate_chunk), r))
     nv = len(S.RESIDUAL_BLOCK_VARS)
     try:  # the attributes (dpaudit's mark first of all) in the same write as the root itself
         zarr.open_group(
@@ -604,7 +620,7 @@ def create_residual_template(
         {
             "residual": (
                 (S.REPLICATE, S.ITEM),
-                da.full((r, n), np.nan, dtype=np.float32, chunks=(r, c)),
+                da.full((r, n), np.nan, dtype=np.float32, chunks=(rc, c)),
                 {"long_name": "DP count - true count", "units": "persons"},
             ),
             "truth": (item, da.zeros(n, dtype=np.int32, chunks=c)),
@@ -624,6 +640,14 @@ def create_residual_template(
                     "all zero: block not written"
                 },
             ),
+            REPLICATE_SHA256: (
+                (S.STATE, S.GEOLEVEL, S.REPLICATE, S.BYTE),
+                da.zeros((s, g, r, 32), dtype=np.uint8, chunks=(1, 1, rc, 32)),
+                {
+                    "description": "sha256 of each replicate's row of a block, written after its "
+                    "replicate range; all zero: not written"
+                },
+            ),
             "sigma2": ((S.GEOLEVEL, S.QUERY), np.asarray(sigma2, dtype=np.float64)),
             "item_offset": (
                 (S.STATE, S.GEOLEVEL),
@@ -637,11 +661,11 @@ def create_residual_template(
             ),
         },
         coords={**coords, S.BLOCK_VAR: _str_coord(S.RESIDUAL_BLOCK_VARS)},
-        attrs={LAYOUT_ATTR: LAYOUT},
+        attrs={LAYOUT_ATTR: LAYOUT, REPLICATE_CHUNK_ATTR: rc},
     )
     small = ("sigma2", "item_offset", "item_capacity")
     encoding = {
-        "residual": {"chunks": (r, c)},
+        "residual": {"chunks": (rc, c)},
         # integers carry no fill value, so xarray never masks them (0 and -1 are data)
         **{
             v: {"chunks": (c,), "_FillValue": None}
@@ -649,6 +673,7 @@ def create_residual_template(
         },
         "n_items": {"chunks": (1, 1), "_FillValue": None},
         S.BLOCK_SHA256: {"chunks": (1, 1, nv, 32), "_FillValue": None},
+        REPLICATE_SHA256: {"chunks": (1, 1, rc, 32), "_FillValue": None},
         **{v: {"_FillValue": None} for v in small[1:]},
     }
     _to_zarr(ds, url, group=S.RESIDUALS, mode="w", compute=False, encoding=encoding)
@@ -683,46 +708,108 @@ def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
     return int(np.asarray(off[state, geolevel])), n, int(spans(n, int(truth.chunks[0])))
 
 
-def write_residual_block(url: str, state: int, geolevel: int, block: ResidualBlock | None) -> int:
-    """Write one (state, geolevel) block: the whole chunks of its place on the item axis (its items,
-    then NaN / −1 padding to the end of its last chunk), its ``n_items``, then its checksums."""
+def replicate_chunk(url: str) -> int:
+    """Replicates per chunk of a store's ``residual``: the ranges its writers may take."""
+    return int(_array(url, "residual").chunks[0])
+
+
+def write_residual_block(
+    url: str,
+    state: int,
+    geolevel: int,
+    block: ResidualBlock | None,
+    *,
+    replicates: tuple[int, int] | None = None,
+) -> int:
+    """Write one (state, geolevel) block, or the replicate range ``replicates`` = (start, stop) of
+    it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
+    last replicate): its rows of the whole chunks of its place on the item axis (its items, then NaN
+    padding to the end of its last chunk), then each replicate's digest (the range's completion
+    marker). The first range also writes the block's item variables (−1 / 0 padding) and
+    ``n_items`` before its digests. The block's checksums follow once every replicate of the
+    block is written (:func:`seal_block`)."""
     off, cap, span = block_place(url, state, geolevel)
-    r = _array(url, "residual").shape[0]
+    arr = _array(url, "residual")
+    r, rc = arr.shape[0], int(arr.chunks[0])
+    r0, r1 = (0, r) if replicates is None else (int(replicates[0]), int(replicates[1]))
+    if not (0 <= r0 < r1 <= r) or r0 % rc or (r1 % rc and r1 != r):
+        raise StoreError(
+            f"replicates [{r0}, {r1}) of block ({state}, {geolevel}) are not whole chunks of the "
+            f"store's {r} replicates (chunks of {rc}); write ranges of {rc} replicates"
+        )
     n = 0 if block is None else block.n_items
     if n > cap:
         raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap} for it")
-    res = np.full((r, span), np.nan, np.float32)
-    truth = np.zeros(span, np.int32)
-    qi = np.full(span, -1, np.int16)
-    ui = np.zeros(span, np.int32)
-    ci = np.zeros(span, np.int32)
+    res = np.full((r1 - r0, span), np.nan, np.float32)
+    items = _item_values(span, block)
     if block is not None:
-        if block.residual.shape[0] != r:
-            raise StoreError(f"block has {block.residual.shape[0]} replicates; the store {r}")
+        if block.residual.shape[0] != r1 - r0:
+            raise StoreError(
+                f"block has {block.residual.shape[0]} replicates; the range [{r0}, {r1}) {r1 - r0}"
+            )
         res[:, :n] = block.residual
-        truth[:n] = block.truth
-        qi[:n] = block.query_index
-        ui[:n] = block.unit_index
-        ci[:n] = block.cell_index
-    values: dict[str, np.ndarray] = {
-        "residual": res,
-        "truth": truth,
-        "query_index": qi,
-        "unit_index": ui,
-        "cell_index": ci,
+    if span:
+        _array(url, "residual", mode="r+")[r0:r1, off : off + span] = res
+    if r0 == 0:  # one writer of the block's items: the task of its first range
+        if span:
+            for name in ("truth", "query_index", "unit_index", "cell_index"):
+                _array(url, name, mode="r+")[off : off + span] = items[name]
+        _array(url, "n_items", mode="r+")[state : state + 1, geolevel : geolevel + 1] = items[
+            "n_items"
+        ]
+    # each replicate's digest after its data: the range's completion marker
+    rows = np.stack([np.frombuffer(checksums.digest(row), np.uint8) for row in res])
+    _array(url, REPLICATE_SHA256, mode="r+")[state, geolevel, r0:r1] = rows
+    seal_block(url, state, geolevel, items)
+    return n
+
+
+def _item_values(span: int, block: ResidualBlock | None) -> dict[str, np.ndarray]:
+    """The item variables of a block's place (its items, then −1 / 0 padding) and ``n_items``."""
+    n = 0 if block is None else block.n_items
+    out: dict[str, np.ndarray] = {
+        "truth": np.zeros(span, np.int32),
+        "query_index": np.full(span, -1, np.int16),
+        "unit_index": np.zeros(span, np.int32),
+        "cell_index": np.zeros(span, np.int32),
         "n_items": np.array([[n]], np.int64),
     }
-    if span:
-        _array(url, "residual", mode="r+")[:, off : off + span] = res
-        for name in ("truth", "query_index", "unit_index", "cell_index"):
-            _array(url, name, mode="r+")[off : off + span] = values[name]
-    _array(url, "n_items", mode="r+")[state : state + 1, geolevel : geolevel + 1] = values[
-        "n_items"
-    ]
-    # the block's checksums last: they are its completion marker (resume) and integrity record
-    digests = checksums.block_digests(values)
+    if block is not None:
+        out["truth"][:n] = block.truth
+        out["query_index"][:n] = block.query_index
+        out["unit_index"][:n] = block.unit_index
+        out["cell_index"][:n] = block.cell_index
+    return out
+
+
+def seal_block(
+    url: str, state: int, geolevel: int, items: Mapping[str, np.ndarray] | None = None
+) -> bool:
+    """Write a block's checksums (its completion marker) if every replicate of it is written;
+    return whether it is sealed. ``items``: its item variables and ``n_items`` as written (else
+    read back). Two tasks finishing a block's last ranges together both write the same bytes."""
+    reps = np.asarray(_array(url, REPLICATE_SHA256)[state, geolevel])
+    if not reps.any(axis=-1).all():
+        return False
+    if items is None:
+        off, _, span = block_place(url, state, geolevel)
+        items = {
+            name: np.asarray(_array(url, name)[off : off + span])
+            for name in ("truth", "query_index", "unit_index", "cell_index")
+        }
+        items["n_items"] = np.asarray(
+            _array(url, "n_items")[state : state + 1, geolevel : geolevel + 1]
+        )
+    digests = np.stack(
+        [
+            np.frombuffer(split_digest(reps), np.uint8)
+            if name == "residual"
+            else np.frombuffer(checksums.digest(items[name]), np.uint8)
+            for name in S.RESIDUAL_BLOCK_VARS
+        ]
+    )
     _array(url, S.BLOCK_SHA256, mode="r+")[state, geolevel] = digests
-    return n
+    return True
 
 
 def done_blocks(url: str) -> set[tuple[int, int]]:
@@ -732,6 +819,30 @@ def done_blocks(url: str) -> set[tuple[int, int]]:
     )
     s, g = np.nonzero(marks.any(axis=-1))
     return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
+
+
+def done_ranges(url: str) -> set[tuple[int, int, int]]:
+    """(state, geolevel, first replicate) of every replicate range whose writes completed (every
+    replicate's digest set), in a layout-3 store."""
+    arr = _array(url, REPLICATE_SHA256)
+    written = np.asarray(np.asarray(arr[...]).any(axis=-1))  # (state, geolevel, replicate)
+    out: set[tuple[int, int, int]] = set()
+    for r0, r1 in replicate_ranges(arr.shape[2], int(arr.chunks[2])):
+        s, g = np.nonzero(written[:, :, r0:r1].all(axis=-1))
+        out |= {(int(a), int(b), r0) for a, b in zip(s, g, strict=True)}
+    return out
+
+
+def seal_pending(url: str) -> set[tuple[int, int]]:
+    """Seal the blocks whose every replicate range is written but whose checksums are not (a run
+    killed between its last range and the seal); return them."""
+    arr = _array(url, REPLICATE_SHA256)
+    written = np.asarray(arr[...]).any(axis=-1).all(axis=-1)
+    pending = {(int(a), int(b)) for a, b in zip(*np.nonzero(written), strict=True)}
+    pending -= done_blocks(url)
+    for s, g in sorted(pending):
+        seal_block(url, s, g)
+    return pending
 
 
 def _items(url: str, state: int, geolevel: int) -> slice:

@@ -48,6 +48,8 @@ class ClusterSection(Strict):
     #: seconds to reach the scheduler and get its handshake before the run is refused
     connect_timeout: Annotated[float, Field(gt=0, le=600)] = 10.0
     tasks_per_worker: Annotated[int, Field(ge=0, le=1024)] = 2
+    #: TopDown: a state's replicates run in tasks of at most this many (0: all in one task)
+    replicates_per_task: Annotated[int, Field(ge=0, le=1_000_000)] = 25
 
     @field_validator("memory_limit")
     @classmethod

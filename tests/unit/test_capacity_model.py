@@ -17,10 +17,12 @@ from capacity_model import (
     Audit,
     Costs,
     StateWork,
+    fit_process_overhead,
     list_schedule,
     lpt_makespan,
     pack_lpt,
     predict,
+    replicates_per_task_for,
 )
 
 from flows.batching import pack
@@ -150,3 +152,73 @@ def test_shared_cores_slow_every_task() -> None:
     assert half.wall_s == pytest.approx(2 * full.wall_s)
     with pytest.raises(ValueError):
         predict(audit, COSTS, 0)
+
+
+def test_each_worker_process_pays_its_start_hand_computed() -> None:
+    """One state of 3 replicates on one worker: setup 1 s + 3 × 2 s, a task cost of 0.5 s, then the
+    worker's start (spine 4 s + process 6 s) before it, and the flow's 3 s: 20.5 s."""
+    costs = Costs(
+        **{
+            **COSTS.as_dict(),
+            "setup_s": 1.0,
+            "setup_s_per_block": 0.0,
+            "rep_s": 2.0,
+            "rep_s_per_block": 0.0,
+            "task_s": 0.5,
+            "flow_s": 3.0,
+            "worker_s": 4.0,
+            "process_s": 6.0,
+            "fixed_cpu_s": 50.0,
+        }
+    )
+    audit = Audit(
+        (StateWork("S", 1000, 0, 0.0),), 3, (), account_levels=0, composed=False, nation=False
+    )
+    p = predict(audit, costs, 1)
+    assert p.simulation_s == pytest.approx(7.5 + 10.0)
+    assert p.wall_s == pytest.approx(3.0 + 7.5 + 10.0)
+    assert p.cpu_s == pytest.approx(7.5)  # the tasks only
+    # without the per-process cost: 4 s of spine only
+    base = Costs(**{**costs.as_dict(), "process_s": 0.0})
+    assert predict(audit, base, 1).wall_s == pytest.approx(3.0 + 7.5 + 4.0)
+    # at half a core every second doubles, the process's start included
+    assert predict(audit, costs, 1, speed=0.5).wall_s == pytest.approx(41.0)
+    # the CPU beside the tasks: 4 workers × (4 + 6) s + the run's own 50 s
+    assert costs.worker_start() == pytest.approx(10.0)
+    assert costs.overhead_cpu(4) == pytest.approx(90.0)
+    # split into 3 tasks of one replicate on 3 workers: each 1 + 2 + 0.5 s after its 10 s start
+    split = predict(audit, costs, 3, replicates_per_task=1, tasks_per_worker=0)
+    assert split.tasks == 3
+    assert split.wall_s == pytest.approx(3.0 + 3.5 + 10.0)
+
+
+def test_fit_of_the_per_process_overhead_hand_computed() -> None:
+    # measured − modelled = 20, 30, 50 CPU-s on 1, 2, 4 workers: 10 s per run + 10 s per worker
+    fixed, per = fit_process_overhead([(1, 25.0, 5.0), (2, 35.0, 5.0), (4, 55.0, 5.0)])
+    assert (fixed, per) == (pytest.approx(10.0), pytest.approx(10.0))
+    # 20 and 60 on 1 and 3 workers: 20 per worker, nothing fixed
+    assert fit_process_overhead([(1, 30.0, 10.0), (3, 70.0, 10.0)]) == (
+        pytest.approx(0.0),
+        pytest.approx(20.0),
+    )
+    # fewer with more workers (noise): the mean, fixed
+    assert fit_process_overhead([(1, 50.0, 0.0), (2, 40.0, 0.0)]) == (45.0, 0.0)
+    # a negative intercept: through the origin, (1·5 + 2·20) / (1 + 4) = 9 per worker
+    assert fit_process_overhead([(1, 5.0, 0.0), (2, 20.0, 0.0)]) == (0.0, pytest.approx(9.0))
+    # one run: all of it per worker
+    assert fit_process_overhead([(2, 30.0, 10.0)]) == (0.0, pytest.approx(10.0))
+    with pytest.raises(ValueError):
+        fit_process_overhead([])
+
+
+def test_replicates_per_task_within_a_memory_budget_hand_computed() -> None:
+    """Memory of a state task: 500 + 10⁻³·blocks + k·(2·10⁻⁴·blocks + 10) MB, plus its largest
+    region's write (items × (4k + 14) bytes). 10⁶ blocks, 10⁶ items: 1,500 + k·210 + 4k + 14 MB."""
+    big = StateWork("B", 1_000_000, 0, 0.0, data_buffer_items=1_000_000)
+    small = StateWork("S", 1_000, 0, 0.0, data_buffer_items=1_000)
+    assert COSTS.memory_mb(big, 1, padded=False) == pytest.approx(1514 + 214)
+    # 1,514 + 214·k ≤ 16,000: k ≤ 67.7
+    assert replicates_per_task_for(COSTS, [small, big], 16_000) == 67
+    assert replicates_per_task_for(COSTS, [small, big], 1514 + 214 * 5) == 5
+    assert replicates_per_task_for(COSTS, [small, big], 1514 + 214 * 5 - 1) == 4
+    assert replicates_per_task_for(COSTS, [small, big], 1_000) == 0  # not even one
