@@ -259,6 +259,13 @@ def main() -> None:
         f"load {load_before[0]:.2f}; spine {spine_s:.1f} s",
         flush=True,
     )
+    out = (
+        Path(args.out) if args.out else RESULTS / f"production_{args.states.replace(',', '_')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".states.jsonl")
+    partial.unlink(missing_ok=True)
+    command = " ".join(["bench_production.py", *sys.argv[1:]])
     rows: list[dict[str, Any]] = []
     loads: list[float] = []
     with (
@@ -299,6 +306,8 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             row["load"] = loads[-1]
             rows.append(row)
+            with partial.open("a") as f:  # each state as it finishes: an interrupted run keeps them
+                f.write(json.dumps({**row, "command": command}, default=float) + "\n")
             print(
                 f"{row['finished_s']:8.1f} s  {row['state']}  blocks {row['blocks']:>7,}  "
                 f"people {row['people']:>10,}  CPU {row['cpu_s']:7.1f} s (pop "
@@ -318,7 +327,7 @@ def main() -> None:
     summary = {
         "started": started,
         "machine": machine_info(),
-        "command": " ".join(sys.argv),
+        "command": command,
         "states": len(states),
         "replicates": args.replicates,
         "workers": args.workers,
