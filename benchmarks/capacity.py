@@ -4,6 +4,7 @@ workers, check the prediction against real runs.
     .venv/bin/python benchmarks/capacity.py measure [--states auto:8 | ST38,ST10,…] [--s3-url s3://b/p]
     .venv/bin/python benchmarks/capacity.py predict [--replicates 1000] [--workers 16,64,256]
     .venv/bin/python benchmarks/capacity.py check [--workers 1,2,4] [--states …] [--replicates 3]
+    .venv/bin/python benchmarks/capacity.py production [--replicates 1,100] [--workers 2,16,64,256]
 
 ``measure`` (40 CPU-s of TopDown and 13 GB of padded writes, plus a small audit; 30 min at
 load 15–30 on 2 shared cores; ``--resume`` reuses what an interrupted run measured) runs, each in a fresh process (its own peak RSS, CPU-s by
@@ -23,6 +24,12 @@ moderate audit (6 states × 2 replicates) through ``dpaudit run`` on 1, 2 and 4 
 processes (≈ 100 CPU-s each; 10–13 min each at load 16–28) and compares. Each mode
 rewrites its CSV in ``benchmarks/results/`` and regenerates ``benchmarks/capacity.md`` from all of
 them: re-run ``measure`` after a change to TopDown or the store, then ``predict`` and ``check``.
+
+``production`` reads ``benchmarks/bench_production.py``'s per-state costs of the ``pl94_production``
+schema (sparse TopDown; finished runs and the states a running one has finished), fits the states
+not measured linearly in blocks, and predicts full-US audits on N workers with
+``production_model.predict_production`` (and the fewest workers for ``--deadline-h``); its section
+of ``capacity.md`` is replaced in place.
 """
 
 from __future__ import annotations
