@@ -35,8 +35,8 @@ class ProductionState:
 
 @dataclass(frozen=True)
 class LinearFit:
-    """``y ≈ a + b · x`` (least squares, ``a, b ≥ 0`` not imposed), with its worst relative error
-    on the points it was fitted on."""
+    """``y ≈ a + b · x`` (least squares with ``a ≥ 0``), with its worst relative error on the
+    points it was fitted on."""
 
     a: float
     b: float
@@ -47,7 +47,9 @@ class LinearFit:
 
 
 def fit_linear(x: Sequence[float], y: Sequence[float]) -> LinearFit:
-    """Ordinary least squares of ``y`` on ``1, x``; one point: through the origin."""
+    """Least squares of ``y`` on ``1, x`` with a non-negative intercept: ordinary least squares,
+    or through the origin when its intercept would be negative (a negative fixed cost would
+    predict small states at nothing); one point: through the origin."""
     if len(x) != len(y) or not x:
         raise ValueError(f"need as many x as y, at least one; got {len(x)} and {len(y)}")
     n = len(x)
@@ -59,6 +61,8 @@ def fit_linear(x: Sequence[float], y: Sequence[float]) -> LinearFit:
             (xi - mx) ** 2 for xi in x
         )
         a = my - b * mx
+        if a < 0:
+            a, b = 0.0, sum(xi * yi for xi, yi in zip(x, y, strict=True)) / sum(xi * xi for xi in x)
     err = max(
         (abs(a + b * xi - yi) / abs(yi) for xi, yi in zip(x, y, strict=True) if yi), default=0.0
     )

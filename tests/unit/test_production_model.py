@@ -93,6 +93,10 @@ def test_fewest_workers_for_a_deadline() -> None:
 def test_linear_fit_and_scaled_states() -> None:
     f = fit_linear([1, 2, 3], [3, 5, 7])
     assert f.a == pytest.approx(1.0) and f.b == pytest.approx(2.0) and f.max_rel_err < 1e-12
+    # OLS would give y = -1 + 2x; with a ≥ 0 the fit goes through the origin: b = Σxy / Σx² = 7/5
+    origin = fit_linear([1, 2], [1, 3])
+    assert origin.a == 0.0 and origin.b == pytest.approx(7 / 5)
+    assert origin.max_rel_err == pytest.approx(max(abs(7 / 5 - 1), abs(14 / 5 - 3) / 3))
     one = fit_linear([2], [4])
     assert (one.a, one.b) == (0.0, 2.0)
     with pytest.raises(ValueError, match="as many"):
