@@ -1135,8 +1135,9 @@ def production_lines() -> list[str]:
         PRODUCTION_HEADING,
         "",
         f"Measured by `benchmarks/bench_production.py` ({run['states']} states × 1 replicate on "
-        f"{run['workers']} local Dask workers, {run['memory_limit']} each; started "
-        f"{run['started']}; load {run['load_before']:.1f} / {run['load_mean'] or 0:.1f} / "
+        f"{run['workers']} local Dask workers"
+        + (f", {run['memory_limit']} each; started {run['started']}" if run["started"] else "")
+        + f"; load {run['load_before']:.1f} / {run['load_mean'] or 0:.1f} / "
         f"{run['load_after']:.1f}): wall {_hours(run['wall_s'])}, {run['cpu_s']:,.0f} worker "
         f"CPU-s, store {run['store_bytes'] / 1e6:,.0f} MB"
         + (
