@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_the_store_bounds_the_run() -> None:
 
 
 def test_fewest_workers_for_a_deadline() -> None:
-    kw = {"replicates_per_task": 1, "worker_s": 2.0, "flow_s": 5.0}
+    kw: dict[str, Any] = {"replicates_per_task": 1, "worker_s": 2.0, "flow_s": 5.0}
     # 1 worker: 39 s of tasks + 7 = 46 s; 2 workers: 29 s (above); 3 workers: 20 s
     assert workers_needed([A, B], 3, 30.0, **kw) == 2
     assert workers_needed([A, B], 3, 29.0, **kw) == 2
