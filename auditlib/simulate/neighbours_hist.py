@@ -353,30 +353,26 @@ def _label_index(sch: AttributeSchema, label: str) -> int | None:
     return int(np.ravel_multi_index(tuple(idx), sch.shape))
 
 
-#: the production constraints that hold cells of a production schema at 0 in every geounit
-#: (the DAS's structural zeros, ``constraints/Constraints_PL94.py`` and ``Constraints_DHCP.py``)
-STRUCTURAL_ZEROS = {
-    "pl94_production": "nurse_nva_0: nobody under 18 in a nursing facility",
-    "dhc_production": "the DHC's gq_constr_groups and nurse_nva_0: nobody under 3, 15, 16 or 17 "
-    "in those group-quarters types, nobody under 18 in a nursing facility",
-}
-
-
 def structural_zero(sch: AttributeSchema, cell: int) -> str:
     """Why the production constraints hold detailed cell ``cell`` at 0 (the constraint), or ``""``
-    if it may hold people. ``pl94_production``: nursing facility × under 18; ``dhc_production``: a
-    group-quarters type below its minimum age (:data:`~auditlib.geography.sparse_population.MIN_AGE`,
-    the ages the sparse production populations never draw there). Other schemas: none. The DHC's
-    household constraints (e.g. a householder's age) are not listed."""
-    if sch.name == "pl94_production":
-        hhgq, votingage, _, _ = np.unravel_index(int(cell), sch.shape)
-        return STRUCTURAL_ZEROS[sch.name] if (hhgq, votingage) == (3, 0) else ""
-    if sch.name == "dhc_production":
-        from auditlib.geography.sparse_population import MIN_AGE
+    if it may hold people: the cells the sparse TopDown's fit never uses
+    (:func:`auditlib.geography.sparse_histograms.structural_zero`): ``pl94_production``'s
+    ``nurse_nva_0`` (nobody under 18 in a nursing facility), ``dhc_production``'s relgq × age zeros
+    (:data:`~auditlib.geography.census_levels.DHCP_AGE_STRUCTURAL_ZEROS`). Other schemas: none.
+    The DHC's household constraints (e.g. a householder's age) are not listed."""
+    from auditlib.geography import census_levels as census
+    from auditlib.geography.sparse_histograms import structural_zero as held_at_zero
 
-        relgq, _, age, _, _ = np.unravel_index(int(cell), sch.shape)
-        return STRUCTURAL_ZEROS[sch.name] if age < MIN_AGE[relgq] else ""
-    return ""
+    if (
+        sch.name not in ("pl94_production", "dhc_production")
+        or not held_at_zero(sch.name, [cell])[0]
+    ):
+        return ""
+    if sch.name == "pl94_production":
+        return "nurse_nva_0: nobody under 18 in a nursing facility"
+    relgq = int(np.unravel_index(int(cell), sch.shape)[0])
+    rule, _, lo, hi = next(z for z in census.DHCP_AGE_STRUCTURAL_ZEROS if z[1] == relgq)
+    return f"{rule}: relgq {sch.attributes[0].levels[relgq]!r} holds ages {lo}–{hi} only"
 
 
 def _check_possible(db: HistogramDatabase, cell: int, what: str) -> None:

@@ -122,8 +122,9 @@ def test_every_production_query_measured_and_moved_counts_match_brute_force(
     ("name", "label", "constraint"),
     [
         ("pl94_production", "nursing/under18/not_hispanic/white", "nurse_nva_0"),
-        ("dhc_production", "gq301_nursing/female/17/hispanic/black", "nurse_nva_0"),
-        ("dhc_production", "gq501_college_housing/male/14/not_hispanic/asian", "gq_constr_groups"),
+        # Constraints_DHCP.py: relgq27_lt20 (nursing facilities), relgq33_lt16_gt65 (college housing)
+        ("dhc_production", "gq301_nursing/female/17/hispanic/black", "relgq27_lt20"),
+        ("dhc_production", "gq501_college_housing/male/14/not_hispanic/asian", "relgq33_lt16_gt65"),
     ],
 )
 def test_a_person_is_never_put_into_a_cell_the_production_constraints_hold_at_zero(
@@ -135,8 +136,8 @@ def test_a_person_is_never_put_into_a_cell_the_production_constraints_hold_at_ze
         with pytest.raises(InvalidParameterError, match=constraint) as err:
             change()
         assert label in str(err.value) and "choose another cell" in str(err.value)
-    # the same person one year older (or in a household) may be added
-    ok = label.replace("under18", "18plus").replace("/17/", "/18/").replace("/14/", "/18/")
+    # the same person at the constraint's first allowed age (or in a household) may be added
+    ok = label.replace("under18", "18plus").replace("/17/", "/20/").replace("/14/", "/18/")
     assert add_person(db, 0, ok).d_prime.histograms.sum() == db.histograms.sum() + 1
 
 
