@@ -20,7 +20,7 @@ PRODUCTION_GROUP = "production"
 
 
 def _params(plan: AuditPlan) -> tuple[ProductionParams, Any]:
-    if plan.production is None or plan.topdown is None or plan.spine is None:
+    if plan.production is None or plan.topdown is None:
         raise ValueError("needs a TopDown plan of a production schema on the spine")
     return plan.production, plan.topdown
 
@@ -43,6 +43,8 @@ def production_state(
     from flows.spine_share import spine_of
 
     prod, td = _params(plan)
+    if plan.spine is None:
+        raise ValueError("needs a TopDown plan of a production schema on the spine")
     spine = spine_of(plan.spine)
     st = block.state_key - 1
     hierarchy, _ = spine_state(spine, st)
