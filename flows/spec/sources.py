@@ -182,6 +182,8 @@ def topdown_measured(
     levels = spine_geolevels(geolevels) if on_spine else geolevels
     aliases = SCHEMA_ALIASES.get(sch.name)
     detailed = " * ".join(sch.attribute_names)
+    # a production schema names every query of its allocation by the allocation's own names
+    own = sch if sch.name in ("pl94_production", "dhc_production") else None
     skip = unexpressible_queries(
         alloc,
         levels,
@@ -190,6 +192,7 @@ def topdown_measured(
         region,
         attribute_aliases=aliases,
         detailed_as=detailed,
+        schema=own,
     )
     return allocation_measured(
         alloc,
@@ -201,6 +204,7 @@ def topdown_measured(
         attribute_aliases=aliases,
         detailed_as=detailed,
         skip=skip,
+        schema=own,
     )
 
 
