@@ -36,7 +36,7 @@ from flows.groups import (
 )
 from flows.labels import audit_flow_run_name
 from flows.mpl import mpl_dataset, mpl_task_settings, written_accounting
-from flows.production import PRODUCTION_GROUP, production_dataset
+from flows.production import PRODUCTION_GROUP, production_dataset, stored_residuals
 from flows.production_tasks import submit_production
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
@@ -277,7 +277,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         "run_id": run_id,
         "blocks": len(plan.blocks),
         "resumed_blocks": len(plan.blocks) - len(todo),
-        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
+        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates)
+        if plan.production is None
+        else stored_residuals(url, plan),  # a production block's n_items is its capacity
         "wall_time_s": wall,
     }
 

@@ -156,3 +156,11 @@ def production_dataset(url: str, plan: AuditPlan) -> xr.Dataset:
             "EPL and the residual figures condition on being stored (docs/simulation.md)",
         },
     )
+
+
+def stored_residuals(url: str, plan: AuditPlan) -> int:
+    """Residuals the run stored: every block's items (not its capacity) times the replicates."""
+    import zarr
+
+    n = zarr.open_group(url, mode="r", zarr_format=3, path="residuals")["n_items"]
+    return plan.replicates * int(np.asarray(n[...]).sum())  # type: ignore[index]

@@ -108,6 +108,7 @@ def check_store(url: str, spec, spine, st: int) -> None:  # type: ignore[no-unty
     res = open_residuals(url)
     assert res.states == ["US", label] and res.geolevels == ["US", *LEVELS]
     queries = list(plan.queries)
+    assert all(len(lq) == 11 for lq in plan.level_queries[1:])  # every production query
     total = queries.index("total")
     hierarchy, _ = spine_state(spine, st)
     pop = spine_state_sparse_population(spine, st, SEED)
