@@ -36,6 +36,8 @@ from flows.groups import (
 )
 from flows.labels import audit_flow_run_name
 from flows.mpl import mpl_dataset, mpl_task_settings, written_accounting
+from flows.production import PRODUCTION_GROUP, production_dataset, stored_residuals
+from flows.production_tasks import submit_production
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
 from flows.spec.digests import content_addressed, path_free
@@ -184,7 +186,10 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     sims: dict[int, list[PrefectFuture[Any]]] = {b.geolevel: [] for b in plan.blocks}
     workers = planned_workers(spec.cluster)
     per_worker = spec.cluster.tasks_per_worker
-    if plan.topdown is not None:
+    if plan.production is not None:  # sparse TopDown of a production schema
+        if todo:
+            sims.update(submit_production(url, plan, todo, workers, per_worker))
+    elif plan.topdown is not None:
         if todo:  # a TopDown state spans its geolevels: an unfinished range re-runs them all
             sims.update(submit_topdown(url, plan, todo, workers, per_worker))
     else:
@@ -255,6 +260,8 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         store.write_group(url, S.ACCOUNTING, acct_ds)
         if allocation_release:  # the errors of the simulated queries (none are simulated else)
             store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+    if plan.production is not None and not store.group_complete(url, PRODUCTION_GROUP):
+        store.write_group(url, PRODUCTION_GROUP, production_dataset(url, plan))
     if mpls:
         acc = acct_ds if accts else written_accounting(url)  # its certified curves
         store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
@@ -271,7 +278,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         "run_id": run_id,
         "blocks": len(plan.blocks),
         "resumed_blocks": len(plan.blocks) - len(todo),
-        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates),
+        "residuals": int(sum(b.n_items for b in plan.blocks) * plan.replicates)
+        if plan.production is None
+        else stored_residuals(url, plan),  # a production block's n_items is its capacity
         "wall_time_s": wall,
     }
 

@@ -316,7 +316,8 @@ def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> x
     The reduced noise multiplies the Bureau's σ² by the level's conservative calibration factor.
     """
     levels = [str(g) for g in acct[S.GEOLEVEL].values]
-    gi = [plan.geolevels.index(g) for g in levels]
+    # a level the plan does not simulate (the DHC's Prim on the spine): no query, NaN rows
+    gi = [plan.geolevels.index(g) if g in plan.geolevels else -1 for g in levels]
     factor = (
         np.asarray(acct["calibration_factor_upper"].values, dtype=float)
         if "calibration_factor_upper" in acct
@@ -326,7 +327,8 @@ def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> x
     for g, lq in enumerate(plan.level_queries):
         for qid, q in lq:
             dg[g, qid] = not isinstance(q.sigma2, NoiseVariance)
-    acc = accuracy_by_query(np.where(dg, sigma2, np.nan)[gi], factor, ACCURACY_COUNTS)
+    rows = np.vstack([np.where(dg, sigma2, np.nan), np.full((1, sigma2.shape[1]), np.nan)])
+    acc = accuracy_by_query(rows[gi], factor, ACCURACY_COUNTS)
     gl, qu, no, co = S.GEOLEVEL, S.QUERY, S.NOISE, S.COUNT
     return xr.Dataset(
         {

@@ -269,9 +269,14 @@ def epl_geolevel(
     for b in blocks:
         r, q = store.read_residuals(url, b.state, b.geolevel)
         if plan.topdown is not None:
-            s, c = total_bias_sums(r, q, *store.read_items(url, b.state, b.geolevel))
+            truth, units = store.read_items(url, b.state, b.geolevel)
+            s, c = total_bias_sums(r, q, truth, units)
             bias_sums += s
             bias_n += c
+            if plan.production is not None:  # units left out: true and released totals 0
+                from flows.production import missing_units
+
+                bias_n[0] += plan.replicates * missing_units(plan, b.state, b.geolevel, units)
         _choose_spacings(r, q, spacings, factor, ba)
         hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
         del r

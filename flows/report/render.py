@@ -34,6 +34,7 @@ from flows.report.epl import epl_section
 from flows.report.format import fmt_delta, fmt_duration
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
+from flows.report.release import open_production, production_note, release_line
 from flows.report.residuals import residual_section
 from flows.report.store_data import (
     COVERAGE_GROUP,
@@ -132,6 +133,10 @@ def render_report(
         summary_parts.extend(epl_sec.summary)
     # the groups a store lacks are listed once, under the summary (``missing``)
 
+    production = open_production(store_s, storage_options)
+    note = production_note(production)
+    if note is not None:
+        summary_parts.append(note)
     neighbours_raw = attr_str(attrs, "neighbours", "")
     if not neighbours_raw and acc is not None:
         neighbours_raw = attr_str(acc.attrs, "neighbours", "")
@@ -140,6 +145,8 @@ def render_report(
         "source_commit": attr_str(attrs, "source_commit"),
         "allocation_id": attr_str(attrs, "allocation_id"),
         "allocation_source": attr_str(attrs, "allocation_source"),
+        "release": release_line(attrs),
+        "release_short": release_line(attrs, words=False),
         "neighbours": NEIGHBOURS.get(neighbours_raw, neighbours_raw or "—"),
         "run_id": attr_str(attrs, "run_id"),
         "created_utc": attr_str(attrs, "created_utc"),

@@ -18,6 +18,7 @@ from pydantic import (
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
+from flows.spec.production import PRODUCTION_SCHEMAS, production_combination
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
@@ -65,6 +66,7 @@ class AuditSpec(Strict):
     def _against_allocation(self) -> AuditSpec:
         geometric = self.release.kind in GEOMETRIC_RELEASES
         kind = self.population.kind
+        production_combination(kind, self.release.kind, self.population.attributes)
         if self.release.kind not in RELEASES_OF[kind]:
             valid = "; ".join(f"{k}: {', '.join(v)}" for k, v in RELEASES_OF.items())
             needs = [k for k, v in RELEASES_OF.items() if self.release.kind in v]
@@ -163,6 +165,10 @@ class AuditSpec(Strict):
                 raise ValueError(
                     f"population.attributes = {self.population.attributes!r}: {exc}"
                 ) from None
+            if self.population.attributes in PRODUCTION_SCHEMAS:
+                from flows.spec.plan import make_plan  # the plan imports this module
+
+                make_plan(self)  # every block's capacity within MAX_BLOCK_BYTES, or named
         if a.region == "PR" and kind != "spine" and self.population.states != 1:
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self

@@ -19,6 +19,7 @@ from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
 from auditlib.simulate.noise import NoiseVariance
 from flows.spec.model import AuditSpec, observed_args
+from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
     load_observed,
@@ -62,6 +63,18 @@ class TopDownParams:
     schema: str
     measured: dict[str, tuple[tuple[str, float], ...]]  # geolevel name -> its measurements
     tol: float
+
+
+@dataclass(frozen=True)
+class ProductionParams:
+    """TopDown on a production schema's sparse histograms (``flows.production``): a block's items
+    are the query cells non-zero in the truth or a replicate's release
+    (``auditlib.simulate.sparse_release``), so a block's ``n_items`` is its capacity, not its
+    count; ``units[state][geolevel]``: the block's geounits (its query ``q`` has ``units × n_q``
+    cells, those not stored zero in the truth and in every replicate)."""
+
+    schema: str
+    units: tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,7 @@ class AuditPlan:
     spine: SpineParams | None = None  # population "spine"
     table: TableParams | None = None  # population "table", seed 001 / 003 releases
     table_hierarchy: TableHierarchyParams | None = None  # population "table", release "topdown"
+    production: ProductionParams | None = None  # spine TopDown on a production schema (sparse)
 
     @property
     def topdown_top(self) -> int:
@@ -533,6 +547,10 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         i = indices[si - has_nation]
         n = int(units[SPINE_LEVEL_OF[g]][i]) * cells[gi]
         blocks.append(Block(si, gi, i + 1, f"{label}/{g}", n))
+    production = None
+    if sch.name in PRODUCTION_SCHEMAS:
+        blocks, production = _production_blocks(spine, indices, states, levels, level_queries,
+                                                blocks, sch.name, a.replicates)  # fmt: skip
     return AuditPlan(
         states=tuple(states),
         geolevels=levels,
@@ -548,4 +566,37 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         release="topdown",
         topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         spine=SpineParams(pop_seed, a.region),
+        production=production,
     )
+
+
+def _production_blocks(
+    spine: Any,
+    indices: tuple[int, ...],
+    states: list[str],
+    levels: tuple[str, ...],
+    level_queries: list[tuple[tuple[int, QueryPlan], ...]],
+    blocks: list[Block],
+    schema_name: str,
+    replicates: int,
+) -> tuple[list[Block], ProductionParams]:
+    """A production schema's blocks at their capacity (``sparse_release.capacity``: per query the
+    fewer of its cells and the non-zero cells of the truth and the replicates), and their units;
+    ``ValueError`` naming a block too large to write (the spec's checks name it first)."""
+    people = spine.populations()["State"]
+    units = [[0] * len(levels) for _ in states]
+    out = []
+    for b in blocks:
+        g = levels[b.geolevel]
+        if b.state_key == 0:
+            n_units, p = 1, int(sum(int(people[i]) for i in indices))
+        else:
+            n_units = int(spine.units_per_state(SPINE_LEVEL_OF[g])[b.state_key - 1])
+            p = int(people[b.state_key - 1])
+        units[b.state][b.geolevel] = n_units
+        cap = block_capacity(
+            b.label, schema_name, n_units, [q.n_sim for _, q in level_queries[b.geolevel]], p,
+            replicates,
+        )  # fmt: skip
+        out.append(replace(b, n_items=cap))
+    return out, ProductionParams(schema_name, tuple(tuple(u) for u in units))

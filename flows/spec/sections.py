@@ -136,7 +136,9 @@ class PopulationSection(Strict):
     #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells) |
     #: "pl94_production" (the Bureau's PL94-171 persons histogram: hhgq 8 × voting age × Hispanic ×
     #: cenrace 63 = 2,016 cells) | "dhc_production" (DHC persons: relgq 42 × sex × age 116 ×
-    #: Hispanic × cenrace 63 = 1,227,744 cells)
+    #: Hispanic × cenrace 63 = 1,227,744 cells); the production schemas run on kind = "spine" only,
+    #: as sparse histograms with group-quarters invariants, storing the query cells non-zero in
+    #: the truth or a replicate's release (docs/simulation.md, "Production schemas in an audit")
     attributes: Literal["total", "pl94", "pl94_production", "dhc_production"] = "total"
     #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
     #: (region "US") / "PR" (region "PR")

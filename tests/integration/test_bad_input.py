@@ -110,6 +110,14 @@ SPECS = {
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
     "good": to_toml(tiny_spec()),
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
+    # production schemas: TopDown on the spine only, blocks small enough to write
+    "prod-synthetic": "[population]\nattributes = 'pl94_production'\n[release]\nkind = 'topdown'\n",
+    "prod-allocation": "[population]\nattributes = 'dhc_production'\n",
+    "prod-table": "[population]\nkind = 'table'\npath = 'counts.csv'\n"
+    "attributes = 'pl94_production'\n[release]\nkind = 'topdown'\n",
+    "prod-too-large": "[audit]\nallocation = 'dhc_2023_production'\nreplicates = 100\n"
+    "[population]\nkind = 'spine'\nspine_states = ['ST05']\nattributes = 'dhc_production'\n"
+    "[release]\nkind = 'topdown'\n",
 }
 #: allocation files (work/alloc/NAME.csv): one good file mixing mechanisms, the rest bad
 _AH = "geolevel,query,cells,mechanism,rho,sigma2,scale,neighbours\n"
@@ -198,6 +206,29 @@ CASES = [
     line("run-delta-0", run_(S("delta-0")), "accounting.deltas"),
     line("run-delta-1", run_(S("delta-1")), "accounting.deltas"),
     line("run-delta-negative", run_(S("delta-neg")), "accounting.deltas"),
+    line(
+        "run-production-synthetic",
+        run_(S("prod-synthetic")),
+        "'pl94_production' runs on the US spine",
+        "population.kind = 'synthetic'",
+    ),
+    line(
+        "run-production-allocation",
+        run_(S("prod-allocation")),
+        "release.kind = 'allocation' does not use it",
+    ),
+    line(
+        "run-production-table",
+        run_(S("prod-table")),
+        "population.kind = 'table'",
+        'set population.kind = "spine"',
+    ),
+    line(
+        "run-production-too-large",
+        run_(S("prod-too-large")),
+        "block ST05/County",
+        "lower audit.replicates",
+    ),
     line("run-delta-nan", run_(S("delta-nan")), "accounting.deltas"),
     line("run-delta-inf", run_(S("delta-inf")), "accounting.deltas"),
     line("run-not-utf8", run_(S("latin1")), "not UTF-8", "byte 0xe9", "position 19"),

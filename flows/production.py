@@ -1,0 +1,166 @@
+"""TopDown on a production schema (``population.attributes = "pl94_production" |
+"dhc_production"``) of spine states, computed: a state's sparse releases cut into residual blocks
+(``auditlib.simulate.sparse_release``), the nation's sum, and the cells each block left out.
+Prefect tasks (``flows.production_tasks``) call these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from auditlib.geography.sparse_histograms import SparseHistograms
+from auditlib.simulate import ResidualBlock
+from flows.spec.plan import AuditPlan, Block, ProductionParams
+from storage import store
+
+#: the small group that says which query cells a production run stored (``production_dataset``)
+PRODUCTION_GROUP = "production"
+
+
+def _params(plan: AuditPlan) -> tuple[ProductionParams, Any]:
+    if plan.production is None or plan.topdown is None:
+        raise ValueError("needs a TopDown plan of a production schema on the spine")
+    return plan.production, plan.topdown
+
+
+def _query_ids(plan: AuditPlan) -> dict[str, int]:
+    return {q: i for i, q in enumerate(plan.queries)}
+
+
+def production_state(
+    plan: AuditPlan, block: Block
+) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
+    """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
+    residual blocks per geolevel index, the State level's released histograms (one per replicate)
+    and its true histogram, for the nation's sum."""
+    from auditlib.geography.sparse_population import spine_state_sparse_population
+    from auditlib.simulate.sparse_release import sparse_level_residuals
+    from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
+    from auditlib.simulate.topdown import spine_state
+    from flows.blocks import run_levels
+    from flows.spine_share import spine_of
+
+    prod, td = _params(plan)
+    if plan.spine is None:
+        raise ValueError("needs a TopDown plan of a production schema on the spine")
+    spine = spine_of(plan.spine)
+    st = block.state_key - 1
+    hierarchy, _ = spine_state(spine, st)
+    pop = spine_state_sparse_population(spine, st, plan.population.seed)
+    gis = run_levels(plan)
+    measured = [td.measured[plan.geolevels[gi]] for gi in gis]
+    runs = [
+        sparse_topdown(
+            hierarchy.parents,
+            hierarchy.levels,
+            pop.histograms(prod.schema),
+            pop.invariants(prod.schema),
+            measured,
+            noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
+            tol=td.tol,
+        )
+        for r in range(plan.replicates)
+    ]
+    ids = _query_ids(plan)
+    out = {
+        gi: sparse_level_residuals(
+            runs[0].truth[i],
+            [run.dp[i] for run in runs],
+            [q.name for _, q in plan.level_queries[gi]],
+            ids,
+        )
+        for i, gi in enumerate(gis)
+    }
+    return out, [run.dp[0] for run in runs], runs[0].truth[0]
+
+
+def production_nation(
+    plan: AuditPlan,
+    geolevel: int,
+    state_dp: list[list[SparseHistograms]],
+    state_truth: list[SparseHistograms],
+) -> ResidualBlock:
+    """The national level: per replicate the sum of the states' released State histograms
+    (``state_dp[state][replicate]``), beside the sum of their true ones."""
+    from auditlib.simulate.sparse_release import sparse_level_residuals, sum_units
+
+    _params(plan)
+    dps = [sum_units([s[r] for s in state_dp]) for r in range(plan.replicates)]
+    return sparse_level_residuals(
+        sum_units(state_truth),
+        dps,
+        [q.name for _, q in plan.level_queries[geolevel]],
+        _query_ids(plan),
+    )
+
+
+def query_cells(plan: AuditPlan, state: int, geolevel: int) -> dict[int, int]:
+    """Per query index measured at a block: its cells over the block's units (stored or not)."""
+    prod, _ = _params(plan)
+    n = prod.units[state][geolevel]
+    return {qid: n * q.n_sim for qid, q in plan.level_queries[geolevel]}
+
+
+def missing_units(plan: AuditPlan, state: int, geolevel: int, unit_index: np.ndarray) -> int:
+    """Units of a block with no item (true total 0 and released total 0 in every replicate: every
+    query's cells of such a unit are left out), from the block's items' ``unit_index``."""
+    prod, _ = _params(plan)
+    return prod.units[state][geolevel] - int(np.unique(unit_index).size)
+
+
+def production_dataset(url: str, plan: AuditPlan) -> xr.Dataset:
+    """The ``production`` group: per (state, geolevel, query) the query cells over the block's
+    units (``query_cells``), the items stored (non-zero in the truth or a replicate's release) and
+    the cells left out (zero in the truth and every replicate: residual 0, not stored); read from
+    the store's blocks, so a resumed run counts the blocks an earlier run wrote."""
+    prod, _ = _params(plan)
+    shape = (len(plan.states), len(plan.geolevels), len(plan.queries))
+    cells = np.zeros(shape, dtype=np.int64)
+    stored = np.zeros(shape, dtype=np.int64)
+    for b in plan.blocks:
+        _, qi = store.read_residuals(url, b.state, b.geolevel)
+        counts = np.bincount(qi[qi >= 0].astype(np.int64), minlength=len(plan.queries))
+        for q, n in query_cells(plan, b.state, b.geolevel).items():
+            cells[b.state, b.geolevel, q] = n
+            stored[b.state, b.geolevel, q] = counts[q]
+    dims = ("state", "geolevel", "query")
+    return xr.Dataset(
+        {
+            "query_cells": (
+                dims,
+                cells,
+                {"description": "cells of the query over the block's units"},
+            ),
+            "stored_cells": (
+                dims,
+                stored,
+                {"description": "items stored: non-zero in the truth or a replicate's release"},
+            ),
+            "zero_cells": (
+                dims,
+                cells - stored,
+                {"description": "cells left out: zero in the truth and in every replicate"},
+            ),
+        },
+        coords={
+            "state": np.array(plan.states, dtype=object),
+            "geolevel": np.array(plan.geolevels, dtype=object),
+            "query": np.array(plan.queries, dtype=object),
+        },
+        attrs={
+            "schema": prod.schema,
+            "items": "query cells non-zero in the truth or in at least one replicate's release; "
+            "the others (zero_cells) have residual 0 in every replicate and are not stored. The "
+            "EPL and the residual figures condition on being stored (docs/simulation.md)",
+        },
+    )
+
+
+def stored_residuals(url: str, plan: AuditPlan) -> int:
+    """Residuals the run stored: every block's items (not its capacity) times the replicates."""
+    import zarr
+
+    n = zarr.open_group(url, mode="r", zarr_format=3, path="residuals")["n_items"]
+    return plan.replicates * int(np.asarray(n[...]).sum())  # type: ignore[index]

@@ -1,0 +1,96 @@
+"""Thin Prefect tasks of a TopDown run on a production schema (``flows.production``), and how the
+audit flow submits them: batches of whole spine states, then the nation from their State-level
+histograms. Each state's blocks are written with their checksums (the resume marker); a re-run
+skips states whose every block is done (unless a national level needs their histograms)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import task
+from prefect.futures import PrefectFuture
+
+from flows.batching import batch_states
+from flows.production import production_nation, production_state
+from flows.spec.plan import AuditPlan, Block
+from flows.tasks import TASK_OPTS
+from storage import store
+
+
+def _state_one(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+    blocks, state_dp, state_truth = production_state(plan, block)
+    n = sum(store.write_residual_block(url, block.state, gi, res) for gi, res in blocks.items())
+    return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
+
+
+@task(name="simulate-production-states", **TASK_OPTS)
+def simulate_production_states(
+    url: str, plan: AuditPlan, blocks: list[Block], skip_done: bool
+) -> dict[str, Any]:
+    """A batch of spine states (each given by its State-level block) under the sparse TopDown,
+    one after the other; with ``skip_done`` a state whose every block is done is skipped."""
+    t0 = time.perf_counter()
+    todo = list(blocks)
+    if skip_done:
+        done = store.done_blocks(url)
+        todo = [
+            b
+            for b in blocks
+            if not all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
+        ]
+    states = [_state_one(url, plan, b) for b in todo]
+    return {
+        "simulated": len(todo),
+        "n_items": sum(s["n_items"] for s in states),
+        "seconds": time.perf_counter() - t0,
+        "states": [{k: s[k] for k in ("state", "state_dp", "state_truth")} for s in states],
+    }
+
+
+@task(name="simulate-production-nation", **TASK_OPTS)
+def simulate_production_nation(
+    url: str, plan: AuditPlan, block: Block, batches: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The nation: the sum of the states' State-level histograms, in state order."""
+    t0 = time.perf_counter()
+    states = sorted((s for r in batches for s in r["states"]), key=lambda s: int(s["state"]))
+    res = production_nation(
+        plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
+    )
+    n = store.write_residual_block(url, block.state, block.geolevel, res)
+    return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
+
+
+def submit_production(
+    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+) -> dict[int, list[PrefectFuture[Any]]]:
+    """The futures each geolevel's EPL waits for (as ``flows.audit.submit_topdown``): batches of
+    whole states, then the nation (with a national level every state runs again: the nation sums
+    their histograms)."""
+    top = plan.topdown_top
+    nation = [b for b in plan.blocks if b.state_key == 0]
+    unfinished = {b.state for b in todo}
+    state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
+    batches = [
+        (
+            batch,
+            simulate_production_states.with_options(
+                task_run_name=f"production topdown {batch.label}"
+            ).submit(url, plan, list(batch.blocks), not nation),
+        )
+        for batch in batch_states(plan, state_blocks, workers, tasks_per_worker)
+    ]
+    batch_futures: list[Any] = [f for _, f in batches]
+    sims: dict[int, list[PrefectFuture[Any]]] = {}
+    for b in plan.blocks:
+        if b.state_key == 0:
+            f = simulate_production_nation.with_options(
+                task_run_name=f"production topdown {b.label}"
+            ).submit(url, plan, b, batch_futures)
+            sims.setdefault(b.geolevel, []).append(f)
+        else:
+            sims.setdefault(b.geolevel, []).extend(
+                f for batch, f in batches if any(s.state == b.state for s in batch.blocks)
+            )
+    return sims

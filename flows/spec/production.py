@@ -1,0 +1,50 @@
+"""TopDown on the production schemas (``population.attributes = "pl94_production" |
+"dhc_production"``): what the spec may combine them with, and how large a block may grow."""
+
+from __future__ import annotations
+
+#: attribute schemas whose TopDown runs on sparse histograms (``auditlib.simulate.sparse_topdown``)
+PRODUCTION_SCHEMAS = ("pl94_production", "dhc_production")
+
+#: most bytes a production block's place on the item axis may take (residuals of every replicate
+#: and the four item variables; a task holds it once while writing it, ``verify`` while reading)
+MAX_BLOCK_BYTES = 2 << 30
+
+
+def production_combination(population_kind: str, release_kind: str, attributes: str) -> None:
+    """``ValueError`` naming the fix unless a production schema runs where it can: TopDown on the
+    spine (its sparse histograms and group-quarters invariants are drawn for spine blocks)."""
+    if attributes not in PRODUCTION_SCHEMAS:
+        return
+    if release_kind != "topdown":
+        raise ValueError(
+            f"population.attributes = {attributes!r} is the schema of a TopDown release's "
+            f"histograms; release.kind = {release_kind!r} does not use it: set release.kind = "
+            '"topdown" (with population.kind = "spine"), or drop population.attributes'
+        )
+    if population_kind != "spine":
+        raise ValueError(
+            f"population.attributes = {attributes!r} runs on the US spine's blocks (sparse "
+            "histograms with their group-quarters invariants), not on population.kind = "
+            f'{population_kind!r}: set population.kind = "spine" with spine_states, or use '
+            'attributes = "total" or "pl94"'
+        )
+
+
+def block_capacity(
+    label: str, attributes: str, n_units: int, query_cells: list[int], people: int, replicates: int
+) -> int:
+    """The items a production block may hold (``sparse_release.capacity``); ``ValueError`` naming
+    the block and the fix when its place on the item axis exceeds :data:`MAX_BLOCK_BYTES`."""
+    from auditlib.simulate.sparse_release import capacity
+
+    cap = capacity(n_units, query_cells, people, replicates)
+    size = cap * (4 * replicates + 14)
+    if size > MAX_BLOCK_BYTES:
+        raise ValueError(
+            f"population.attributes = {attributes!r}: block {label} ({people:,} people, "
+            f"{replicates} replicate(s)) may hold {cap:,} non-zero query cells, "
+            f"{size / 2**30:.1f} GiB to write at once (at most {MAX_BLOCK_BYTES / 2**30:g} GiB); "
+            "lower audit.replicates or run smaller states (population.spine_states)"
+        )
+    return cap
