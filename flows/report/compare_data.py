@@ -21,6 +21,7 @@ from flows.report.epl_headline import level_epls, ok_mask
 from flows.report.mpl_bound import shown
 from flows.report.store_data import (
     COVERAGE_GROUP,
+    FDP_COVERAGE_GROUP,
     epl_interval_label,
     float_values,
     headline_delta,
@@ -37,6 +38,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("accounting", "audit", "dpaudit run"),
     ("epl", "audit", "dpaudit run"),
     (COVERAGE_GROUP, "mpl-coverage", "dpaudit mpl-coverage"),
+    (FDP_COVERAGE_GROUP, "fdp-coverage", "dpaudit fdp-coverage"),
     ("direct", "direct", "dpaudit direct"),
     ("accounting_sweep", "sweep", "dpaudit sweep"),
 )
