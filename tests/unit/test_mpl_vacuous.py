@@ -163,6 +163,7 @@ def _coverage_group() -> xr.Dataset:
 
 
 def test_coverage_report_and_cli_table_show_a_vacuous_median(tmp_path: pathlib.Path) -> None:
+    from flows.artifacts import coverage_rows
     from flows.cli.experiments import mpl_coverage_table
     from flows.mpl import GROUP
     from flows.report.figures_mpl import coverage_ecdf_figure
@@ -186,7 +187,9 @@ def test_coverage_report_and_cli_table_show_a_vacuous_median(tmp_path: pathlib.P
     x = np.asarray(steps[0].get_xdata(), dtype=float)
     raw = ds["lb"].values[0, 0]
     assert x.min() == 0.0 and np.sum(x == 0.0) == np.sum(raw <= 0)
-    # the command's table: the same cell
+    # the command's table and its Prefect artifact: the same cells
     table = mpl_coverage_table(ds)
     assert table[0].split()[-2:] == ["median", "LB"]
     assert table[1].endswith(VACUOUS) and table[2].endswith(median)
+    rows = coverage_rows(ds)
+    assert [r["median LB"] for r in rows] == [VACUOUS, median]
