@@ -309,7 +309,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"exact epsilon(delta={delta:g}) of one release: [{b.lower:.6f}, {b.upper:.6f}]")
     r = mpl_bound(mech, args.seed, alpha=ALPHA)
     flag = "FLAGGED" if r.lb > claim else "consistent"
-    print(f"MPL lower bound ({100 * (1 - ALPHA):g} %): {r.lb:.4f} -> {flag}")
+    from flows.report.mpl_bound import VACUOUS, vacuous
+
+    lb = VACUOUS if vacuous(r.lb) else f"{r.lb:.4f}"  # a bound <= 0 says nothing (eps >= 0)
+    print(f"MPL lower bound ({100 * (1 - ALPHA):g} %): {lb} -> {flag}")
     if args.power:
         flagged = sum(
             mpl_bound(mech, args.seed + k, alpha=ALPHA).lb > mech.epsilon / 2

@@ -200,11 +200,15 @@ def sweep_rows(ds: Any, headline_delta: float = 1e-10) -> tuple[list[dict[str, s
 
 def coverage_rows(ds: Any) -> list[dict[str, str]]:
     """Per mechanism × claimed ε₀ of an ``mpl_coverage`` group: ε*_C, coverage, share above the
-    claim (the columns ``dpaudit mpl-coverage`` prints)."""
+    claim, median bound (the columns ``dpaudit mpl-coverage`` prints; a bound ≤ 0: vacuous)."""
+    from flows.report.mpl_bound import fmt_lb
+
     rows = []
     for m in ds["mechanism"].values:
         for e0 in ds["epsilon0"].values:
             c = ds.sel(mechanism=m, epsilon0=e0)
+            lb = np.asarray(c["lb"].values if "lb" in c else [], dtype=float)
+            lb = lb[np.isfinite(lb)]
             rows.append(
                 {
                     "mechanism": str(m),
@@ -212,6 +216,7 @@ def coverage_rows(ds: Any) -> list[dict[str, str]]:
                     "ε*_C": _num(c["epsilon_c"].values, 4),
                     "coverage": _num(c["coverage"].values, 3),
                     "LB > claim": _num(c["exceeds_claim"].values, 3),
+                    "median LB": fmt_lb(float(np.median(lb)), 4) if lb.size else "—",
                 }
             )
     return rows

@@ -209,6 +209,8 @@ def coverage_dataset(
             "n": settings["n"],
             "n_confidence": settings["n_confidence"],
             "seed": settings["seed"],
+            "lb": "lower confidence bound on epsilon_c per repetition: the raw estimate, which may "
+            "be < 0 (a bound <= 0 is vacuous, epsilon >= 0 always; reports show it as 0)",
             "coverage": "share of repetitions with LB <= epsilon_c (the exact loss over the tested "
             "pairs and region); expected >= 1 - alpha for correct mechanisms",
             "exceeds_claim": "share of repetitions with LB > claimed_epsilon (a detection for "
@@ -365,7 +367,8 @@ def mpl_dataset(
             "release": spec.release.kind,
             "postprocess": spec.simulation.postprocess,
             "lb": "lower confidence bound on epsilon_c (asymptotic level 1 - alpha); LB > a claimed "
-            "epsilon refutes the claim, LB <= it proves nothing",
+            "epsilon refutes the claim, LB <= it proves nothing; the raw estimate, which may be "
+            "< 0: a bound <= 0 is vacuous (epsilon >= 0 always), shown as 0 (vacuous)",
             "delta_lb": "finite-sample lower confidence bound on the hockey-stick delta(eps) of the "
             "best pair (Clopper-Pearson, level 1 - alpha per eps); delta_hat: plug-in (errs up)",
             **(

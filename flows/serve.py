@@ -5,7 +5,9 @@ sections, typed by their pydantic models: the Prefect UI's run form shows each k
 bounds and meaning, and a run started there with edited values is checked like a spec file (a bad
 value ends the run at once, Failed, with the CLI's one-line message). The serving process polls the server and runs each
 scheduled or manually triggered run: the audit flow as a subflow on the spec's cluster, into a staging
-copy that is published only when complete, exactly like ``dpaudit run``.
+copy that is published only when complete, exactly like ``dpaudit run``; a run whose cluster has
+no worker left for ``cluster.lost_workers_grace_s`` fails then, Failed with the lost workers named
+(flows/worker_watch.py), and leaves no store.
 
 ``output.store`` and ``output.report`` may contain ``{date}`` (UTC ``YYYYMMDD``) and ``{time}``
 (UTC ``HHMMSS``), filled in when a run starts, so that a nightly schedule writes one store per night.
@@ -149,6 +151,7 @@ def scheduled_audit(
     from flows.artifacts import audit_artifacts, publish
     from flows.labels import audit_tags, retag_current_run
     from flows.runtime import cluster_runner, worker_count
+    from flows.worker_watch import run_watched
     from storage import store
 
     sections = dict(zip(SECTIONS, (audit, population, release, simulation, epl, accounting, mpl,
@@ -173,7 +176,8 @@ def scheduled_audit(
                 sub = audit_mod.audit_flow.with_options(
                     task_runner=runner, timeout_seconds=spec.cluster.timeout_s
                 )
-                summary = sub(spec, staging, run_id)
+                # a cluster with no worker left fails the run in cluster.lost_workers_grace_s
+                summary = run_watched(sub, (spec, staging, run_id), spec.cluster).result()
             store.set_root_attrs(
                 staging,
                 {

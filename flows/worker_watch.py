@@ -191,3 +191,19 @@ def _cancel_all(client: Any, reason: str) -> None:
             client.cancel(futures, force=True, reason="all workers lost", msg=reason)
     except Exception:
         pass  # the client closed meanwhile: the flow is ending anyway
+
+
+def run_watched(flow: Any, args: tuple[Any, ...], cluster: Any) -> Any:
+    """The final state of ``flow(*args)``, its cluster's workers watched: :class:`AllWorkersLostError`
+    if none was left for ``cluster.lost_workers_grace_s`` seconds (``cluster``: a
+    ``ClusterSection``). What ``dpaudit run`` and its kin and a served run (flows/serve.py) call."""
+    state = None
+    with WorkerWatch(cluster.lost_workers_grace_s, enabled=watched(cluster)) as watch:
+        try:
+            state = flow(*args, return_state=True)
+        except Exception:
+            if watch.lost is None:
+                raise
+    if watch.lost is not None and (state is None or not state.is_completed()):
+        raise AllWorkersLostError(watch.lost)
+    return state

@@ -63,7 +63,8 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   per geolevel — the geolevel's least noisy query (largest ρ_q, σ² under the run's neighbours) — on
   D vs D′ (``mpl_pair``: one person added / removed / moved in). Per geolevel: ``query``,
   ``sigma2``, ``count`` (the cell's true count in D), ``lb`` (lower confidence bound on ε*_C, level
-  1 − ``alpha``), ``eps_hat`` (step-1 maximum over pairs and C), ``t_hat`` (the chosen output),
+  1 − ``alpha``; the raw estimate, which may be < 0: a bound ≤ 0 is vacuous, reports show it as
+  0), ``eps_hat`` (step-1 maximum over pairs and C), ``t_hat`` (the chosen output),
   ``best_pair``, ``loss_star`` (ℓ̂*(t̂) on the fresh draws), ``f_x``, ``f_x_prime`` (f̂ at t̂),
   ``sigma_hat``, ``c_n``, ``bandwidth`` (confidence step; NaN for discrete outputs),
   ``floor_driven``, ``edge``, ``sparse_support`` (guard-rail flags), ``epsilon_c`` (the exact

@@ -142,7 +142,7 @@ def execute_locked(
         redact_url,
         worker_count,
     )
-    from flows.worker_watch import AllWorkersLostError
+    from flows.worker_watch import AllWorkersLostError, run_watched
     from storage import store
 
     log = None if debug_mode() else new_log(f"run-{run_id}")
@@ -246,23 +246,6 @@ def execute_locked(
     if outcome is not None:
         fail(*outcome)
     return summary, api_url, embedded
-
-
-def run_watched(flow: Any, args: tuple[Any, ...], cluster: Any) -> Any:
-    """The final state of ``flow(*args)``, its cluster's workers watched (flows/worker_watch.py):
-    :class:`AllWorkersLostError` if none was left for ``cluster.lost_workers_grace_s`` seconds."""
-    from flows.worker_watch import AllWorkersLostError, WorkerWatch, watched
-
-    state = None
-    with WorkerWatch(cluster.lost_workers_grace_s, enabled=watched(cluster)) as watch:
-        try:
-            state = flow(*args, return_state=True)
-        except Exception:
-            if watch.lost is None:
-                raise
-    if watch.lost is not None and (state is None or not state.is_completed()):
-        raise AllWorkersLostError(watch.lost)
-    return state
 
 
 def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -92,6 +93,85 @@ MPL_CATALOGUE_NAMES = (
     "geometric_count, gdpc_count, adpc_count, census_dg_count, randomized_response, randomized_response_k4, "
     "randomized_response_broken, svt2, svt4, svt5, svt6"
 )
+#: repetitions per Prefect task of a coverage experiment (part of its run id)
+COVERAGE_CHUNK = 10
+
+
+def refuse_repeats(given: tuple[tuple[str, list[str]], ...]) -> None:
+    """:class:`InvalidParameterError` naming an option given the same value twice."""
+    for what, values in given:
+        dup = sorted({v for v in values if values.count(v) > 1})
+        if dup:
+            raise InvalidParameterError(
+                f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
+            )
+
+
+def run_coverage(
+    kind: str,
+    checks: Callable[[], None],
+    flow: Callable[..., Any],
+    args: Callable[[str], tuple[Any, ...]],
+    run_id: Callable[[], str],
+    table: Callable[[Any], list[str]],
+    group: str,
+    store_url: str,
+    scheduler: str,
+    overwrite: bool,
+) -> None:
+    """A coverage experiment ``kind`` (``mpl-coverage``, ``fdp-coverage``): ``checks`` and the
+    store and scheduler checked (bad input: exit 2), ``flow`` run resumably on Dask with
+    ``args(staging)``, the ``table`` of its ``group`` printed, its artifacts and link published."""
+    from flows.artifacts import experiment_artifacts
+    from storage import store
+
+    try:
+        checks()
+        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+    except DPAuditError as exc:
+        fail(str(exc))
+    rid = run_id()
+    summary, api_url, embedded = execute_resumable(
+        flow, args, store_url, cluster, rid, overwrite=overwrite, parts="chunks"
+    )
+    ds = store.open_group(store_url, group)
+    try:
+        for line in table(ds):
+            typer.echo(line)
+    finally:
+        ds.close()
+    typer.echo(f"store:  {store_url} (group {group!r})")
+    publish_artifacts(
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: experiment_artifacts(kind, rid, store_url, group),
+    )
+    print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+def mpl_coverage_table(ds: Any) -> list[str]:
+    """Per mechanism × ε₀: ε*_C, coverage, the share of bounds above the claim and the median
+    bound (at or below 0: vacuous, :mod:`flows.report.mpl_bound`)."""
+    import numpy as np
+
+    from flows.report.mpl_bound import fmt_lb
+
+    lines = [
+        f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11} "
+        f"{'median LB':>12}"
+    ]
+    for m in ds.mechanism.values:
+        for e0 in ds.epsilon0.values:
+            c = ds.sel(mechanism=m, epsilon0=e0)
+            lb = np.asarray(c.lb.values, dtype=float)
+            lb = lb[np.isfinite(lb)]
+            median = fmt_lb(float(np.median(lb)), 4) if lb.size else "—"
+            lines.append(
+                f"{m!s:<27} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
+                f"{float(c.exceeds_claim):11.3f} {median:>12}"
+            )
+    return lines
 
 
 def mpl_coverage(
@@ -120,14 +200,14 @@ def mpl_coverage(
 ) -> None:
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
-    from auditlib.mpl.coverage import CATALOGUE
-    from flows.artifacts import experiment_artifacts
+    from auditlib.mpl.coverage import CATALOGUE, check_coverage_sizes
     from flows.mpl import GROUP, coverage_run_id, mpl_coverage_flow
-    from storage import store
 
     mechs = mechanism or ["laplace"]
     eps = epsilon or [0.2, 0.7, 1.5]
-    try:
+    chunk = COVERAGE_CHUNK
+
+    def checks() -> None:
         for m in mechs:
             if m not in CATALOGUE:
                 raise InvalidParameterError(
@@ -136,52 +216,23 @@ def mpl_coverage(
         for e in eps:
             if not (math.isfinite(e) and e > 0):
                 raise InvalidParameterError(f"Invalid epsilon: {e!r}; must be > 0")
-        given: tuple[tuple[str, list[str]], ...] = (
-            ("--mechanism", mechs),
-            ("--epsilon", [f"{e:g}" for e in eps]),
-        )
-        for what, values in given:
-            dup = sorted({v for v in values if values.count(v) > 1})
-            if dup:
-                raise InvalidParameterError(
-                    f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
-                )
+        refuse_repeats((("--mechanism", mechs), ("--epsilon", [f"{e:g}" for e in eps])))
         if not 0 < alpha < 1:
             raise InvalidParameterError(f"Invalid alpha: {alpha!r}; must be in (0, 1)")
-        from auditlib.mpl.coverage import check_coverage_sizes
-
         check_coverage_sizes(repetitions, n, n_confidence)  # each in its range, bounded above
-        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
-    except DPAuditError as exc:
-        fail(str(exc))
-    chunk = 10
-    run_id = coverage_run_id(mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk)
-    summary, api_url, embedded = execute_resumable(
+
+    run_coverage(
+        "mpl-coverage",
+        checks,
         mpl_coverage_flow,
         lambda staging: (staging, mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk),
+        lambda: coverage_run_id(mechs, eps, repetitions, n, n_confidence, alpha, seed, chunk),
+        mpl_coverage_table,
+        GROUP,
         store_url,
-        cluster,
-        run_id,
-        overwrite=overwrite,
-        parts="chunks",
+        scheduler,
+        overwrite,
     )
-    ds = store.open_group(store_url, GROUP)
-    typer.echo(f"{'mechanism':<27} {'eps0':>6} {'eps*_C':>8} {'coverage':>9} {'LB > claim':>11}")
-    for m in ds.mechanism.values:
-        for e0 in ds.epsilon0.values:
-            c = ds.sel(mechanism=m, epsilon0=e0)
-            typer.echo(
-                f"{m!s:<27} {e0:6.2f} {float(c.epsilon_c):8.4f} {float(c.coverage):9.3f} "
-                f"{float(c.exceeds_claim):11.3f}"
-            )
-    typer.echo(f"store:  {store_url} (group {GROUP!r})")
-    publish_artifacts(
-        api_url,
-        embedded,
-        summary["flow_run_id"],
-        lambda: experiment_artifacts("mpl-coverage", run_id, store_url, GROUP),
-    )
-    print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
 #: the names of auditlib.mpl.tradeoff_coverage.TRADEOFF_CATALOGUE, for --help (a test checks)
@@ -189,6 +240,27 @@ FDP_CATALOGUE_NAMES = (
     "gaussian, gaussian_broken, laplace, laplace_broken, randomized_response, "
     "randomized_response_k4, randomized_response_broken, dg_count, dg_count_broken"
 )
+
+
+def fdp_coverage_table(ds: Any) -> list[str]:
+    """Per mechanism × parameter × band: coverage, the plug-in points' coverage, the median μ and
+    ε lower bounds beside the true μ and ε, the share refuting the claim."""
+    lines = [
+        f"{'mechanism':<27} {'param':>6} {'band':<16} {'coverage':>9} {'plug-in':>8} "
+        f"{'μ_lb':>7} {'μ':>7} {'ε_lb':>7} {'ε':>7} {'refuted':>8}"
+    ]
+    for m in ds.mechanism.values:
+        for p in ds.parameter.values:
+            c = ds.sel(mechanism=m, parameter=p)
+            for b in ds.band.values:
+                cb = c.sel(band=b)
+                lines.append(
+                    f"{m!s:<27} {p:6.2f} {b!s:<16} {float(cb.coverage):9.3f} "
+                    f"{float(cb.plugin_coverage):8.3f} {float(cb.median_mu_lower):7.3f} "
+                    f"{float(c.mu):7.3f} {float(cb.median_epsilon_lower):7.3f} "
+                    f"{float(c.epsilon):7.3f} {float(cb.detection):8.3f}"
+                )
+    return lines
 
 
 def fdp_coverage(
@@ -227,29 +299,21 @@ def fdp_coverage(
     from auditlib.mpl.protocol import check_sample_size
     from auditlib.mpl.tradeoff_coverage import MAX_TRADEOFF_REPETITIONS, known_tradeoff
     from auditlib.mpl.tradeoff_lower import check_conf, check_tests
-    from flows.artifacts import experiment_artifacts
     from flows.fdp_coverage import GROUP, fdp_coverage_flow, fdp_coverage_run_id
-    from storage import store
 
     mechs = mechanism or ["gaussian"]
     params = parameter or [0.5, 1.0, 2.0]
-    try:
+    chunk = COVERAGE_CHUNK
+    settings = (repetitions, n_select, n, conf, tests, seed, chunk)
+
+    def checks() -> None:
         for p in params:
             if not (math.isfinite(p) and p > 0):
                 raise InvalidParameterError(f"Invalid parameter: {p!r}; must be > 0")
         for m in mechs:
             for p in params:
                 known_tradeoff(m, p)  # an unknown name or a parameter the entry refuses
-        given: tuple[tuple[str, list[str]], ...] = (
-            ("--mechanism", mechs),
-            ("--parameter", [f"{p:g}" for p in params]),
-        )
-        for what, values in given:
-            dup = sorted({v for v in values if values.count(v) > 1})
-            if dup:
-                raise InvalidParameterError(
-                    f"Invalid {what}: {', '.join(dup)} given twice; give each value once."
-                )
+        refuse_repeats((("--mechanism", mechs), ("--parameter", [f"{p:g}" for p in params])))
         if not 1 <= repetitions <= MAX_TRADEOFF_REPETITIONS:
             raise InvalidParameterError(
                 f"Invalid --reps: {repetitions}; allowed 1..{MAX_TRADEOFF_REPETITIONS}"
@@ -258,52 +322,16 @@ def fdp_coverage(
         check_sample_size("--n", n)
         check_conf(conf)
         check_tests(tests)
-        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
-    except DPAuditError as exc:
-        fail(str(exc))
-    chunk = 10
-    run_id = fdp_coverage_run_id(mechs, params, repetitions, n_select, n, conf, tests, seed, chunk)
-    summary, api_url, embedded = execute_resumable(
+
+    run_coverage(
+        "fdp-coverage",
+        checks,
         fdp_coverage_flow,
-        lambda staging: (
-            staging,
-            mechs,
-            params,
-            repetitions,
-            n_select,
-            n,
-            conf,
-            tests,
-            seed,
-            chunk,
-        ),
+        lambda staging: (staging, mechs, params, *settings),
+        lambda: fdp_coverage_run_id(mechs, params, *settings),
+        fdp_coverage_table,
+        GROUP,
         store_url,
-        cluster,
-        run_id,
-        overwrite=overwrite,
-        parts="chunks",
+        scheduler,
+        overwrite,
     )
-    ds = store.open_group(store_url, GROUP)
-    typer.echo(
-        f"{'mechanism':<27} {'param':>6} {'band':<16} {'coverage':>9} {'plug-in':>8} "
-        f"{'μ_lb':>7} {'μ':>7} {'ε_lb':>7} {'ε':>7} {'refuted':>8}"
-    )
-    for m in ds.mechanism.values:
-        for p in ds.parameter.values:
-            c = ds.sel(mechanism=m, parameter=p)
-            for b in ds.band.values:
-                cb = c.sel(band=b)
-                typer.echo(
-                    f"{m!s:<27} {p:6.2f} {b!s:<16} {float(cb.coverage):9.3f} "
-                    f"{float(cb.plugin_coverage):8.3f} {float(cb.median_mu_lower):7.3f} "
-                    f"{float(c.mu):7.3f} {float(cb.median_epsilon_lower):7.3f} "
-                    f"{float(c.epsilon):7.3f} {float(cb.detection):8.3f}"
-                )
-    typer.echo(f"store:  {store_url} (group {GROUP!r})")
-    publish_artifacts(
-        api_url,
-        embedded,
-        summary["flow_run_id"],
-        lambda: experiment_artifacts("fdp-coverage", run_id, store_url, GROUP),
-    )
-    print_prefect_link(api_url, embedded, summary["flow_run_id"])

@@ -18,8 +18,10 @@ import numpy as np
 import xarray as xr
 
 from flows.report.epl_headline import level_epls, ok_mask
+from flows.report.mpl_bound import shown
 from flows.report.store_data import (
     COVERAGE_GROUP,
+    FDP_COVERAGE_GROUP,
     epl_interval_label,
     float_values,
     headline_delta,
@@ -36,6 +38,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("accounting", "audit", "dpaudit run"),
     ("epl", "audit", "dpaudit run"),
     (COVERAGE_GROUP, "mpl-coverage", "dpaudit mpl-coverage"),
+    (FDP_COVERAGE_GROUP, "fdp-coverage", "dpaudit fdp-coverage"),
     ("direct", "direct", "dpaudit direct"),
     ("accounting_sweep", "sweep", "dpaudit sweep"),
 )
@@ -139,7 +142,8 @@ def _epl(epl: xr.Dataset, out: AuditNumbers) -> None:
 
 def _mpl(mpl: xr.Dataset, out: AuditNumbers) -> None:
     """The lower bound ``lb`` = ℓ̂* + z_α σ̂/c_N (z_α < 0) with the two-sided interval at level
-    1 − 2α around ℓ̂* (``loss_star``): [lb, 2 ℓ̂* − lb]."""
+    1 − 2α around ℓ̂* (``loss_star``): [lb, 2 ℓ̂* − lb]; a bound at or below 0 says nothing (ε ≥ 0):
+    read as 0 (:func:`flows.report.mpl_bound.shown`), the interval's lower end too."""
     out.has_mpl = True
     try:
         out.mpl_alpha = float(mpl.attrs.get("alpha", math.nan))
@@ -149,8 +153,9 @@ def _mpl(mpl: xr.Dataset, out: AuditNumbers) -> None:
     if lb is None:
         return
     for i, level in enumerate(_levels(mpl)):
-        v = float(lb[i])
-        high = 2.0 * float(loss[i]) - v if loss is not None else math.nan
+        raw = float(lb[i])
+        v = shown(raw)
+        high = 2.0 * float(loss[i]) - raw if loss is not None else math.nan
         out.mpl[level] = Estimate(v, v if math.isfinite(high) else math.nan, high)
 
 

@@ -14,6 +14,7 @@ from flows.report.compare import MEASURES, Comparison, Row
 from flows.report.compare_data import Estimate
 from flows.report.epl_headline import estimate_text
 from flows.report.format import fmt_bracket, fmt_delta, fmt_num, is_finite
+from flows.report.mpl_bound import fmt_lb, vacuous
 
 WIDTH = 80
 #: label, A, B, B − A, B/A (the status follows after two spaces)
@@ -30,7 +31,7 @@ def value_text(measure: str, e: Estimate | None, *, interval: bool = True) -> st
         return fmt_bracket(e.low, e.high)
     if measure == "epl":
         return estimate_text(e.value, e.low, e.high) if interval else fmt_num(e.value, 3)
-    text = fmt_num(e.value, 4)
+    text = fmt_lb(e.value, 4) if measure == "mpl_lb" else fmt_num(e.value, 4)
     if interval and is_finite(e.low) and is_finite(e.high):
         text += f" [{fmt_num(e.low, 3)}, {fmt_num(e.high, 3)}]"
     return text
@@ -198,12 +199,16 @@ def _side(e: Estimate | None) -> dict[str, Any]:
 
 
 def row_dict(row: Row) -> dict[str, Any]:
+    a, b = _side(row.a), _side(row.b)
+    if row.measure == "mpl_lb":  # a bound at or below 0 reads as 0 and says nothing
+        for side, e in ((a, row.a), (b, row.b)):
+            side["vacuous"] = None if e is None else vacuous(e.value)
     return {
         "geolevel": row.geolevel,
         "query": row.query or None,
         "measure": row.measure,
-        "a": _side(row.a),
-        "b": _side(row.b),
+        "a": a,
+        "b": b,
         "b_minus_a": _num(row.diff),
         "b_over_a": _num(row.ratio),
         "status": row.status,

@@ -13,6 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from flows.report.figures import ReportFigure, to_data_uri
 from flows.report.format import fmt_num, is_finite
+from flows.report.mpl_bound import WHY, fmt_lb
 from flows.report.store_data import str_values, var_values
 
 
@@ -46,7 +47,7 @@ def mpl_coverage_section(ds: xr.Dataset) -> MplCoverageSection | None:
                     "epsilon_c": fmt_num(float(ec[k, j]) if ec is not None else math.nan, 4),
                     "coverage": fmt_num(float(cov[k, j]) if cov is not None else math.nan, 3),
                     "exceeds": (fmt_num(float(exceeds[k, j]), 3) if exceeds is not None else "—"),
-                    "median_lb": fmt_num(float(np.median(vals)), 4) if vals.size else "—",
+                    "median_lb": fmt_lb(float(np.median(vals)), 4) if vals.size else "—",
                 }
             )
     fig = coverage_ecdf_figure(ds, cols=min(len(mechs), 3))
@@ -67,7 +68,8 @@ def mpl_coverage_section(ds: xr.Dataset) -> MplCoverageSection | None:
                 "002, Fig. 4); dashed: the exact ε*_C over the tested pairs and region, dotted: "
                 "ε₀. Coverage is the height of a curve at its dashed line and should be at least "
                 "1 − α for a correct mechanism; a curve left of its dotted line is a bound that "
-                "does not refute the claim."
+                "does not refute the claim. A bound at or below 0 says nothing (ε ≥ 0 always; "
+                f"{WHY}): it is drawn at 0, so a curve's step at 0 is the share of vacuous bounds."
             ),
             src=to_data_uri(fig),
         ),

@@ -2,10 +2,12 @@
 
 * :func:`coverage_ecdf_figure` — from an ``mpl_coverage`` group (``dpaudit mpl-coverage``): the
   empirical CDF of LB per mechanism, one curve per ε₀, with ε*_C (dashed) and the claim ε₀ (dotted)
-  marked, as in seed 002's Figure 4. Coverage is the height of a curve at its dashed line.
+  marked, as in seed 002's Figure 4. Coverage is the height of a curve at its dashed line. A bound
+  at or below 0 says nothing (:mod:`flows.report.mpl_bound`): the curves start at 0, with a step
+  there of the share of vacuous bounds.
 * :func:`loss_curve_figure` — from an audit store's ``mpl`` group: per geolevel, the step-1 loss
-  curves ℓ̂(t) of every pair (D vs D′) over C, with t̂ marked, LB and the exact ε*_C as horizontal
-  lines, and the guard-rail flags in the title.
+  curves ℓ̂(t) of every pair (D vs D′) over C, with t̂ marked, LB (at 0 and named vacuous when at
+  or below 0) and the exact ε*_C as horizontal lines, and the guard-rail flags in the title.
 * :func:`fdp_figure` — from an audit store's ``mpl`` group with its f-DP variables: per geolevel
   the certified exact trade-off curve and the Bureau-implied one (copied from the ``accounting``
   group), the count's certified empirical points and the band between the exact curve and their
@@ -25,6 +27,7 @@ from matplotlib.figure import Figure
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl.tradeoff_geometry import hull_curve
+from flows.report.mpl_bound import VACUOUS, shown, vacuous
 from storage import schema as S
 
 
@@ -55,7 +58,7 @@ def coverage_ecdf_figure(ds: xr.Dataset, *, cols: int = 3) -> Figure:
         ax: Any = axes[k // c][k % c]
         for j, e0 in enumerate(eps0):
             lb = np.asarray(ds["lb"].values[k, j], dtype=float)
-            lb = np.sort(lb[np.isfinite(lb)])
+            lb = np.sort(np.maximum(lb[np.isfinite(lb)], 0.0))  # at or below 0: vacuous, at 0
             if lb.size == 0:
                 continue
             y = np.arange(1, lb.size + 1) / lb.size
@@ -107,9 +110,9 @@ def loss_curve_figure(
         for b, p in enumerate(pairs):
             ax.plot(t[ok], np.asarray(row["loss_curve"].values[b])[ok], marker=".", label=p)
         ax.plot([float(row["t_hat"])], [float(row["eps_hat"])], "k*", markersize=10, label="t̂, ε̂")
-        ax.axhline(
-            float(row["lb"]), color="k", linestyle="--", label=f"LB = {float(row['lb']):.3f}"
-        )
+        lb = float(row["lb"])  # raw; at or below 0 it says nothing: drawn at 0, named vacuous
+        label = f"LB {VACUOUS}" if vacuous(lb) else f"LB = {lb:.3f}"
+        ax.axhline(shown(lb), color="k", linestyle="--", label=label)
         ec = float(row["epsilon_c"])
         if np.isfinite(ec):
             ax.axhline(ec, color="C3", linestyle=":", label=f"ε*_C = {ec:.3f}")

@@ -14,6 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from flows.report.figures import ReportFigure, to_data_uri
 from flows.report.format import fmt_num, is_finite
+from flows.report.mpl_bound import NOTE as VACUOUS_NOTE
+from flows.report.mpl_bound import WHY, fmt_lb, vacuous
 from flows.report.store_data import str_values, var_values
 
 #: what each guard-rail flag of the mpl group means for the bound (docs/mpl.md)
@@ -40,6 +42,8 @@ class MplSection:
     figure: ReportFigure | None
     flags: list[tuple[str, list[str]]] = field(default_factory=list)
     fdp_figure: ReportFigure | None = None
+    #: the sentence on vacuous bounds, when a level's bound is at or below 0
+    vacuous_note: str | None = None
 
 
 def _mpl_flags(ds: xr.Dataset, levels: list[str]) -> list[tuple[str, list[str]]]:
@@ -75,7 +79,8 @@ def _loss_curve_figure(ds: xr.Dataset, levels: list[str]) -> ReportFigure | None
             "Step-1 estimated privacy loss ℓ̂(t) = |log f̂_D(t) − log f̂_D′(t)| over the released "
             "count t, one line per neighbouring pair; star: the chosen output t̂ and the step-1 "
             "maximum ε̂ (errs up: a maximum of noise); dashed: the lower confidence bound LB, "
-            "re-estimated at t̂ on fresh draws; dotted red: the exact ε*_C over the pairs and C. "
+            "re-estimated at t̂ on fresh draws (at 0 and named vacuous when it is at or below 0: "
+            f"{WHY}); dotted red: the exact ε*_C over the pairs and C. "
             "Raised guard-rail flags are named under the panel title and in words above."
         ),
         src=to_data_uri(fig),
@@ -125,13 +130,15 @@ def mpl_section(ds: xr.Dataset) -> MplSection | None:
             return str_values(a)
         return [fmt_num(float(x), 4) for x in a.astype(float)]
 
+    lbs = [float(x) for x in np.asarray(ds["lb"].values, dtype=float)]  # raw: maybe below 0
     rows = [
         {
             "geolevel": g,
             "query": qu,
             "sigma2": s2,
             "count": ct,
-            "lb": lb,
+            "lb": fmt_lb(lb, 4),
+            "lb_title": WHY if vacuous(lb) else "",
             "eps_hat": eh,
             "t_hat": th,
             "epsilon_c": ec,
@@ -141,7 +148,7 @@ def mpl_section(ds: xr.Dataset) -> MplSection | None:
             col("query"),
             col("sigma2"),
             col("count"),
-            col("lb"),
+            lbs,
             col("eps_hat"),
             col("t_hat"),
             col("epsilon_c"),
@@ -155,4 +162,5 @@ def mpl_section(ds: xr.Dataset) -> MplSection | None:
         figure=_loss_curve_figure(ds, levels),
         flags=_mpl_flags(ds, levels),
         fdp_figure=_fdp_figure(ds, levels),
+        vacuous_note=VACUOUS_NOTE if any(vacuous(x) for x in lbs) else None,
     )

@@ -4,13 +4,13 @@ The report is built from the Zarr v3 result store alone (no re-computation, no a
 audit inputs): run metadata from the root attributes, the ``accounting`` group (exact ε(δ)
 brackets against the Bureau's and the Canonne–Kamath–Steinke conversions), the ``epl`` group
 (empirical privacy loss after Flaxman & Petti), the ``residuals`` group (DP − truth samples), the
-``accuracy`` and ``mpl`` groups and an ``mpl_coverage`` group. Groups that are absent are reported
+``accuracy`` and ``mpl`` groups and an ``mpl_coverage`` or ``fdp_coverage`` group. Groups that are absent are reported
 as absent; the sections that exist are rendered.
 
 This module opens the store (:mod:`flows.report.store_data`), builds each section (one module per
 section: :mod:`~flows.report.summary`, :mod:`~flows.report.accounting`,
 :mod:`~flows.report.accuracy`, :mod:`~flows.report.epl`, :mod:`~flows.report.residuals`,
-:mod:`~flows.report.mpl`, :mod:`~flows.report.coverage`), the header and the opening summary, and
+:mod:`~flows.report.mpl`, :mod:`~flows.report.coverage`, :mod:`~flows.report.fdp_coverage`), the header and the opening summary, and
 writes the page (:mod:`flows.report.page`).
 
 Figures are drawn with matplotlib's Agg canvas on :class:`matplotlib.figure.Figure` objects that
@@ -31,6 +31,7 @@ from flows.report.accounting import NEIGHBOURS, accounting_section
 from flows.report.accuracy import accuracy_section
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
+from flows.report.fdp_coverage import fdp_coverage_section
 from flows.report.format import fmt_delta, fmt_duration
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
@@ -38,6 +39,7 @@ from flows.report.release import open_production, production_note, release_line
 from flows.report.residuals import residual_section
 from flows.report.store_data import (
     COVERAGE_GROUP,
+    FDP_COVERAGE_GROUP,
     GROUP_DESCRIPTIONS,
     GROUPS,
     attr_str,
@@ -81,6 +83,7 @@ def render_report(
     attrs: dict[str, Any] = {}
     summary_ds = groups.pop("summary")
     coverage_ds = groups.pop(COVERAGE_GROUP)
+    fdp_ds = groups.pop(FDP_COVERAGE_GROUP)
     if summary_ds is not None:
         attrs.update(summary_ds.attrs)
     attrs.update(root_attrs or {})
@@ -103,8 +106,9 @@ def render_report(
         _step(5, "MPL figures")
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
+        fdp_coverage = fdp_coverage_section(fdp_ds) if fdp_ds is not None else None
     finally:
-        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds):
+        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds):
             if ds is not None:
                 ds.close()
 
@@ -116,16 +120,24 @@ def render_report(
         this = audit_numbers(store_s, storage_options)
         comparison = compare_section(this, compare_with, storage_options)
 
-    # a store of ``dpaudit mpl-coverage`` holds no audit group: render its coverage alone
-    coverage_only = coverage is not None and all(groups[g] is None for g in GROUPS)
+    # a store of ``dpaudit mpl-coverage`` or ``fdp-coverage`` holds no audit group: render its
+    # coverage alone
+    coverage_only = (coverage is not None or fdp_coverage is not None) and all(
+        groups[g] is None for g in GROUPS
+    )
     missing = (
         [] if coverage_only else [(g, GROUP_DESCRIPTIONS[g]) for g in GROUPS if groups[g] is None]
     )
     summary_parts = []
-    if coverage_only:
+    if coverage_only and coverage is not None:
         summary_parts.append(
             "This store was written by dpaudit mpl-coverage: it checks the maximum privacy loss "
             "lower bound on mechanisms whose loss is known, and holds no audit of a release."
+        )
+    if coverage_only and fdp_coverage is not None:
+        summary_parts.append(
+            "This store was written by dpaudit fdp-coverage: it checks the empirical f-DP "
+            "points on mechanisms whose trade-off curve is known, and holds no audit of a release."
         )
     if accounting is not None and accounting.summary:
         summary_parts.append(accounting.summary)
@@ -171,6 +183,7 @@ def render_report(
         accuracy=accuracy,
         mpl=mpl,
         coverage=coverage,
+        fdp_coverage=fdp_coverage,
         coverage_only=coverage_only,
         epl_ci=epl_ci,
         epl_floor_q=epl_floor_q,

@@ -16,6 +16,8 @@ import xarray as xr
 
 from flows.report.epl_headline import LevelEpl, flag_class, level_epls
 from flows.report.format import fmt_bracket, fmt_delta, fmt_num, fmt_range, is_finite
+from flows.report.mpl_bound import NOTE as VACUOUS_NOTE
+from flows.report.mpl_bound import VACUOUS, fmt_lb
 from flows.report.resolution import resolutions
 from flows.report.store_data import attr_str, headline_delta, str_values, var_values
 
@@ -50,7 +52,7 @@ def _mpl_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> 
     lb = var_values(mpl, "lb")
     if lb is None or level not in levels:
         return "not run"
-    return fmt_num(float(lb[levels[level]]), 4)
+    return fmt_lb(float(lb[levels[level]]), 4)
 
 
 def _epl_cells(head: LevelEpl | None, ran: bool) -> dict[str, str]:
@@ -145,6 +147,8 @@ def summary_section(
             "No mpl group: maximum privacy loss lower bounds were not run for this store "
             "(dpaudit mpl-coverage checks the method on mechanisms with known ε)."
         )
+    if any(r["mpl"] == VACUOUS for r in rows):
+        notes.append(VACUOUS_NOTE)
     alpha = mpl.attrs.get("alpha") if mpl is not None else None
     return SummarySection(
         product=attr_str(attrs, "allocation_id", "") or attr_str(attrs, "release"),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import store
+from tests.integration._processes import dpaudit
 from tests.integration._specs import tiny_spec, to_toml
 
 pytestmark = pytest.mark.integration
@@ -18,11 +19,6 @@ pytestmark = pytest.mark.integration
 # two states of a bushier hierarchy than the shared tiny one; queries of up to 4 cells
 FANOUT = {"County": 2, "Tract_Subset": 2, "Block_Group": 2, "Block": 3}
 SPEC = to_toml(tiny_spec(states=2, fanout=FANOUT, simulation={"max_cells_per_query": 4}))
-
-
-def dpaudit() -> list[str]:
-    exe = Path(sys.executable).with_name("dpaudit")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "flows.cli"]
 
 
 def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> None:

@@ -7,9 +7,7 @@ chunks not marked done."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, tradeoff_coverage
 from storage import checksums, store
-from tests.integration.test_cli_run import dpaudit
+from tests.integration._processes import done_markers, dpaudit, kill_group, wait_for
 from tests.integration.test_resume import array_digests
 
 pytestmark = pytest.mark.integration
@@ -139,11 +137,6 @@ def test_resumed_fdp_flow_computes_only_the_unfinished_chunks(
         np.testing.assert_array_equal(ds.mu_lower.values[0, 0, bi], whole[b]["mu_lower"])
 
 
-def done_markers(staging: Path) -> int:
-    marks = staging / "fdp_coverage_parts" / "part_done" / "c"
-    return sum(1 for p in marks.rglob("*") if p.is_file()) if marks.exists() else 0
-
-
 def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
@@ -163,15 +156,10 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
         cmd, cwd=tmp_path, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300  # the embedded API server starts first
-        while done_markers(staging) < 2:
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no chunk was marked done in time"
-            time.sleep(0.05)
+    try:  # the embedded API server starts first
+        wait_for(lambda: done_markers(staging, PARTS) >= 2, 300, "second chunk marked done", proc)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        kill_group(proc)
     assert not target.exists()  # nothing published
     done = store.done_parts(str(staging), PARTS)
     assert 2 <= len(done) < n_chunks, len(done)
@@ -193,3 +181,46 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     store.finalize(ref)
     got, want = array_digests(str(target)), array_digests(ref)
     assert len(want) >= 10 and got == want
+
+
+def test_report_of_an_fdp_coverage_store_shows_its_coverage(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    """``dpaudit report`` on an fdp-coverage store: the coverage table (per mechanism, claim and
+    band, the stored numbers) and the lower bounds' eCDFs, and no audit sections or absences."""
+    import base64
+    import re
+
+    from flows.fdp_coverage import GROUP
+    from flows.report.render import render_report
+
+    mechs, params, reps = ["gaussian", "laplace_broken"], [1.0], 10
+    kw = {"n_select": 2_000, "n": 10_000, "conf": 0.9, "tests": 16, "seed": 5}
+    url = str(tmp_path / "fdp.zarr")
+    _flow(dask_address)(url, mechs, params, reps, chunk=10, **kw)
+    store.finalize(url)
+    ds = store.open_group(url, GROUP)
+    html = render_report(url, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "written by dpaudit fdp-coverage" in html
+    assert 'id="at-a-glance"' not in html and 'id="missing"' not in html
+    start = html.index('<section id="fdp-coverage">')
+    section = html[start : html.index("</section>", start)]
+    assert "1. Coverage of the empirical f-DP points" in section and "2. Provenance" in html
+    assert f"{reps} repetitions" in section and re.search(r"confidence\s+0\.9\)", section)
+    rows = re.findall(r'<tr><td class="level">(.*?)</tr>', section, re.S)
+    assert len(rows) == len(mechs) * len(params) * len(BANDS)
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", "<td>" + r) for r in rows]
+    for k, name in enumerate(mechs):
+        kind, symbol = ("mu", "μ") if name == "gaussian" else ("epsilon", "ε")
+        for b in range(len(BANDS)):
+            c = cells[k * len(BANDS) + b]
+            assert c[0] == name and c[1] == f"{symbol} = 1"
+            assert c[2] == f"{float(ds[kind].values[k, 0]):.4g}"
+            assert c[4] == f"{float(ds.coverage.values[k, 0, b]):.3g}"
+            assert c[5] == f"{float(ds.plugin_coverage.values[k, 0, b]):.3g}"
+            assert c[6] == f"{float(np.median(ds[f'{kind}_lower'].values[k, 0, b])):.4g}"
+            assert c[7] == f"{float(ds.detection.values[k, 0, b]):.3g}"
+    png = re.search(
+        r'<figure id="fig-fdp-coverage">\s*<img src="data:image/png;base64,([^"]+)"', section
+    )
+    assert png is not None and base64.b64decode(png.group(1))[:4] == b"\x89PNG"

@@ -13,13 +13,12 @@ here, `dpaudit run --scheduler` as a subprocess reporting to the session's Prefe
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -27,9 +26,19 @@ import xarray as xr
 
 from storage import schema as S
 from storage import store
+from tests.integration._processes import (
+    Workers,
+    dask_scheduler,
+    dpaudit,
+    end,
+    marked_blocks,
+    one_line,
+    staging_dirs,
+    wait_for,
+    wait_workers,
+)
 from tests.integration._specs import tiny_spec, to_toml
-from tests.integration.test_cli_run import FANOUT, dpaudit
-from tests.integration.test_run_processes import marked_blocks, staging_dirs, wait_for
+from tests.integration.test_cli_run import FANOUT
 
 pytestmark = pytest.mark.integration
 
@@ -39,16 +48,18 @@ GRACE_S = 4.0
 MARGIN_S = 45.0
 
 
-def spec_text(grace: float) -> str:
-    return to_toml(
-        tiny_spec(
-            states=3,
-            fanout=FANOUT,
-            simulation={"max_cells_per_query": 4},
-            audit={"seed": 41},
-            cluster={"lost_workers_grace_s": grace, "timeout_s": 900, "tasks_per_worker": 0},
-        )
+def spec_dict(grace: float) -> dict[str, Any]:
+    return tiny_spec(
+        states=3,
+        fanout=FANOUT,
+        simulation={"max_cells_per_query": 4},
+        audit={"seed": 41},
+        cluster={"lost_workers_grace_s": grace, "timeout_s": 900, "tasks_per_worker": 0},
     )
+
+
+def spec_text(grace: float) -> str:
+    return to_toml(spec_dict(grace))
 
 
 @pytest.fixture
@@ -65,65 +76,10 @@ def env(prefect_harness: None, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def dask_cli() -> str:
-    return str(Path(sys.executable).with_name("dask"))
-
-
 @pytest.fixture
 def scheduler(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(30)
-
-
-class Workers:
-    """`dask worker` processes (each with its nannies and their worker processes) in their own
-    process groups, ended with their whole tree."""
-
-    def __init__(self, address: str, env: dict[str, str], cwd: Path) -> None:
-        self.address, self.env, self.cwd = address, env, cwd
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, n: int) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [dask_cli(), "worker", self.address, "--nworkers", str(n), "--nthreads", "1",
-             "--memory-limit", "2GiB", "--no-dashboard"],
-            cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        self.procs.append(proc)
-        wait_workers(self.address, n)
-        return proc
-
-    def kill(self, proc: subprocess.Popen[bytes]) -> None:
-        os.killpg(proc.pid, signal.SIGKILL)  # the nannies' process and every worker it started
-        proc.wait(30)
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                self.kill(proc)
-
-
-def wait_workers(address: str, n: int, seconds: float = 120) -> list[int]:
-    """Wait until the scheduler at ``address`` has ``n`` workers; their pids."""
-    from distributed import Client
-
-    with Client(address, timeout=30, set_as_default=False) as client:
-        deadline = time.monotonic() + seconds
-        while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
-            assert time.monotonic() < deadline, f"not {n} workers in {seconds} s"
-            time.sleep(0.2)
-        return sorted(client.run(os.getpid).values())
+    with dask_scheduler(env, tmp_path) as address:
+        yield address
 
 
 @pytest.fixture
@@ -138,12 +94,6 @@ def workers(scheduler: str, env: dict[str, str], tmp_path: Path) -> Iterator[Wor
 def run_cmd(spec: Path, store_path: Path, address: str) -> list[str]:
     return [*dpaudit(), "run", str(spec), "--store", str(store_path), "--no-report",
             "--scheduler", address]  # fmt: skip
-
-
-def one_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr[-3000:]
-    return lines[0]
 
 
 def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
@@ -167,9 +117,7 @@ def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
         _, stderr = proc.communicate(timeout=GRACE_S + MARGIN_S + 60)
         took = time.monotonic() - killed_at
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        end(proc)
     assert proc.returncode == 1, stderr[-3000:]
     line = one_line(stderr)
     assert line.startswith(f"dpaudit: error: all 2 workers of the Dask cluster at {scheduler}"), (
@@ -227,11 +175,54 @@ def test_a_worker_its_nanny_restarts_is_no_alarm(
         psutil.Process(pid).kill()  # the only worker: the cluster has none until it is back
         _, stderr = proc.communicate(timeout=600)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        end(proc)
     assert proc.returncode == 0, stderr[-3000:]
     (restarted,) = wait_workers(scheduler, 1)
     assert restarted != pid  # the worker was replaced by its nanny meanwhile
     assert target.exists() and staging_dirs(out) == []
     assert f"{S.RESIDUALS}" in store.groups(str(target))
+
+
+def test_a_served_run_whose_workers_all_die_fails_in_the_grace_period(
+    tmp_path: Path, env: dict[str, str], scheduler: str, workers: Workers
+) -> None:
+    """`dpaudit serve` runs each scheduled run as ``flows.serve.scheduled_audit`` with the spec's
+    sections as parameters: here that flow, called so, on the external cluster whose every worker
+    and nanny is killed midway. It ends Failed, naming the lost workers, within the grace period
+    (its subflow's ``cluster.timeout_s`` is far longer), and publishes nothing."""
+    from flows.serve import scheduled_audit, spec_parameters
+    from flows.spec import parse_spec
+
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "a.zarr"
+    raw = spec_dict(GRACE_S)
+    raw["cluster"].update(scheduler=scheduler, timeout_s=300)
+    raw["output"] = {"store": str(target), "report": str(out / "a.html")}
+    spec = parse_spec(raw, "the served spec")
+    first = workers.start(2)
+    killed: list[tuple[float, int]] = []
+
+    def kill_midway() -> None:  # beside the flow, which runs in this thread
+        deadline = time.monotonic() + 300
+        while marked_blocks(out) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        blocks = marked_blocks(out)
+        workers.kill(first)  # every worker and nanny
+        killed.append((time.monotonic(), blocks))
+
+    killer = threading.Thread(target=kill_midway, name="kill-workers", daemon=True)
+    killer.start()
+    state = scheduled_audit(**spec_parameters(spec), report=False, return_state=True)
+    ended = time.monotonic()
+    killer.join(60)
+    assert killed, "the workers were not killed"
+    killed_at, blocks = killed[0]
+    assert blocks >= 1, "no block was simulated before the workers were killed"
+    assert state.is_failed(), (state.type, state.message)
+    message = str(state.message)
+    assert f"all 2 workers of the Dask cluster at {scheduler}" in message, message
+    assert f"lost_workers_grace_s = {GRACE_S:g} s" in message, message
+    took = ended - killed_at
+    assert took < GRACE_S + MARGIN_S, f"the served run ended {took:.0f} s after its workers died"
+    assert not target.exists() and staging_dirs(out) == []  # nothing published, nothing left

@@ -5,7 +5,6 @@ meanwhile is refused. A resumed flow computes only the chunks not marked done.""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -16,18 +15,13 @@ import pytest
 from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
 from storage import checksums, store
-from tests.integration.test_cli_run import dpaudit
+from tests.integration._processes import done_markers, dpaudit, kill_group, wait_for
 from tests.integration.test_resume import array_digests
 
 pytestmark = pytest.mark.integration
 
 MECHS, EPS, REPS, CHUNK = ["laplace", "laplace_broken"], [0.7], 60, 10
 N_CHUNKS = 2 * 1 * 6
-
-
-def done_markers(staging: Path) -> int:
-    marks = staging / "mpl_coverage_parts" / "part_done" / "c"
-    return sum(1 for p in marks.rglob("*") if p.is_file()) if marks.exists() else 0
 
 
 def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
@@ -55,22 +49,16 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while done_markers(staging) < 1:
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no chunk was marked done in time"
-            time.sleep(0.05)
+        t0 = time.monotonic()
+        wait_for(lambda: done_markers(staging, PARTS) >= 1, 120, "first chunk marked done", proc)
         # a second run on the same store meanwhile is refused before it touches anything
         second = CliRunner().invoke(app, ["mpl-coverage", *args])
         assert second.exit_code == 2, second.output
         assert f"another dpaudit run (pid {proc.pid}) is writing" in second.stderr
-        while done_markers(staging) < 2:
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no chunk was marked done in time"
-            time.sleep(0.05)
+        left = 120 - (time.monotonic() - t0)  # one deadline for both chunks, as before
+        wait_for(lambda: done_markers(staging, PARTS) >= 2, left, "second chunk marked done", proc)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        kill_group(proc)
     assert not target.exists()  # nothing published
     done = store.done_parts(str(staging), PARTS)
     assert 2 <= len(done) < N_CHUNKS, len(done)

@@ -20,15 +20,23 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-import zarr
 
+from tests.integration._processes import (
+    dpaudit,
+    end,
+    free_port,
+    marked_blocks,
+    one_line,
+    staging_dirs,
+    wait_for,
+)
 from tests.integration._specs import tiny_spec, to_toml
-from tests.integration.test_cli_run import FANOUT, dpaudit
+from tests.integration.test_cli_run import FANOUT
 
 pytestmark = pytest.mark.integration
 
@@ -60,37 +68,6 @@ def run_env(tmp_path: Path, prefect_home: Path) -> dict[str, str]:
     env["PREFECT_HOME"] = str(prefect_home)
     env["DPAUDIT_LOG_DIR"] = str(tmp_path / "logs")
     return env
-
-
-def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert proc.poll() is None, f"the run ended before {what}"
-        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
-        time.sleep(0.05)
-
-
-def staging_dirs(out: Path) -> list[Path]:
-    return sorted(out.glob(".a.zarr.partial-*"))
-
-
-def marked_blocks(out: Path) -> int:
-    """Simulated blocks whose completion markers are written, in the staged stores under ``out``.
-
-    The regions without data (the US level of a state in a nation's run) are marked at the run's
-    start and are not counted: a run resumes (and reports as resumed) only blocks it simulated."""
-    n = 0
-    for s in staging_dirs(out):
-        marks = s / "residuals" / "block_sha256" / "c"
-        if not marks.exists():
-            continue
-        for p in marks.rglob("*"):
-            if not p.is_file():
-                continue
-            state, geolevel = (int(x) for x in p.relative_to(marks).parts[:2])
-            items = zarr.open_array(s / "residuals" / "n_items", mode="r", zarr_format=3)
-            n += int(items[state, geolevel]) > 0  # written before the marker
-    return n
 
 
 def alive(pid: int) -> bool:
@@ -160,9 +137,7 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
         assert not left, f"processes of the killed run are still running: {left}"
         assert not [port for port in ports if port_open(port)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        end(proc)
         for p in tree:
             if alive(p.pid):
                 p.kill()
@@ -198,13 +173,9 @@ def test_a_failing_run_keeps_the_console_to_one_line(
         break_store(chunks[0])
         _, stderr = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        end(proc)
     assert proc.returncode == 1, stderr[-3000:]
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr[-3000:]
-    assert lines[0].startswith("dpaudit: error: the run failed: NotADirectoryError")
+    assert one_line(stderr).startswith("dpaudit: error: the run failed: NotADirectoryError")
     # what Prefect and Dask had to say is in the run's log file
     logs = list((tmp_path / "logs").glob("dpaudit-*.log"))
     assert len(logs) == 1, logs
@@ -219,9 +190,7 @@ def test_a_failing_run_keeps_the_console_to_one_line(
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
         stdout=subprocess.DEVNULL,
@@ -253,7 +222,6 @@ def test_an_http_server_as_scheduler_is_refused_in_one_line(
         cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr[-3000:]
-    assert lines[0].startswith("dpaudit: error: ") and repr(address) in lines[0]
+    line = one_line(done.stderr)
+    assert line.startswith("dpaudit: error: ") and repr(address) in line
     assert list((tmp_path / "out").iterdir()) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration._processes import free_port
 from tests.integration._specs import tiny_spec, to_toml
 
 pytestmark = pytest.mark.integration
@@ -25,12 +25,6 @@ SPEC = to_toml(
         cluster={"n_workers": 1},
     )
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(what: str, check: Any, timeout: float, procs: list[subprocess.Popen[bytes]]) -> Any:

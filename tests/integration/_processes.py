@@ -1,0 +1,154 @@
+"""Real processes for the integration tests: the `dpaudit` command, a `dask scheduler` and `dask
+worker` processes started and killed here, waiting on a running command, and what a killed run
+leaves in its staging store (simulated blocks, coverage chunks marked done)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import zarr
+
+
+def dpaudit() -> list[str]:
+    """The `dpaudit` command of this virtualenv (``python -m flows.cli`` if not installed)."""
+    exe = Path(sys.executable).with_name("dpaudit")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "flows.cli"]
+
+
+def dask_cli() -> str:
+    return str(Path(sys.executable).with_name("dask"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subprocess.Popen) -> None:
+    """Wait until ``cond()``; fail if ``proc`` ends first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert proc.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
+        time.sleep(0.05)
+
+
+def end(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` if it still runs, and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group (started with ``start_new_session``): it and every process
+    it started, at once."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def one_line(stderr: str) -> str:
+    """The one non-empty line of ``stderr`` (fails showing its tail otherwise)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+# --- a staged store --------------------------------------------------------------------------
+
+
+def staging_dirs(out: Path) -> list[Path]:
+    """The staged copies of ``out/a.zarr``."""
+    return sorted(out.glob(".a.zarr.partial-*"))
+
+
+def marked_blocks(out: Path) -> int:
+    """Simulated blocks whose completion markers are written, in the staged stores under ``out``.
+
+    The regions without data (the US level of a state in a nation's run) are marked at the run's
+    start and are not counted: a run resumes (and reports as resumed) only blocks it simulated."""
+    n = 0
+    for s in staging_dirs(out):
+        marks = s / "residuals" / "block_sha256" / "c"
+        if not marks.exists():
+            continue
+        for p in marks.rglob("*"):
+            if not p.is_file():
+                continue
+            state, geolevel = (int(x) for x in p.relative_to(marks).parts[:2])
+            items = zarr.open_array(s / "residuals" / "n_items", mode="r", zarr_format=3)
+            n += int(items[state, geolevel]) > 0  # written before the marker
+    return n
+
+
+def done_markers(staging: Path, parts: str) -> int:
+    """Chunks of a coverage experiment marked done in the group ``parts`` of its staged store."""
+    marks = staging / parts / "part_done" / "c"
+    return sum(1 for p in marks.rglob("*") if p.is_file()) if marks.exists() else 0
+
+
+# --- a Dask cluster of processes --------------------------------------------------------------
+
+
+@contextmanager
+def dask_scheduler(env: dict[str, str], cwd: Path) -> Iterator[str]:
+    """A `dask scheduler` process on a free local port; its address."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+class Workers:
+    """`dask worker` processes (each with its nannies and their worker processes) in their own
+    process groups, ended with their whole tree."""
+
+    def __init__(self, address: str, env: dict[str, str], cwd: Path) -> None:
+        self.address, self.env, self.cwd = address, env, cwd
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, n: int) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [dask_cli(), "worker", self.address, "--nworkers", str(n), "--nthreads", "1",
+             "--memory-limit", "2GiB", "--no-dashboard"],
+            cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        self.procs.append(proc)
+        wait_workers(self.address, n)
+        return proc
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        kill_group(proc)  # the nannies' process and every worker it started
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                self.kill(proc)
+
+
+def wait_workers(address: str, n: int, seconds: float = 120) -> list[int]:
+    """Wait until the scheduler at ``address`` has ``n`` workers; their pids."""
+    from distributed import Client
+
+    with Client(address, timeout=30, set_as_default=False) as client:
+        deadline = time.monotonic() + seconds
+        while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
+            assert time.monotonic() < deadline, f"not {n} workers in {seconds} s"
+            time.sleep(0.2)
+        return sorted(client.run(os.getpid).values())
