@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from auditlib.allocation_file import is_allocation_path
 from auditlib.exceptions import SpecError
 from flows.spec.model import AuditSpec
+from flows.spec.production import PRODUCTION_SCHEMAS
 
 
 def _format_error(err: ValidationError) -> str:
@@ -38,9 +39,17 @@ def _format_error(err: ValidationError) -> str:
 
 def parse_spec(data: dict[str, Any], origin: str = "spec") -> AuditSpec:
     try:
-        return AuditSpec.model_validate(data)
+        spec = AuditSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(f"invalid {origin}: {_format_error(err)}") from None
+    if spec.population.attributes in PRODUCTION_SCHEMAS and spec.population.kind == "spine":
+        from flows.spec.plan import make_plan
+
+        try:
+            make_plan(spec)  # every production block's capacity within MAX_BLOCK_BYTES, or named
+        except ValueError as exc:
+            raise SpecError(f"invalid {origin}: {exc}") from None
+    return spec
 
 
 def load_spec(path: str | Path | None = None) -> AuditSpec:

@@ -18,7 +18,7 @@ from pydantic import (
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
-from flows.spec.production import PRODUCTION_SCHEMAS, production_combination
+from flows.spec.production import production_combination
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
@@ -165,10 +165,6 @@ class AuditSpec(Strict):
                 raise ValueError(
                     f"population.attributes = {self.population.attributes!r}: {exc}"
                 ) from None
-            if self.population.attributes in PRODUCTION_SCHEMAS:
-                from flows.spec.plan import make_plan  # the plan imports this module
-
-                make_plan(self)  # every block's capacity within MAX_BLOCK_BYTES, or named
         if a.region == "PR" and kind != "spine" and self.population.states != 1:
             raise ValueError("population.states must be 1 for region 'PR' (Puerto Rico is one run)")
         return self

@@ -12,22 +12,32 @@ MAX_BLOCK_BYTES = 2 << 30
 
 
 def production_combination(population_kind: str, release_kind: str, attributes: str) -> None:
-    """``ValueError`` naming the fix unless a production schema runs where it can: TopDown on the
-    spine (its sparse histograms and group-quarters invariants are drawn for spine blocks)."""
+    """``ValueError`` naming the fix unless a production schema runs where it can: the noisy
+    measurements (``release.kind = "allocation"``) of synthetic or spine histograms, and TopDown —
+    sparse on the spine (its histograms and group-quarters invariants are drawn for spine blocks),
+    dense on a synthetic population for ``pl94_production`` only (2,016 cells per unit)."""
     if attributes not in PRODUCTION_SCHEMAS:
         return
-    if release_kind != "topdown":
+    if release_kind not in ("allocation", "topdown"):
         raise ValueError(
-            f"population.attributes = {attributes!r} is the schema of a TopDown release's "
-            f"histograms; release.kind = {release_kind!r} does not use it: set release.kind = "
-            '"topdown" (with population.kind = "spine"), or drop population.attributes'
+            f"population.attributes = {attributes!r} is the schema of the histograms of an "
+            f"allocation or TopDown release; release.kind = {release_kind!r} does not use it: set "
+            'release.kind = "topdown" (with population.kind = "spine"), or drop '
+            "population.attributes"
         )
-    if population_kind != "spine":
+    if population_kind not in ("spine", "synthetic"):
         raise ValueError(
             f"population.attributes = {attributes!r} runs on the US spine's blocks (sparse "
-            "histograms with their group-quarters invariants), not on population.kind = "
-            f'{population_kind!r}: set population.kind = "spine" with spine_states, or use '
-            'attributes = "total" or "pl94"'
+            "histograms with their group-quarters invariants) or a synthetic population, not on "
+            f'population.kind = {population_kind!r}: set population.kind = "spine" with '
+            'spine_states, or use attributes = "total" or "pl94"'
+        )
+    if release_kind == "topdown" and population_kind != "spine" and attributes == "dhc_production":
+        raise ValueError(
+            f"release.kind = 'topdown' with population.attributes = {attributes!r} runs on the US "
+            f"spine's sparse histograms only, not on population.kind = {population_kind!r} (dense "
+            '1,227,744-cell histograms): set population.kind = "spine" with spine_states, or '
+            "set release.kind = 'allocation'"
         )
 
 

@@ -111,8 +111,9 @@ SPECS = {
     "good": to_toml(tiny_spec()),
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
     # production schemas: TopDown on the spine only, blocks small enough to write
-    "prod-synthetic": "[population]\nattributes = 'pl94_production'\n[release]\nkind = 'topdown'\n",
-    "prod-allocation": "[population]\nattributes = 'dhc_production'\n",
+    "prod-synthetic": "[population]\nattributes = 'dhc_production'\n[release]\nkind = 'topdown'\n",
+    "prod-allocation": "[population]\nkind = 'flaxman'\nattributes = 'dhc_production'\n"
+    "[release]\nkind = 'gdpc'\n",
     "prod-table": "[population]\nkind = 'table'\npath = 'counts.csv'\n"
     "attributes = 'pl94_production'\n[release]\nkind = 'topdown'\n",
     "prod-too-large": "[audit]\nallocation = 'dhc_2023_production'\nreplicates = 100\n"
@@ -209,13 +210,13 @@ CASES = [
     line(
         "run-production-synthetic",
         run_(S("prod-synthetic")),
-        "'pl94_production' runs on the US spine",
+        "'dhc_production' runs on the US spine's sparse histograms only",
         "population.kind = 'synthetic'",
     ),
     line(
         "run-production-allocation",
         run_(S("prod-allocation")),
-        "release.kind = 'allocation' does not use it",
+        "release.kind = 'gdpc' does not use it",
     ),
     line(
         "run-production-table",

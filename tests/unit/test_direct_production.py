@@ -141,8 +141,10 @@ def test_a_person_is_never_put_into_a_cell_the_production_constraints_hold_at_ze
     assert add_person(db, 0, ok).d_prime.histograms.sum() == db.histograms.sum() + 1
 
 
-def _spec(name: str, kind: str, **population: Any) -> str:
+def _spec(name: str, kind: str, *, check: bool = True, **population: Any) -> str:
+    """The TOML of a small spec (validated; ``check=False``: as written, for refusals)."""
     from flows.spec import parse_spec
+    from tests.integration._specs import to_toml
 
     dhc = name == "dhc_production"
     fanout = {g: 1 for g in DHC_GEO[2:]} if dhc else {g: 1 for g in PL94_GEO[2:]}
@@ -153,7 +155,7 @@ def _spec(name: str, kind: str, **population: Any) -> str:
                        "mean_block_population": 20.0, "empty_block_share": 0.0, **population},
         "release": {"kind": kind},
     }  # fmt: skip
-    return parse_spec(data).to_toml()
+    return parse_spec(data).to_toml() if check else to_toml(data)
 
 
 @pytest.mark.parametrize(
@@ -224,14 +226,16 @@ def test_what_the_direct_route_cannot_hold_is_refused_before_any_store(tmp_path:
     from flows.cli.app import app
     from flows.direct_experiment import SpecDirectParams, check_spec_params
 
-    topdown = SpecDirectParams(spec=_spec("dhc_production", "topdown"), change="add", to_block=0)
+    topdown = SpecDirectParams(
+        spec=_spec("dhc_production", "topdown", check=False), change="add", to_block=0
+    )
     with pytest.raises(DPAuditError, match=r"release.kind = 'topdown' with population.attributes = 'dhc_production'.*set release.kind = 'allocation'"):  # fmt: skip
         check_spec_params(topdown)
     big = _spec("dhc_production", "allocation", fanout={"County": 3, "Block": 40})
     with pytest.raises(DPAuditError, match=r"'dhc_production' \(1,227,744 cells\) over the .* GiB .*lower population.fanout"):  # fmt: skip
         check_spec_params(SpecDirectParams(spec=big, change="add", to_block=0, query="detailed"))
     spec = tmp_path / "dhc.toml"
-    spec.write_text(_spec("dhc_production", "topdown"))
+    spec.write_text(_spec("dhc_production", "topdown", check=False))
     store = tmp_path / "direct.zarr"
     res = CliRunner().invoke(
         app,
