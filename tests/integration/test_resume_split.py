@@ -45,15 +45,16 @@ def spec(per_task: int) -> dict:
     }
 
 
-def done_ranges(staging: Path) -> list[int]:
-    """First replicates of the ranges whose every level's replicate digests are written."""
+def done_ranges(staging: Path, per_task: int = 2) -> list[int]:
+    """First replicates of the ranges whose every level's replicate digests are written (the
+    digests are chunked by range: chunk k holds replicates k·per_task …)."""
     marks = staging / "residuals" / "replicate_sha256" / "c" / "0"
     if not marks.exists():
         return []
     per_range: dict[int, int] = {}
     for p in marks.glob("*/*/0"):
         per_range[int(p.parent.name)] = per_range.get(int(p.parent.name), 0) + 1
-    return sorted(k for k, n in per_range.items() if n == LEVELS)
+    return sorted(k * per_task for k, n in per_range.items() if n == LEVELS)
 
 
 def test_a_killed_split_run_resumes_its_unfinished_ranges(

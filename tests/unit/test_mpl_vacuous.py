@@ -72,8 +72,8 @@ def test_report_shows_a_negative_bound_as_vacuous(mpl: xr.Dataset, tmp_path: pat
     assert f'<td class="num">{state}</td>' in state_row  # an informative bound as before
     section = _between(html, '<section id="mpl">', "</section>")
     table = _between(section, '<table class="mpl">', "</table>")
-    assert f'<td class="num" title="{WHY}">{VACUOUS}</td>' in table
-    assert f'<td class="num">{state}</td>' in table
+    assert f'<td class="num may-wrap" title="{WHY}">{VACUOUS}</td>' in table
+    assert f'<td class="num may-wrap">{state}</td>' in table
     assert 'class="note mpl-vacuous"' in section and "ε ≥ 0 always" in section
     at_a_glance = _between(html, '<section id="at-a-glance">', "</section>")
     assert "ε ≥ 0 always" in at_a_glance
