@@ -242,12 +242,24 @@ def repair_lower(
     if not columns:  # the state: one pool, any type gives to any type
         need[:] = need.sum()
         have[:] = have.sum()
-    if (need > have * (1 + 1e-9) + 1e-9).any():
-        p = int(np.flatnonzero(need > have * (1 + 1e-9) + 1e-9)[0])
+    # a shortfall within floating-point noise of the pair's people (the fit meets a parent's bound
+    # only to rounding: a parent at exactly its children's bounds can leave 1e-9 of a person
+    # missing and nothing to give) is no infeasibility: what can be given is given, the rest is
+    # left to the integer repair (fix_lower) after rounding
+    held = np.bincount(pair, weights=s, minlength=n_p)
+    if not columns:
+        held[:] = held.sum()
+    slack = 1e-9 * np.maximum(held, 1.0) + 1e-6
+    if (need > have + slack).any():
+        p = int(np.flatnonzero(need > have + slack)[0])
         raise InvalidParameterError(
             f"Infeasible lower bounds: groups of pair {p} need {need[p]:g} more people than the "
             f"others can give ({have[p]:g}); the parent must meet the sum of its children's bounds"
         )
+    given = np.minimum(need, have)
+    scale = np.divide(given, need, out=np.zeros_like(need), where=need > 0)  # 1 unless short
+    deficit = deficit * scale[pair]
+    need = given
     theta = np.divide(need, have, out=np.zeros_like(need), where=have > 0)
     gp = pair[group]
     share = np.divide(excess, s, out=np.zeros_like(s), where=s > 0)
