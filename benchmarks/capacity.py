@@ -1206,7 +1206,7 @@ def production_mode(args: argparse.Namespace) -> None:
         )
     for x in need:
         print(
-            f"{x['replicates']} replicates, {x['variant']}: {x['workers_needed'] or 'none'} "
+            f"{x['replicates']} replicates, {x['variant']}: {x['workers_needed'] or 'no number of'} "
             f"workers within {x['deadline_h']:g} h (floor {_hours(x['floor_s'])})"
         )
     write_production_section()
@@ -1250,7 +1250,12 @@ def production_lines() -> list[str]:
             else ""
         )
         + ". States measured: "
-        f"{len(meta['measured_states'])}; the others from the fits below.",
+        + (
+            f"all {len(meta['measured_states'])} (the predictions use each state's measured cost; "
+            "the fits below summarise them)."
+            if len(meta["measured_states"]) >= run["states"] and run.get("finished") is not False
+            else f"{len(meta['measured_states'])}; the others from the fits below."
+        ),
         "",
         f"- population (once per task): {fits['setup']['a']:.2f} + "
         f"{fits['setup']['b'] * 1e6:.2f}·10⁻⁶·blocks CPU-s",
