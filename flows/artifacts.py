@@ -249,14 +249,16 @@ def fdp_coverage_rows(ds: Any) -> list[dict[str, str]]:
 
 def direct_rows(ds: Any) -> list[dict[str, str]]:
     """Per event kind of a ``direct`` group: events kept, max |log-ratio|, the lower bound and the
-    known ε (the columns ``dpaudit direct`` prints)."""
+    known ε (the columns ``dpaudit direct`` prints; a vacuous bound reads "0 (vacuous)")."""
+    from flows.report.mpl_bound import fmt_lb
+
     eps = ds.attrs.get("epsilon")
     return [
         {
             "events": ev,
             "kept": str(ds.sizes[f"k_{ev}"]),
             "max |log-ratio|": _num(ds.attrs[f"epl_{ev}"]),
-            "lower bound": _num(ds.attrs[f"epl_lower_{ev}"]),
+            "lower bound": fmt_lb(ds.attrs[f"epl_lower_{ev}"]),  # ≤ 0: "0 (vacuous)"
             "known ε": _num(eps) if eps is not None else "—",
         }
         for ev in ("eq", "ge")

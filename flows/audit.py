@@ -36,7 +36,12 @@ from flows.groups import (
 )
 from flows.labels import audit_flow_run_name
 from flows.mpl import mpl_dataset, mpl_task_settings, written_accounting
-from flows.production import PRODUCTION_GROUP, production_dataset, stored_residuals
+from flows.production import (
+    PRODUCTION_GROUP,
+    drop_state_histograms,
+    production_dataset,
+    stored_residuals,
+)
 from flows.production_tasks import submit_production
 from flows.runtime import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
@@ -260,8 +265,10 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         store.write_group(url, S.ACCOUNTING, acct_ds)
         if allocation_release:  # the errors of the simulated queries (none are simulated else)
             store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
-    if plan.production is not None and not store.group_complete(url, PRODUCTION_GROUP):
-        store.write_group(url, PRODUCTION_GROUP, production_dataset(url, plan))
+    if plan.production is not None:
+        drop_state_histograms(url)  # every block is written: the states' kept histograms go
+        if not store.group_complete(url, PRODUCTION_GROUP):
+            store.write_group(url, PRODUCTION_GROUP, production_dataset(url, plan))
     if mpls:
         acc = acct_ds if accts else written_accounting(url)  # its certified curves
         store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))

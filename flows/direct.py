@@ -134,7 +134,9 @@ def direct_dataset(p: DirectParams | SpecDirectParams, errors: np.ndarray) -> xr
     attrs["estimate"] = (
         "log P_D(E_k)/P_D'(E_k) for E_k = {error in bin k} (eq) or {error >= k} (ge), kept where "
         "both samples hold >= min_events; low/high: pointwise Katz log interval; epl_*: max "
-        "|log-ratio| (errs up); epl_lower_*: Bonferroni lower bound on epsilon"
+        "|log-ratio| (errs up); epl_lower_*: Bonferroni lower bound on epsilon, stored as "
+        "estimated (max over k of |log-ratio|'s lower end, clipped at 0): a bound at or below 0 "
+        "is vacuous (no kept event tells D from D'), shown as '0 (vacuous)'; NaN: no event kept"
     )
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

@@ -18,6 +18,11 @@ from storage import store
 #: the small group that says which query cells a production run stored (``production_dataset``)
 PRODUCTION_GROUP = "production"
 
+#: the group of a staging store that keeps, per state, its State-level histograms (each
+#: replicate's release and the truth) until the nation sums them: a resumed run reads a finished
+#: state's from here instead of simulating it again; dropped before the store is published
+STATE_HISTOGRAMS = "production_state_histograms"
+
 
 def _params(plan: AuditPlan) -> tuple[ProductionParams, Any]:
     if plan.production is None or plan.topdown is None:
@@ -94,6 +99,74 @@ def production_nation(
         [q.name for _, q in plan.level_queries[geolevel]],
         _query_ids(plan),
     )
+
+
+def create_state_histograms(url: str) -> None:
+    """The (empty) :data:`STATE_HISTOGRAMS` group, made once by the flow before its tasks write
+    their states into it."""
+    import zarr
+
+    root = zarr.open_group(url, mode="r+", zarr_format=3)
+    if STATE_HISTOGRAMS not in root:
+        root.create_group(STATE_HISTOGRAMS)
+
+
+def save_state_histograms(
+    url: str, state: int, state_dp: list[SparseHistograms], state_truth: SparseHistograms
+) -> None:
+    """Keep a state's one-unit State-level histograms (``production_state``) in the staging
+    store, its completion attribute last; written before the state's blocks, whose markers say the
+    state is finished."""
+    import zarr
+
+    hists = [*state_dp, state_truth]
+    if any(h.n_units != 1 for h in hists):
+        raise ValueError("a state's State-level histograms have one unit each")
+    grp = zarr.open_group(url, mode="a", zarr_format=3, path=f"{STATE_HISTOGRAMS}/{state}")
+    grp.attrs["complete"] = False
+    grp.create_array("nnz", data=np.array([h.nnz for h in hists], np.int64), overwrite=True)
+    for name in ("cells", "counts"):
+        data = np.concatenate([np.asarray(getattr(h, name), np.int64) for h in hists])
+        grp.create_array(name, data=data, overwrite=True)
+    grp.attrs["complete"] = True
+
+
+def load_state_histograms(
+    url: str, plan: AuditPlan, state: int
+) -> tuple[list[SparseHistograms], SparseHistograms] | None:
+    """A state's State-level histograms kept by :func:`save_state_histograms` (each replicate's
+    release, the truth), or None if none were kept whole."""
+    import zarr
+    from zarr.errors import NodeNotFoundError
+
+    prod, _ = _params(plan)
+    try:
+        grp = zarr.open_group(url, mode="r", zarr_format=3, path=f"{STATE_HISTOGRAMS}/{state}")
+    except (NodeNotFoundError, FileNotFoundError):
+        return None
+    if grp.attrs.get("complete") is not True:
+        return None
+    nnz = np.asarray(grp["nnz"][...])  # type: ignore[index]
+    if nnz.size != plan.replicates + 1:
+        return None
+    cells = np.asarray(grp["cells"][...])  # type: ignore[index]
+    counts = np.asarray(grp["counts"][...])  # type: ignore[index]
+    ends = np.cumsum(nnz)
+    hists = [
+        SparseHistograms(
+            prod.schema,
+            np.array([0, n], np.int64),
+            cells[e - n : e].astype(np.int32),
+            counts[e - n : e].astype(np.int32),
+        )
+        for n, e in zip(nnz.tolist(), ends.tolist(), strict=True)
+    ]
+    return hists[:-1], hists[-1]
+
+
+def drop_state_histograms(url: str) -> None:
+    """Drop :data:`STATE_HISTOGRAMS` (the nation is written: no run needs them again)."""
+    store.drop_group(url, STATE_HISTOGRAMS)
 
 
 def query_cells(plan: AuditPlan, state: int, geolevel: int) -> dict[int, int]:

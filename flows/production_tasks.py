@@ -1,7 +1,8 @@
 """Thin Prefect tasks of a TopDown run on a production schema (``flows.production``), and how the
 audit flow submits them: batches of whole spine states, then the nation from their State-level
 histograms. Each state's blocks are written with their checksums (the resume marker); a re-run
-skips states whose every block is done (unless a national level needs their histograms)."""
+skips states whose every block is done (with a national level it reads their State-level
+histograms, kept in the staging store before the blocks, instead of simulating them again)."""
 
 from __future__ import annotations
 
@@ -12,39 +13,53 @@ from prefect import task
 from prefect.futures import PrefectFuture
 
 from flows.batching import batch_states
-from flows.production import production_nation, production_state
+from flows.production import (
+    create_state_histograms,
+    load_state_histograms,
+    production_nation,
+    production_state,
+    save_state_histograms,
+)
 from flows.spec.plan import AuditPlan, Block
 from flows.tasks import TASK_OPTS
 from storage import store
 
 
-def _state_one(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+def _state_one(url: str, plan: AuditPlan, block: Block, keep: bool) -> dict[str, Any]:
     blocks, state_dp, state_truth = production_state(plan, block)
+    if keep:  # before the blocks: their markers say the state is finished
+        save_state_histograms(url, block.state, state_dp, state_truth)
     n = sum(store.write_residual_block(url, block.state, gi, res) for gi, res in blocks.items())
     return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 
 
 @task(name="simulate-production-states", **TASK_OPTS)
 def simulate_production_states(
-    url: str, plan: AuditPlan, blocks: list[Block], skip_done: bool
+    url: str, plan: AuditPlan, blocks: list[Block], nation: bool
 ) -> dict[str, Any]:
     """A batch of spine states (each given by its State-level block) under the sparse TopDown,
-    one after the other; with ``skip_done`` a state whose every block is done is skipped."""
+    one after the other. A state whose every block is done is not simulated again: with a
+    ``nation`` its State-level histograms are read back from the staging store (kept there before
+    its blocks were written; a state finished without them runs again)."""
     t0 = time.perf_counter()
-    todo = list(blocks)
-    if skip_done:
-        done = store.done_blocks(url)
-        todo = [
-            b
-            for b in blocks
-            if not all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
-        ]
-    states = [_state_one(url, plan, b) for b in todo]
+    done = store.done_blocks(url)
+    states, simulated, n_items = [], 0, 0
+    for b in blocks:
+        finished = all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
+        kept = load_state_histograms(url, plan, b.state) if finished and nation else None
+        if finished and not nation:
+            continue
+        if kept is not None:
+            states.append({"state": b.state, "state_dp": kept[0], "state_truth": kept[1]})
+            continue
+        one = _state_one(url, plan, b, nation)
+        simulated, n_items = simulated + 1, n_items + one["n_items"]
+        states.append({k: one[k] for k in ("state", "state_dp", "state_truth")})
     return {
-        "simulated": len(todo),
-        "n_items": sum(s["n_items"] for s in states),
+        "simulated": simulated,
+        "n_items": n_items,
         "seconds": time.perf_counter() - t0,
-        "states": [{k: s[k] for k in ("state", "state_dp", "state_truth")} for s in states],
+        "states": states,
     }
 
 
@@ -66,18 +81,20 @@ def submit_production(
     url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> dict[int, list[PrefectFuture[Any]]]:
     """The futures each geolevel's EPL waits for (as ``flows.audit.submit_topdown``): batches of
-    whole states, then the nation (with a national level every state runs again: the nation sums
-    their histograms)."""
+    whole states, then the nation (with a national level every state's task runs: a finished
+    state's returns its kept histograms, which the nation sums)."""
     top = plan.topdown_top
     nation = [b for b in plan.blocks if b.state_key == 0]
     unfinished = {b.state for b in todo}
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
+    if nation:  # the states' histograms kept for the nation (a resumed run reads them)
+        create_state_histograms(url)
     batches = [
         (
             batch,
             simulate_production_states.with_options(
                 task_run_name=f"production topdown {batch.label}"
-            ).submit(url, plan, list(batch.blocks), not nation),
+            ).submit(url, plan, list(batch.blocks), bool(nation)),
         )
         for batch in batch_states(plan, state_blocks, workers, tasks_per_worker)
     ]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -272,20 +272,14 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
         parts="chunks",
     )
     ds = store.open_group(store_url, GROUP)
-    eps = ds.attrs.get("epsilon")
-    known = f"  (ε = {eps:g})" if eps is not None else ""
     if ds.attrs.get("population") == "spec":
         typer.echo(
             f"{ds.attrs['release']} of {ds.attrs['state']}/{ds.attrs['geolevel']} unit "
             f"{ds.attrs['unit']} {ds.attrs['query']}[{ds.attrs['cell_index']}]: count "
             f"{ds.attrs['truth_d']} in D, {ds.attrs['truth_d_prime']} in D′"
         )
-    typer.echo(f"{'events':<8} {'kept':>5} {'max |log-ratio|':>16} {'lower bound':>12}{known}")
-    for ev in ("eq", "ge"):
-        typer.echo(
-            f"{ev:<8} {ds.sizes[f'k_{ev}']:>5} {ds.attrs[f'epl_{ev}']:>16.4f} "
-            f"{ds.attrs[f'epl_lower_{ev}']:>12.4f}"
-        )
+    for line in direct_table(ds):
+        typer.echo(line)
     typer.echo(f"store:  {store_url} (group {GROUP!r})")
     publish_artifacts(
         api_url,
@@ -294,3 +288,28 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
         lambda: experiment_artifacts("direct", run_id, store_url, GROUP),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
+
+
+def direct_table(ds: Any) -> list[str]:
+    """Per event kind of a ``direct`` group: events kept, max |log-ratio| and the lower bound on
+    ε (at or below 0: vacuous, shown as "0 (vacuous)" with a note; no event kept: "—"), the
+    known ε in the header."""
+    from flows.report.mpl_bound import NOTE, VACUOUS, vacuous
+
+    eps = ds.attrs.get("epsilon")
+    known = f"  (ε = {eps:g})" if eps is not None else ""
+    lines = [f"{'events':<8} {'kept':>5} {'max |log-ratio|':>16} {'lower bound':>12}{known}"]
+    any_vacuous = False
+    for ev in ("eq", "ge"):
+        lb, epl = ds.attrs[f"epl_lower_{ev}"], ds.attrs[f"epl_{ev}"]
+        any_vacuous |= vacuous(lb)
+        shown = VACUOUS if vacuous(lb) else _cell(lb)
+        lines.append(f"{ev:<8} {ds.sizes[f'k_{ev}']:>5} {_cell(epl):>16} {shown:>12}")
+    if any_vacuous:
+        lines.append(NOTE)
+    return lines
+
+
+def _cell(x: Any) -> str:
+    """A number of the direct table to 4 decimals; "—" when missing (no event kept)."""
+    return f"{float(x):.4f}" if x is not None and math.isfinite(float(x)) else "—"

@@ -27,28 +27,26 @@ import pathlib
 from typing import Any
 
 from flows import progress
-from flows.report.accounting import NEIGHBOURS, accounting_section
+from flows.report.accounting import accounting_section
 from flows.report.accuracy import accuracy_section
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
 from flows.report.fdp_coverage import fdp_coverage_section
-from flows.report.format import fmt_delta, fmt_duration
+from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
-from flows.report.release import open_production, production_note, release_line
+from flows.report.release import open_production, production_note
 from flows.report.residuals import residual_section
 from flows.report.store_data import (
     COVERAGE_GROUP,
     FDP_COVERAGE_GROUP,
     GROUP_DESCRIPTIONS,
     GROUPS,
-    attr_str,
     epl_interval_label,
     headline_delta,
     open_store,
     provenance,
     replicates,
-    spec_name,
     store_arg,
 )
 from flows.report.summary import summary_section
@@ -79,6 +77,7 @@ def render_report(
     out = pathlib.Path(output)
     _step(0, "reading the store")
     root_attrs, groups = open_store(store_s, storage_options)
+    store_name = pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s
 
     attrs: dict[str, Any] = {}
     summary_ds = groups.pop("summary")
@@ -107,6 +106,11 @@ def render_report(
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
         fdp_coverage = fdp_coverage_section(fdp_ds) if fdp_ds is not None else None
+        # what a coverage store holds, for its header (read before the groups are closed)
+        coverage_meta_of = (
+            _loaded(coverage_ds) if coverage_ds is not None else None,
+            _loaded(fdp_ds) if fdp_ds is not None else None,
+        )
     finally:
         for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds):
             if ds is not None:
@@ -149,27 +153,11 @@ def render_report(
     note = production_note(production)
     if note is not None:
         summary_parts.append(note)
-    neighbours_raw = attr_str(attrs, "neighbours", "")
-    if not neighbours_raw and acc is not None:
-        neighbours_raw = attr_str(acc.attrs, "neighbours", "")
-    header = {
-        "name": spec_name(attrs.get("spec_toml")),
-        "source_commit": attr_str(attrs, "source_commit"),
-        "allocation_id": attr_str(attrs, "allocation_id"),
-        "allocation_source": attr_str(attrs, "allocation_source"),
-        "release": release_line(attrs),
-        "release_short": release_line(attrs, words=False),
-        "neighbours": NEIGHBOURS.get(neighbours_raw, neighbours_raw or "—"),
-        "run_id": attr_str(attrs, "run_id"),
-        "created_utc": attr_str(attrs, "created_utc"),
-        "seed": attr_str(attrs, "seed"),
-        "n_workers": attr_str(attrs, "n_workers"),
-        "dask_scheduler": attr_str(attrs, "dask_scheduler"),
-        "wall_time": fmt_duration(attrs.get("wall_time_s")),
-        "replicates": str(n_rep) if n_rep else "—",
-        "headline_delta": fmt_delta(hd[1]) if hd is not None else None,
-        "dpaudit_version": attr_str(attrs, "dpaudit_version"),
-    }
+    header = (
+        coverage_header(attrs, coverage_meta_of[0], coverage_meta_of[1], store_name)
+        if coverage_only
+        else audit_header(attrs, acc, n_rep, hd)
+    )
 
     _step(6, "writing the page")
     html = render_page(
@@ -190,7 +178,7 @@ def render_report(
         epl_ba=epl_ba,
         missing=missing,
         provenance=provenance(attrs),
-        store_name=pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s,
+        store_name=store_name,
     )
     atomic_write_text(out, html)
     _step(_STEPS, "written")
@@ -203,3 +191,8 @@ _STEPS = 7
 
 def _step(done: int, what: str) -> None:
     progress.report(done, _STEPS, f"report: {what}")
+
+
+def _loaded(ds: Any) -> Any:
+    """A coverage group's coordinates and attributes (no data variables), in memory."""
+    return ds.drop_vars(list(ds.data_vars)).load()

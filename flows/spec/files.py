@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from auditlib.allocation_file import is_allocation_path
 from auditlib.exceptions import SpecError
 from flows.spec.model import AuditSpec
-from flows.spec.production import PRODUCTION_SCHEMAS
+from flows.spec.production import PRODUCTION_SCHEMAS, check_dense_blocks
 
 
 def _format_error(err: ValidationError) -> str:
@@ -42,11 +42,18 @@ def parse_spec(data: dict[str, Any], origin: str = "spec") -> AuditSpec:
         spec = AuditSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(f"invalid {origin}: {_format_error(err)}") from None
-    if spec.population.attributes in PRODUCTION_SCHEMAS and spec.population.kind == "spine":
+    if spec.population.attributes in PRODUCTION_SCHEMAS:
         from flows.spec.plan import make_plan
 
         try:
-            make_plan(spec)  # every production block's capacity within MAX_BLOCK_BYTES, or named
+            plan = make_plan(spec)  # on the spine: every block's capacity within MAX_BLOCK_BYTES
+            if spec.population.kind != "spine":  # dense blocks: within MAX_BLOCK_BYTES too
+                check_dense_blocks(
+                    plan,
+                    spec.population.attributes,
+                    spec.release.kind,
+                    spec.simulation.max_cells_per_query,
+                )
         except ValueError as exc:
             raise SpecError(f"invalid {origin}: {exc}") from None
     return spec

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 #: attribute schemas whose TopDown runs on sparse histograms (``auditlib.simulate.sparse_topdown``)
 PRODUCTION_SCHEMAS = ("pl94_production", "dhc_production")
 
@@ -58,3 +60,30 @@ def block_capacity(
             "lower audit.replicates or run smaller states (population.spine_states)"
         )
     return cap
+
+
+def check_dense_blocks(plan: Any, attributes: str, release_kind: str, max_cells: int) -> None:
+    """``ValueError`` naming the largest block and the fix when a production schema's dense run
+    (a synthetic population: every unit holds every simulated cell of its level's queries) has a
+    block whose place on the item axis exceeds :data:`MAX_BLOCK_BYTES`; ``plan``: its AuditPlan,
+    ``max_cells``: ``simulation.max_cells_per_query``."""
+    if not plan.blocks:
+        return
+    b = max(plan.blocks, key=lambda b: b.n_items)
+    size = b.n_items * (4 * plan.replicates + 14)
+    if size <= MAX_BLOCK_BYTES:
+        return
+    cells = sum(q.n_sim for _, q in plan.level_queries[b.geolevel])
+    fix = (
+        f"lower simulation.max_cells_per_query (now {max_cells:,}), population.fanout or "
+        "audit.replicates"
+        if release_kind == "allocation"
+        else "lower population.fanout or audit.replicates"
+    )
+    raise ValueError(
+        f"population.attributes = {attributes!r} with release.kind = {release_kind!r} on a "
+        f"synthetic population is dense: block {b.label} holds {b.n_items // max(cells, 1):,} "
+        f"units × {cells:,} query cells = {b.n_items:,} cells, {size / 2**30:.1f} GiB for its "
+        f"{plan.replicates} replicate(s) to write at once (at most "
+        f"{MAX_BLOCK_BYTES / 2**30:g} GiB); {fix}"
+    )

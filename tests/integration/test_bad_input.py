@@ -119,6 +119,11 @@ SPECS = {
     "prod-too-large": "[audit]\nallocation = 'dhc_2023_production'\nreplicates = 100\n"
     "[population]\nkind = 'spine'\nspine_states = ['ST05']\nattributes = 'dhc_production'\n"
     "[release]\nkind = 'topdown'\n",
+    # a dense allocation release of the DHC's schema on a synthetic population: its Block level's
+    # every cell (432 units x the cells of its queries, 1,227,744 of them the detailed query's)
+    "prod-dense-too-large": "[audit]\nallocation = 'dhc_2023_production'\n[population]\n"
+    "attributes = 'dhc_production'\n[release]\nkind = 'allocation'\n[simulation]\n"
+    "max_cells_per_query = 2000000\n",
 }
 #: allocation files (work/alloc/NAME.csv): one good file mixing mechanisms, the rest bad
 _AH = "geolevel,query,cells,mechanism,rho,sigma2,scale,neighbours\n"
@@ -229,6 +234,13 @@ CASES = [
         run_(S("prod-too-large")),
         "block ST05/County",
         "lower audit.replicates",
+    ),
+    line(
+        "run-production-dense-too-large",
+        run_(S("prod-dense-too-large")),
+        "block ST01/Block holds 432 units",
+        "GiB",
+        "lower simulation.max_cells_per_query (now 2,000,000)",
     ),
     line("run-delta-nan", run_(S("delta-nan")), "accounting.deltas"),
     line("run-delta-inf", run_(S("delta-inf")), "accounting.deltas"),

@@ -1,0 +1,124 @@
+"""A TopDown run on the PL94 production schema (sparse, spine states and their nation), SIGKILLed
+with its API server and workers once one state's blocks are marked done, resumes: the same command
+again reports the resumed run, does not simulate or write the finished state again (its blocks'
+chunks keep their mtimes, although the nation sums its State-level releases), and publishes a
+store that verifies and holds the arrays of an undisturbed run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from flows.spec import parse_spec
+from flows.spec.toml_writer import dump_toml
+from storage import checksums, store
+from tests.integration._processes import dpaudit, kill_group
+from tests.integration.test_resume import array_digests
+
+pytestmark = pytest.mark.integration
+
+STATES = ["ST13", "ST04"]  # the two smallest states of the spine of seed 7 (247k, 377k people)
+SPEC = {
+    "audit": {"allocation": "pl94_2021_production", "replicates": 2, "seed": 11},
+    "population": {
+        "kind": "spine",
+        "seed": 7,
+        "spine_states": STATES,
+        "attributes": "pl94_production",
+    },
+    "release": {"kind": "topdown"},
+    "epl": {"n_boot": 20, "n_null": 20},
+    "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
+    "cluster": {"n_workers": 1},
+}
+
+
+def finished_states(staging: Path, plan) -> set[int]:  # type: ignore[no-untyped-def]
+    """States (plan indices, the nation left out) whose every block is marked done."""
+    marks = staging / "residuals" / "block_sha256" / "c"
+    if not marks.exists():
+        return set()
+    done = store.done_blocks(str(staging))
+    states = {b.state for b in plan.blocks if b.state_key}
+    return {
+        s for s in states if all((b.state, b.geolevel) in done for b in plan.blocks if b.state == s)
+    }
+
+
+def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignore[no-untyped-def]
+    """mtimes of the files a state's blocks wrote: their residual and item chunks and markers."""
+    url = str(root)
+    item_chunk = int(store._array(url, "truth").chunks[0])
+    out: dict[Path, int] = {}
+    for b in plan.blocks:
+        if b.state != state:
+            continue
+        off, _, span = store.block_place(url, b.state, b.geolevel)
+        chunks = range(off // item_chunk, (off + span) // item_chunk)
+        paths = [p for k in chunks for p in (root / "residuals" / "residual" / "c").glob(f"*/{k}")]
+        paths += [root / "residuals" / "truth" / "c" / str(k) for k in chunks]  # unless all 0
+        paths += [p for p in (root / "residuals" / "block_sha256" / "c" / str(b.state) /
+                              str(b.geolevel)).rglob("*") if p.is_file()]  # fmt: skip
+        out.update({p.relative_to(root): p.stat().st_mtime_ns for p in paths if p.exists()})
+    return out
+
+
+def test_a_killed_production_run_resumes_without_redoing_finished_states(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+    from flows.spec.plan import make_plan
+
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(dump_toml(SPEC))
+    spec = parse_spec(SPEC)
+    plan = make_plan(spec)
+    assert plan.production is not None and plan.states[0] == "US"  # the nation sums the states
+    run_id = run_id_for(spec)
+    target = tmp_path / "out" / "a.zarr"
+    staging = Path(store.staging_path(str(target), run_id))
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
+
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not finished_states(staging, plan):
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no state was marked done in time"
+            time.sleep(0.02)
+    finally:
+        kill_group(proc)
+    assert not target.exists()
+    finished = finished_states(staging, plan)
+    assert len(finished) == 1, finished  # one state done, the other and the nation not
+    assert (0, 0) not in store.done_blocks(str(staging))
+    (state,) = finished
+    before = block_files(staging, plan, state)
+    assert len(before) >= 3 * 5, before
+
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming the interrupted run {run_id}" in again.stderr
+    assert f"{len(plan.blocks)} blocks (5 resumed)" in again.stdout
+    checksums.check(str(target))
+    after = {k: (target / k).stat().st_mtime_ns for k in before}
+    assert after == before  # the finished state was not written again
+
+    # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
+    ref = str(tmp_path / "ref.zarr")
+    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
+    flow(spec, ref, run_id)
+    store.finalize(ref)
+    assert store.groups(str(target)) == store.groups(ref)
+    got, want = array_digests(str(target)), array_digests(ref)
+    assert len(want) > 20 and got == want
