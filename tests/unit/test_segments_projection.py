@@ -53,16 +53,20 @@ def uneven(seed: int, m: int = 300) -> tuple[npt.NDArray, npt.NDArray, npt.NDArr
     return v, seg, target
 
 
+def scale_of(v: npt.NDArray, target: npt.NDArray) -> float:
+    return max(float(np.abs(v).max(initial=0.0)), float(target.max(initial=0.0)), 1e-300)
+
+
 def close(x: npt.NDArray, ref: npt.NDArray, v: npt.NDArray, target: npt.NDArray) -> None:
-    scale = max(1.0, float(np.abs(v).max()), float(target.max(initial=0.0)))
+    """Equal to 1e-12 of the largest value or target: the rounding of the sums."""
+    scale = scale_of(v, target)
     np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12 * scale)
 
 
 def check_kkt(x, v, seg, target, tau) -> None:
     """``x ≥ 0``; every segment sums to its target; ``x_i > 0 ⇒ v_i − τ_s = x_i``; ``x_i = 0 ⇒ v_i
     ≤ τ_s``; segments with target 0 are exactly 0."""
-    scale = max(1.0, float(np.abs(v).max()), float(target.max(initial=0.0)))
-    eps = 1e-12 * scale
+    eps = 1e-12 * scale_of(v, target)
     assert (x >= 0).all()
     np.testing.assert_allclose(np.bincount(seg, x, target.size), target, rtol=0, atol=eps)
     on = x > 0
@@ -106,16 +110,23 @@ def test_ties_zero_targets_and_one_value_segments(seed):
 
 
 def test_huge_and_tiny_values():
-    """Values of 1e12 beside values of 1e-9 and targets far below the values' rounding."""
+    """Segments of values of 1e-9 to 1e12 (each segment its own scale, values 0.1 to 10 times
+    it), targets from 1e-3 to 1e3 times the scale: exact to 1e-12 of each segment's own scale."""
     rng = np.random.default_rng(7)
-    seg = np.repeat(np.arange(50), 40)
-    v = rng.normal(0.0, 1.0, seg.size) * 10.0 ** rng.integers(-9, 13, seg.size)
-    target = rng.random(50) * 10.0 ** rng.integers(-3, 6, 50)
+    m = 120
+    scale = 10.0 ** rng.integers(-9, 13, m).astype(float)
+    seg = np.repeat(np.arange(m), rng.integers(1, 60, m))
+    rng.shuffle(seg)
+    v = rng.normal(0.0, 1.0, seg.size) * 10.0 ** rng.integers(-1, 2, seg.size) * scale[seg]
+    target = rng.random(m) * 10.0 ** rng.integers(-3, 4, m) * scale
     segs = Segments(seg, target)
     x = segs.project(v)
-    close(x, reference(v, seg, target), v, target)
+    ref = reference(v, seg, target)
     assert segs.tau is not None
-    check_kkt(x, v, seg, target, segs.tau)
+    for s in range(m):
+        on = seg == s
+        close(x[on], ref[on], v[on], target[s : s + 1])
+        check_kkt(x[on], v[on], np.zeros(on.sum(), int), target[s : s + 1], segs.tau[s : s + 1])
 
 
 @pytest.mark.parametrize("seed", range(4))
