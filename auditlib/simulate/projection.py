@@ -31,22 +31,32 @@ MAX_STEPS = 40
 def _sorted_thresholds(v: FloatArray, seg: IntArray, target: FloatArray) -> FloatArray:
     """Thresholds by sorting each segment's values (every segment of ``seg`` non-empty, target > 0):
     ``τ = (Σ_{j ≤ ρ} u_j − t) / ρ`` with ``u`` descending and ``ρ`` the last ``j`` where ``u_j >
-    (Σ_{i ≤ j} u_i − t) / j``."""
-    order = np.lexsort((-v, seg))
-    u, s = v[order], seg[order]
+    (Σ_{i ≤ j} u_i − t) / j``. The sums run across segments (one cumulative sum), so each segment's
+    values are shifted by their mean (the sum over a segment is then its rounding) and the segments
+    taken from the smallest values to the largest: what a segment's sums carry from the segments
+    before it is below its own rounding."""
+    m = target.size
+    n = np.bincount(seg, minlength=m)
+    mean = np.bincount(seg, weights=v, minlength=m) / np.maximum(n, 1)
+    big = np.zeros(m)
+    np.maximum.at(big, seg, np.abs(v - mean[seg]))
+    place = np.empty(m, dtype=np.int64)
+    place[np.argsort(big, kind="stable")] = np.arange(m)
+    order = np.lexsort((-v, place[seg]))
+    s = seg[order]
+    u = v[order] - mean[s]
     start = np.ones(s.size, dtype=bool)
     start[1:] = s[1:] != s[:-1]
     first = np.flatnonzero(start)
-    sizes = np.diff(np.append(first, s.size))
-    run = np.repeat(first, sizes)
+    run = np.repeat(first, np.diff(np.append(first, s.size)))
     c = np.cumsum(u)
     css = c - np.where(run > 0, c[run - 1], 0.0)
     rank = np.arange(s.size) - run + 1.0
     ok = u - (css - target[s]) / rank > 0
     rho = np.maximum(np.add.reduceat(ok.astype(np.int64), first), 1)
-    tau = np.full(target.size, np.inf)
+    tau = np.full(m, np.inf)
     ids = s[first]
-    tau[ids] = (css[first + rho - 1] - target[ids]) / rho
+    tau[ids] = (css[first + rho - 1] - target[ids]) / rho + mean[ids]
     return tau
 
 
@@ -70,9 +80,10 @@ def project_thresholds(
     if start is None:
         tau0 = (np.bincount(seg, weights=v, minlength=m) - target) / size
     else:
-        above = v > start[seg]
-        count = np.bincount(seg, weights=above, minlength=m)
-        total = np.bincount(seg, weights=np.where(above, v, 0.0), minlength=m)
+        above = np.flatnonzero(v > start[seg])  # compacted: most values are below
+        s_above = seg[above]
+        count = np.bincount(s_above, minlength=m).astype(np.float64)
+        total = np.bincount(s_above, weights=v[above], minlength=m)
         tau0 = np.divide(total - target, count, out=np.full(m, -np.inf), where=count > 0)
         stuck = (count == 0) & live
         if stuck.any():  # every value at or below its threshold: start from the bound
@@ -89,6 +100,10 @@ def project_thresholds(
             return x, tau
         step = (np.bincount(ss, weights=vv, minlength=m) - target) / np.maximum(count, 1.0)
         keep = vv > step[ss]
+        if keep.all():  # no value dropped: every segment left is done
+            tau[count > 0] = step[count > 0]
+            x[idx] = vv - step[ss]
+            return x, tau
         dropped = np.bincount(ss, weights=~keep, minlength=m)
         # done: none dropped (exact), or, by rounding, all (the values at the threshold: x = 0)
         done = ((dropped == 0) | (dropped == count)) & (count > 0)

@@ -109,24 +109,34 @@ def test_ties_zero_targets_and_one_value_segments(seed):
     ]
 
 
-def test_huge_and_tiny_values():
+def multiscale(seed: int = 7) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Segments of values of 1e-9 to 1e12 (each segment its own scale, values 0.1 to 10 times
-    it), targets from 1e-3 to 1e3 times the scale: exact to 1e-12 of each segment's own scale."""
-    rng = np.random.default_rng(7)
+    it), targets from 1e-3 to 1e3 times the scale."""
+    rng = np.random.default_rng(seed)
     m = 120
     scale = 10.0 ** rng.integers(-9, 13, m).astype(float)
     seg = np.repeat(np.arange(m), rng.integers(1, 60, m))
     rng.shuffle(seg)
     v = rng.normal(0.0, 1.0, seg.size) * 10.0 ** rng.integers(-1, 2, seg.size) * scale[seg]
     target = rng.random(m) * 10.0 ** rng.integers(-3, 4, m) * scale
+    return v, seg, target
+
+
+def check_each_segment(v: npt.NDArray, seg: npt.NDArray, target: npt.NDArray) -> None:
+    """The projection exact to 1e-12 of each segment's own scale (and its KKT conditions)."""
     segs = Segments(seg, target)
     x = segs.project(v)
     ref = reference(v, seg, target)
     assert segs.tau is not None
-    for s in range(m):
+    for s in range(target.size):
         on = seg == s
         close(x[on], ref[on], v[on], target[s : s + 1])
         check_kkt(x[on], v[on], np.zeros(on.sum(), int), target[s : s + 1], segs.tau[s : s + 1])
+
+
+def test_huge_and_tiny_values():
+    """Segments of values of 1e-9 to 1e12 side by side: each exact to its own scale."""
+    check_each_segment(*multiscale())
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -160,6 +170,7 @@ def test_segments_still_moving_are_finished_by_a_sort(steps, monkeypatch):
         close(x, reference(y, seg, target), y, target)
         assert segs.tau is not None
         check_kkt(x, v if y is v else y, seg, target, segs.tau)
+    check_each_segment(*multiscale(8))  # the sort's thresholds finished within each segment
 
 
 def test_projection_does_not_sort(monkeypatch):
