@@ -4,8 +4,9 @@ Every operation is vectorized over many independent *segments* (a segment is a s
 whose sum is fixed: one parent's children in one cell, or one state's cells): the variables are a flat
 array, ``segment`` gives each variable's segment id, ``target`` each segment's sum.
 
-- :func:`project_simplex` — the exact Euclidean projection onto ``{x ≥ 0, Σ_segment x = target}``
-  (sort-based, Held–Wolfe–Crowder / Duchi et al. 2008), for all segments at once.
+- :func:`project_simplex` / :class:`Segments` — the exact Euclidean projection onto ``{x ≥ 0,
+  Σ_segment x = target}`` for all segments at once, sort-free (:mod:`auditlib.simulate.projection`:
+  each segment's threshold by Newton's method from the left, finished exactly on its active set).
 - :class:`ChildSegments` — the same projection for the layout TopDown solves at every level below the
   top: units grouped by parent, a segment per (parent, cell). No sort and no gather: the thresholds
   are found by Newton's method on the piecewise-linear ``Σ max(v − τ, 0) − target`` (Michelot 1986),
@@ -32,6 +33,7 @@ import numpy.typing as npt
 from scipy import sparse
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.simulate.projection import project_thresholds
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -98,27 +100,16 @@ def _sort_within(values: FloatArray, seg: IntArray) -> tuple[IntArray, IntArray,
 
 
 class Segments:
-    """The layout of a segmentation, computed once and reused by every projection onto it.
-
-    When the segments are of similar sizes (padding them to the largest costs at most 4× the
-    values), projections sort a dense (segments × largest size) array row by row; otherwise one
-    lexicographic sort of (segment, value)."""
+    """A segmentation, checked once, and the thresholds of its last projection: every projection
+    onto it (:func:`~auditlib.simulate.projection.project_thresholds`, sort-free) starts from them,
+    which saves steps when successive inputs are close (FISTA's iterates) and gives the same result
+    bit for bit as a cold start."""
 
     def __init__(self, segment: npt.ArrayLike, target: npt.ArrayLike) -> None:
         seg = np.asarray(segment, dtype=np.int64).ravel()
         self.seg, self.target = _check_segments(seg.size, seg, target)
-        n_seg = self.target.size
-        self.sizes = np.bincount(self.seg, minlength=n_seg)
-        self.width = int(self.sizes.max(initial=0))
-        self.padded = n_seg * self.width <= 4 * max(self.seg.size, 1)
-        if self.padded:
-            self.perm = np.argsort(self.seg, kind="stable")
-            first = np.zeros(n_seg, dtype=np.int64)
-            first[1:] = np.cumsum(self.sizes)[:-1]
-            ss = self.seg[self.perm]
-            self.rows, self.cols = ss, np.arange(ss.size) - first[ss]
-            self.valid = np.arange(self.width)[None, :] < self.sizes[:, None]
-            self.full = bool((self.sizes == self.width).all())  # no padding: a plain gather
+        self.sizes = np.bincount(self.seg, minlength=self.target.size)
+        self.tau: FloatArray | None = None  # thresholds of the last projection (warm start)
 
     def project(self, y: npt.ArrayLike) -> FloatArray:
         """Euclidean projection onto ``{x ≥ 0, Σ_{segment s} x = target[s]}``."""
@@ -129,43 +120,8 @@ class Segments:
             raise InvalidParameterError("Invalid y: values must be finite")
         if v.size == 0:
             return v.copy()
-        tgt = self.target
-        if self.padded:
-            if self.full:
-                u = np.sort(v[self.perm].reshape(tgt.size, self.width), axis=1)[:, ::-1]
-            else:
-                dense = np.full((tgt.size, self.width), -np.inf)
-                dense[self.rows, self.cols] = v[self.perm]
-                u = np.sort(dense, axis=1)[:, ::-1]  # descending; padding last
-                u[~self.valid] = 0.0
-            css = np.cumsum(u, axis=1)
-            j = np.arange(1, self.width + 1, dtype=np.float64)
-            ok = u - (css - tgt[:, None]) / j > 0
-            if not self.full:
-                ok &= self.valid
-            rho = np.maximum(ok.sum(axis=1), 1)
-            has = self.sizes > 0
-            tau = np.zeros(tgt.size)
-            r = np.flatnonzero(has)
-            tau[has] = (css[r, rho[has] - 1] - tgt[has]) / rho[has]
-            return np.maximum(v - tau[self.seg], 0.0)
-        seg = self.seg
-        order, rank, run_start = _sort_within(v, seg)
-        u = v[order]
-        s = seg[order]
-        c = np.cumsum(u)
-        before = np.where(run_start > 0, c[run_start - 1], 0.0)
-        css = c - before  # cumulative sum within the segment
-        ok = u - (css - tgt[s]) / (rank + 1.0) > 0
-        # the condition holds on a prefix of each sorted segment: ρ = its length (at least 1)
-        rho = np.maximum(np.bincount(s, weights=ok, minlength=tgt.size).astype(np.int64), 1)
-        first = np.zeros(tgt.size, dtype=np.int64)
-        first[1:] = np.cumsum(self.sizes)[:-1]
-        has = self.sizes > 0
-        tau = np.zeros(tgt.size)
-        pos = first[has] + rho[has] - 1
-        tau[has] = (css[pos] - tgt[has]) / rho[has]
-        return np.maximum(v - tau[seg], 0.0)
+        x, self.tau = project_thresholds(v, self.seg, self.target, self.sizes, self.tau)
+        return x
 
 
 class ChildSegments:
@@ -182,7 +138,7 @@ class ChildSegments:
     many steps (each step drops at least one value from the active set). Start: the previous
     thresholds (one Newton step maps them to the left of the root) raised to the lower bound
     ``(Σ v − t) / n`` (all children active); a segment with target 0 has ``τ = ∞`` (all zero). Should floating
-    point stall the iteration, the sort-based projection finishes the job.
+    point stall the iteration, :meth:`Segments.project` finishes the job.
     """
 
     def __init__(self, parent: npt.ArrayLike, target: npt.ArrayLike) -> None:
@@ -279,8 +235,8 @@ class ChildSegments:
 def project_simplex(y: npt.ArrayLike, segment: npt.ArrayLike, target: npt.ArrayLike) -> FloatArray:
     """Euclidean projection of ``y`` onto ``{x ≥ 0, Σ_{segment s} x = target[s]}`` for every s.
 
-    Exact up to floating point: ``x = max(y − τ_s, 0)`` with the threshold τ_s found by sorting each
-    segment's values. Segments with target 0 come out all zero.
+    Exact up to floating point: ``x = max(y − τ_s, 0)`` with the threshold τ_s of each segment
+    (:mod:`auditlib.simulate.projection`). Segments with target 0 come out all zero.
     """
     return Segments(segment, target).project(y)
 
