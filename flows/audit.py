@@ -24,7 +24,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 
 import auditlib
 from auditlib.allocations import allocation_label, load_allocation
-from flows import progress, spine_share, tasks
+from flows import kept_histograms, progress, spine_share, tasks
 from flows.batching import batch_blocks, batch_label, n_batches, pack
 from flows.groups import (
     ALPHA_GRID,
@@ -265,6 +265,8 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         store.write_group(url, S.ACCOUNTING, acct_ds)
         if allocation_release:  # the errors of the simulated queries (none are simulated else)
             store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+    if plan.topdown is not None and plan.production is None:  # every block is written
+        kept_histograms.drop(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
     if plan.production is not None:
         drop_state_histograms(url)  # every block is written: the states' kept histograms go
         if not store.group_complete(url, PRODUCTION_GROUP):
@@ -363,13 +365,17 @@ def submit_topdown(
     """Batches of (state, replicate range) units (each range of a state's geolevels from one run;
     the ranges are the store's replicate chunks, ``cluster.replicates_per_task`` when it was
     created), then the nation from the states. With a national level every range of every state
-    runs (the nation sums their histograms); without one, only ranges with an unfinished block."""
+    has its task (the nation sums their histograms: a finished range's task returns those kept in
+    the staging store, ``flows.kept_histograms``); without one, only ranges with an unfinished
+    block."""
     top = plan.topdown_top
     nation = [b for b in plan.blocks if b.state_key == 0]
     unfinished = {b.state for b in todo}
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
     ranges = replicate_ranges(plan.replicates, store.replicate_chunk(url))
     done = set() if nation else store.done_ranges(url)
+    if nation:  # the states' histograms kept for the nation (a resumed run reads them)
+        kept_histograms.create(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
     units = [
         (b, rr)
         for b in state_blocks
@@ -388,7 +394,7 @@ def submit_topdown(
         rr = [units[i][1] for i in g]
         name = batch_label(blocks, "states") if len(ranges) == 1 else _ranges_label(blocks, rr)
         f = tasks.simulate_topdown_states.with_options(task_run_name=f"topdown {name}").submit(
-            url, plan, blocks, not nation, rr
+            url, plan, blocks, bool(nation), rr
         )
         batches.append((blocks, f))
     batch_futures: list[Any] = [f for _, f in batches]  # resolved to their results by Prefect

@@ -12,6 +12,7 @@ import xarray as xr
 
 from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.simulate import ResidualBlock
+from flows import kept_histograms
 from flows.spec.plan import AuditPlan, Block, ProductionParams
 from storage import store
 
@@ -104,11 +105,7 @@ def production_nation(
 def create_state_histograms(url: str) -> None:
     """The (empty) :data:`STATE_HISTOGRAMS` group, made once by the flow before its tasks write
     their states into it."""
-    import zarr
-
-    root = zarr.open_group(url, mode="r+", zarr_format=3)
-    if STATE_HISTOGRAMS not in root:
-        root.create_group(STATE_HISTOGRAMS)
+    kept_histograms.create(url, STATE_HISTOGRAMS)
 
 
 def save_state_histograms(
@@ -117,18 +114,13 @@ def save_state_histograms(
     """Keep a state's one-unit State-level histograms (``production_state``) in the staging
     store, its completion attribute last; written before the state's blocks, whose markers say the
     state is finished."""
-    import zarr
-
     hists = [*state_dp, state_truth]
     if any(h.n_units != 1 for h in hists):
         raise ValueError("a state's State-level histograms have one unit each")
-    grp = zarr.open_group(url, mode="a", zarr_format=3, path=f"{STATE_HISTOGRAMS}/{state}")
-    grp.attrs["complete"] = False
-    grp.create_array("nnz", data=np.array([h.nnz for h in hists], np.int64), overwrite=True)
+    arrays = {"nnz": np.array([h.nnz for h in hists], np.int64)}
     for name in ("cells", "counts"):
-        data = np.concatenate([np.asarray(getattr(h, name), np.int64) for h in hists])
-        grp.create_array(name, data=data, overwrite=True)
-    grp.attrs["complete"] = True
+        arrays[name] = np.concatenate([np.asarray(getattr(h, name), np.int64) for h in hists])
+    kept_histograms.save(url, STATE_HISTOGRAMS, str(state), arrays)
 
 
 def load_state_histograms(
@@ -136,21 +128,11 @@ def load_state_histograms(
 ) -> tuple[list[SparseHistograms], SparseHistograms] | None:
     """A state's State-level histograms kept by :func:`save_state_histograms` (each replicate's
     release, the truth), or None if none were kept whole."""
-    import zarr
-    from zarr.errors import NodeNotFoundError
-
     prod, _ = _params(plan)
-    try:
-        grp = zarr.open_group(url, mode="r", zarr_format=3, path=f"{STATE_HISTOGRAMS}/{state}")
-    except (NodeNotFoundError, FileNotFoundError):
+    got = kept_histograms.load(url, STATE_HISTOGRAMS, str(state), ("nnz", "cells", "counts"))
+    if got is None or got["nnz"].size != plan.replicates + 1:
         return None
-    if grp.attrs.get("complete") is not True:
-        return None
-    nnz = np.asarray(grp["nnz"][...])  # type: ignore[index]
-    if nnz.size != plan.replicates + 1:
-        return None
-    cells = np.asarray(grp["cells"][...])  # type: ignore[index]
-    counts = np.asarray(grp["counts"][...])  # type: ignore[index]
+    nnz, cells, counts = got["nnz"], got["cells"], got["counts"]
     ends = np.cumsum(nnz)
     hists = [
         SparseHistograms(
@@ -166,7 +148,7 @@ def load_state_histograms(
 
 def drop_state_histograms(url: str) -> None:
     """Drop :data:`STATE_HISTOGRAMS` (the nation is written: no run needs them again)."""
-    store.drop_group(url, STATE_HISTOGRAMS)
+    kept_histograms.drop(url, STATE_HISTOGRAMS)
 
 
 def query_cells(plan: AuditPlan, state: int, geolevel: int) -> dict[int, int]:

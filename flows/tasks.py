@@ -25,6 +25,7 @@ from auditlib.epl import (
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.simulate.topdown import total_bias_sums
+from flows import kept_histograms
 from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
 from flows.spec.plan import AuditPlan, Block
@@ -125,10 +126,16 @@ def simulate_blocks(url: str, plan: AuditPlan, blocks: list[Block]) -> dict[str,
 
 
 def _topdown_one(
-    url: str, plan: AuditPlan, block: Block, replicates: tuple[int, int] | None = None
+    url: str,
+    plan: AuditPlan,
+    block: Block,
+    replicates: tuple[int, int] | None = None,
+    keep: bool = False,
 ) -> dict[str, Any]:
     r0, r1 = (0, plan.replicates) if replicates is None else replicates
     blocks, state_dp, state_truth = topdown_state(plan, block, (r0, r1))
+    if keep:  # before the blocks: their range markers say the range is finished
+        kept_histograms.save_range(url, block.state, r0, state_dp, state_truth)
     n = 0
     for gi, res in blocks.items():
         n += store.write_residual_block(url, block.state, gi, res, replicates=(r0, r1))
@@ -155,38 +162,43 @@ def simulate_topdown_states(
     url: str,
     plan: AuditPlan,
     blocks: list[Block],
-    skip_done: bool,
+    nation: bool,
     ranges: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """A batch of TopDown states (each given by its State-level block), one after the other;
     with ``ranges`` (one per block: [start, stop) of its replicates) only those replicates of it,
     written as that range of the state's blocks (a state's replicates may be split over tasks).
 
-    With ``skip_done`` (no national level needs the states' histograms), a (state, range) whose
-    every block is marked done for that range is skipped; otherwise every one runs and returns its
-    State-level histograms for :func:`simulate_topdown_nation`.
+    A (state, range) whose every block is marked done for that range is not simulated again: with
+    a ``nation`` (which sums the states' State-level histograms, :func:`simulate_topdown_nation`)
+    its histograms are read back from the staging store (kept there before its blocks were
+    written, ``flows.kept_histograms``; a range finished without them runs again).
     """
     t0 = time.perf_counter()
     units = list(zip(blocks, ranges or [(0, plan.replicates)] * len(blocks), strict=True))
-    todo = units
-    if skip_done:
-        done = store.done_ranges(url)
-        todo = [
-            (b, rr)
-            for b, rr in units
-            if not all(
-                (o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state
+    done = store.done_ranges(url)
+    states, simulated, n_items = [], 0, 0
+    for b, rr in units:
+        finished = all(
+            (o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state
+        )
+        if finished and not nation:
+            continue
+        kept = kept_histograms.load_range(url, b.state, rr) if finished else None
+        if kept is not None:
+            states.append(
+                {"state": b.state, "replicates": rr, "state_dp": kept[0], "state_truth": kept[1]}
             )
-        ]
-    states = [_topdown_one(url, plan, b, rr) for b, rr in todo]
+            continue
+        one = _topdown_one(url, plan, b, rr, keep=nation)
+        simulated, n_items = simulated + 1, n_items + one["n_items"]
+        states.append({k: one[k] for k in ("state", "replicates", "state_dp", "state_truth")})
     return {
         "blocks": sum(1 for b in plan.blocks for s, _ in units if b.state == s.state),
-        "simulated": len(todo),
-        "n_items": sum(s["n_items"] for s in states),
+        "simulated": simulated,
+        "n_items": n_items,
         "seconds": time.perf_counter() - t0,
-        "states": [
-            {k: s[k] for k in ("state", "replicates", "state_dp", "state_truth")} for s in states
-        ],
+        "states": states,
     }
 
 
