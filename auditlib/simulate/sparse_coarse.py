@@ -1,0 +1,186 @@
+"""The coarse queries of a sparse TopDown fit, solved through their dual (:mod:`.sparse_fit`).
+
+A query whose rows hold many variables (the DHC's ``sex * hispanic`` at the State: rows of 10⁵
+cells) makes the fit's objective ``½ Σ_q ‖Q_q x − y_q‖² / σ_q²`` ill-conditioned for a first-order
+method: its curvature along a row is ``row size / σ²`` against ``1/σ²`` for a detailed cell. Such
+*coarse* rows are few (≈ 185 at the DHC's State), so they are kept out of the gradient step and
+solved exactly in the proximal step instead:
+
+    x⁺ = argmin ½ L ‖x − u‖² + ½ Σ_r w_r (a_rᵀx − y_r)²   over x ≥ 0, Σ_segment x = target,
+                                                         Σ_group x ≥ lower,
+
+``u`` the gradient step of the other (fine) queries, ``L`` their Lipschitz constant. Its dual over
+one multiplier per coarse row (``λ_r``, free) and per bounded group (``ν_g ≥ 0``) is concave,
+piecewise quadratic and low-dimensional; the primal point of a dual point is one exact Euclidean
+projection onto the segments (:class:`~auditlib.simulate.postprocess.Segments`),
+
+    x(λ, ν) = Π(u − (Aᵀλ − Gᵀν) / L),
+
+and its (generalised) Hessian ``B J Bᵀ / L + diag(1/w_r, 0)`` is a small dense matrix, ``J`` the
+projection's Jacobian (identity minus the segment mean on the positive variables, zero elsewhere).
+:class:`CoarseProx` maximises the dual by projected Newton steps with a backtracking line search,
+warm-started from the previous step's multipliers; at the optimum ``λ_r = w_r (a_rᵀx − y_r)``
+(the row's residual gradient) and ``ν`` are the bounds' Lagrange multipliers, so the outer loop's
+fixed point satisfies the KKT conditions of the whole problem with the bounds exact (no augmented
+Lagrangian rounds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse
+
+from auditlib.simulate.postprocess import Segments
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+#: a query is coarse when some row holds more variables than this
+COARSE_ROW = 64
+
+
+@dataclass
+class CoarseProx:
+    """The proximal step of the module docstring: the rows as a sparse ``(n_variables, n_rows)``
+    matrix ``bt`` (coarse rows, then bounded groups with entries ``−1``), their right-hand sides
+    ``c`` (``y_r``, then ``−lower_g``), ``inv_w`` (``1/w_r``, then 0), ``bounded`` (the ``ν``
+    columns, kept ``≥ 0``); ``tol`` the largest dual gradient (people per row) left."""
+
+    proj: Segments
+    segment: IntArray
+    bt: sparse.csr_matrix
+    c: FloatArray
+    inv_w: FloatArray
+    bounded: npt.NDArray[np.bool_]
+    lip: float
+    tol: float
+    max_newton: int = 60
+    eta: FloatArray = field(init=False)
+    newton: int = field(default=0, init=False)
+    row_size: FloatArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.eta = np.zeros(self.c.size)
+        self.row_size = np.asarray(abs(self.bt).sum(axis=0), dtype=np.float64).ravel()
+
+    def _primal(self, eta: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+        """x(η), the dual gradient and the dual value."""
+        x = self.proj.project(u - (self.bt @ eta) / self.lip)
+        bx = self.bt.T @ x
+        grad = bx - self.c - self.inv_w * eta
+        diff = x - u
+        value = 0.5 * self.lip * float(diff @ diff) + float(eta @ (bx - self.c))
+        value -= 0.5 * float((self.inv_w * eta) @ eta)
+        return x, grad, value
+
+    def _pgrad(self, eta: FloatArray, grad: FloatArray) -> FloatArray:
+        """The projected gradient (ascent, ``ν ≥ 0``)."""
+        pg = grad.copy()
+        b = self.bounded
+        pg[b] = np.maximum(eta[b] + grad[b], 0.0) - eta[b]
+        return pg
+
+    def _hessian(self, x: FloatArray) -> FloatArray:
+        """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian)."""
+        free = np.flatnonzero(x > 0)
+        bf = self.bt[free]
+        h = np.asarray((bf.T @ bf).todense(), dtype=np.float64)
+        seg = self.segment[free]
+        used, s = np.unique(seg, return_inverse=True)
+        if used.size:
+            sel = sparse.csr_matrix(
+                (np.ones(free.size), (s, np.arange(free.size))), shape=(used.size, free.size)
+            )
+            sums = np.asarray((sel @ bf).todense(), dtype=np.float64)  # (segments, rows)
+            cnt = np.bincount(s, minlength=used.size).astype(np.float64)
+            h -= (sums / cnt[:, None]).T @ sums
+        h /= self.lip
+        h[np.diag_indices_from(h)] += self.inv_w
+        # rows without positive variables: curvature as if they were (the step's scale)
+        # (dependent rows, e.g. a group's cells all of its segments': a relative ridge)
+        floor = 1e-3 * self.row_size / self.lip + 1e-12
+        d = np.diag(h).copy()
+        h[np.diag_indices_from(h)] = np.maximum(d, floor) + 1e-10 * float(d.max(initial=0.0))
+        return h
+
+    def __call__(self, u: FloatArray) -> FloatArray:
+        """The proximal point of ``u`` (module docstring); the multipliers stay in ``eta``."""
+        eta = self.eta
+        x, grad, value = self._primal(eta, u)
+        enough = self.tol + 1e-12 * np.abs(self.c)  # people per row, floating point's share
+        for _ in range(self.max_newton):
+            if (np.abs(self._pgrad(eta, grad)) <= enough).all():
+                break
+            self.newton += 1
+            fixed = self.bounded & (eta <= 0) & (grad <= 0)
+            on = ~fixed
+            h = self._hessian(x)
+            d = np.zeros_like(eta)
+            try:
+                d[on] = np.linalg.solve(h[np.ix_(on, on)], grad[on])
+            except np.linalg.LinAlgError:
+                d[on] = np.linalg.lstsq(h[np.ix_(on, on)], grad[on], rcond=None)[0]
+            t = 1.0
+            while True:
+                new = eta + t * d
+                new[self.bounded] = np.maximum(new[self.bounded], 0.0)
+                x2, g2, v2 = self._primal(new, u)
+                slack = 1e-12 * (1.0 + abs(value))
+                if v2 >= value + 1e-4 * float(grad @ (new - eta)) - slack or t < 1e-8:
+                    break
+                t *= 0.5
+            if t < 1e-8 and v2 < value - slack:
+                break  # no ascent left at floating-point precision
+            eta, x, grad, value = new, x2, g2, v2
+        self.eta = eta
+        return x
+
+
+def coarse_terms(inv: list[IntArray], n_rows: list[int]) -> tuple[list[int], list[int]]:
+    """Indices of the coarse and of the fine terms (a coarse term has a row of more than
+    :data:`COARSE_ROW` variables)."""
+    coarse: list[int] = []
+    fine: list[int] = []
+    for i, (v, n) in enumerate(zip(inv, n_rows, strict=True)):
+        big = v.size and int(np.bincount(v, minlength=n).max()) > COARSE_ROW
+        (coarse if big else fine).append(i)
+    return coarse, fine
+
+
+def constraint_rows(
+    n: int,
+    inv: list[IntArray],
+    y: list[FloatArray],
+    weight: list[float],
+    gv: IntArray,
+    gg: IntArray,
+    low: FloatArray,
+) -> tuple[sparse.csr_matrix, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """``bt``, ``c``, ``inv_w``, ``bounded`` of :class:`CoarseProx`: the coarse terms' rows (term
+    ``i``'s variable ``v`` in row ``inv[i][v]``), then the bounded groups (``gv`` their variables,
+    ``gg`` their group, ``low`` the bounds)."""
+    cols, rows, data = [], [], []
+    c, inv_w = [], []
+    off = 0
+    for v, yy, w in zip(inv, y, weight, strict=True):
+        rows.append(np.arange(n, dtype=np.int64))
+        cols.append(v + off)
+        data.append(np.ones(n))
+        c.append(yy)
+        inv_w.append(np.full(yy.size, 1.0 / w))
+        off += yy.size
+    rows.append(gv)
+    cols.append(gg + off)
+    data.append(-np.ones(gv.size))
+    c.append(-low)
+    inv_w.append(np.zeros(low.size))
+    m = off + low.size
+    bt = sparse.csr_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, m)
+    )
+    bounded = np.zeros(m, dtype=bool)
+    bounded[off:] = True
+    return bt, np.concatenate(c), np.concatenate(inv_w), bounded
