@@ -68,13 +68,31 @@ class CoarseProx:
 
     def _primal(self, eta: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, float]:
         """x(η), the dual gradient and the dual value."""
-        x = self.proj.project(u - (self.bt @ eta) / self.lip)
+        x = self._project(u - (self.bt @ eta) / self.lip)
         bx = self.bt.T @ x
         grad = bx - self.c - self.inv_w * eta
         diff = x - u
         value = 0.5 * self.lip * float(diff @ diff) + float(eta @ (bx - self.c))
         value -= 0.5 * float((self.inv_w * eta) @ eta)
         return x, grad, value
+
+    def _project(self, v: FloatArray) -> FloatArray:
+        """Projection onto the segments; one segment (the State) by Michelot's fixed point
+        (``τ = (Σ_{v > τ} v − target) / #{v > τ}`` until the set is stable, exact, no sort)."""
+        if self.proj.target.size != 1 or not v.size:
+            return self.proj.project(v)
+        total = float(self.proj.target[0])
+        if total <= 0:
+            return np.zeros_like(v)
+        on = np.ones(v.size, dtype=bool)
+        tau = (float(v.sum()) - total) / v.size
+        for _ in range(v.size):
+            nxt = v > tau
+            if (nxt == on).all():
+                break
+            on = nxt
+            tau = (float(v[on].sum()) - total) / int(on.sum())
+        return np.maximum(v - tau, 0.0)
 
     def _pgrad(self, eta: FloatArray, grad: FloatArray) -> FloatArray:
         """The projected gradient (ascent, ``ν ≥ 0``)."""
@@ -94,9 +112,9 @@ class CoarseProx:
             sel = sparse.csr_matrix(
                 (np.ones(free.size), (s, np.arange(free.size))), shape=(used.size, free.size)
             )
-            sums = np.asarray((sel @ bf).todense(), dtype=np.float64)  # (segments, rows)
+            sums = (sel @ bf).tocsr()  # (segments, rows), sparse
             cnt = np.bincount(s, minlength=used.size).astype(np.float64)
-            h -= (sums / cnt[:, None]).T @ sums
+            h -= np.asarray((sums.T @ sparse.diags(1.0 / cnt) @ sums).todense(), dtype=np.float64)
         h /= self.lip
         h[np.diag_indices_from(h)] += self.inv_w
         # rows without positive variables: curvature as if they were (the step's scale)

@@ -44,7 +44,7 @@ FloatArray = npt.NDArray[np.float64]
 #: the coarse rows go to the dual (:mod:`.sparse_coarse`) when their Lipschitz constant exceeds
 #: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds)
 COARSE_RATIO = 10.0
-MAX_DUAL_ROWS = 3000
+MAX_DUAL_ROWS = 800
 
 
 def cell_type(cells: IntArray, schema_name: str) -> IntArray:
