@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
+from scipy.sparse import linalg as splinalg
 
 from auditlib.simulate.postprocess import Segments
 
@@ -40,6 +41,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: a query is coarse when some row holds more variables than this
 COARSE_ROW = 64
+#: Newton steps by a dense solve up to this many dual rows, by conjugate gradients beyond
+DENSE_ROWS = 800
 
 
 @dataclass
@@ -84,14 +87,14 @@ class CoarseProx:
         total = float(self.proj.target[0])
         if total <= 0:
             return np.zeros_like(v)
-        on = np.ones(v.size, dtype=bool)
-        tau = (float(v.sum()) - total) / v.size
+        sub = v  # the candidates above τ: τ only grows, so the set only shrinks
+        tau = (float(sub.sum()) - total) / sub.size
         for _ in range(v.size):
-            nxt = v > tau
-            if (nxt == on).all():
+            nxt = sub[sub > tau]
+            if nxt.size == sub.size:
                 break
-            on = nxt
-            tau = (float(v[on].sum()) - total) / int(on.sum())
+            sub = nxt
+            tau = (float(sub.sum()) - total) / sub.size
         return np.maximum(v - tau, 0.0)
 
     def _pgrad(self, eta: FloatArray, grad: FloatArray) -> FloatArray:
@@ -101,28 +104,73 @@ class CoarseProx:
         pg[b] = np.maximum(eta[b] + grad[b], 0.0) - eta[b]
         return pg
 
-    def _hessian(self, x: FloatArray) -> FloatArray:
-        """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian)."""
+    def _parts(self, x: FloatArray) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray]:
+        """At the projection ``x``: the positive variables' rows, their segment (renumbered), the
+        segments' sizes and the diagonal shift (``inv_w``, a floor for rows without positive
+        variables — curvature as if they had them — and a relative ridge for dependent rows,
+        e.g. a group holding all of its segments' positive variables)."""
         free = np.flatnonzero(x > 0)
-        bf = self.bt[free]
+        bf = self.bt[free].tocsr()
+        _, s = np.unique(self.segment[free], return_inverse=True)
+        cnt = np.bincount(s).astype(np.float64)
+        sq = bf.multiply(bf)
+        d1 = np.asarray(sq.sum(axis=0), dtype=np.float64).ravel()
+        sel = sparse.csr_matrix(
+            (np.ones(free.size), (s, np.arange(free.size))), shape=(cnt.size, free.size)
+        )
+        sums = (sel @ bf).tocsr()
+        d2 = np.asarray(
+            sums.multiply(sums).T @ (1.0 / np.maximum(cnt, 1.0)), dtype=np.float64
+        ).ravel()
+        diag = (d1 - d2) / self.lip + self.inv_w
+        floor = 1e-3 * self.row_size / self.lip + 1e-12
+        shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
+        return bf, s.astype(np.int64), cnt, shift
+
+    def _hessian(self, x: FloatArray) -> FloatArray:
+        """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian), dense."""
+        bf, s, cnt, shift = self._parts(x)
         h = np.asarray((bf.T @ bf).todense(), dtype=np.float64)
-        seg = self.segment[free]
-        used, s = np.unique(seg, return_inverse=True)
-        if used.size:
+        if cnt.size:
             sel = sparse.csr_matrix(
-                (np.ones(free.size), (s, np.arange(free.size))), shape=(used.size, free.size)
+                (np.ones(s.size), (s, np.arange(s.size))), shape=(cnt.size, s.size)
             )
             sums = (sel @ bf).tocsr()  # (segments, rows), sparse
-            cnt = np.bincount(s, minlength=used.size).astype(np.float64)
             h -= np.asarray((sums.T @ sparse.diags(1.0 / cnt) @ sums).todense(), dtype=np.float64)
         h /= self.lip
-        h[np.diag_indices_from(h)] += self.inv_w
-        # rows without positive variables: curvature as if they were (the step's scale)
-        # (dependent rows, e.g. a group's cells all of its segments': a relative ridge)
-        floor = 1e-3 * self.row_size / self.lip + 1e-12
-        d = np.diag(h).copy()
-        h[np.diag_indices_from(h)] = np.maximum(d, floor) + 1e-10 * float(d.max(initial=0.0))
+        h[np.diag_indices_from(h)] += shift
         return h
+
+    def _direction(self, x: FloatArray, grad: FloatArray, on: npt.NDArray[np.bool_]) -> FloatArray:
+        """The Newton step ``H⁻¹ grad`` on the free dual coordinates: dense for at most
+        :data:`DENSE_ROWS` rows, else conjugate gradients preconditioned by ``H`` without the
+        segment term (block-diagonal by unit: rows of different units share no variable)."""
+        d = np.zeros_like(grad)
+        idx = np.flatnonzero(on)
+        if self.c.size <= DENSE_ROWS:
+            h = self._hessian(x)[np.ix_(idx, idx)]
+            try:
+                d[idx] = np.linalg.solve(h, grad[idx])
+            except np.linalg.LinAlgError:
+                d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
+            return d
+        bf, s, cnt, shift = self._parts(x)
+        bo = bf[:, idx].tocsc()
+        bot = bo.T.tocsr()
+        k = idx.size
+
+        def hv(v: FloatArray) -> FloatArray:
+            z = bo @ v
+            if cnt.size:
+                z = z - (np.bincount(s, weights=z, minlength=cnt.size) / cnt)[s]
+            return np.asarray(bot @ z, dtype=np.float64) / self.lip + shift[idx] * v
+
+        pre = (bot @ bo).tocsc() / self.lip + sparse.diags(shift[idx])
+        lu = splinalg.splu(pre.tocsc())
+        op = splinalg.LinearOperator((k, k), matvec=hv, dtype=np.float64)
+        m_op = splinalg.LinearOperator((k, k), matvec=lu.solve, dtype=np.float64)
+        d[idx], _ = splinalg.cg(op, grad[idx], M=m_op, rtol=1e-7, maxiter=200)
+        return d
 
     def __call__(self, u: FloatArray) -> FloatArray:
         """The proximal point of ``u`` (module docstring); the multipliers stay in ``eta``."""
@@ -135,12 +183,7 @@ class CoarseProx:
             self.newton += 1
             fixed = self.bounded & (eta <= 0) & (grad <= 0)
             on = ~fixed
-            h = self._hessian(x)
-            d = np.zeros_like(eta)
-            try:
-                d[on] = np.linalg.solve(h[np.ix_(on, on)], grad[on])
-            except np.linalg.LinAlgError:
-                d[on] = np.linalg.lstsq(h[np.ix_(on, on)], grad[on], rcond=None)[0]
+            d = self._direction(x, grad, on)
             t = 1.0
             while True:
                 new = eta + t * d

@@ -43,8 +43,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: the coarse rows go to the dual (:mod:`.sparse_coarse`) when their Lipschitz constant exceeds
 #: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds)
-COARSE_RATIO = 10.0
-MAX_DUAL_ROWS = 800
+COARSE_RATIO = 100.0
+MAX_DUAL_ROWS = 200_000
 
 
 def cell_type(cells: IntArray, schema_name: str) -> IntArray:
@@ -97,6 +97,7 @@ class _Fit:
     rho: float = field(default=0.0, init=False)
     newton: int = field(default=0, init=False)
     route: str = field(default="", init=False)
+    ratio: float = field(default=0.0, init=False)
 
     def measure(
         self, truth: SparseHistograms, level: Sequence[tuple[str, float]], rng: np.random.Generator
@@ -175,7 +176,8 @@ class _Fit:
         lips = [float(np.bincount(t.inv).max()) * t.weight for t in live]
         lip_fine = sum(lips[i] for i in small)
         n_dual = sum(live[i].y.size for i in big) + low.size
-        if lip_fine > 0 and sum(lips[i] for i in big) > COARSE_RATIO * lip_fine:
+        self.ratio = sum(lips[i] for i in big) / lip_fine if lip_fine > 0 else np.inf
+        if lip_fine > 0 and self.ratio > COARSE_RATIO:
             if n_dual <= MAX_DUAL_ROWS:
                 return self._solve_dual(
                     proj, [live[i] for i in big], [live[i] for i in small], lip_fine,
