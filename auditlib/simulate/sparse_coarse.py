@@ -19,7 +19,9 @@ projection onto the segments (:class:`~auditlib.simulate.postprocess.Segments`),
 and its (generalised) Hessian ``B J Bᵀ / L + diag(1/w_r, 0)`` is a small dense matrix, ``J`` the
 projection's Jacobian (identity minus the segment mean on the positive variables, zero elsewhere).
 :class:`CoarseProx` maximises the dual by projected Newton steps with a backtracking line search,
-warm-started from the previous step's multipliers; at the optimum ``λ_r = w_r (a_rᵀx − y_r)``
+warm-started from the previous step's multipliers (the Newton system solved densely up to
+:data:`DENSE_ROWS` rows, else by conjugate gradients preconditioned by the Hessian without its
+segment term, which is block-diagonal by unit: below the State every unit has its own rows); at the optimum ``λ_r = w_r (a_rᵀx − y_r)``
 (the row's residual gradient) and ``ν`` are the bounds' Lagrange multipliers, so the outer loop's
 fixed point satisfies the KKT conditions of the whole problem with the bounds exact (no augmented
 Lagrangian rounds).
