@@ -14,6 +14,13 @@ segments for fixed multipliers, then a multiplier step, until the bounds hold to
 :func:`repair_lower` then moves the last fractions of a person, within each segment, from groups
 above their bound to groups below it, so that the fitted values satisfy every bound exactly (up to
 floating point) before rounding.
+
+When queries with rows of many variables dominate the Lipschitz constant (their ``max row / σ²``
+more than :data:`COARSE_RATIO` times the others', e.g. the DHC's State), and their rows and the
+bounded groups number at most :data:`MAX_DUAL_ROWS`, :meth:`_Fit.solve` runs FISTA on the other
+queries only, with those rows and the group bounds solved exactly in the proximal step
+(:mod:`auditlib.simulate.sparse_coarse`): same objective, same constraints, same stopping rule, the
+bounds met by the fit itself (no augmented-Lagrangian rounds).
 """
 
 from __future__ import annotations
@@ -29,9 +36,15 @@ from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import SparseHistograms, structural_zero, unit_types
 from auditlib.mechanisms import discrete_gaussian_sampler
 from auditlib.simulate.postprocess import Segments
+from auditlib.simulate.sparse_coarse import CoarseProx, coarse_terms, constraint_rows
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+#: the coarse rows go to the dual (:mod:`.sparse_coarse`) when their Lipschitz constant exceeds
+#: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds)
+COARSE_RATIO = 100.0
+MAX_DUAL_ROWS = 200_000
 
 
 def cell_type(cells: IntArray, schema_name: str) -> IntArray:
@@ -82,6 +95,9 @@ class _Fit:
     outer: int = field(default=0, init=False)
     mu: FloatArray = field(default_factory=lambda: np.zeros(0), init=False)
     rho: float = field(default=0.0, init=False)
+    newton: int = field(default=0, init=False)
+    route: str = field(default="", init=False)
+    ratio: float = field(default=0.0, init=False)
 
     def measure(
         self, truth: SparseHistograms, level: Sequence[tuple[str, float]], rng: np.random.Generator
@@ -155,8 +171,20 @@ class _Fit:
         if not self.unit.size:
             return np.zeros(0), 0
         live = [t for t in terms if not self.constant_rows(t)]  # e.g. the state's total
-        lip_f = sum(float(np.bincount(t.inv).max()) * t.weight for t in live) or 1.0
         gv, gg, low, used = self._bounded()
+        big, small = coarse_terms([t.inv for t in live], [t.y.size for t in live])
+        lips = [float(np.bincount(t.inv).max()) * t.weight for t in live]
+        lip_fine = sum(lips[i] for i in small)
+        n_dual = sum(live[i].y.size for i in big) + low.size
+        self.ratio = sum(lips[i] for i in big) / lip_fine if lip_fine > 0 else np.inf
+        if lip_fine > 0 and self.ratio > COARSE_RATIO:
+            if n_dual <= MAX_DUAL_ROWS:
+                return self._solve_dual(
+                    proj, [live[i] for i in big], [live[i] for i in small], lip_fine,
+                    (gv, gg, low, used), max_iter=max_iter, tol=tol,
+                )  # fmt: skip
+        self.route = "fista"
+        lip_f = sum(lips) or 1.0
         n_g = low.size
         size = float(np.bincount(gg).max()) if n_g else 1.0
         rho = lip_f / size
@@ -209,6 +237,57 @@ class _Fit:
             if float(gap.max()) <= feas_tol or self.outer >= max_outer:
                 return x, total_its
             mu = np.maximum(0.0, mu + rho * gap)
+
+    def _solve_dual(
+        self,
+        proj: Segments,
+        big: list[Term],
+        small: list[Term],
+        lip: float,
+        bounded: tuple[IntArray, IntArray, FloatArray, IntArray],
+        *,
+        max_iter: int,
+        tol: float,
+    ) -> tuple[FloatArray, int]:
+        """FISTA on the fine terms with the coarse rows and the group bounds in the proximal step
+        (:mod:`auditlib.simulate.sparse_coarse`); same stopping rule as :meth:`_solve`."""
+        self.route = "dual"
+        gv, gg, low, used = bounded
+        bt, c, inv_w, is_bound = constraint_rows(
+            self.unit.size, [t.inv for t in big], [t.y for t in big], [t.weight for t in big],
+            gv, gg, low,
+        )  # fmt: skip
+        prox = CoarseProx(proj, self.segment, bt, c, inv_w, is_bound, lip, tol=1e-3 * tol)
+
+        def grad(v: FloatArray) -> FloatArray:
+            g = np.zeros_like(v)
+            for t in small:
+                g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
+            return g
+
+        x = prox(proj.project(np.zeros(self.unit.size)))
+        w, k = x.copy(), 1.0
+        its, step = 0, np.inf
+        while its < max_iter:
+            its += 1
+            x_new = prox(w - grad(w) / lip)
+            step = float(np.max(np.abs(x_new - x)))
+            if float((w - x_new) @ (x_new - x)) > 0:  # momentum against the gradient map: restart
+                k = 1.0
+            k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
+            w = x_new + ((k - 1.0) / k_new) * (x_new - x)
+            x, k = x_new, k_new
+            if step < tol:
+                break
+        else:
+            raise InvalidParameterError(
+                f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
+                f"max_iter = {max_iter}; raise max_iter or tol"
+            )
+        self.outer, self.newton = 1, prox.newton
+        if self.lower is not None:
+            self.mu[used] = prox.eta[is_bound]
+        return x, its
 
 
 def repair_lower(

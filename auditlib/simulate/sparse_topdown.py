@@ -19,10 +19,16 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    step ``1/L``, ``L = Σ_q max row size / σ_q²``) with the exact projection onto the first set,
    inside an augmented Lagrangian for the lower bounds, then an exact repair moving the last
    fractions within each parent cell (:func:`~auditlib.simulate.sparse_fit.repair_lower`). The DAS
-   solves the same constrained QP with Gurobi's barrier method (to its tolerances). Open: the DHC's
-   State fit (≈ 0.46 M cells; coarse queries of 10⁴–3·10⁵-cell rows at the detailed query's σ²) is
-   ill-conditioned for a first-order method (``L / μ ≈ 10⁶``): it does not reach ``tol = 1e-4`` in
-   hundreds of iterations, and a loose ``tol`` stops the step criterion early (benchmarks/README.md).
+   solves the same constrained QP with Gurobi's barrier method (to its tolerances), in passes
+   (``optimization/l2_dataIndep_npass_optimizer.py``, ``DataIndQueriesL2NPass
+   .optimizationPassesLoop``: each pass's queries fitted, then held to their estimates within a
+   tolerance in the next). Where coarse queries dominate — the DHC's State: rows of 10⁴–5·10⁵
+   cells at the detailed query's σ², ``L / μ ≈ 10⁶`` for FISTA — their ≈ 185 rows and the lower
+   bounds go into FISTA's proximal step instead, solved exactly through its low-dimensional dual
+   by Newton's method (:mod:`auditlib.simulate.sparse_coarse`), so FISTA only sees the fine
+   queries (``L / μ ≈ 40``): the DHC State of the 5 % test spine (0.46 M cells) converges to
+   ``tol = 1e-4`` in 38 iterations (benchmarks/README.md). Same one-pass objective and the same
+   constraints; the multipass ordering is still not reproduced.
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
    the next; :mod:`auditlib.simulate.sparse_rounding`): at the state, the people per unit type

@@ -112,8 +112,8 @@ def test_pl94_releases_keep_every_invariant_at_every_level(small_state, seed: in
 @pytest.mark.parametrize("seed", [1, 2])
 def test_dhc_releases_keep_every_invariant_at_every_level(small_state, seed: int) -> None:
     # A loose fit (tolerance, few augmented-Lagrangian rounds): the constraints hold whatever the
-    # fit's accuracy (the fit's repair and the rounding impose them); the DHC state fit converges
-    # slowly (benchmarks/README.md).
+    # fit's accuracy (the fit's repair and the rounding impose them); a loose tolerance keeps the
+    # DHC's levels of many units quick (benchmarks/README.md).
     st, hierarchy, pop = small_state
     release = sparse_topdown(
         hierarchy.parents, hierarchy.levels, pop.dhc, pop.dhc_invariants,

@@ -1,0 +1,249 @@
+"""The coarse queries of a sparse TopDown fit, solved through their dual (:mod:`.sparse_fit`).
+
+A query whose rows hold many variables (the DHC's ``sex * hispanic`` at the State: rows of 10⁵
+cells) makes the fit's objective ``½ Σ_q ‖Q_q x − y_q‖² / σ_q²`` ill-conditioned for a first-order
+method: its curvature along a row is ``row size / σ²`` against ``1/σ²`` for a detailed cell. Such
+*coarse* rows are few (≈ 185 at the DHC's State), so they are kept out of the gradient step and
+solved exactly in the proximal step instead:
+
+    x⁺ = argmin ½ L ‖x − u‖² + ½ Σ_r w_r (a_rᵀx − y_r)²   over x ≥ 0, Σ_segment x = target,
+                                                         Σ_group x ≥ lower,
+
+``u`` the gradient step of the other (fine) queries, ``L`` their Lipschitz constant. Its dual over
+one multiplier per coarse row (``λ_r``, free) and per bounded group (``ν_g ≥ 0``) is concave,
+piecewise quadratic and low-dimensional; the primal point of a dual point is one exact Euclidean
+projection onto the segments (:class:`~auditlib.simulate.postprocess.Segments`),
+
+    x(λ, ν) = Π(u − (Aᵀλ − Gᵀν) / L),
+
+and its (generalised) Hessian ``B J Bᵀ / L + diag(1/w_r, 0)`` is a small dense matrix, ``J`` the
+projection's Jacobian (identity minus the segment mean on the positive variables, zero elsewhere).
+:class:`CoarseProx` maximises the dual by projected Newton steps with a backtracking line search,
+warm-started from the previous step's multipliers (the Newton system solved densely up to
+:data:`DENSE_ROWS` rows, else by conjugate gradients preconditioned by the Hessian without its
+segment term, which is block-diagonal by unit: below the State every unit has its own rows); at the optimum ``λ_r = w_r (a_rᵀx − y_r)``
+(the row's residual gradient) and ``ν`` are the bounds' Lagrange multipliers, so the outer loop's
+fixed point satisfies the KKT conditions of the whole problem with the bounds exact (no augmented
+Lagrangian rounds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse
+from scipy.sparse import linalg as splinalg
+
+from auditlib.simulate.postprocess import Segments
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+#: a query is coarse when some row holds more variables than this
+COARSE_ROW = 64
+#: Newton steps by a dense solve up to this many dual rows, by conjugate gradients beyond
+DENSE_ROWS = 800
+
+
+@dataclass
+class CoarseProx:
+    """The proximal step of the module docstring: the rows as a sparse ``(n_variables, n_rows)``
+    matrix ``bt`` (coarse rows, then bounded groups with entries ``−1``), their right-hand sides
+    ``c`` (``y_r``, then ``−lower_g``), ``inv_w`` (``1/w_r``, then 0), ``bounded`` (the ``ν``
+    columns, kept ``≥ 0``); ``tol`` the largest dual gradient (people per row) left."""
+
+    proj: Segments
+    segment: IntArray
+    bt: sparse.csr_matrix
+    c: FloatArray
+    inv_w: FloatArray
+    bounded: npt.NDArray[np.bool_]
+    lip: float
+    tol: float
+    max_newton: int = 60
+    eta: FloatArray = field(init=False)
+    newton: int = field(default=0, init=False)
+    row_size: FloatArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.eta = np.zeros(self.c.size)
+        self.row_size = np.asarray(abs(self.bt).sum(axis=0), dtype=np.float64).ravel()
+
+    def _primal(self, eta: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+        """x(η), the dual gradient and the dual value."""
+        x = self._project(u - (self.bt @ eta) / self.lip)
+        bx = self.bt.T @ x
+        grad = bx - self.c - self.inv_w * eta
+        diff = x - u
+        value = 0.5 * self.lip * float(diff @ diff) + float(eta @ (bx - self.c))
+        value -= 0.5 * float((self.inv_w * eta) @ eta)
+        return x, grad, value
+
+    def _project(self, v: FloatArray) -> FloatArray:
+        """Projection onto the segments; one segment (the State) by Michelot's fixed point
+        (``τ = (Σ_{v > τ} v − target) / #{v > τ}`` until the set is stable, exact, no sort)."""
+        if self.proj.target.size != 1 or not v.size:
+            return self.proj.project(v)
+        total = float(self.proj.target[0])
+        if total <= 0:
+            return np.zeros_like(v)
+        sub = v  # the candidates above τ: τ only grows, so the set only shrinks
+        tau = (float(sub.sum()) - total) / sub.size
+        for _ in range(v.size):
+            nxt = sub[sub > tau]
+            if nxt.size == sub.size:
+                break
+            sub = nxt
+            tau = (float(sub.sum()) - total) / sub.size
+        return np.maximum(v - tau, 0.0)
+
+    def _pgrad(self, eta: FloatArray, grad: FloatArray) -> FloatArray:
+        """The projected gradient (ascent, ``ν ≥ 0``)."""
+        pg = grad.copy()
+        b = self.bounded
+        pg[b] = np.maximum(eta[b] + grad[b], 0.0) - eta[b]
+        return pg
+
+    def _parts(self, x: FloatArray) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray]:
+        """At the projection ``x``: the positive variables' rows, their segment (renumbered), the
+        segments' sizes and the diagonal shift (``inv_w``, a floor for rows without positive
+        variables — curvature as if they had them — and a relative ridge for dependent rows,
+        e.g. a group holding all of its segments' positive variables)."""
+        free = np.flatnonzero(x > 0)
+        bf = self.bt[free].tocsr()
+        _, s = np.unique(self.segment[free], return_inverse=True)
+        cnt = np.bincount(s).astype(np.float64)
+        sq = bf.multiply(bf)
+        d1 = np.asarray(sq.sum(axis=0), dtype=np.float64).ravel()
+        sel = sparse.csr_matrix(
+            (np.ones(free.size), (s, np.arange(free.size))), shape=(cnt.size, free.size)
+        )
+        sums = (sel @ bf).tocsr()
+        d2 = np.asarray(
+            sums.multiply(sums).T @ (1.0 / np.maximum(cnt, 1.0)), dtype=np.float64
+        ).ravel()
+        diag = (d1 - d2) / self.lip + self.inv_w
+        floor = 1e-3 * self.row_size / self.lip + 1e-12
+        shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
+        return bf, s.astype(np.int64), cnt, shift
+
+    def _hessian(self, x: FloatArray) -> FloatArray:
+        """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian), dense."""
+        bf, s, cnt, shift = self._parts(x)
+        h = np.asarray((bf.T @ bf).todense(), dtype=np.float64)
+        if cnt.size:
+            sel = sparse.csr_matrix(
+                (np.ones(s.size), (s, np.arange(s.size))), shape=(cnt.size, s.size)
+            )
+            sums = (sel @ bf).tocsr()  # (segments, rows), sparse
+            h -= np.asarray((sums.T @ sparse.diags(1.0 / cnt) @ sums).todense(), dtype=np.float64)
+        h /= self.lip
+        h[np.diag_indices_from(h)] += shift
+        return h
+
+    def _direction(self, x: FloatArray, grad: FloatArray, on: npt.NDArray[np.bool_]) -> FloatArray:
+        """The Newton step ``H⁻¹ grad`` on the free dual coordinates: dense for at most
+        :data:`DENSE_ROWS` rows, else conjugate gradients preconditioned by ``H`` without the
+        segment term (block-diagonal by unit: rows of different units share no variable)."""
+        d = np.zeros_like(grad)
+        idx = np.flatnonzero(on)
+        if self.c.size <= DENSE_ROWS:
+            h = self._hessian(x)[np.ix_(idx, idx)]
+            try:
+                d[idx] = np.linalg.solve(h, grad[idx])
+            except np.linalg.LinAlgError:
+                d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
+            return d
+        bf, s, cnt, shift = self._parts(x)
+        bo = bf[:, idx].tocsc()
+        bot = bo.T.tocsr()
+        k = idx.size
+
+        def hv(v: FloatArray) -> FloatArray:
+            z = bo @ v
+            if cnt.size:
+                z = z - (np.bincount(s, weights=z, minlength=cnt.size) / cnt)[s]
+            return np.asarray(bot @ z, dtype=np.float64) / self.lip + shift[idx] * v
+
+        pre = (bot @ bo).tocsc() / self.lip + sparse.diags(shift[idx])
+        lu = splinalg.splu(pre.tocsc())
+        op = splinalg.LinearOperator((k, k), matvec=hv, dtype=np.float64)
+        m_op = splinalg.LinearOperator((k, k), matvec=lu.solve, dtype=np.float64)
+        d[idx], _ = splinalg.cg(op, grad[idx], M=m_op, rtol=1e-7, maxiter=200)
+        return d
+
+    def __call__(self, u: FloatArray) -> FloatArray:
+        """The proximal point of ``u`` (module docstring); the multipliers stay in ``eta``."""
+        eta = self.eta
+        x, grad, value = self._primal(eta, u)
+        enough = self.tol + 1e-12 * np.abs(self.c)  # people per row, floating point's share
+        for _ in range(self.max_newton):
+            if (np.abs(self._pgrad(eta, grad)) <= enough).all():
+                break
+            self.newton += 1
+            fixed = self.bounded & (eta <= 0) & (grad <= 0)
+            on = ~fixed
+            d = self._direction(x, grad, on)
+            t = 1.0
+            while True:
+                new = eta + t * d
+                new[self.bounded] = np.maximum(new[self.bounded], 0.0)
+                x2, g2, v2 = self._primal(new, u)
+                slack = 1e-12 * (1.0 + abs(value))
+                if v2 >= value + 1e-4 * float(grad @ (new - eta)) - slack or t < 1e-8:
+                    break
+                t *= 0.5
+            if t < 1e-8 and v2 < value - slack:
+                break  # no ascent left at floating-point precision
+            eta, x, grad, value = new, x2, g2, v2
+        self.eta = eta
+        return x
+
+
+def coarse_terms(inv: list[IntArray], n_rows: list[int]) -> tuple[list[int], list[int]]:
+    """Indices of the coarse and of the fine terms (a coarse term has a row of more than
+    :data:`COARSE_ROW` variables)."""
+    coarse: list[int] = []
+    fine: list[int] = []
+    for i, (v, n) in enumerate(zip(inv, n_rows, strict=True)):
+        big = v.size and int(np.bincount(v, minlength=n).max()) > COARSE_ROW
+        (coarse if big else fine).append(i)
+    return coarse, fine
+
+
+def constraint_rows(
+    n: int,
+    inv: list[IntArray],
+    y: list[FloatArray],
+    weight: list[float],
+    gv: IntArray,
+    gg: IntArray,
+    low: FloatArray,
+) -> tuple[sparse.csr_matrix, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """``bt``, ``c``, ``inv_w``, ``bounded`` of :class:`CoarseProx`: the coarse terms' rows (term
+    ``i``'s variable ``v`` in row ``inv[i][v]``), then the bounded groups (``gv`` their variables,
+    ``gg`` their group, ``low`` the bounds)."""
+    cols, rows, data = [], [], []
+    c, inv_w = [], []
+    off = 0
+    for v, yy, w in zip(inv, y, weight, strict=True):
+        rows.append(np.arange(n, dtype=np.int64))
+        cols.append(v + off)
+        data.append(np.ones(n))
+        c.append(yy)
+        inv_w.append(np.full(yy.size, 1.0 / w))
+        off += yy.size
+    rows.append(gv)
+    cols.append(gg + off)
+    data.append(-np.ones(gv.size))
+    c.append(-low)
+    inv_w.append(np.zeros(low.size))
+    m = off + low.size
+    bt = sparse.csr_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, m)
+    )
+    bounded = np.zeros(m, dtype=bool)
+    bounded[off:] = True
+    return bt, np.concatenate(c), np.concatenate(inv_w), bounded

@@ -1,0 +1,169 @@
+"""The DHC's State fit with coarse queries (rows of many cells at the detailed query's σ²): the
+sparse TopDown's least squares (:mod:`auditlib.simulate.sparse_coarse`) is the solution of the
+constrained weighted least squares — checked against an independent solver (SLSQP) on a small
+instance and by its KKT conditions on a larger one with binding group-quarters bounds — and it
+converges where plain projected gradient does not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy import optimize, sparse
+
+from auditlib.allocations import load_allocation
+from auditlib.exceptions import InvalidParameterError
+from auditlib.geography.schema import schema
+from auditlib.geography.sparse_histograms import from_keys, structural_zero
+from auditlib.simulate import sparse_fit
+from auditlib.simulate.measured import allocation_measured
+from auditlib.simulate.sparse_fit import Term, _Fit, cell_type
+
+NAME = "dhc_production"
+SCH = schema(NAME)
+
+
+def _state_queries() -> list[tuple[str, float]]:
+    levels = ["State", "County", "Tract_Subset", "Block_Group", "Block"]
+    measured = allocation_measured(
+        load_allocation("dhc_2023_production"), levels, SCH.query_names, "bounded", schema=SCH
+    )
+    return list(measured[0])
+
+
+def _instance(
+    ages: range, races: tuple[int, ...], people: int, seed: int, lower_gq: dict[int, float]
+) -> tuple[_Fit, list[Term]]:
+    """A State fit over the DHC cells of the given ages and races (every relgq, sex, hispanic),
+    structural zeros left out, a population of ``people`` drawn at random, the State's queries
+    measured with the production σ², and lower bounds on some group-quarters types."""
+    grids = np.meshgrid(
+        np.arange(42), np.arange(2), np.array(list(ages)), np.arange(2), np.array(races),
+        indexing="ij",
+    )  # fmt: skip
+    cell = np.ravel_multi_index(tuple(g.ravel() for g in grids), SCH.shape).astype(np.int64)
+    cell = np.sort(cell[~structural_zero(NAME, cell)])
+    rng = np.random.default_rng(seed)
+    # most people in households (relgq < 18), a few in group quarters
+    weight = np.where(cell_type(cell, NAME) == 0, 20.0, 1.0)
+    drawn = rng.choice(cell, size=people, p=weight / weight.sum())
+    keys, counts = np.unique(drawn, return_counts=True)
+    truth = from_keys(NAME, keys.astype(np.int64), counts.astype(np.int64), 1)
+    group = cell_type(cell, NAME).astype(np.int64)
+    lower = np.zeros(int(group.max()) + 1)
+    for g, v in lower_gq.items():
+        lower[g] = v
+    zero = np.zeros(cell.size, dtype=np.int64)
+    fit = _Fit(zero, cell, zero, np.array([float(people)]), group, lower)
+    terms = fit.measure(truth, _state_queries(), np.random.default_rng(seed + 1))
+    return fit, terms
+
+
+def _normal(terms: list[Term], n: int) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """``H = Σ_q w_q Q_qᵀQ_q`` and ``b = Σ_q w_q Q_qᵀ y_q`` of the measurements, built here."""
+    hess = sparse.csr_matrix((n, n))
+    b = np.zeros(n)
+    for t in terms:
+        q = sparse.csr_matrix((np.ones(n), (t.inv, np.arange(n))), shape=(t.y.size, n))
+        hess = hess + t.weight * (q.T @ q)
+        b += t.weight * (q.T @ t.y)
+    return hess.tocsr(), b
+
+
+def _kkt_violation(fit: _Fit, terms: list[Term], x: np.ndarray) -> float:
+    """The largest violation of the KKT conditions of ``min ½xᵀHx − bᵀx`` over ``x ≥ 0``,
+    ``Σ x = total``, ``Σ_group x ≥ lower``: multipliers τ (total) and ν_g ≥ 0 (bounds) recovered
+    from the gradient; stationarity ``∇f = τ + ν_g`` where ``x > 0`` and ``≥`` where ``x = 0``,
+    complementarity, feasibility."""
+    assert fit.group is not None and fit.lower is not None
+    hess, b = _normal(terms, x.size)
+    g = hess @ x - b
+    grp, low = fit.group, fit.lower
+    sums = np.bincount(grp, weights=x, minlength=low.size)
+    pos = x > 1e-7
+    free_group = sums > low + 1e-6  # bound not active: ν = 0
+    tau = float(np.median(g[pos & free_group[grp]]))
+    nu = np.zeros(low.size)
+    for k in np.flatnonzero(~free_group & (low > 0)):
+        m = (grp == k) & pos
+        nu[k] = float(np.median(g[m])) - tau if m.any() else 0.0
+    shifted = g - tau - nu[grp]
+    return max(
+        float(np.abs(shifted[pos]).max()),  # stationarity on the positive variables
+        float(max(-shifted[~pos].min(initial=0.0), 0.0)),  # and at zero
+        float(max(-nu.min(), 0.0)),  # ν ≥ 0
+        float(max((low - sums).max(), 0.0)),  # bounds hold
+        abs(float(x.sum()) - fit.target[0]),  # the total
+        float(max(-x.min(), 0.0)),
+    )
+
+
+def test_state_fit_matches_an_independent_solver_on_a_small_instance() -> None:
+    # 300 people over the cells of 2 ages × 1 race: 296 variables; the gq301 (nursing) bound binds;
+    # the queries with rows of more than 64 cells measured with σ² / 10 (as ill-conditioned as
+    # the larger instance below)
+    fit, terms = _instance(range(40, 42), (0,), 300, 3, {10: 12.0})
+    terms = [
+        replace(t, weight=t.weight * 10) if np.bincount(t.inv).max() > 64 else t for t in terms
+    ]
+    x, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
+    assert fit.route == "dual"
+    # independently: bounded-variable least squares (BVLS) over (x, s) ≥ 0, the rows √w_q Q_q
+    # against √w_q y_q, the total and the bound Σ_nursing x − s = 12 as heavily weighted rows
+    n = x.size
+    rows = [
+        np.sqrt(t.weight)
+        * sparse.csr_matrix((np.ones(n), (t.inv, np.arange(n))), shape=(t.y.size, n)).toarray()
+        for t in terms
+    ]
+    rhs = [np.sqrt(t.weight) * t.y for t in terms]
+    grp = fit.group
+    assert grp is not None
+    nursing = (grp == 10).astype(float)
+    big = 1e4
+    m = np.vstack(
+        [np.hstack([r, np.zeros((r.shape[0], 1))]) for r in rows]
+        + [big * np.append(np.ones(n), 0.0), big * np.append(nursing, -1.0)]
+    )
+    res = optimize.lsq_linear(m, np.concatenate([*rhs, [big * 300.0, big * 12.0]]),
+                              bounds=(0, np.inf), method="bvls", tol=1e-14)  # fmt: skip
+    assert res.success, res.message
+    assert res.x[-1] < 1e-6 and nursing @ res.x[:n] == pytest.approx(12.0, abs=1e-5)  # binds
+    np.testing.assert_allclose(x, res.x[:n], atol=1e-4)
+    assert abs(float(x.sum()) - 300.0) < 1e-9 and x.min() >= 0
+    assert nursing @ x >= 12.0 - 1e-6
+    assert _kkt_violation(fit, terms, x) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def larger() -> tuple[_Fit, list[Term]]:
+    # 600 people over 8 ages × 2 races (≈ 2,400 variables): the coarse rows hold up to ~1,200
+    # cells; bounds on gq301 (nursing) and gq501 (college) above what the noisy data give
+    return _instance(range(20, 28), (0, 1), 600, 5, {10: 25.0, 16: 30.0})
+
+
+def test_state_fit_meets_the_kkt_conditions_with_binding_bounds(larger) -> None:
+    fit, terms = larger
+    x, its = fit.solve(terms, max_iter=2000, tol=1e-8)
+    assert fit.route == "dual" and its < 2000
+    assert _kkt_violation(fit, terms, x) < 1e-5
+    assert fit.group is not None
+    sums = np.bincount(fit.group, weights=x)
+    assert sums[10] == pytest.approx(25.0, abs=1e-6) and sums[16] == pytest.approx(30.0, abs=1e-6)
+    assert fit.mu[10] > 0 and fit.mu[16] > 0  # the bounds' multipliers
+
+
+def test_projected_gradient_does_not_converge_where_the_dual_route_does(
+    larger, monkeypatch
+) -> None:
+    fit, terms = larger
+    # the coarse rows make FISTA's step 1/L tiny: not converged within the iterations the dual
+    # route needs many times over
+    x, its = fit.solve(terms, max_iter=400, tol=1e-4)
+    assert fit.route == "dual" and its < 100
+    monkeypatch.setattr(sparse_fit, "COARSE_RATIO", np.inf)  # the single FISTA of before
+    with pytest.raises(InvalidParameterError, match="did not converge"):
+        fit.solve(terms, max_iter=400, tol=1e-4)
+    assert fit.route == "fista"
+    assert _kkt_violation(fit, terms, x) < 1e-3
