@@ -204,8 +204,12 @@ def _handshake_problem(sock: socket.socket, deadline: float, timeout: float) -> 
     return None
 
 
+#: how long an embedded Prefect API may take to answer its first health check
+STARTUP_TIMEOUT_S = 120
+
+
 @contextmanager
-def prefect_api(startup_timeout: int = 120) -> Iterator[str]:
+def prefect_api(startup_timeout: int = STARTUP_TIMEOUT_S) -> Iterator[str]:
     """Yield the Prefect API URL: the configured one, or one embedded server for this process."""
     from prefect.settings import get_current_settings
 
@@ -261,6 +265,21 @@ def embedded_server_class() -> type:
     class EmbeddedAPIServer(SubprocessASGIServer):
         _instances: dict[int | None, SubprocessASGIServer] = {}  # noqa: RUF012 (Prefect's)
 
+        def start(self, timeout: int | None = None) -> None:
+            """Prefect's start, patient with a server that is up but slow to answer: Prefect
+            polls ``/health`` with httpx's 5 s read timeout and fails the run on the first late
+            answer (a busy machine, the database's migrations); here polling goes on until
+            ``timeout``."""
+            import httpx
+
+            deadline = time.monotonic() + (timeout or STARTUP_TIMEOUT_S)
+            try:
+                super().start(timeout=timeout)
+                return
+            except httpx.TimeoutException:
+                pass
+            wait_healthy(self, deadline)
+
         def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
             server_env = {
                 "PREFECT_UI_ENABLED": "0",
@@ -285,6 +304,35 @@ def embedded_server_class() -> type:
 
 
 _EmbeddedServer: type | None = None
+
+
+def wait_healthy(server: Any, deadline: float, read_timeout: float = 30.0) -> None:
+    """Poll ``server``'s ``/health`` (connection refused or answers late: try again) until it
+    answers 200, its process ends, or ``deadline`` (``time.monotonic``) passes; then stop it and
+    raise."""
+    import httpx
+
+    with httpx.Client() as client:
+        while (left := deadline - time.monotonic()) > 0:
+            if server.server_process.poll() is not None:
+                code = server.server_process.returncode
+                server.stop()
+                raise RuntimeError(
+                    f"the embedded Prefect API server exited with code {code} while starting"
+                )
+            try:
+                answer = client.get(f"{server.api_url}/health", timeout=min(read_timeout, left))
+                if answer.status_code == 200:
+                    return
+            except (httpx.TimeoutException, httpx.ConnectError):
+                pass
+            time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(
+        "the embedded Prefect API server did not answer its health check in time; the machine "
+        "may be overloaded: retry, or start a server (`prefect server start`) and set "
+        "PREFECT_API_URL"
+    )
 
 
 def _drain() -> None:
