@@ -113,7 +113,7 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
             for width in WIDTHS:
                 page.set_viewport_size({"width": width, "height": 900})
                 shot = default_report.with_name(f"report-{default_report.parent.name}-{width}.png")
-                page.screenshot(path=str(shot), full_page=True)
+                page.screenshot(path=str(shot), full_page=True, timeout=120_000)
                 shots.append(shot)
                 page.evaluate(
                     "() => document.querySelectorAll('details').forEach(d => d.open = true)"

@@ -149,7 +149,7 @@ def test_report_renders_in_headless_chromium(
             spec_text = page.locator("#spec").text_content()
             name_text = page.locator("#audit-name").text_content()
             glance_rows = page.locator("table.glance tbody tr").count()
-            page.screenshot(path=str(shot), full_page=True)
+            page.screenshot(path=str(shot), full_page=True, timeout=120_000)
         finally:
             ctx.close()
 
