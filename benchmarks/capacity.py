@@ -26,8 +26,10 @@ rewrites its CSV in ``benchmarks/results/`` and regenerates ``benchmarks/capacit
 them: re-run ``measure`` after a change to TopDown or the store, then ``predict`` and ``check``.
 
 ``production`` reads ``benchmarks/bench_production.py``'s per-state costs of the ``pl94_production``
-schema (sparse TopDown; finished runs and the states a running one has finished), fits the states
-not measured linearly in blocks, and predicts full-US audits on N workers with
+schema (sparse TopDown; finished runs and the states a running one has finished): each state's
+compute costs from the one-replicate run with most states, the newest among equals (other runs
+give only the states it lacks), its stored bytes from the first of them that wrote a store
+(``--runs A,B`` names the runs instead); it fits the states not measured linearly in blocks, and predicts full-US audits on N workers with
 ``production_model.predict_production`` (and the fewest workers for ``--deadline-h``); its section
 of ``capacity.md`` is replaced in place.
 """
@@ -1035,72 +1037,150 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def production_measured() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per-state rows of ``bench_production.py``'s one-replicate runs in ``benchmarks/results/``:
-    each finished run's ``production_*.json``, else (a run still going or stopped) the states it
-    finished, ``production_*.states.jsonl``; the run with most states first, then any other run's
-    states it lacks. Each row's stored bytes: its state's directory in its run's ``--store`` if
-    there, else its raw bytes at the compression of the others. Returns the largest run's summary
-    (rebuilt from its rows if it did not end)."""
-    runs = []
-    for f in sorted(RESULTS.glob("production_*.states.jsonl")):
-        done = f.with_name(f.name.replace(".states.jsonl", ".json"))
-        if done.exists():
-            d = json.loads(done.read_text())
-        else:
-            rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            if not rows:
-                continue
-            loads = [r["load"] for r in rows]
-            d = {
-                "started": "",
-                "command": rows[0]["command"],
-                "states": len(rows),
-                "replicates": len(rows[0]["topdown_cpu_s"]),
-                "workers": len({r["pid"] for r in rows}),
-                "memory_limit": "",
-                "wall_s": max(r["finished_s"] for r in rows),
-                "cpu_s": sum(r["cpu_s"] for r in rows),
-                "store_bytes": 0,
-                "written_bytes": sum(r["written_bytes"] for r in rows),
-                "load_before": loads[0],
-                "load_mean": sum(loads) / len(loads),
-                "load_after": loads[-1],
-                "per_state": rows,
-                "finished": False,
-            }
-        if d.get("replicates") == 1 and d.get("per_state"):
-            runs.append(d)
+def _run_from_states(f: Path) -> dict[str, Any] | None:
+    """The summary of a run that did not end, rebuilt from the states it finished."""
+    rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    if not rows:
+        return None
+    loads = [r["load"] for r in rows]
+    return {
+        "started": "",
+        "command": rows[0]["command"],
+        "states": len(rows),
+        "replicates": len(rows[0]["topdown_cpu_s"]),
+        "workers": len({r["pid"] for r in rows}),
+        "memory_limit": "",
+        "wall_s": max(r["finished_s"] for r in rows),
+        "cpu_s": sum(r["cpu_s"] for r in rows),
+        "store_bytes": 0,
+        "written_bytes": sum(r["written_bytes"] for r in rows),
+        "load_before": loads[0],
+        "load_mean": sum(loads) / len(loads),
+        "load_after": loads[-1],
+        "per_state": rows,
+        "finished": False,
+    }
+
+
+def production_runs(results: Path = RESULTS) -> dict[str, dict[str, Any]]:
+    """``bench_production.py``'s one-replicate runs in ``results`` by name (``production_us_r3``
+    for ``production_us_r3.json``): each finished run's ``.json``, else (a run still going or
+    stopped) the states it finished, ``.states.jsonl``, its summary rebuilt from them."""
+    runs: dict[str, dict[str, Any]] = {}
+    names = {f.name.removesuffix(".json") for f in results.glob("production_*.json")}
+    names |= {
+        f.name.removesuffix(".states.jsonl") for f in results.glob("production_*.states.jsonl")
+    }
+    for name in sorted(names):
+        done = results / f"{name}.json"
+        d = json.loads(done.read_text()) if done.exists() else None
+        if d is None:
+            d = _run_from_states(results / f"{name}.states.jsonl")
+        if isinstance(d, dict) and d.get("replicates") == 1 and d.get("per_state"):
+            runs[name] = {**d, "name": name}
+    return runs
+
+
+def _started(d: dict[str, Any]) -> datetime:
+    """A run's start (a run that did not end has none: the oldest)."""
+    try:
+        return datetime.fromisoformat(d.get("started") or "")
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+def production_order(
+    runs: dict[str, dict[str, Any]], prefer: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The runs in order of preference: those named in ``prefer`` (in its order, only them), else
+    every run, the one with most states first and, among runs of as many states, the newest
+    (``started``) first — so a later full-US run replaces an earlier one, and a run of a few
+    states only fills the states the larger runs lack."""
+    if prefer:
+        missing = [p for p in prefer if p.removesuffix(".json") not in runs]
+        if missing:
+            raise SystemExit(
+                f"capacity.py production: no one-replicate run {', '.join(missing)} in "
+                f"benchmarks/results/; give one of {', '.join(sorted(runs)) or '(none)'}"
+            )
+        return [runs[p.removesuffix(".json")] for p in prefer]
+    return sorted(runs.values(), key=lambda d: (len(d["per_state"]), _started(d)), reverse=True)
+
+
+def production_measured(
+    results: Path = RESULTS, prefer: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
+    """Per-state rows of ``bench_production.py``'s one-replicate runs (``production_runs``), in
+    ``production_order``. Each state's compute costs (CPU-s of the spine, population, TopDown and
+    residuals, peak RSS) come from the first run that measured it; its stored bytes from the first
+    run that wrote a store and measured it (a ``--no-store`` run has none): the raw bytes it wrote
+    and, as stored, its state's directory in that run's ``--store`` if there, else its share of
+    the run's whole store (the run's compression), else the compression of the other states; a
+    state no store run measured has ``stored_bytes`` None. Returns the first run's summary (the
+    compute costs'; rebuilt from its rows if it did not end), the first store run's summary (or
+    None) and the rows, largest state first, each naming its ``cpu_run`` and ``bytes_run``."""
+    runs = production_runs(results)
     if not runs:
         raise SystemExit("no benchmarks/results/production_*: run bench_production.py first")
-    runs.sort(key=lambda d: -len(d["per_state"]))
+    order = production_order(runs, prefer)
     rows_by: dict[str, dict[str, Any]] = {}
-    for d in runs:
+    for d in order:
         for r in d["per_state"]:
-            rows_by.setdefault(r["state"], r)
-    for d in runs:  # each state's stored bytes: its directory in its run's store
+            if r["state"] not in rows_by:
+                rows_by[r["state"]] = {**r, "cpu_run": d["name"], "stored_bytes": None}
+    stored_by = [d for d in order if d.get("written_bytes")]
+    for d in reversed(stored_by):  # the first store run that measured a state wins
         argv = d["command"].split()
-        store = HERE.parent / argv[argv.index("--store") + 1] if "--store" in argv else None
+        at = argv[argv.index("--store") + 1] if "--store" in argv else None
+        share = d["store_bytes"] / d["written_bytes"] if d.get("store_bytes") else None
         for r in d["per_state"]:
-            sdir = store / r["state"] if store is not None else None
-            if sdir is not None and sdir.is_dir():
-                r["stored_bytes"] = _dir_bytes(sdir)
-            elif d.get("store_bytes") and len(d["per_state"]) == 1:
-                r["stored_bytes"] = d["store_bytes"]
-    known = [r for r in rows_by.values() if "stored_bytes" in r]
+            if r["state"] not in rows_by or not r["written_bytes"]:
+                continue
+            sdirs = (
+                [base / at / r["state"] for base in (results.parent.parent, results)] if at else []
+            )
+            sdir = next((p for p in sdirs if p.is_dir()), None)
+            if sdir is not None:
+                stored: float | None = _dir_bytes(sdir)
+            elif share is not None:
+                stored = r["written_bytes"] * share
+            else:
+                stored = None
+            rows_by[r["state"]].update(
+                written_bytes=r["written_bytes"], stored_bytes=stored, bytes_run=d["name"]
+            )
+    known = [r for r in rows_by.values() if r["stored_bytes"] is not None]
     ratio = sum(r["stored_bytes"] for r in known) / max(1, sum(r["written_bytes"] for r in known))
     for r in rows_by.values():
-        r.setdefault("stored_bytes", r["written_bytes"] * (ratio if known else 1.0))
-    return runs[0], sorted(rows_by.values(), key=lambda r: -r["blocks"])
+        if r["stored_bytes"] is None and r.get("bytes_run"):  # raw bytes, no store measured
+            r["stored_bytes"] = r["written_bytes"] * (ratio if known else 1.0)
+    return (
+        order[0],
+        stored_by[0] if stored_by else None,
+        sorted(rows_by.values(), key=lambda r: -r["blocks"]),
+    )
 
 
 def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     """Every spine state's costs (``production_model.ProductionState``): the measured states as
-    measured, the others from linear fits in blocks over the measured ones."""
+    measured, the others from linear fits in blocks over the measured ones (a measured state's
+    stored bytes, when no run wrote a store of it, from the fit over those that did)."""
     from production_model import ProductionState, fit_linear, scale_states
 
     from auditlib.geography.spine import generate_spine
 
+    x = [float(r["blocks"]) for r in rows]
+    stored = [r for r in rows if r["stored_bytes"] is not None]
+    fits = {
+        "setup": fit_linear(x, [r["population_cpu_s"] for r in rows]),
+        "replicate": fit_linear(x, [r["topdown_cpu_s"][0] + r["write_cpu_s"][0] for r in rows]),
+        "bytes": (
+            fit_linear([float(r["blocks"]) for r in stored], [r["stored_bytes"] for r in stored])
+            if stored
+            else fit_linear([1.0], [0.0])
+        ),
+        "peak": fit_linear(x, [r["peak_rss_mb"] for r in rows]),
+    }
     measured = {
         r["state"]: ProductionState(
             r["state"],
@@ -1108,18 +1188,12 @@ def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, 
             r["people"],
             r["population_cpu_s"],
             r["topdown_cpu_s"][0] + r["write_cpu_s"][0],
-            r["stored_bytes"],
+            r["stored_bytes"]
+            if r["stored_bytes"] is not None
+            else max(0.0, fits["bytes"](r["blocks"])),
             r["peak_rss_mb"],
         )
         for r in rows
-    }
-    ms = list(measured.values())
-    x = [float(s.blocks) for s in ms]
-    fits = {
-        "setup": fit_linear(x, [s.setup_s for s in ms]),
-        "replicate": fit_linear(x, [s.replicate_s for s in ms]),
-        "bytes": fit_linear(x, [s.bytes_per_replicate for s in ms]),
-        "peak": fit_linear(x, [s.peak_mb for s in ms]),
     }
     sp = generate_spine(SEED)
     blocks = sp.units_per_state("Block")
@@ -1169,9 +1243,11 @@ def production_rows(
 
 
 def production_mode(args: argparse.Namespace) -> None:
-    summary, rows = production_measured()
-    raw = sum(r["written_bytes"] for r in rows)
-    compression = sum(r["stored_bytes"] for r in rows) / raw if raw else 1.0
+    prefer = [x.strip() for x in args.runs.split(",") if x.strip()] if args.runs else None
+    summary, bytes_run, rows = production_measured(prefer=prefer)
+    stored = [r for r in rows if r["stored_bytes"] is not None]
+    raw = sum(r["written_bytes"] for r in stored)
+    compression = sum(r["stored_bytes"] for r in stored) / raw if raw else 1.0
     states, fits = production_states(rows)
     costs, _ = load_costs() if MEASURE_JSON.exists() else (None, None)
     spine_s = max(r["spine_cpu_s"] for r in rows)
@@ -1189,10 +1265,18 @@ def production_mode(args: argparse.Namespace) -> None:
     _write_csv(PRODUCTION_WORKERS_CSV, need)
     run = {k: v for k, v in summary.items() if k != "per_state"}
     if not run["store_bytes"]:  # a run that did not end: its states' directories
-        run["store_bytes"] = sum(r["stored_bytes"] for r in summary["per_state"])
+        run["store_bytes"] = sum(
+            r["stored_bytes"] for r in rows if r.get("bytes_run") == run["name"]
+        )
     meta = {
+        "runs_preferred": prefer or [],
         "run": run,
+        "bytes_run": (
+            {k: v for k, v in bytes_run.items() if k != "per_state"} if bytes_run else None
+        ),
         "measured_states": [r["state"] for r in rows],
+        "cpu_runs": _count_by(rows, "cpu_run"),
+        "bytes_runs": _count_by(rows, "bytes_run"),
         "compression": compression,
         "fits": {k: asdict_fit(f) for k, f in fits.items()},
         "fixed": fixed,
@@ -1210,6 +1294,15 @@ def production_mode(args: argparse.Namespace) -> None:
             f"workers within {x['deadline_h']:g} h (floor {_hours(x['floor_s'])})"
         )
     write_production_section()
+
+
+def _count_by(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
+    """How many rows each run gave ``key`` (``cpu_run``, ``bytes_run``)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.get(key):
+            out[r[key]] = out.get(r[key], 0) + 1
+    return out
 
 
 def asdict_fit(f: Any) -> dict[str, float]:
@@ -1235,19 +1328,53 @@ def production_lines() -> list[str]:
         return []
     meta = json.loads(meta_p.read_text())
     run, fits, fixed = meta["run"], meta["fits"], meta["fixed"]
+    brun = meta.get("bytes_run")
+    cpu_runs, bytes_runs = meta.get("cpu_runs", {}), meta.get("bytes_runs", {})
+
+    def runs_of(counts: dict[str, int]) -> str:
+        return ", ".join(f"`{k}` ({v} states)" for k, v in counts.items())
+
     lines = [
         PRODUCTION_HEADING,
         "",
-        f"Measured by `benchmarks/bench_production.py` ({run['states']} states × 1 replicate on "
-        f"{run['workers']} local Dask workers"
+        "Measured by `benchmarks/bench_production.py` (one-replicate runs; "
+        + (
+            "as `--runs` named them: " + ", ".join(f"`{x}`" for x in meta["runs_preferred"])
+            if meta.get("runs_preferred")
+            else "the run with most states, the newest among equals, first"
+        )
+        + "; each state's compute costs from the first run that measured it, its stored bytes "
+        "from the first that wrote a store). Compute costs (CPU-s of the spine, the population, "
+        f"TopDown and residuals; peak RSS) from `{run.get('name', '?')}` "
+        f"({run['states']} states × 1 replicate on {run['workers']} local Dask workers"
         + (f", {run['memory_limit']} each; started {run['started']}" if run["started"] else "")
         + f"; load {run['load_before']:.1f} / {run['load_mean'] or 0:.1f} / "
         f"{run['load_after']:.1f}): wall {_hours(run['wall_s'])}, {run['cpu_s']:,.0f} worker "
-        f"CPU-s, store {run['store_bytes'] / 1e6:,.0f} MB"
+        "CPU-s, "
+        + (
+            f"store {run['store_bytes'] / 1e6:,.0f} MB"
+            if run["store_bytes"]
+            else "no store written (`--no-store`: its write CPU-s are the residuals' computation "
+            "alone)"
+        )
         + (
             " — **the run did not finish**: the states it finished"
             if run.get("finished") is False
             else ""
+        )
+        + (f"; other runs' states it lacks: {runs_of(cpu_runs)}" if len(cpu_runs) > 1 else "")
+        + ". "
+        + (
+            "Stored bytes from the same run"
+            if brun and brun.get("name") == run.get("name") and len(bytes_runs) == 1
+            else f"Stored bytes from `{brun['name']}` (started {brun['started'] or '?'}: "
+            f"{brun['states']} states, store {brun['store_bytes'] / 1e6:,.0f} MB for "
+            f"{brun['written_bytes'] / 1e6:,.0f} MB raw"
+            + (f"; {runs_of(bytes_runs)}" if len(bytes_runs) > 1 else "")
+            + "); the store's layout (per level int64 keys + int32 residuals, Zarr v3 default "
+            "codec) has not changed since"
+            if brun
+            else "No run wrote a store: stored bytes unknown (0)"
         )
         + ". States measured: "
         + (
@@ -1324,6 +1451,12 @@ def main() -> None:
     pp.add_argument("--replicates", default="1,100")
     pp.add_argument("--workers", default="2,16,64,256")
     pp.add_argument("--deadline-h", type=float, default=10.0)
+    pp.add_argument(
+        "--runs",
+        default="",
+        help="result names in benchmarks/results/ in order of preference (e.g. "
+        "production_us_r3_sortfree,production_us_r2); default: most states first, then newest",
+    )
     r = sub.add_parser("render", help="rewrite benchmarks/capacity.md from the results")
     del r
     args = ap.parse_args()
