@@ -1210,7 +1210,7 @@ def production_rows(
     replicates: list[int],
     workers: list[int],
     deadline_s: float,
-    fixed: dict[str, float],
+    fixed: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Predictions per (replicates, task granularity, workers), and the fewest workers for the
     deadline; ``fixed``: task_s, worker_s, flow_s, write_mb_s, store_mb_s."""
