@@ -29,6 +29,7 @@ Lagrangian rounds).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,10 @@ FloatArray = npt.NDArray[np.float64]
 COARSE_ROW = 64
 #: Newton steps by a dense solve up to this many dual rows, by conjugate gradients beyond
 DENSE_ROWS = 800
+#: conjugate gradients stop at this relative residual (an inexact Newton step)
+CG_RTOL = 1e-3
+#: the preconditioner is rebuilt after a solve of more than this many iterations
+REBUILD_CG = 25
 
 
 @dataclass
@@ -62,10 +67,18 @@ class CoarseProx:
     bounded: npt.NDArray[np.bool_]
     lip: float
     tol: float
+    kind: IntArray | None = None
     max_newton: int = 60
+    max_cg: int = 200
     eta: FloatArray = field(init=False)
     newton: int = field(default=0, init=False)
+    cg: int = field(default=0, init=False)
+    exact: bool = field(default=False, init=False)
+    stuck: bool = field(default=False, init=False)
     row_size: FloatArray = field(init=False)
+    _pre: Callable[[FloatArray], FloatArray] | None = field(default=None, init=False)
+    _stale: bool = field(default=False, init=False)
+    _pre_rows: IntArray = field(default_factory=lambda: np.zeros(0, np.int64), init=False)
 
     def __post_init__(self) -> None:
         self.eta = np.zeros(self.c.size)
@@ -145,8 +158,10 @@ class CoarseProx:
 
     def _direction(self, x: FloatArray, grad: FloatArray, on: npt.NDArray[np.bool_]) -> FloatArray:
         """The Newton step ``H⁻¹ grad`` on the free dual coordinates: dense for at most
-        :data:`DENSE_ROWS` rows, else conjugate gradients preconditioned by ``H`` without the
-        segment term (block-diagonal by unit: rows of different units share no variable)."""
+        :data:`DENSE_ROWS` rows, else by conjugate gradients to :data:`CG_RTOL` (an inexact Newton
+        step, still an ascent direction) with :meth:`_preconditioner`, kept while it serves: it is
+        rebuilt at the projection of the moment when the last solve took more than
+        :data:`REBUILD_CG` iterations."""
         d = np.zeros_like(grad)
         idx = np.flatnonzero(on)
         if self.c.size <= DENSE_ROWS:
@@ -157,28 +172,99 @@ class CoarseProx:
                 d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
             return d
         bf, s, cnt, shift = self._parts(x)
-        bo = bf[:, idx].tocsc()
+        bo = bf[:, idx].tocsc() if idx.size < self.c.size else bf.tocsc()
         bot = bo.T.tocsr()
-        k = idx.size
+        sh = shift[idx]
+        inv_cnt = 1.0 / np.maximum(cnt, 1.0)
 
         def hv(v: FloatArray) -> FloatArray:
             z = bo @ v
             if cnt.size:
-                z = z - (np.bincount(s, weights=z, minlength=cnt.size) / cnt)[s]
-            return np.asarray(bot @ z, dtype=np.float64) / self.lip + shift[idx] * v
+                z = z - (np.bincount(s, weights=z, minlength=cnt.size) * inv_cnt)[s]
+            return np.asarray(bot @ z, dtype=np.float64) / self.lip + sh * v
 
-        pre = (bot @ bo).tocsc() / self.lip + sparse.diags(shift[idx])
-        lu = splinalg.splu(pre.tocsc())
+        if self._pre is None or self._stale or not np.array_equal(self._pre_rows, idx):
+            kind = None if self.kind is None else self.kind[idx]
+            self._pre = self._preconditioner(bo, bot, s, cnt, sh, kind)
+            self._pre_rows, self._stale = idx, False
+        pv = self._pre
+
+        k = idx.size
         op = splinalg.LinearOperator((k, k), matvec=hv, dtype=np.float64)
-        m_op = splinalg.LinearOperator((k, k), matvec=lu.solve, dtype=np.float64)
-        d[idx], _ = splinalg.cg(op, grad[idx], M=m_op, rtol=1e-7, maxiter=200)
+        m_op = splinalg.LinearOperator((k, k), matvec=pv, dtype=np.float64)
+        its = [0]
+
+        def count(_: FloatArray) -> None:
+            its[0] += 1
+
+        d[idx], _ = splinalg.cg(
+            op, grad[idx], M=m_op, rtol=CG_RTOL, maxiter=self.max_cg, callback=count
+        )
+        self.cg += its[0]
+        self._stale = its[0] > REBUILD_CG
         return d
 
-    def __call__(self, u: FloatArray) -> FloatArray:
-        """The proximal point of ``u`` (module docstring); the multipliers stay in ``eta``."""
+    def _preconditioner(
+        self,
+        bf: sparse.csc_matrix,
+        bft: sparse.csr_matrix,
+        s: IntArray,
+        cnt: FloatArray,
+        shift: FloatArray,
+        kind: IntArray | None,
+    ) -> Callable[[FloatArray], FloatArray]:
+        """An approximate inverse of the Hessian ``H`` on the free dual rows (``bf`` their columns
+        on the positive variables, ``bft`` its transpose, ``s`` / ``cnt`` the variables' segments
+        and their sizes, ``shift`` the rows' diagonal): ``P = BᵀB / L + diag(shift)`` (``H``
+        without its segment term; block-diagonal by unit, rows of different units share no
+        variable), by a sparse LU, and — where rows of many units share a ``kind`` — a balancing
+        coarse correction (Mandel's balancing Neumann–Neumann, ``M = (I − Z E⁻¹ Zᵀ H) P⁻¹
+        (I − H Z E⁻¹ Zᵀ) + Z E⁻¹ Zᵀ``, ``Z`` the kinds' indicators, ``E = Zᵀ H Z``): the sum over
+        the children of one query cell's rows is the parent's, fixed by the segments, so ``H`` is
+        nearly flat along those sums (curvature ``1/w`` against ``row size / L``) and ``P``
+        alone misses exactly these directions."""
+        m = shift.size
+        p = (bft @ bf).tocsc() / self.lip + sparse.diags(shift)
+        lu = splinalg.splu(sparse.csc_matrix(p))
+        if kind is None:
+            return lu.solve
+        _, kind = np.unique(kind, return_inverse=True)
+        nk = int(kind.max(initial=-1)) + 1
+        if nk >= m or nk == 0:
+            return lu.solve
+        z = sparse.csr_matrix((np.ones(m), (np.arange(m), kind)), shape=(m, nk))
+        bz = (bf @ z).tocsr()  # (free variables, kinds)
+        if cnt.size:
+            sel = sparse.csr_matrix(
+                (np.ones(s.size), (s, np.arange(s.size))), shape=(cnt.size, s.size)
+            )
+            sums = (sel @ bz).tocsr()
+            bzj = bz - sel.T @ sparse.diags(1.0 / cnt) @ sums  # J B Z
+        else:
+            bzj = bz
+        hz = np.asarray((bft @ bzj).todense(), dtype=np.float64) / self.lip
+        hz += np.asarray(z.multiply(shift[:, None]).todense(), dtype=np.float64)  # H Z
+        e = np.asarray(z.T @ hz, dtype=np.float64)
+        e = 0.5 * (e + e.T)
+        e_inv = np.linalg.pinv(e, hermitian=True)
+        zt = z.T.tocsr()
+
+        def apply(v: FloatArray) -> FloatArray:
+            zv = e_inv @ (zt @ v)
+            r = lu.solve(v - hz @ zv)
+            return r - z @ (e_inv @ (hz.T @ r)) + z @ zv
+
+        return apply
+
+    def __call__(self, u: FloatArray, loose: float = 0.0) -> FloatArray:
+        """The proximal point of ``u`` (module docstring); the multipliers stay in ``eta``. With
+        ``loose`` > ``tol``, the dual stops at that gradient (an inexact proximal point, warm-started
+        from the last): :attr:`exact` says whether it also meets ``tol``."""
         eta = self.eta
         x, grad, value = self._primal(eta, u)
-        enough = self.tol + 1e-12 * np.abs(self.c)  # people per row, floating point's share
+        fp = 1e-12 * np.abs(self.c)  # floating point's share of a row
+        enough = max(self.tol, loose) + fp
+        self.stuck = False
         for _ in range(self.max_newton):
             if (np.abs(self._pgrad(eta, grad)) <= enough).all():
                 break
@@ -196,8 +282,10 @@ class CoarseProx:
                     break
                 t *= 0.5
             if t < 1e-8 and v2 < value - slack:
+                self.stuck = True
                 break  # no ascent left at floating-point precision
             eta, x, grad, value = new, x2, g2, v2
+        self.exact = self.stuck or bool((np.abs(self._pgrad(eta, grad)) <= self.tol + fp).all())
         self.eta = eta
         return x
 

@@ -45,6 +45,10 @@ FloatArray = npt.NDArray[np.float64]
 #: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds)
 COARSE_RATIO = 100.0
 MAX_DUAL_ROWS = 200_000
+#: the dual of a proximal step is solved to this fraction of FISTA's last step (people per row;
+#: warm-started: an inexact proximal point whose error vanishes as FISTA converges), and exactly
+#: once the step is below ``tol``
+INEXACT = 0.1
 
 
 def cell_type(cells: IntArray, schema_name: str) -> IntArray:
@@ -73,18 +77,21 @@ def _allowed(
 
 @dataclass(frozen=True)
 class Term:
-    """One query's measurements: each variable's row ``inv``, the noisy row answers ``y``, 1/σ²."""
+    """One query's measurements: each variable's row ``inv``, the noisy row answers ``y``, 1/σ²,
+    and each row's query cell ``row_cell`` (rows of different units share it)."""
 
     query: str
     inv: IntArray
     y: FloatArray
     weight: float
+    row_cell: IntArray | None = None
 
 
 @dataclass
 class _Fit:
     """One level's least-squares problem over variables (unit, cell) with segment constraints and
-    optional group lower bounds (``group[v]`` the group of variable ``v``, ``lower[g]`` its bound)."""
+    optional group lower bounds (``group[v]`` the group of variable ``v``, ``lower[g]`` its bound,
+    ``group_type[g]`` its unit type)."""
 
     unit: IntArray
     cell: IntArray
@@ -92,10 +99,12 @@ class _Fit:
     target: FloatArray
     group: IntArray | None = None
     lower: FloatArray | None = None
+    group_type: IntArray | None = None
     outer: int = field(default=0, init=False)
     mu: FloatArray = field(default_factory=lambda: np.zeros(0), init=False)
     rho: float = field(default=0.0, init=False)
     newton: int = field(default=0, init=False)
+    cg: int = field(default=0, init=False)
     route: str = field(default="", init=False)
     ratio: float = field(default=0.0, init=False)
 
@@ -121,7 +130,9 @@ class _Fit:
             hit = touched[pos] == t_rows if touched.size else np.zeros(t_rows.size, bool)
             np.add.at(true, pos[hit], t_counts[hit])
             noise = discrete_gaussian_sampler(float(sigma2)).rvs(size=touched.size, rng=rng)
-            terms.append(Term(q, inv.astype(np.int64), true + noise, 1.0 / float(sigma2)))
+            terms.append(
+                Term(q, inv.astype(np.int64), true + noise, 1.0 / float(sigma2), touched % nq)
+            )
         return terms
 
     def constant_rows(self, term: Term) -> bool:
@@ -145,6 +156,21 @@ class _Fit:
         gv = np.flatnonzero(on)
         used, gg = np.unique(self.group[gv], return_inverse=True)
         return gv, gg.astype(np.int64), self.lower[used].astype(np.float64), used
+
+    def _row_kinds(self, big: list[Term], used: IntArray) -> IntArray | None:
+        """The kind of each dual row (:class:`~auditlib.simulate.sparse_coarse.CoarseProx`): a
+        coarse row's query and query cell, a bounded group's unit type; ``None`` if unknown."""
+        if any(t.row_cell is None for t in big) or (used.size and self.group_type is None):
+            return None
+        kinds, off = [], 0
+        for t in big:
+            assert t.row_cell is not None
+            kinds.append(t.row_cell + off)
+            off += int(t.row_cell.max(initial=-1)) + 1
+        if used.size:
+            assert self.group_type is not None
+            kinds.append(self.group_type[used].astype(np.int64) + off)
+        return np.concatenate(kinds).astype(np.int64) if kinds else None
 
     def solve(
         self,
@@ -257,7 +283,10 @@ class _Fit:
             self.unit.size, [t.inv for t in big], [t.y for t in big], [t.weight for t in big],
             gv, gg, low,
         )  # fmt: skip
-        prox = CoarseProx(proj, self.segment, bt, c, inv_w, is_bound, lip, tol=1e-3 * tol)
+        prox = CoarseProx(
+            proj, self.segment, bt, c, inv_w, is_bound, lip, tol=1e-3 * tol,
+            kind=self._row_kinds(big, used),
+        )  # fmt: skip
 
         def grad(v: FloatArray) -> FloatArray:
             g = np.zeros_like(v)
@@ -270,21 +299,22 @@ class _Fit:
         its, step = 0, np.inf
         while its < max_iter:
             its += 1
-            x_new = prox(w - grad(w) / lip)
+            # the dual to a fraction of the last step (an inexact proximal point), then exact
+            x_new = prox(w - grad(w) / lip, INEXACT * step)
             step = float(np.max(np.abs(x_new - x)))
             if float((w - x_new) @ (x_new - x)) > 0:  # momentum against the gradient map: restart
                 k = 1.0
             k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
             w = x_new + ((k - 1.0) / k_new) * (x_new - x)
             x, k = x_new, k_new
-            if step < tol:
+            if step < tol and prox.exact:
                 break
         else:
             raise InvalidParameterError(
                 f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
                 f"max_iter = {max_iter}; raise max_iter or tol"
             )
-        self.outer, self.newton = 1, prox.newton
+        self.outer, self.newton, self.cg = 1, prox.newton, prox.cg
         if self.lower is not None:
             self.mu[used] = prox.eta[is_bound]
         return x, its

@@ -198,6 +198,7 @@ def sparse_topdown(
             target = np.array([float(invariants.state_total)])
             group = cell_type(cell, name)  # groups: the state's unit types
             lower = lower_ut[0].copy()
+            g_type = np.arange(n_types, dtype=np.int64)
             pair = np.zeros(n_types, dtype=np.int64)
         else:
             unit, cell, segment = _child_variables(dp[i - 1], parents[i - 1])
@@ -211,7 +212,7 @@ def sparse_topdown(
             lower = lower_ut[g_unit, g_type]
             _, pair = np.unique(parents[i - 1][g_unit] * n_types + g_type, return_inverse=True)
         group = group.astype(np.int64)
-        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64))
+        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64), g_type)
         terms = fit.measure(truth[i], measured[i], rngs[i])
         x, its = fit.solve(terms, max_iter=max_iter, tol=tols[i], max_outer=max_outer)
         x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=i > 0)
