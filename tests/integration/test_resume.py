@@ -67,7 +67,8 @@ def test_killed_run_resumes_to_the_undisturbed_store(
 
     # 2. the same command again: resumes, finishes, publishes, cleans up
     again = resume(run.cmd, env, tmp_path, run.run_id, 600)
-    assert f"{N_BLOCKS} blocks ({len(simulated)} resumed)" in again.stdout
+    resumed = f"{N_BLOCKS} blocks ({len(simulated)} resumed)"
+    assert resumed in again.stdout, (len(done), len(simulated), again.stdout[-1500:])
     assert sorted(p.name for p in target.parent.iterdir()) == ["a.zarr"]
     checksums.check(str(target))
 
