@@ -1,6 +1,8 @@
 """Real processes for the integration tests: the `dpaudit` command, a `dask scheduler` and `dask
-worker` processes started and killed here, waiting on a running command, and what a killed run
-leaves in its staging store (simulated blocks, coverage chunks marked done)."""
+worker` processes started and killed here, waiting on a running command, a command run in its own
+session until some work is done and then killed with every process it started (and run again to
+resume), and what a killed run leaves in its staging store (simulated blocks, coverage chunks
+marked done)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,18 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import zarr
+
+if TYPE_CHECKING:
+    from flows.spec import AuditSpec
 
 
 def dpaudit() -> list[str]:
@@ -51,9 +59,121 @@ def end(proc: subprocess.Popen) -> None:
 
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL ``proc``'s process group (started with ``start_new_session``): it and every process
-    it started, at once."""
-    os.killpg(proc.pid, signal.SIGKILL)
+    it started, at once (what is left of it, if ``proc`` ended already)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group ended with its leader
+        pass
     proc.wait(30)
+
+
+def standalone_env() -> dict[str, str]:
+    """This process's environment without ``PREFECT_API_URL``: a `dpaudit` command started with it
+    starts its own API server, in its own process group (killed with it)."""
+    return {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """`dpaudit run` of a spec written to a file (``--no-report``): the validated spec, its run id,
+    the store it publishes and the staging store it builds first."""
+
+    spec: AuditSpec
+    run_id: str
+    target: Path
+    staging: Path
+    cmd: list[str]
+
+
+def audit_run(tmp_path: Path, data: dict[str, Any]) -> AuditRun:
+    """The run of the spec mapping ``data`` (written to ``tmp_path/spec.toml``) into
+    ``tmp_path/out/a.zarr``."""
+    from flows.audit import run_id_for
+    from flows.spec import parse_spec
+    from flows.spec.toml_writer import dump_toml
+    from storage import store
+
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(dump_toml(data))
+    spec = parse_spec(data)
+    run_id = run_id_for(spec)
+    target = tmp_path / "out" / "a.zarr"
+    staging = Path(store.staging_path(str(target), run_id))
+    cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
+    return AuditRun(spec, run_id, target, staging, cmd)
+
+
+# --- a command killed midway, and run again -----------------------------------------------------
+
+POLL_S = 0.05  # between looks at what the running command has done
+
+
+class Running:
+    """A command running in its own session (its pid is its process group's id), its stderr kept
+    in an unnamed file; :meth:`wait` fails with that stderr's tail."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes], seconds: float) -> None:
+        self.proc, self.stderr, self.seconds = proc, stderr, seconds
+        self.deadline = time.monotonic() + seconds
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self, chars: int = 3000) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-chars:]
+
+    def wait(self, cond: Callable[[], bool], what: str) -> None:
+        """Wait until ``cond()``; fail if the command ends first or the deadline (``seconds`` from
+        its start, for all the waits on it) passes."""
+        while not cond():
+            code = self.proc.poll()
+            assert code is None, f"the command ended (exit {code}) before {what}:\n{self.tail()}"
+            assert time.monotonic() < self.deadline, (
+                f"no {what} in {self.seconds:g} s of the command:\n{self.tail()}"
+            )
+            time.sleep(POLL_S)
+
+
+@contextmanager
+def running(cmd: list[str], env: dict[str, str], cwd: Path, seconds: float) -> Iterator[Running]:
+    """Start ``cmd`` in its own session; on leaving, SIGKILL its whole process group (it and every
+    process it started: API server, cluster, workers) at once, and reap it."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+        try:
+            yield Running(proc, stderr, seconds)
+        finally:
+            kill_group(proc)
+
+
+def run_until(
+    cmd: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    cond: Callable[[], bool],
+    seconds: float,
+    what: str,
+) -> None:
+    """Run ``cmd`` in its own session until ``cond()`` holds, then kill its whole process group
+    (:func:`running`); fail, showing its stderr's tail, if it ends first or ``seconds`` pass."""
+    with running(cmd, env, cwd, seconds) as run:
+        run.wait(cond, what)
+
+
+def resume(
+    cmd: list[str], env: dict[str, str], cwd: Path, run_id: str, seconds: float
+) -> subprocess.CompletedProcess[str]:
+    """Run the killed command ``cmd`` again to its end: it succeeds and says it resumes the
+    interrupted run ``run_id``."""
+    again = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=seconds)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming the interrupted run {run_id}" in again.stderr, again.stderr[-3000:]
+    return again
 
 
 def one_line(stderr: str) -> str:

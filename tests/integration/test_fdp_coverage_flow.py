@@ -6,8 +6,6 @@ chunks not marked done."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +13,8 @@ import pytest
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, tradeoff_coverage
 from storage import checksums, store
-from tests.integration._processes import done_markers, dpaudit, kill_group, wait_for
-from tests.integration.test_resume import array_digests
+from tests.integration._processes import done_markers, dpaudit, resume, run_until, standalone_env
+from tests.integration._stores import array_digests, assert_same_arrays
 
 pytestmark = pytest.mark.integration
 
@@ -150,24 +148,16 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     args = [a for m in mechs for a in ("-m", m)] + ["-p", "1", "--reps", str(reps)]
     args += ["--n-select", str(n_select), "--n", str(n), "--seed", str(seed)]
     cmd = [*dpaudit(), "fdp-coverage", *args, "--store", str(target)]
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = standalone_env()
 
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:  # the embedded API server starts first
-        wait_for(lambda: done_markers(staging, PARTS) >= 2, 300, "second chunk marked done", proc)
-    finally:
-        kill_group(proc)
+    two = "second chunk marked done"  # in 300 s: the embedded API server starts first
+    run_until(cmd, env, tmp_path, lambda: done_markers(staging, PARTS) >= 2, 300, two)
     assert not target.exists()  # nothing published
     done = store.done_parts(str(staging), PARTS)
     assert 2 <= len(done) < n_chunks, len(done)
 
     # the same command again: resumes the finished chunks, publishes, cleans up
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming the interrupted run {run_id}" in again.stderr
+    again = resume(cmd, env, tmp_path, run_id, 300)
     assert f"resumed {len(done)} of {n_chunks} chunks" in again.stdout
     assert sorted(p.name for p in target.parent.iterdir()) == ["fdp.zarr"]
     assert store.groups(str(target)) == ["fdp_coverage"]
@@ -179,8 +169,7 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     summary = _flow(dask_address)(ref, mechs, params, reps, n_select, n, conf, tests, seed, chunk)
     assert summary == {"cells": 2, "tasks": n_chunks, "computed": n_chunks, "resumed": 0}
     store.finalize(ref)
-    got, want = array_digests(str(target)), array_digests(ref)
-    assert len(want) >= 10 and got == want
+    assert_same_arrays(str(target), ref, at_least=10)
 
 
 def test_report_of_an_fdp_coverage_store_shows_its_coverage(

@@ -6,18 +6,13 @@ store that verifies and holds the arrays of an undisturbed run."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from flows.spec import parse_spec
-from flows.spec.toml_writer import dump_toml
 from storage import checksums, store
-from tests.integration._processes import dpaudit, kill_group
-from tests.integration.test_resume import array_digests
+from tests.integration._processes import audit_run, resume, run_until, standalone_env
+from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
 pytestmark = pytest.mark.integration
 
@@ -70,34 +65,15 @@ def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignor
 def test_a_killed_production_run_resumes_without_redoing_finished_states(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit import audit_flow, run_id_for
     from flows.spec.plan import make_plan
 
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(dump_toml(SPEC))
-    spec = parse_spec(SPEC)
-    plan = make_plan(spec)
+    run = audit_run(tmp_path, SPEC)
+    plan = make_plan(run.spec)
     assert plan.production is not None and plan.states[0] == "US"  # the nation sums the states
-    run_id = run_id_for(spec)
-    target = tmp_path / "out" / "a.zarr"
-    staging = Path(store.staging_path(str(target), run_id))
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
+    staging, target, env = run.staging, run.target, standalone_env()
 
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 600
-        while not finished_states(staging, plan):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no state was marked done in time"
-            time.sleep(0.02)
-    finally:
-        kill_group(proc)
+    done = "state marked done"
+    run_until(run.cmd, env, tmp_path, lambda: bool(finished_states(staging, plan)), 600, done)
     assert not target.exists()
     finished = finished_states(staging, plan)
     assert len(finished) == 1, finished  # one state done, the other and the nation not
@@ -106,9 +82,7 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
     before = block_files(staging, plan, state)
     assert len(before) >= 3 * 5, before
 
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming the interrupted run {run_id}" in again.stderr
+    again = resume(run.cmd, env, tmp_path, run.run_id, 900)
     assert f"{len(plan.blocks)} blocks (5 resumed)" in again.stdout
     checksums.check(str(target))
     after = {k: (target / k).stat().st_mtime_ns for k in before}
@@ -116,9 +90,5 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
 
     # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
     ref = str(tmp_path / "ref.zarr")
-    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
-    flow(spec, ref, run_id)
-    store.finalize(ref)
-    assert store.groups(str(target)) == store.groups(ref)
-    got, want = array_digests(str(target)), array_digests(ref)
-    assert len(want) > 20 and got == want
+    undisturbed_audit(run.spec, ref, dask_address)
+    assert_same_arrays(str(target), ref, at_least=21)

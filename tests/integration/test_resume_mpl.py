@@ -4,9 +4,6 @@ meanwhile is refused. A resumed flow computes only the chunks not marked done.""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +12,8 @@ import pytest
 from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
 from storage import checksums, store
-from tests.integration._processes import done_markers, dpaudit, kill_group, wait_for
-from tests.integration.test_resume import array_digests
+from tests.integration._processes import done_markers, dpaudit, resume, running, standalone_env
+from tests.integration._stores import assert_same_arrays
 
 pytestmark = pytest.mark.integration
 
@@ -42,32 +39,22 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     args = [a for m in MECHS for a in ("-m", m)] + ["-e", "0.7", "--reps", str(REPS)]
     args += ["--n", str(n), "--N", str(big_n), "--seed", str(seed), "--store", str(target)]
     cmd = [*dpaudit(), "mpl-coverage", *args]
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = standalone_env()
 
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        t0 = time.monotonic()
-        wait_for(lambda: done_markers(staging, PARTS) >= 1, 120, "first chunk marked done", proc)
+    with running(cmd, env, tmp_path, 120) as first:  # one deadline for both chunks
+        first.wait(lambda: done_markers(staging, PARTS) >= 1, "first chunk marked done")
         # a second run on the same store meanwhile is refused before it touches anything
         second = CliRunner().invoke(app, ["mpl-coverage", *args])
         assert second.exit_code == 2, second.output
-        assert f"another dpaudit run (pid {proc.pid}) is writing" in second.stderr
-        left = 120 - (time.monotonic() - t0)  # one deadline for both chunks, as before
-        wait_for(lambda: done_markers(staging, PARTS) >= 2, left, "second chunk marked done", proc)
-    finally:
-        kill_group(proc)
+        assert f"another dpaudit run (pid {first.pid}) is writing" in second.stderr
+        first.wait(lambda: done_markers(staging, PARTS) >= 2, "second chunk marked done")
     assert not target.exists()  # nothing published
     done = store.done_parts(str(staging), PARTS)
     assert 2 <= len(done) < N_CHUNKS, len(done)
     assert store.lock_path(str(target)).exists()  # left by the killed run (its pid is gone)
 
     # the same command again: resumes the finished chunks, publishes, cleans up
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming the interrupted run {run_id}" in again.stderr
+    again = resume(cmd, env, tmp_path, run_id, 300)
     assert f"resumed {len(done)} of {N_CHUNKS} chunks" in again.stdout
     assert sorted(p.name for p in target.parent.iterdir()) == ["mpl.zarr"]
     assert store.groups(str(target)) == ["mpl_coverage"]
@@ -79,8 +66,7 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     summary = flow(ref, MECHS, EPS, REPS, n, big_n, alpha, seed, CHUNK)
     assert summary == {"cells": 2, "tasks": N_CHUNKS, "computed": N_CHUNKS, "resumed": 0}
     store.finalize(ref)
-    got, want = array_digests(str(target)), array_digests(ref)
-    assert len(want) >= 10 and got == want
+    assert_same_arrays(str(target), ref, at_least=10)
 
 
 def test_resumed_flow_computes_only_the_unfinished_chunks(

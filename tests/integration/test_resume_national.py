@@ -8,19 +8,13 @@ undisturbed run."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from flows.spec import parse_spec
-from flows.spec.toml_writer import dump_toml
 from storage import checksums, store
-from tests.integration.test_cli_run import dpaudit
-from tests.integration.test_resume import array_digests
+from tests.integration._processes import audit_run, resume, run_until, standalone_env
+from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
 pytestmark = pytest.mark.integration
 
@@ -62,36 +56,16 @@ def done_units(staging: Path, plan) -> set[tuple[int, int]]:  # type: ignore[no-
 def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit import audit_flow, run_id_for
     from flows.kept_histograms import TOPDOWN_STATE_HISTOGRAMS
     from flows.spec.plan import make_plan
 
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(dump_toml(SPEC))
-    spec = parse_spec(SPEC)
-    plan = make_plan(spec)
+    run = audit_run(tmp_path, SPEC)
+    plan = make_plan(run.spec)
     assert [b for b in plan.blocks if b.state_key == 0]  # a national level: it sums the states
-    run_id = run_id_for(spec)
-    target = tmp_path / "out" / "a.zarr"
-    staging = Path(store.staging_path(str(target), run_id))
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
+    staging, target, env = run.staging, run.target, standalone_env()
 
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 600
-        while not done_units(staging, plan):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no replicate range was marked done in time"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+    unit = "replicate range marked done"
+    run_until(run.cmd, env, tmp_path, lambda: bool(done_units(staging, plan)), 600, unit)
     assert not target.exists()
     finished = done_units(staging, plan)
     states = {b.state for b in plan.blocks if b.state_key}
@@ -113,9 +87,7 @@ def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
         before.update({p.relative_to(staging): p.stat().st_mtime_ns for p in paths})
     assert len(before) >= len(finished) * 5 * 2, before  # 5 levels: State … Block
 
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming the interrupted run {run_id}" in again.stderr
+    resume(run.cmd, env, tmp_path, run.run_id, 900)
     checksums.check(str(target))
     after = {k: (target / k).stat().st_mtime_ns for k in before}
     assert after == before  # the finished ranges were neither simulated nor written again
@@ -123,9 +95,5 @@ def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
 
     # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
     ref = str(tmp_path / "ref.zarr")
-    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
-    flow(spec, ref, run_id)
-    store.finalize(ref)
-    assert store.groups(str(target)) == store.groups(ref)
-    got, want = array_digests(str(target)), array_digests(ref)
-    assert len(want) > 30 and got == want
+    undisturbed_audit(run.spec, ref, dask_address)
+    assert_same_arrays(str(target), ref, at_least=31)

@@ -6,19 +6,14 @@ without the split."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from flows.spec import parse_spec
-from flows.spec.toml_writer import dump_toml
 from storage import checksums, store
-from tests.integration.test_cli_run import dpaudit
-from tests.integration.test_resume import array_digests
+from tests.integration._processes import audit_run, resume, run_until, standalone_env
+from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
 pytestmark = pytest.mark.integration
 
@@ -60,33 +55,10 @@ def done_ranges(staging: Path, per_task: int = 2) -> list[int]:
 def test_a_killed_split_run_resumes_its_unfinished_ranges(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
+    run = audit_run(tmp_path, spec(2))  # 6 ranges of 2 replicates
+    staging, target, env = run.staging, run.target, standalone_env()
 
-    from flows.audit import audit_flow, run_id_for
-
-    data = spec(2)  # 6 ranges of 2 replicates
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(dump_toml(data))
-    s = parse_spec(data)
-    run_id = run_id_for(s)
-    target = tmp_path / "out" / "a.zarr"
-    staging = Path(store.staging_path(str(target), run_id))
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    cmd = [*dpaudit(), "run", str(spec_path), "--store", str(target), "--no-report"]
-
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 600
-        while not done_ranges(staging):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no replicate range was marked done in time"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+    run_until(run.cmd, env, tmp_path, lambda: bool(done_ranges(staging)), 600, "range marked done")
     assert not target.exists()
     finished = {r0 for s_, g, r0 in store.done_ranges(str(staging)) if s_ == 0}
     complete = [r0 for r0 in range(0, REPLICATES, 2) if r0 in set(done_ranges(staging))]
@@ -99,18 +71,12 @@ def test_a_killed_split_run_resumes_its_unfinished_ranges(
     }
     assert before
 
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming the interrupted run {run_id}" in again.stderr
+    resume(run.cmd, env, tmp_path, run.run_id, 900)
     checksums.check(str(target))
     after = {k: (target / k).stat().st_mtime_ns for k in before}
     assert after == before  # the finished ranges were not written again
 
     # an undisturbed run, one task for all the replicates, 2 workers: the same arrays
     ref = str(tmp_path / "ref.zarr")
-    whole = parse_spec(spec(0))
-    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
-    flow(whole, ref, run_id_for(whole))
-    store.finalize(ref)
-    got, want = array_digests(str(target)), array_digests(ref)
-    assert len(want) > 30 and got == want
+    undisturbed_audit(parse_spec(spec(0)), ref, dask_address)
+    assert_same_arrays(str(target), ref, at_least=31)

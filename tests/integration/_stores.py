@@ -1,0 +1,46 @@
+"""Comparing stores in the integration tests: every array's digest, two stores' equality, and the
+store an undisturbed audit writes (the reference a resumed run must equal)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import zarr
+
+from storage import checksums, store
+
+if TYPE_CHECKING:
+    from flows.spec import AuditSpec
+
+
+def array_digests(url: str) -> dict[str, str]:
+    """sha256 of every array of every group (values as stored), keyed 'group/name'."""
+    root = zarr.open_group(url, mode="r", zarr_format=3)
+    out = {}
+    for gname, grp in root.groups():
+        for name, arr in grp.arrays():
+            values: Any = arr[...]
+            out[f"{gname}/{name}"] = checksums.digest(values).hex()
+    return out
+
+
+def assert_same_arrays(got: str, want: str, at_least: int) -> None:
+    """The stores ``got`` and ``want`` hold the same groups and the same values in each of their
+    arrays, of which ``want`` has ``at_least``."""
+    assert store.groups(got) == store.groups(want)
+    digests, wanted = array_digests(got), array_digests(want)
+    assert len(wanted) >= at_least, sorted(wanted)
+    assert digests == wanted
+
+
+def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]:
+    """Run the audit of ``spec`` in this process on the Dask cluster at ``address`` into ``url``,
+    and finalize that store; the flow's summary."""
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+
+    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=address))
+    summary: dict[str, Any] = flow(spec, url, run_id_for(spec))
+    store.finalize(url)
+    return summary
