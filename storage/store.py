@@ -833,13 +833,18 @@ def done_ranges(url: str) -> set[tuple[int, int, int]]:
     return out
 
 
-def seal_pending(url: str) -> set[tuple[int, int]]:
-    """Seal the blocks whose every replicate range is written but whose checksums are not (a run
-    killed between its last range and the seal); return them."""
+def pending_blocks(url: str) -> set[tuple[int, int]]:
+    """The blocks whose every replicate range is written but whose checksums are not (a run
+    killed between its last range and the seal): done once sealed (:func:`seal_pending`)."""
     arr = _array(url, REPLICATE_SHA256)
     written = np.asarray(arr[...]).any(axis=-1).all(axis=-1)
     pending = {(int(a), int(b)) for a, b in zip(*np.nonzero(written), strict=True)}
-    pending -= done_blocks(url)
+    return pending - done_blocks(url)
+
+
+def seal_pending(url: str) -> set[tuple[int, int]]:
+    """Seal the :func:`pending_blocks`; return them."""
+    pending = pending_blocks(url)
     for s, g in sorted(pending):
         seal_block(url, s, g)
     return pending

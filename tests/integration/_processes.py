@@ -194,8 +194,9 @@ def staging_dirs(out: Path) -> list[Path]:
 def marked_blocks(out: Path) -> int:
     """Simulated blocks whose completion markers are written, in the staged stores under ``out``.
 
-    The regions without data (the US level of a state in a nation's run) are marked at the run's
-    start and are not counted: a run resumes (and reports as resumed) only blocks it simulated."""
+    The regions without data (the US level of a state in a nation's run) are marked by a task of
+    their own, at any time of the run, and are not counted: a run resumes (and reports as resumed)
+    only blocks it simulated."""
     n = 0
     for s in staging_dirs(out):
         marks = s / "residuals" / "block_sha256" / "c"

@@ -94,8 +94,9 @@ def test_a_block_is_done_only_when_every_range_is(tmp_path: Path) -> None:
     # a writer killed between its range and the seal: the resume seals it from the store
     blank = np.zeros_like(np.asarray(zarr.open_array(f"{url}/residuals/block_sha256")[1, 1]))
     zarr.open_array(f"{url}/residuals/block_sha256", mode="r+")[1, 1] = blank
-    assert store.done_blocks(url) == set()
+    assert store.done_blocks(url) == set() and store.pending_blocks(url) == {(1, 1)}
     assert store.seal_pending(url) == {(1, 1)} and store.done_blocks(url) == {(1, 1)}
+    assert store.pending_blocks(url) == set()
 
 
 def test_misaligned_ranges_are_refused(tmp_path: Path) -> None:
