@@ -200,8 +200,8 @@ def measure_state(data: dict[str, Any], label: str, url: str, write: bool) -> di
     c, t_w = time.process_time(), time.perf_counter()
     written = 0
     for gi, res in levels.items() if write else ():
-        store.write_residual_block(url, top.state, gi, res, plan.n_items_max)
-        written += plan.n_items_max * (4 * plan.replicates + 14)
+        n = store.write_residual_block(url, top.state, gi, res)
+        written += n * (4 * plan.replicates + 14)
     write_cpu, write_wall = time.process_time() - c, time.perf_counter() - t_w
     return {
         "state": label,
