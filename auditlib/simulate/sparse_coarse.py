@@ -48,8 +48,9 @@ COARSE_ROW = 64
 DENSE_ROWS = 800
 #: conjugate gradients stop at this relative residual (an inexact Newton step)
 CG_RTOL = 1e-3
-#: the preconditioner is rebuilt after a solve of more than this many iterations
-REBUILD_CG = 25
+#: the preconditioner is rebuilt after a solve of more than this many iterations beyond twice
+#: those of its first solve
+REBUILD_CG = 10
 
 
 @dataclass
@@ -78,6 +79,7 @@ class CoarseProx:
     row_size: FloatArray = field(init=False)
     _pre: Callable[[FloatArray], FloatArray] | None = field(default=None, init=False)
     _stale: bool = field(default=False, init=False)
+    _fresh: int = field(default=-1, init=False)
     _pre_rows: IntArray = field(default_factory=lambda: np.zeros(0, np.int64), init=False)
 
     def __post_init__(self) -> None:
@@ -126,17 +128,19 @@ class CoarseProx:
         e.g. a group holding all of its segments' positive variables)."""
         free = np.flatnonzero(x > 0)
         bf = self.bt[free].tocsr()
-        _, s = np.unique(self.segment[free], return_inverse=True)
+        m = self.c.size
+        seg = self.segment[free]
+        present = np.zeros(int(self.segment.max(initial=-1)) + 1, dtype=bool)
+        present[seg] = True
+        s = (np.cumsum(present) - 1)[seg]  # the segments renumbered, in order (no sort)
         cnt = np.bincount(s).astype(np.float64)
-        sq = bf.multiply(bf)
-        d1 = np.asarray(sq.sum(axis=0), dtype=np.float64).ravel()
+        d1 = np.bincount(bf.indices, weights=bf.data * bf.data, minlength=m)
         sel = sparse.csr_matrix(
             (np.ones(free.size), (s, np.arange(free.size))), shape=(cnt.size, free.size)
         )
         sums = (sel @ bf).tocsr()
-        d2 = np.asarray(
-            sums.multiply(sums).T @ (1.0 / np.maximum(cnt, 1.0)), dtype=np.float64
-        ).ravel()
+        per_row = np.repeat(1.0 / np.maximum(cnt, 1.0), np.diff(sums.indptr))
+        d2 = np.bincount(sums.indices, weights=sums.data * sums.data * per_row, minlength=m)
         diag = (d1 - d2) / self.lip + self.inv_w
         floor = 1e-3 * self.row_size / self.lip + 1e-12
         shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
@@ -160,8 +164,8 @@ class CoarseProx:
         """The Newton step ``H⁻¹ grad`` on the free dual coordinates: dense for at most
         :data:`DENSE_ROWS` rows, else by conjugate gradients to :data:`CG_RTOL` (an inexact Newton
         step, still an ascent direction) with :meth:`_preconditioner`, kept while it serves: it is
-        rebuilt at the projection of the moment when the last solve took more than
-        :data:`REBUILD_CG` iterations."""
+        rebuilt at the projection of the moment when the free rows change or the last solve took
+        :data:`REBUILD_CG` iterations more than twice its first."""
         d = np.zeros_like(grad)
         idx = np.flatnonzero(on)
         if self.c.size <= DENSE_ROWS:
@@ -172,7 +176,7 @@ class CoarseProx:
                 d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
             return d
         bf, s, cnt, shift = self._parts(x)
-        bo = bf[:, idx].tocsc() if idx.size < self.c.size else bf.tocsc()
+        bo = bf[:, idx].tocsr() if idx.size < self.c.size else bf  # both products row-wise
         bot = bo.T.tocsr()
         sh = shift[idx]
         inv_cnt = 1.0 / np.maximum(cnt, 1.0)
@@ -186,7 +190,7 @@ class CoarseProx:
         if self._pre is None or self._stale or not np.array_equal(self._pre_rows, idx):
             kind = None if self.kind is None else self.kind[idx]
             self._pre = self._preconditioner(bo, bot, s, cnt, sh, kind)
-            self._pre_rows, self._stale = idx, False
+            self._pre_rows, self._stale, self._fresh = idx, False, -1
         pv = self._pre
 
         k = idx.size
@@ -201,12 +205,14 @@ class CoarseProx:
             op, grad[idx], M=m_op, rtol=CG_RTOL, maxiter=self.max_cg, callback=count
         )
         self.cg += its[0]
-        self._stale = its[0] > REBUILD_CG
+        if self._fresh < 0:
+            self._fresh = its[0]  # the iterations the preconditioner takes when built
+        self._stale = its[0] > REBUILD_CG + 2 * self._fresh
         return d
 
     def _preconditioner(
         self,
-        bf: sparse.csc_matrix,
+        bf: sparse.csr_matrix,
         bft: sparse.csr_matrix,
         s: IntArray,
         cnt: FloatArray,
