@@ -27,8 +27,10 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    bounds go into FISTA's proximal step instead, solved exactly through its low-dimensional dual
    by Newton's method (:mod:`auditlib.simulate.sparse_coarse`), so FISTA only sees the fine
    queries (``L / μ ≈ 40``): the DHC State of the 5 % test spine (0.46 M cells) converges to
-   ``tol = 1e-4`` in 38 iterations (benchmarks/README.md). Same one-pass objective and the same
-   constraints; the multipass ordering is still not reproduced.
+   ``tol = 1e-4`` in 38 iterations (benchmarks/README.md); below the State, where every child has
+   its own coarse rows, the dual's Newton steps go to preconditioned conjugate gradients with a
+   coarse correction across the children (:mod:`~auditlib.simulate.sparse_coarse`). Same one-pass
+   objective and the same constraints; the multipass ordering is still not reproduced.
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
    the next; :mod:`auditlib.simulate.sparse_rounding`): at the state, the people per unit type
