@@ -45,6 +45,9 @@ FloatArray = npt.NDArray[np.float64]
 #: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds)
 COARSE_RATIO = 100.0
 MAX_DUAL_ROWS = 200_000
+#: below the State the fit separates by parent: it is solved in parts of whole parents of about
+#: this many variables (each converging at its own pace, each by the route it needs)
+PART_VARIABLES = 150_000
 #: the dual of a proximal step is solved to this fraction of FISTA's last step (people per row;
 #: warm-started: an inexact proximal point whose error vanishes as FISTA converges), and exactly
 #: once the step is below ``tol``
@@ -91,7 +94,8 @@ class Term:
 class _Fit:
     """One level's least-squares problem over variables (unit, cell) with segment constraints and
     optional group lower bounds (``group[v]`` the group of variable ``v``, ``lower[g]`` its bound,
-    ``group_type[g]`` its unit type)."""
+    ``group_type[g]`` its unit type); ``parent[v]`` the parent of variable ``v``'s unit, if the
+    problem may be solved by parts (:meth:`solve`)."""
 
     unit: IntArray
     cell: IntArray
@@ -100,6 +104,7 @@ class _Fit:
     group: IntArray | None = None
     lower: FloatArray | None = None
     group_type: IntArray | None = None
+    parent: IntArray | None = None
     outer: int = field(default=0, init=False)
     mu: FloatArray = field(default_factory=lambda: np.zeros(0), init=False)
     rho: float = field(default=0.0, init=False)
@@ -183,10 +188,92 @@ class _Fit:
     ) -> tuple[FloatArray, int]:
         """Weighted least squares over the segments and the group bounds (module docstring): FISTA
         with adaptive restart (O'Donoghue & Candès), stopping when no variable moves by more than
-        ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps."""
+        ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps.
+        With ``parent``, by independent parts of whole parents (:meth:`_solve_parts`)."""
+        parts = self._parts()
+        if len(parts) > 1:
+            return self._solve_parts(
+                terms, parts, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
+            )
         return self._solve(
             terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
         )
+
+    def _parts(self) -> list[tuple[int, int]]:
+        """The variables' ranges ``[a, b)`` of whole parents, of about :data:`PART_VARIABLES`
+        each: one range unless ``parent`` is given, non-decreasing, and there are more."""
+        n = self.unit.size
+        if self.parent is None or n <= PART_VARIABLES or (np.diff(self.parent) < 0).any():
+            return [(0, n)]
+        ends = np.append(np.flatnonzero(np.diff(self.parent)) + 1, n)
+        parts, a = [], 0
+        for e in ends.tolist():
+            if e - a >= PART_VARIABLES:
+                parts.append((a, e))
+                a = e
+        if a < n:
+            parts.append((a, n))
+        return parts
+
+    def _part(self, terms: list[Term], a: int, b: int) -> tuple[_Fit, list[Term], IntArray]:
+        """The sub-problem of the variables ``[a, b)`` (whole parents: their segments, groups and
+        rows are theirs alone), its terms, and its groups' indices in this problem."""
+
+        def compact(ids: IntArray) -> tuple[IntArray, IntArray]:
+            used = np.zeros(int(ids.max()) + 1 - int(ids.min()), dtype=bool)
+            used[ids - ids.min()] = True
+            return (np.cumsum(used) - 1)[ids - ids.min()], np.flatnonzero(used) + int(ids.min())
+
+        seg, seg_ids = compact(self.segment[a:b])
+        groups = np.zeros(0, np.int64)
+        group = lower = group_type = None
+        if self.group is not None and self.lower is not None:
+            group, groups = compact(self.group[a:b])
+            lower = self.lower[groups]
+            group_type = None if self.group_type is None else self.group_type[groups]
+        sub = _Fit(
+            self.unit[a:b], self.cell[a:b], seg, self.target[seg_ids], group, lower, group_type
+        )
+        sub_terms = []
+        for t in terms:
+            inv, rows = compact(t.inv[a:b])
+            cells = None if t.row_cell is None else t.row_cell[rows]
+            sub_terms.append(Term(t.query, inv, t.y[rows], t.weight, cells))
+        return sub, sub_terms, groups
+
+    def _solve_parts(
+        self,
+        terms: list[Term],
+        parts: list[tuple[int, int]],
+        *,
+        max_iter: int,
+        tol: float,
+        feas_tol: float,
+        max_outer: int,
+    ) -> tuple[FloatArray, int]:
+        """The fit as independent sub-problems, one per range of whole parents (the objective and
+        the constraints separate by parent: a child's rows, its groups and its parent's segments
+        hold no other parent's children), each by the route it needs; the iterations are the
+        largest of the parts'."""
+        x = np.zeros(self.unit.size)
+        self.mu = np.zeros(0 if self.lower is None else self.lower.size)
+        its, routes = 0, set()
+        self.outer = self.newton = self.cg = 0
+        self.ratio = self.rho = 0.0
+        for a, b in parts:
+            sub, sub_terms, groups = self._part(terms, a, b)
+            x[a:b], k = sub._solve(
+                sub_terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
+            )
+            its = max(its, k)
+            routes.add(sub.route)
+            self.outer, self.rho = max(self.outer, sub.outer), max(self.rho, sub.rho)
+            self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
+            self.ratio = max(self.ratio, sub.ratio)
+            if groups.size:
+                self.mu[groups] = sub.mu
+        self.route = "+".join(sorted(routes))
+        return x, its
 
     def _solve(
         self, terms: list[Term], *, max_iter: int, tol: float, feas_tol: float, max_outer: int

@@ -214,7 +214,8 @@ def sparse_topdown(
             lower = lower_ut[g_unit, g_type]
             _, pair = np.unique(parents[i - 1][g_unit] * n_types + g_type, return_inverse=True)
         group = group.astype(np.int64)
-        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64), g_type)
+        parent = None if i == 0 else parents[i - 1][unit]
+        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64), g_type, parent)
         terms = fit.measure(truth[i], measured[i], rngs[i])
         x, its = fit.solve(terms, max_iter=max_iter, tol=tols[i], max_outer=max_outer)
         x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=i > 0)

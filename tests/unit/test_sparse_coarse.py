@@ -273,3 +273,53 @@ def test_the_coarse_correction_cuts_the_conjugate_gradient_iterations(county, mo
     without = fit.cg
     np.testing.assert_allclose(x_kinds, x_block, atol=1e-4)
     assert with_kinds * 2 < without, (with_kinds, without)
+
+
+def _side_by_side(
+    a: tuple[_Fit, list[Term]], b: tuple[_Fit, list[Term]]
+) -> tuple[_Fit, list[Term]]:
+    """Two parents' fits as one problem (units, segments, groups and rows of ``b`` after
+    ``a``'s), with each variable's parent."""
+    (fa, ta), (fb, tb) = a, b
+    assert fa.group is not None and fb.group is not None and fa.lower is not None
+    assert fb.lower is not None and fa.group_type is not None and fb.group_type is not None
+    fit = _Fit(
+        np.concatenate([fa.unit, fb.unit + int(fa.unit.max()) + 1]),
+        np.concatenate([fa.cell, fb.cell]),
+        np.concatenate([fa.segment, fb.segment + fa.target.size]),
+        np.concatenate([fa.target, fb.target]),
+        np.concatenate([fa.group, fb.group + fa.lower.size]),
+        np.concatenate([fa.lower, fb.lower]),
+        np.concatenate([fa.group_type, fb.group_type]),
+        np.repeat(np.array([0, 1]), [fa.unit.size, fb.unit.size]),
+    )
+    terms = [
+        Term(
+            x.query,
+            np.concatenate([x.inv, y.inv + x.y.size]),
+            np.concatenate([x.y, y.y]),
+            x.weight,
+            np.concatenate([x.row_cell, y.row_cell]),
+        )
+        for x, y in zip(ta, tb, strict=True)
+        if x.row_cell is not None and y.row_cell is not None
+    ]
+    return fit, terms
+
+
+def test_a_fit_in_parts_of_whole_parents_is_the_joint_fit(county, monkeypatch) -> None:
+    # below the State the problem separates by parent: solved part by part (each at its own
+    # pace), it is the joint problem's solution
+    fit, terms = _side_by_side(county, _county_instance(5, 12))
+    monkeypatch.setattr(sparse_coarse, "DENSE_ROWS", 0)
+    x_joint, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
+    assert fit.route == "dual"
+    monkeypatch.setattr(sparse_fit, "PART_VARIABLES", 100)
+    assert len(fit._parts()) == 2
+    x_parts, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
+    assert fit.route == "dual"
+    np.testing.assert_allclose(x_parts, x_joint, atol=1e-6)
+    assert _kkt_segments(fit, terms, x_parts) < 1e-5
+    fb, tb = _county_instance(5, 12)  # the second parent's part alone
+    x_b, _ = fb.solve(tb, max_iter=5000, tol=1e-9)
+    np.testing.assert_allclose(x_parts[fit.unit.size - fb.unit.size :], x_b, atol=1e-6)

@@ -27,6 +27,7 @@ from auditlib.geography.sparse_population import (
     spine_state_sparse_population,
 )
 from auditlib.geography.spine import generate_spine, tallies_2020
+from auditlib.simulate import sparse_fit
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_fit import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower
@@ -95,8 +96,16 @@ def _check_release(release, hierarchy, inv: GQInvariants) -> None:
             np.testing.assert_array_equal(up.counts, release.dp[i - 1].counts)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_pl94_releases_keep_every_invariant_at_every_level(small_state, seed: int) -> None:
+#: seeds run with the fit in parts of whole parents of ~500 variables (the route of large states)
+IN_PARTS = 500
+
+
+@pytest.mark.parametrize(("seed", "part"), [(1, None), (2, None), (3, IN_PARTS), (4, IN_PARTS)])
+def test_pl94_releases_keep_every_invariant_at_every_level(
+    small_state, seed: int, part: int | None, monkeypatch
+) -> None:
+    if part is not None:
+        monkeypatch.setattr(sparse_fit, "PART_VARIABLES", part)
     st, hierarchy, pop = small_state
     measured = _measured("pl94_production", list(hierarchy.levels))
     release = sparse_topdown(
@@ -109,11 +118,15 @@ def test_pl94_releases_keep_every_invariant_at_every_level(small_state, seed: in
     assert (people_per_unit_type(release.dp[-1])[:, 1:][facilities] >= 1).all()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_dhc_releases_keep_every_invariant_at_every_level(small_state, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "part"), [(1, None), (2, IN_PARTS)])
+def test_dhc_releases_keep_every_invariant_at_every_level(
+    small_state, seed: int, part: int | None, monkeypatch
+) -> None:
     # A loose fit (tolerance, few augmented-Lagrangian rounds): the constraints hold whatever the
     # fit's accuracy (the fit's repair and the rounding impose them); a loose tolerance keeps the
     # DHC's levels of many units quick (benchmarks/README.md).
+    if part is not None:
+        monkeypatch.setattr(sparse_fit, "PART_VARIABLES", part)
     st, hierarchy, pop = small_state
     release = sparse_topdown(
         hierarchy.parents, hierarchy.levels, pop.dhc, pop.dhc_invariants,
