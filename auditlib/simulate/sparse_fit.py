@@ -47,7 +47,7 @@ COARSE_RATIO = 100.0
 MAX_DUAL_ROWS = 200_000
 #: below the State the fit separates by parent: it is solved in parts of whole parents of about
 #: this many variables (each converging at its own pace, each by the route it needs)
-PART_VARIABLES = 150_000
+PART_VARIABLES = 30_000
 #: the dual of a proximal step is solved to this fraction of FISTA's last step (people per row;
 #: warm-started: an inexact proximal point whose error vanishes as FISTA converges), and exactly
 #: once the step is below ``tol``
