@@ -190,7 +190,7 @@ class _Fit:
         with adaptive restart (O'Donoghue & Candès), stopping when no variable moves by more than
         ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps.
         With ``parent``, by independent parts of whole parents (:meth:`_solve_parts`)."""
-        parts = self._parts()
+        parts = self._ranges()
         if len(parts) > 1:
             return self._solve_parts(
                 terms, parts, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
@@ -199,7 +199,7 @@ class _Fit:
             terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
         )
 
-    def _parts(self) -> list[tuple[int, int]]:
+    def _ranges(self) -> list[tuple[int, int]]:
         """The variables' ranges ``[a, b)`` of whole parents, of about :data:`PART_VARIABLES`
         each: one range unless ``parent`` is given, non-decreasing, and there are more."""
         n = self.unit.size

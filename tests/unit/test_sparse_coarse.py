@@ -32,22 +32,29 @@ def _state_queries() -> list[tuple[str, float]]:
     return list(measured[0])
 
 
-def _instance(
-    ages: range, races: tuple[int, ...], people: int, seed: int, lower_gq: dict[int, float]
-) -> tuple[_Fit, list[Term]]:
-    """A State fit over the DHC cells of the given ages and races (every relgq, sex, hispanic),
-    structural zeros left out, a population of ``people`` drawn at random, the State's queries
-    measured with the production σ², and lower bounds on some group-quarters types."""
+def _draw(
+    ages: range, races: tuple[int, ...], people: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The DHC cells of the given ages and races (every relgq, sex, hispanic), structural zeros
+    left out, and ``people`` drawn among them: most in households (relgq < 18), a few in group
+    quarters."""
     grids = np.meshgrid(
         np.arange(42), np.arange(2), np.array(list(ages)), np.arange(2), np.array(races),
         indexing="ij",
     )  # fmt: skip
     cell = np.ravel_multi_index(tuple(g.ravel() for g in grids), SCH.shape).astype(np.int64)
     cell = np.sort(cell[~structural_zero(NAME, cell)])
-    rng = np.random.default_rng(seed)
-    # most people in households (relgq < 18), a few in group quarters
     weight = np.where(cell_type(cell, NAME) == 0, 20.0, 1.0)
-    drawn = rng.choice(cell, size=people, p=weight / weight.sum())
+    return cell, rng.choice(cell, size=people, p=weight / weight.sum())
+
+
+def _instance(
+    ages: range, races: tuple[int, ...], people: int, seed: int, lower_gq: dict[int, float]
+) -> tuple[_Fit, list[Term]]:
+    """A State fit over the DHC cells of the given ages and races (every relgq, sex, hispanic),
+    structural zeros left out, a population of ``people`` drawn at random, the State's queries
+    measured with the production σ², and lower bounds on some group-quarters types."""
+    cell, drawn = _draw(ages, races, people, np.random.default_rng(seed))
     keys, counts = np.unique(drawn, return_counts=True)
     truth = from_keys(NAME, keys.astype(np.int64), counts.astype(np.int64), 1)
     group = cell_type(cell, NAME).astype(np.int64)
@@ -175,15 +182,8 @@ def _county_instance(units: int, seed: int) -> tuple[_Fit, list[Term]]:
     lower bound of one person per county and group-quarters type it holds, and the County
     queries of the production allocation measured (their coarse rows one set per county: the
     tests set DENSE_ROWS to send the dual's Newton steps to either solver)."""
-    grids = np.meshgrid(
-        np.arange(42), np.arange(2), np.arange(20, 26), np.arange(2), np.array([0, 1]),
-        indexing="ij",
-    )  # fmt: skip
-    cell = np.ravel_multi_index(tuple(g.ravel() for g in grids), SCH.shape).astype(np.int64)
-    cell = np.sort(cell[~structural_zero(NAME, cell)])
     rng = np.random.default_rng(seed)
-    weight = np.where(cell_type(cell, NAME) == 0, 20.0, 1.0)
-    drawn = rng.choice(cell, size=400 * units, p=weight / weight.sum())
+    _, drawn = _draw(range(20, 26), (0, 1), 400 * units, rng)
     where = rng.integers(0, units, size=drawn.size)
     keys, counts = np.unique(where * SCH.n_cells + drawn, return_counts=True)
     truth = from_keys(NAME, keys.astype(np.int64), counts.astype(np.int64), units)
@@ -315,7 +315,7 @@ def test_a_fit_in_parts_of_whole_parents_is_the_joint_fit(county, monkeypatch) -
     x_joint, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
     assert fit.route == "dual"
     monkeypatch.setattr(sparse_fit, "PART_VARIABLES", 100)
-    assert len(fit._parts()) == 2
+    assert len(fit._ranges()) == 2
     x_parts, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
     assert fit.route == "dual"
     np.testing.assert_allclose(x_parts, x_joint, atol=1e-6)
