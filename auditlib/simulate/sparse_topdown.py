@@ -97,6 +97,10 @@ __all__ = [
 
 #: keyed stream of sparse TopDown noise: (SPARSE_TOPDOWN_NOISE, state, level, replicate)
 SPARSE_TOPDOWN_NOISE = 33
+#: below the State a level is measured, fitted and rounded in chunks of whole parents of about this
+#: many candidate variables (the level's noise drawn chunk after chunk from its generator), so that
+#: memory holds one chunk's problem, not the level's
+CHUNK_VARIABLES = 2_000_000
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -183,56 +187,137 @@ def sparse_topdown(
         raise InvalidParameterError("Invalid hierarchy: the top level must have one unit")
     _check_feasible(invs[0])
     name = blocks.schema_name
-    n_cells = blocks.schema.n_cells
-    n_types = len(unit_types(name)[3])
     dp: list[SparseHistograms] = []
     iterations: list[int] = []
     variables: list[int] = []
+    solve = {"max_iter": max_iter, "max_outer": max_outer}
     for i in range(n_levels):
-        units = invs[i].units
-        lower_ut = invs[i].lower()
         if i == 0:
-            cell = np.arange(n_cells, dtype=np.int64)
-            keep = _allowed(cell, np.zeros_like(cell), units, name)
-            cell = cell[keep]
-            unit = np.zeros(cell.size, dtype=np.int64)
-            segment = np.zeros(cell.size, dtype=np.int64)
-            target = np.array([float(invariants.state_total)])
-            group = cell_type(cell, name)  # groups: the state's unit types
-            lower = lower_ut[0].copy()
-            g_type = np.arange(n_types, dtype=np.int64)
-            pair = np.zeros(n_types, dtype=np.int64)
+            keys, y, its, n_var = _state_level(
+                truth[0], invs[0], measured[0], rngs[0], tol=tols[0], **solve
+            )
         else:
-            unit, cell, segment = _child_variables(dp[i - 1], parents[i - 1])
-            keep = _allowed(cell, unit, units, name)
-            unit, cell, segment = unit[keep], cell[keep], segment[keep]
-            target = dp[i - 1].counts.astype(np.float64)
-            # groups: (child, unit type), sorted as the variables (child, then cell)
-            key = unit * n_types + cell_type(cell, name)
-            used, group = np.unique(key, return_inverse=True)
-            g_unit, g_type = used // n_types, used % n_types
-            lower = lower_ut[g_unit, g_type]
-            _, pair = np.unique(parents[i - 1][g_unit] * n_types + g_type, return_inverse=True)
-        group = group.astype(np.int64)
-        parent = None if i == 0 else parents[i - 1][unit]
-        fit = _Fit(unit, cell, segment, target, group, lower.astype(np.float64), g_type, parent)
-        terms = fit.measure(truth[i], measured[i], rngs[i])
-        x, its = fit.solve(terms, max_iter=max_iter, tol=tols[i], max_outer=max_outer)
-        x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=i > 0)
-        if i == 0:
-            y = round_state(x, group, invariants.state_total)
-        else:
-            y = round_rows(x, group, parents[i - 1][g_unit], segment, dp[i - 1])
-        y = fix_lower(y, x, segment, group, lower, pair, columns=i > 0)
-        nz = y > 0
-        keys = unit[nz] * n_cells + cell[nz]
-        order = np.argsort(keys, kind="stable")
-        dp.append(from_keys(name, keys[order], y[nz][order], truth[i].n_units))
+            # whole parents at a time: the children's variables, noise, fit and rounding of one
+            # chunk are held at once (a large state's Block level: 10⁸ variables)
+            keys_c, y_c, its, n_var = [], [], 0, 0
+            for c0, c1 in _chunks(dp[i - 1], parents[i - 1], CHUNK_VARIABLES):
+                k_c, yy, it_c, nv_c = _child_level(
+                    dp[i - 1], parents[i - 1], c0, c1, truth[i], invs[i], measured[i], rngs[i],
+                    tol=tols[i], **solve,
+                )  # fmt: skip
+                keys_c.append(k_c)
+                y_c.append(yy)
+                its, n_var = max(its, it_c), n_var + nv_c
+            keys = np.concatenate(keys_c) if keys_c else np.zeros(0, np.int64)
+            y = np.concatenate(y_c) if y_c else np.zeros(0, np.int64)
+        dp.append(from_keys(name, keys, y, truth[i].n_units))
         iterations.append(its)
-        variables.append(int(unit.size))
+        variables.append(n_var)
         if on_level is not None:
             on_level(i, levels[i])
     return SparseTopDownRelease(tuple(levels), truth, dp, iterations, variables, invs)
+
+
+def _state_level(
+    truth: SparseHistograms,
+    inv: GQInvariants,
+    measured: Sequence[tuple[str, float]],
+    rng: np.random.Generator,
+    *,
+    max_iter: int,
+    tol: float,
+    max_outer: int,
+) -> tuple[IntArray, IntArray, int, int]:
+    """The state's release: sorted keys ``cell`` and counts of its non-zero cells, the fit's
+    iterations and variables (one segment: the state total invariant; groups: its unit types)."""
+    name = truth.schema_name
+    n_types = len(unit_types(name)[3])
+    cell = np.arange(truth.schema.n_cells, dtype=np.int64)
+    cell = cell[_allowed(cell, np.zeros_like(cell), inv.units, name)]
+    unit = np.zeros(cell.size, dtype=np.int64)
+    segment = np.zeros(cell.size, dtype=np.int64)
+    group = cell_type(cell, name).astype(np.int64)
+    lower = inv.lower()[0].astype(np.float64)
+    g_type = np.arange(n_types, dtype=np.int64)
+    fit = _Fit(unit, cell, segment, np.array([float(inv.state_total)]), group, lower, g_type)
+    x, its = fit.solve(fit.measure(truth, measured, rng), max_iter=max_iter, tol=tol,
+                       max_outer=max_outer)  # fmt: skip
+    pair = np.zeros(n_types, dtype=np.int64)
+    x = repair_lower(x, segment, group, lower, pair, columns=False)
+    y = round_state(x, group, inv.state_total)
+    y = fix_lower(y, x, segment, group, inv.lower()[0], pair, columns=False)
+    nz = y > 0
+    return cell[nz], y[nz], its, int(cell.size)
+
+
+def _chunks(up: SparseHistograms, parent: IntArray, size: int) -> list[tuple[int, int]]:
+    """Ranges ``[c0, c1)`` of children of whole parents (``parent`` sorted), each of about ``size``
+    candidate variables (children × their parent's non-zero cells) or one parent."""
+    if not parent.size:
+        return []
+    per_parent = np.diff(up.indptr)
+    ends = np.append(np.flatnonzero(np.diff(parent)) + 1, parent.size)  # each parent's last + 1
+    before = np.cumsum(per_parent[parent])[ends - 1] - per_parent[parent[ends - 1]] * np.diff(
+        np.append(0, ends)
+    )  # candidate variables before each parent's children
+    cut = np.flatnonzero(np.diff(before // max(int(size), 1)) > 0) + 1
+    starts = np.append(0, ends[cut - 1])
+    return list(zip(starts.tolist(), np.append(starts[1:], parent.size).tolist(), strict=True))
+
+
+def _units(hist: SparseHistograms, u0: int, u1: int) -> SparseHistograms:
+    """The histograms of units ``[u0, u1)`` (renumbered from 0)."""
+    a, b = int(hist.indptr[u0]), int(hist.indptr[u1])
+    return SparseHistograms(
+        hist.schema_name, hist.indptr[u0 : u1 + 1] - a, hist.cells[a:b], hist.counts[a:b]
+    )
+
+
+def _child_level(
+    up: SparseHistograms,
+    parents: IntArray,
+    c0: int,
+    c1: int,
+    truth: SparseHistograms,
+    inv: GQInvariants,
+    measured: Sequence[tuple[str, float]],
+    rng: np.random.Generator,
+    *,
+    max_iter: int,
+    tol: float,
+    max_outer: int,
+) -> tuple[IntArray, IntArray, int, int]:
+    """The release of the children ``[c0, c1)`` (whole parents) of the released level ``up``: sorted
+    keys ``child · n_cells + cell`` and counts of their non-zero cells, the fit's iterations and
+    its variables (segments: the parents' cells; groups: each child's unit types)."""
+    name = up.schema_name
+    n_types = len(unit_types(name)[3])
+    parent = parents[c0:c1]
+    unit, cell, entry = _child_variables(up, parent)  # unit: 0 .. c1 − c0 − 1
+    keep = _allowed(cell, unit + c0, inv.units, name)
+    unit, cell, entry = unit[keep], cell[keep], entry[keep]
+    e0, e1 = int(up.indptr[parent[0]]), int(up.indptr[parent[-1] + 1])
+    segment = entry - e0
+    # groups: (child, unit type), sorted as the variables (child, then cell)
+    used, group = np.unique(unit * n_types + cell_type(cell, name), return_inverse=True)
+    group = group.astype(np.int64)
+    g_unit, g_type = used // n_types, used % n_types
+    lower = inv.lower()[c0:c1][g_unit, g_type]
+    _, pair = np.unique(parent[g_unit] * n_types + g_type, return_inverse=True)
+    fit = _Fit(
+        unit, cell, segment, up.counts[e0:e1].astype(np.float64), group,
+        lower.astype(np.float64), g_type, parent[unit],
+    )  # fmt: skip
+    terms = fit.measure(_units(truth, c0, c1), measured, rng)
+    x, its = fit.solve(terms, max_iter=max_iter, tol=tol, max_outer=max_outer)
+    del terms
+    x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=True)
+    y = round_rows(x, group, parent[g_unit], entry, up)
+    y = fix_lower(y, x, segment, group, lower, pair, columns=True)
+    nz = y > 0
+    keys = (unit[nz] + c0) * up.schema.n_cells + cell[nz]
+    order = np.argsort(keys, kind="stable")
+    return keys[order], y[nz][order], its, int(unit.size)
 
 
 def _check_feasible(state: GQInvariants) -> None:

@@ -13,6 +13,7 @@ from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import invariant_violations, people_per_unit_type
 from auditlib.geography.sparse_population import spine_state_sparse_population
 from auditlib.geography.spine import generate_spine, tallies_2020
+from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.postprocess import solve_wls_normal
 from auditlib.simulate.sparse_topdown import _allowed, _Fit, noise_rngs, sparse_topdown
@@ -145,3 +146,28 @@ def test_same_generators_same_release_and_bad_input(state, release) -> None:  # 
             hierarchy.parents, hierarchy.levels, pop.pl94, pop.dhc_invariants, measured,
             noise_rngs(1, st, 5),
         )  # fmt: skip
+
+
+def test_levels_in_chunks_measure_each_chunk_against_its_own_units(
+    state, release, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # Below the State a level is released chunk by chunk (whole parents, ~CHUNK_VARIABLES candidate
+    # variables each: a large state's Block level). Chunks of 200 cut every level below the State
+    # whose units have more than one parent; the noise is drawn in another order, so the release differs, but its error must not: each
+    # chunk's measurements must be of its own units. Were a chunk measured against the first
+    # units' truth, its blocks would be off by their populations (tens), not by the noise (a few).
+    st, hierarchy, pop, measured = state
+    monkeypatch.setattr(sparse_topdown_module, "CHUNK_VARIABLES", 200)
+    chunked = sparse_topdown(
+        hierarchy.parents, hierarchy.levels, pop.pl94, pop.pl94_invariants, measured,
+        noise_rngs(1, st, len(hierarchy.levels)),
+    )  # fmt: skip
+    for i in range(1, len(hierarchy.levels)):
+        chunks = sparse_topdown_module._chunks(release.dp[i - 1], hierarchy.parents[i - 1], 200)
+        n_parents = np.unique(hierarchy.parents[i - 1]).size
+        assert len(chunks) > 1 or n_parents == 1, hierarchy.levels[i]  # whole parents only
+        whole = np.abs(np.subtract(*release.answers(i, "detailed"))).mean()
+        parts = np.abs(np.subtract(*chunked.answers(i, "detailed"))).mean()
+        assert parts < 1.3 * whole + 0.01, (hierarchy.levels[i], parts, whole)
+    d, t = chunked.answers(len(hierarchy.levels) - 1, "total")
+    assert (d != t).any() and np.abs(d - t).mean() < 10

@@ -28,6 +28,7 @@ from auditlib.geography.sparse_population import (
 )
 from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.simulate import sparse_fit
+from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_fit import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower
@@ -100,12 +101,24 @@ def _check_release(release, hierarchy, inv: GQInvariants) -> None:
 IN_PARTS = 500
 
 
-@pytest.mark.parametrize(("seed", "part"), [(1, None), (2, None), (3, IN_PARTS), (4, IN_PARTS)])
-def test_pl94_releases_keep_every_invariant_at_every_level(
-    small_state, seed: int, part: int | None, monkeypatch
-) -> None:
+def _large_state_routes(monkeypatch, part: int | None, chunk: int | None) -> None:  # type: ignore[no-untyped-def]
+    """The fit in parts of ``part`` variables, the levels below the State in chunks of ``chunk``."""
     if part is not None:
         monkeypatch.setattr(sparse_fit, "PART_VARIABLES", part)
+    if chunk is not None:
+        monkeypatch.setattr(sparse_topdown_module, "CHUNK_VARIABLES", chunk)
+
+
+@pytest.mark.parametrize(
+    ("seed", "part", "chunk"),
+    [(1, None, None), (2, None, None), (3, IN_PARTS, None), (4, IN_PARTS, 200), (5, None, 200)],
+)
+def test_pl94_releases_keep_every_invariant_at_every_level(
+    small_state, seed: int, part: int | None, chunk: int | None, monkeypatch
+) -> None:
+    # chunks of 200 candidate variables: every level below the State in several chunks (the
+    # Tract's 596 variables in 3, the Block's 8,886 in about 40)
+    _large_state_routes(monkeypatch, part, chunk)
     st, hierarchy, pop = small_state
     measured = _measured("pl94_production", list(hierarchy.levels))
     release = sparse_topdown(
@@ -118,15 +131,14 @@ def test_pl94_releases_keep_every_invariant_at_every_level(
     assert (people_per_unit_type(release.dp[-1])[:, 1:][facilities] >= 1).all()
 
 
-@pytest.mark.parametrize(("seed", "part"), [(1, None), (2, IN_PARTS)])
+@pytest.mark.parametrize(("seed", "part", "chunk"), [(1, None, None), (2, IN_PARTS, 10_000)])
 def test_dhc_releases_keep_every_invariant_at_every_level(
-    small_state, seed: int, part: int | None, monkeypatch
+    small_state, seed: int, part: int | None, chunk: int | None, monkeypatch
 ) -> None:
     # A loose fit (tolerance, few augmented-Lagrangian rounds): the constraints hold whatever the
     # fit's accuracy (the fit's repair and the rounding impose them); a loose tolerance keeps the
     # DHC's levels of many units quick (benchmarks/README.md).
-    if part is not None:
-        monkeypatch.setattr(sparse_fit, "PART_VARIABLES", part)
+    _large_state_routes(monkeypatch, part, chunk)
     st, hierarchy, pop = small_state
     release = sparse_topdown(
         hierarchy.parents, hierarchy.levels, pop.dhc, pop.dhc_invariants,
