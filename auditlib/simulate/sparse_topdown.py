@@ -30,7 +30,15 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    ``tol = 1e-4`` in 38 iterations (benchmarks/README.md); below the State, where every child has
    its own coarse rows, the dual's Newton steps go to preconditioned conjugate gradients with a
    coarse correction across the children (:mod:`~auditlib.simulate.sparse_coarse`). Same one-pass
-   objective and the same constraints; the multipass ordering is still not reproduced.
+   objective and the same constraints; the multipass ordering is still not reproduced. Below the
+   State the problem separates by parent, and the DAS solves it so: one problem per parent geounit
+   and its children (``nodes/manipulate_nodes.py``, ``geoimp_wrapper``, mapped over the (parent,
+   children) pairs by ``engine/topdown_engine.py``'s Spark job). Here a level is released in
+   chunks of whole parents of about :data:`CHUNK_VARIABLES` candidate variables — measured, fitted
+   and rounded chunk after chunk, the level's noise drawn from its generator in chunk order — so
+   memory holds one chunk's problem (a large state's Block level has 10⁸ candidate variables); each
+   chunk's fit runs in parts of about :data:`~auditlib.simulate.sparse_fit.PART_VARIABLES`
+   variables, one route each.
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
    the next; :mod:`auditlib.simulate.sparse_rounding`): at the state, the people per unit type
