@@ -132,13 +132,15 @@ class CoarseProx:
         pg[b] = np.maximum(eta[b] + grad[b], 0.0) - eta[b]
         return pg
 
-    def _parts(self, x: FloatArray) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray]:
+    def _parts(
+        self, x: FloatArray
+    ) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray, sparse.csr_matrix]:
         """At the projection ``x``: the positive variables' rows, their segment (renumbered), the
-        segments' sizes and the diagonal shift (``inv_w``, a floor for rows without positive
+        segments' sizes, the diagonal shift and the rows' sums per segment (``S B``); the shift (``inv_w``, a floor for rows without positive
         variables — curvature as if they had them — and a relative ridge for dependent rows,
         e.g. a group holding all of its segments' positive variables)."""
         free = np.flatnonzero(x > 0)
-        bf = self.bt[free].tocsr()
+        bf = self.bt if free.size == x.size else self.bt[free].tocsr()  # all free: no copy
         m = self.c.size
         seg = self.segment[free]
         present = np.zeros(int(self.segment.max(initial=-1)) + 1, dtype=bool)
@@ -155,17 +157,13 @@ class CoarseProx:
         diag = (d1 - d2) / self.lip + self.inv_w
         floor = 1e-3 * self.row_size / self.lip + 1e-12
         shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
-        return bf, s.astype(np.int64), cnt, shift
+        return bf, s.astype(np.int64), cnt, shift, sums
 
     def _hessian(self, x: FloatArray) -> FloatArray:
         """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian), dense."""
-        bf, s, cnt, shift = self._parts(x)
+        bf, _, cnt, shift, sums = self._parts(x)
         h = np.asarray((bf.T @ bf).todense(), dtype=np.float64)
-        if cnt.size:
-            sel = sparse.csr_matrix(
-                (np.ones(s.size), (s, np.arange(s.size))), shape=(cnt.size, s.size)
-            )
-            sums = (sel @ bf).tocsr()  # (segments, rows), sparse
+        if cnt.size:  # sums: (segments, rows), sparse
             h -= np.asarray((sums.T @ sparse.diags(1.0 / cnt) @ sums).todense(), dtype=np.float64)
         h /= self.lip
         h[np.diag_indices_from(h)] += shift
@@ -186,8 +184,10 @@ class CoarseProx:
             except np.linalg.LinAlgError:
                 d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
             return d
-        bf, s, cnt, shift = self._parts(x)
-        bo = bf[:, idx].tocsr() if idx.size < self.c.size else bf  # both products row-wise
+        bf, s, cnt, shift, sums = self._parts(x)
+        if idx.size < self.c.size:
+            bf, sums = bf[:, idx].tocsr(), sums[:, idx].tocsr()
+        bo = bf  # both products row-wise
         bot = bo.T.tocsr()
         sh = shift[idx]
         inv_cnt = 1.0 / np.maximum(cnt, 1.0)
@@ -200,7 +200,7 @@ class CoarseProx:
 
         if self._pre is None or self._stale or not np.array_equal(self._pre_rows, idx):
             kind = None if self.kind is None else self.kind[idx]
-            self._pre = self._preconditioner(bo, bot, s, cnt, sh, kind)
+            self._pre = self._preconditioner(bo, bot, sums, cnt, sh, kind)
             self._pre_rows, self._stale, self._fresh = idx, False, -1
         pv = self._pre
 
@@ -225,23 +225,25 @@ class CoarseProx:
         self,
         bf: sparse.csr_matrix,
         bft: sparse.csr_matrix,
-        s: IntArray,
+        sums: sparse.csr_matrix,
         cnt: FloatArray,
         shift: FloatArray,
         kind: IntArray | None,
     ) -> Callable[[FloatArray], FloatArray]:
         """An approximate inverse of the Hessian ``H`` on the free dual rows (``bf`` their columns
-        on the positive variables, ``bft`` its transpose, ``s`` / ``cnt`` the variables' segments
-        and their sizes, ``shift`` the rows' diagonal): ``P = BᵀB / L + diag(shift)`` (``H``
-        without its segment term; block-diagonal by unit, rows of different units share no
-        variable), by a sparse LU, and — where rows of many units share a ``kind`` — a balancing
-        coarse correction (Mandel's balancing Neumann–Neumann, ``M = (I − Z E⁻¹ Zᵀ H) P⁻¹
-        (I − H Z E⁻¹ Zᵀ) + Z E⁻¹ Zᵀ``, ``Z`` the kinds' indicators, ``E = Zᵀ H Z``): the sum over
-        the children of one query cell's rows is the parent's, fixed by the segments, so ``H`` is
-        nearly flat along those sums (curvature ``1/w`` against ``row size / L``) and ``P``
-        alone misses exactly these directions."""
+        on the positive variables, ``bft`` its transpose, ``sums`` / ``cnt`` the rows' sums per
+        segment and the segments' sizes, ``shift`` the rows' diagonal): ``P = BᵀB / L +
+        diag(shift)`` (``H`` without its segment term; block-diagonal by unit, rows of different
+        units share no variable), by a sparse LU, and — where rows of many units share a ``kind``
+        — a balancing coarse correction (Mandel's balancing Neumann–Neumann, ``M = (I − Z E⁻¹ Zᵀ
+        H) P⁻¹ (I − H Z E⁻¹ Zᵀ) + Z E⁻¹ Zᵀ``, ``Z`` the kinds' indicators, ``E = Zᵀ H Z``): the
+        sum over the children of one query cell's rows is the parent's, fixed by the segments, so
+        ``H`` is nearly flat along those sums (curvature ``1/w`` against ``row size / L``) and
+        ``P`` alone misses exactly these directions. ``H Z = (BᵀB Z − (S B)ᵀ diag(1/cnt) (S B) Z)
+        / L + diag(shift) Z`` is formed in the rows' space (no product as long as the variables)."""
         m = shift.size
-        p = (bft @ bf).tocsc() / self.lip + sparse.diags(shift)
+        btb = (bft @ bf).tocsc()
+        p = btb / self.lip + sparse.diags(shift)
         lu = splinalg.splu(sparse.csc_matrix(p))
         if kind is None:
             return lu.solve
@@ -250,16 +252,10 @@ class CoarseProx:
         if nk >= m or nk == 0:
             return lu.solve
         z = sparse.csr_matrix((np.ones(m), (np.arange(m), kind)), shape=(m, nk))
-        bz = (bf @ z).tocsr()  # (free variables, kinds)
+        hz_s = btb @ z
         if cnt.size:
-            sel = sparse.csr_matrix(
-                (np.ones(s.size), (s, np.arange(s.size))), shape=(cnt.size, s.size)
-            )
-            sums = (sel @ bz).tocsr()
-            bzj = bz - sel.T @ sparse.diags(1.0 / cnt) @ sums  # J B Z
-        else:
-            bzj = bz
-        hz = np.asarray((bft @ bzj).todense(), dtype=np.float64) / self.lip
+            hz_s = hz_s - sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z))
+        hz = np.asarray(hz_s.todense(), dtype=np.float64) / self.lip
         hz += np.asarray(z.multiply(shift[:, None]).todense(), dtype=np.float64)  # H Z
         e = np.asarray(z.T @ hz, dtype=np.float64)
         e = 0.5 * (e + e.T)
@@ -330,25 +326,32 @@ def constraint_rows(
     """``bt``, ``c``, ``inv_w``, ``bounded`` of :class:`CoarseProx`: the coarse terms' rows (term
     ``i``'s variable ``v`` in row ``inv[i][v]``), then the bounded groups (``gv`` their variables,
     ``gg`` their group, ``low`` the bounds)."""
-    cols, rows, data = [], [], []
-    c, inv_w = [], []
+    # CSR built directly (no COO triplets: a Tract_Subset part of 10⁷ variables holds ~8 entries
+    # each): every variable has one entry per term, in term order, then its group's if bounded;
+    # the columns of a variable's entries increase (term offsets, then the groups after them)
+    c, inv_w, offs = [], [], []
     off = 0
-    for v, yy, w in zip(inv, y, weight, strict=True):
-        rows.append(np.arange(n, dtype=np.int64))
-        cols.append(v + off)
-        data.append(np.ones(n))
+    for yy, w in zip(y, weight, strict=True):
         c.append(yy)
         inv_w.append(np.full(yy.size, 1.0 / w))
+        offs.append(off)
         off += yy.size
-    rows.append(gv)
-    cols.append(gg + off)
-    data.append(-np.ones(gv.size))
     c.append(-low)
     inv_w.append(np.zeros(low.size))
     m = off + low.size
-    bt = sparse.csr_matrix(
-        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, m)
-    )
+    counts = np.full(n, len(inv), dtype=np.int64)
+    counts[gv] += 1
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    idx_type = np.int32 if max(m, int(indptr[-1])) < np.iinfo(np.int32).max else np.int64
+    indices = np.empty(int(indptr[-1]), dtype=idx_type)
+    data = np.ones(int(indptr[-1]))
+    start = indptr[:-1]
+    for k, (v, o) in enumerate(zip(inv, offs, strict=True)):
+        indices[start + k] = v + o
+    indices[start[gv] + len(inv)] = gg + off
+    data[start[gv] + len(inv)] = -1.0
+    bt = sparse.csr_matrix((data, indices, indptr.astype(idx_type)), shape=(n, m))
     bounded = np.zeros(m, dtype=bool)
     bounded[off:] = True
     return bt, np.concatenate(c), np.concatenate(inv_w), bounded
