@@ -71,7 +71,9 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
 5. **Levels**: one state's run starts at State; the DAS's US run starts at the nation (the US
    level's measurements and the national histogram's split into states are not simulated). The
    DHC's Prim and Tract_Subset_Group levels are not in the spine; its Tract_Subset stands on the
-   spine's tracts.
+   spine's tracts. Those levels bound the DAS's fan-out below a county; without them all of a
+   county's tracts are one problem (S28's largest county: 401 tracts, 10.7 M variables; a
+   county of thousands of tracts would be beyond one worker's memory, benchmarks/README.md).
 """
 
 from __future__ import annotations
