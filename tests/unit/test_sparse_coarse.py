@@ -323,3 +323,33 @@ def test_a_fit_in_parts_of_whole_parents_is_the_joint_fit(county, monkeypatch) -
     fb, tb = _county_instance(5, 12)  # the second parent's part alone
     x_b, _ = fb.solve(tb, max_iter=5000, tol=1e-9)
     np.testing.assert_allclose(x_parts[fit.unit.size - fb.unit.size :], x_b, atol=1e-6)
+
+
+def test_the_constraint_rows_are_the_coarse_rows_then_the_bounded_groups() -> None:
+    # bt[v, r] = 1 where variable v is in coarse row r (each term's rows after the previous
+    # term's), −1 in its bounded group's column after all rows; c = (y, −lower); inv_w = (1/w, 0)
+    rng = np.random.default_rng(4)
+    n = 40
+    inv = [rng.integers(0, 3, n), rng.integers(0, 5, n)]
+    inv = [np.unique(v, return_inverse=True)[1].astype(np.int64) for v in inv]
+    y = [rng.normal(size=int(v.max()) + 1) for v in inv]
+    gv = np.sort(rng.choice(n, 15, replace=False)).astype(np.int64)
+    gg = rng.integers(0, 4, gv.size).astype(np.int64)
+    gg = np.unique(gg, return_inverse=True)[1].astype(np.int64)
+    low = rng.uniform(1, 3, int(gg.max()) + 1)
+    bt, c, inv_w, bounded = sparse_coarse.constraint_rows(n, inv, y, [2.0, 0.5], gv, gg, low)
+    m = y[0].size + y[1].size + low.size
+    dense = np.zeros((n, m))
+    for v in range(n):
+        dense[v, inv[0][v]] = 1.0
+        dense[v, y[0].size + inv[1][v]] = 1.0
+    for v, g in zip(gv, gg, strict=True):
+        dense[v, y[0].size + y[1].size + g] = -1.0
+    np.testing.assert_array_equal(bt.toarray(), dense)
+    assert bt.has_canonical_format  # sorted, no duplicates: what the solver's products expect
+    np.testing.assert_array_equal(c, np.concatenate([y[0], y[1], -low]))
+    np.testing.assert_array_equal(
+        inv_w,
+        np.concatenate([np.full(y[0].size, 0.5), np.full(y[1].size, 2.0), np.zeros(low.size)]),
+    )
+    np.testing.assert_array_equal(bounded, np.arange(m) >= y[0].size + y[1].size)
