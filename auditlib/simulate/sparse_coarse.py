@@ -136,9 +136,10 @@ class CoarseProx:
         self, x: FloatArray
     ) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray, sparse.csr_matrix]:
         """At the projection ``x``: the positive variables' rows, their segment (renumbered), the
-        segments' sizes, the diagonal shift and the rows' sums per segment (``S B``); the shift (``inv_w``, a floor for rows without positive
-        variables — curvature as if they had them — and a relative ridge for dependent rows,
-        e.g. a group holding all of its segments' positive variables)."""
+        segments' sizes, the diagonal shift and the rows' sums per segment (``S B``). The shift is
+        ``inv_w``, a floor for rows without positive variables (curvature as if they had them)
+        and a relative ridge for dependent rows, e.g. a group holding all of its segments'
+        positive variables."""
         free = np.flatnonzero(x > 0)
         bf = self.bt if free.size == x.size else self.bt[free].tocsr()  # all free: no copy
         m = self.c.size
