@@ -200,21 +200,19 @@ def sparse_topdown(
     dp: list[SparseHistograms] = []
     iterations: list[int] = []
     variables: list[int] = []
-    solve = {"max_iter": max_iter, "max_outer": max_outer}
     for i in range(n_levels):
+        level = _Level(
+            truth[i], invs[i].units, invs[i].lower(), int(invs[i].state_total), measured[i],
+            rngs[i], max_iter, tols[i], max_outer,
+        )  # fmt: skip
         if i == 0:
-            keys, y, its, n_var = _state_level(
-                truth[0], invs[0], measured[0], rngs[0], tol=tols[0], **solve
-            )
+            keys, y, its, n_var = _state_level(level)
         else:
             # whole parents at a time: the children's variables, noise, fit and rounding of one
             # chunk are held at once (a large state's Block level: 10⁸ variables)
             keys_c, y_c, its, n_var = [], [], 0, 0
             for c0, c1 in _chunks(dp[i - 1], parents[i - 1], CHUNK_VARIABLES):
-                k_c, yy, it_c, nv_c = _child_level(
-                    dp[i - 1], parents[i - 1], c0, c1, truth[i], invs[i], measured[i], rngs[i],
-                    tol=tols[i], **solve,
-                )  # fmt: skip
+                k_c, yy, it_c, nv_c = _child_level(level, dp[i - 1], parents[i - 1], c0, c1)
                 keys_c.append(k_c)
                 y_c.append(yy)
                 its, n_var = max(its, it_c), n_var + nv_c
@@ -228,34 +226,46 @@ def sparse_topdown(
     return SparseTopDownRelease(tuple(levels), truth, dp, iterations, variables, invs)
 
 
-def _state_level(
-    truth: SparseHistograms,
-    inv: GQInvariants,
-    measured: Sequence[tuple[str, float]],
-    rng: np.random.Generator,
-    *,
-    max_iter: int,
-    tol: float,
-    max_outer: int,
-) -> tuple[IntArray, IntArray, int, int]:
+@dataclass(frozen=True)
+class _Level:
+    """One level's inputs: its true histograms, its units' housing units / facilities per unit
+    type and their lower bounds, the state total, the ``(query, σ²)`` measured, the noise's
+    generator and the fit's settings."""
+
+    truth: SparseHistograms
+    units: npt.NDArray[np.int32]
+    lower: IntArray
+    state_total: int
+    measured: Sequence[tuple[str, float]]
+    rng: np.random.Generator
+    max_iter: int
+    tol: float
+    max_outer: int
+
+    def solve(self, fit: _Fit, truth: SparseHistograms) -> tuple[FloatArray, int]:
+        """The fit on noisy measurements of ``truth`` (the fit's units' histograms)."""
+        terms = fit.measure(truth, self.measured, self.rng)
+        return fit.solve(terms, max_iter=self.max_iter, tol=self.tol, max_outer=self.max_outer)
+
+
+def _state_level(level: _Level) -> tuple[IntArray, IntArray, int, int]:
     """The state's release: sorted keys ``cell`` and counts of its non-zero cells, the fit's
     iterations and variables (one segment: the state total invariant; groups: its unit types)."""
-    name = truth.schema_name
+    name = level.truth.schema_name
     n_types = len(unit_types(name)[3])
-    cell = np.arange(truth.schema.n_cells, dtype=np.int64)
-    cell = cell[_allowed(cell, np.zeros_like(cell), inv.units, name)]
+    cell = np.arange(level.truth.schema.n_cells, dtype=np.int64)
+    cell = cell[_allowed(cell, np.zeros_like(cell), level.units, name)]
     unit = np.zeros(cell.size, dtype=np.int64)
     segment = np.zeros(cell.size, dtype=np.int64)
     group = cell_type(cell, name).astype(np.int64)
-    lower = inv.lower()[0].astype(np.float64)
+    lower = level.lower[0].astype(np.float64)
     g_type = np.arange(n_types, dtype=np.int64)
-    fit = _Fit(unit, cell, segment, np.array([float(inv.state_total)]), group, lower, g_type)
-    x, its = fit.solve(fit.measure(truth, measured, rng), max_iter=max_iter, tol=tol,
-                       max_outer=max_outer)  # fmt: skip
+    fit = _Fit(unit, cell, segment, np.array([float(level.state_total)]), group, lower, g_type)
+    x, its = level.solve(fit, level.truth)
     pair = np.zeros(n_types, dtype=np.int64)
     x = repair_lower(x, segment, group, lower, pair, columns=False)
-    y = round_state(x, group, inv.state_total)
-    y = fix_lower(y, x, segment, group, inv.lower()[0], pair, columns=False)
+    y = round_state(x, group, level.state_total)
+    y = fix_lower(y, x, segment, group, level.lower[0], pair, columns=False)
     nz = y > 0
     return cell[nz], y[nz], its, int(cell.size)
 
@@ -284,18 +294,7 @@ def _units(hist: SparseHistograms, u0: int, u1: int) -> SparseHistograms:
 
 
 def _child_level(
-    up: SparseHistograms,
-    parents: IntArray,
-    c0: int,
-    c1: int,
-    truth: SparseHistograms,
-    inv: GQInvariants,
-    measured: Sequence[tuple[str, float]],
-    rng: np.random.Generator,
-    *,
-    max_iter: int,
-    tol: float,
-    max_outer: int,
+    level: _Level, up: SparseHistograms, parents: IntArray, c0: int, c1: int
 ) -> tuple[IntArray, IntArray, int, int]:
     """The release of the children ``[c0, c1)`` (whole parents) of the released level ``up``: sorted
     keys ``child · n_cells + cell`` and counts of their non-zero cells, the fit's iterations and
@@ -304,7 +303,7 @@ def _child_level(
     n_types = len(unit_types(name)[3])
     parent = parents[c0:c1]
     unit, cell, entry = _child_variables(up, parent)  # unit: 0 .. c1 − c0 − 1
-    keep = _allowed(cell, unit + c0, inv.units, name)
+    keep = _allowed(cell, unit + c0, level.units, name)
     unit, cell, entry = unit[keep], cell[keep], entry[keep]
     e0, e1 = int(up.indptr[parent[0]]), int(up.indptr[parent[-1] + 1])
     segment = entry - e0
@@ -312,15 +311,13 @@ def _child_level(
     used, group = np.unique(unit * n_types + cell_type(cell, name), return_inverse=True)
     group = group.astype(np.int64)
     g_unit, g_type = used // n_types, used % n_types
-    lower = inv.lower()[c0:c1][g_unit, g_type]
+    lower = level.lower[c0 + g_unit, g_type]
     _, pair = np.unique(parent[g_unit] * n_types + g_type, return_inverse=True)
     fit = _Fit(
         unit, cell, segment, up.counts[e0:e1].astype(np.float64), group,
         lower.astype(np.float64), g_type, parent[unit],
     )  # fmt: skip
-    terms = fit.measure(_units(truth, c0, c1), measured, rng)
-    x, its = fit.solve(terms, max_iter=max_iter, tol=tol, max_outer=max_outer)
-    del terms
+    x, its = level.solve(fit, _units(level.truth, c0, c1))
     x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=True)
     y = round_rows(x, group, parent[g_unit], entry, up)
     y = fix_lower(y, x, segment, group, lower, pair, columns=True)
