@@ -82,6 +82,18 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   the ``accounting`` group when it holds the level, the certified curves ``fdp_exact_lower`` and
   ``fdp_bureau`` (geolevel, alpha) and ``fdp_gap`` (geolevel), the largest β_u − certified curve at
   α_u (:mod:`auditlib.mpl.fdp_gap`; errs high, near 0: the accounting is tight; NaN: no curve).
+- ``claims`` (every audit with an ``accounting`` group): one verdict per accounted geolevel on the
+  declared claim (the allocation's exact ε at the headline δ), from
+  :func:`auditlib.claims.decide`. ``claim_verdict`` (geolevel): ``consistent``, ``refuted`` or
+  ``undecided``; ``claim_evidence`` (geolevel): a short JSON object — ``test`` (which test
+  decided: ``by_construction`` for a release whose noise dpaudit drew, ``scale`` / ``fit`` /
+  ``none`` for a published one), ``statistic``, ``p_value``, ``threshold`` (the per-test level
+  α/m), ``eps_interval`` ([lower, upper] confidence interval on ε(δ) from the residuals' noise
+  scale, carried through the certified accountant), ``declared_eps``, ``measured_at`` (the table
+  level whose residuals were tested), ``n`` (residuals), ``assumptions``; ``claim_sentence``
+  (geolevel): the one sentence every face prints. Attrs: ``alpha`` (familywise error rate),
+  ``n_tests`` (m), ``basis`` (``simulated`` or ``observed``), ``delta`` (the headline δ),
+  ``rule`` (the decision rule in words).
 """
 
 from __future__ import annotations
@@ -91,6 +103,7 @@ EPL = "epl"
 ACCOUNTING = "accounting"
 ACCURACY = "accuracy"
 MPL = "mpl"
+CLAIMS = "claims"
 GROUPS = (RESIDUALS, EPL, ACCOUNTING)
 
 STATE = "state"
