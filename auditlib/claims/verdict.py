@@ -1,0 +1,232 @@
+"""One verdict per level on the declared claim: ``consistent``, ``refuted`` or ``undecided``.
+
+The claim is the declared allocation's exact ε at the headline δ. How it is judged depends on who
+drew the noise:
+
+* **Simulated** (dpaudit drew the noise from the declared allocation): the claim holds by
+  construction, and post-processing (TopDown's non-negativity and consistency) cannot add privacy
+  loss. Nothing is tested; an EPL above the exact ε measures bias or the estimator, not loss
+  (:func:`by_construction`).
+* **Published** (the noise was drawn by someone else): the level's residuals are tested against
+  the declared noise by the scale and fit tests of :mod:`auditlib.claims.residual_tests`, each at
+  α/m, m the number of tests over all levels (Bonferroni: a true claim is refuted at some level
+  with probability at most α) (:func:`judge_published`). The decision rule is :data:`RULE`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from auditlib.claims.residual_tests import FitTest, ScaleTest
+from auditlib.exceptions import InvalidParameterError
+
+VERDICTS: tuple[str, ...] = ("consistent", "refuted", "undecided")
+#: a published level is undecided while its residuals cannot exclude an ε this many times the claim
+RESOLVE_RATIO = 2.0
+#: the tests each published level with residuals gets
+TESTS_PER_LEVEL = 2
+
+RULE = (
+    "A published level with residuals gets two tests, each at level α/m (m: the tests over all "
+    "levels; Bonferroni, so a true claim is refuted at any level with probability at most α): "
+    "the scale test (one-sided: the residuals' second moment against the declared noise's) and "
+    "the fit test (χ² of the residuals' probability integral transforms under each declared law at "
+    "its estimated scale). Refuted: the scale test rejects, i.e. the noise is smaller than "
+    "declared and the 1 − α/m lower confidence bound on ε(δ) lies above the declared ε. "
+    "Undecided: the fit test rejects (the declared law does not describe the residuals, so the "
+    "scale test's premise fails), or the 1 − α/m upper confidence bound on ε(δ) exceeds "
+    f"{RESOLVE_RATIO:g} × the declared ε (too few residuals to tell the claim from one "
+    f"{RESOLVE_RATIO:g} times weaker), or the level's counts were not published on their own. "
+    "Consistent: otherwise. Assumed: additive noise independent of the true counts, i.i.d. per "
+    "query. A release whose noise dpaudit drew is consistent by construction: nothing is tested."
+)
+
+ASSUMPTIONS = (
+    "additive noise independent of the true counts, i.i.d. draws of each query's declared law"
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A level's verdict, the one ``sentence`` every face prints, and its ``evidence`` (a small
+    JSON-able dict: which test decided, its statistic, p-value and threshold, the ε interval)."""
+
+    geolevel: str
+    verdict: str
+    sentence: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise InvalidParameterError(
+                f"Invalid verdict: {self.verdict!r}; allowed: {', '.join(VERDICTS)}"
+            )
+
+    def evidence_json(self) -> str:
+        """``evidence`` as compact JSON (non-finite numbers as null)."""
+        return json.dumps(_clean(self.evidence), separators=(",", ":"), allow_nan=False)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _num(x: float, digits: int = 4) -> str:
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.{digits}g}"
+
+
+def by_construction(geolevel: str, declared_eps: float, delta: float, release: str) -> Verdict:
+    """A simulated level: the claim holds by construction (see the module docstring)."""
+    what = "TopDown's post-processing" if release == "topdown" else "the release's estimator"
+    return Verdict(
+        geolevel,
+        "consistent",
+        f"consistent by construction: dpaudit drew this level's noise from the declared "
+        f"allocation (ε = {_num(declared_eps)} at δ = {delta:g}); post-processing cannot add "
+        f"privacy loss, so an EPL above it measures {what}, not loss",
+        {
+            "test": "by_construction",
+            "declared_eps": declared_eps,
+            "delta": delta,
+            "assumptions": "the noise is the declared allocation's (drawn by dpaudit)",
+        },
+    )
+
+
+def not_published(geolevel: str, declared_eps: float, delta: float) -> Verdict:
+    """A declared level whose counts the published table does not hold on their own."""
+    return Verdict(
+        geolevel,
+        "undecided",
+        "undecided: the published table holds no counts measured at this level on their own "
+        "(map one of its levels here with release.levels)",
+        {"test": "none", "declared_eps": declared_eps, "delta": delta},
+    )
+
+
+def epsilon_interval(
+    components: Sequence[Any], delta: float, k_low: float, k_high: float
+) -> tuple[float, float]:
+    """[ε(δ) at ``k_high``, ε(δ) at ``k_low``]: the certified accountant's lower end at the
+    largest plausible noise, its upper end at the smallest (``components`` as
+    :meth:`auditlib.allocations.Allocation.accounting_components` gives them)."""
+    from auditlib.accounting import DiscreteGaussianLoss, PrivacyLossComposition
+    from auditlib.accounting.calibrate import scale_components
+
+    losses = [
+        DiscreteGaussianLoss(Fraction(c[0]), int(c[1])) if isinstance(c, tuple) else c
+        for c in components
+    ]
+
+    def eps(k: float, end: str) -> float:
+        if k <= 0.0:
+            return math.inf
+        if not math.isfinite(k):
+            return 0.0
+        # a factor exact in binary keeps the discrete Gaussian's σ² on a coarse lattice
+        kf = float(Fraction(k).limit_denominator(1 << 20)) or k
+        b = PrivacyLossComposition(scale_components(losses, kf)).epsilon(delta)
+        return float(getattr(b, end))
+
+    return eps(k_high, "lower"), eps(k_low, "upper")
+
+
+def judge_published(
+    geolevel: str,
+    *,
+    scale: ScaleTest,
+    fit: FitTest,
+    eps_interval: tuple[float, float],
+    declared_eps: float,
+    delta: float,
+    threshold: float,
+    measured_at: str,
+    laws: Sequence[str] = (),
+) -> Verdict:
+    """The verdict of a published level from its two tests (each at ``threshold`` = α/m) and the
+    ε interval their scale bounds give (:func:`epsilon_interval` at ``scale``'s bounds); see
+    :data:`RULE`."""
+    lo, hi = eps_interval
+    ev: dict[str, Any] = {
+        "measured_at": measured_at,
+        "n": scale.n,
+        "threshold": threshold,
+        "declared_eps": declared_eps,
+        "delta": delta,
+        "eps_interval": [lo, hi],
+        "variance_ratio": scale.variance_ratio,
+        "scale_factor": scale.k_hat,
+        "scale_factor_interval": [scale.k_low, scale.k_high],
+        "scale_z": scale.z,
+        "scale_p": scale.p_value,
+        "fit_chi2": fit.statistic,
+        "fit_dof": fit.dof,
+        "fit_p": fit.p_value,
+        "declared_noise": list(laws),
+        "assumptions": ASSUMPTIONS,
+    }
+    conf = f"{100 * (1 - threshold):.4g} %"
+    where = f"{scale.n:,} residuals at {measured_at}".replace(",", " ")
+    interval = f"ε(δ = {delta:g}) in [{_num(lo)}, {_num(hi)}] ({conf} each side)"
+    if fit.p_value < threshold:
+        ev.update(test="fit", statistic=fit.statistic, p_value=fit.p_value)
+        return Verdict(
+            geolevel,
+            "undecided",
+            f"undecided: the residuals do not follow the declared noise (fit χ² = "
+            f"{_num(fit.statistic)}, p = {_num(fit.p_value, 2)} < {_num(threshold, 2)}), so "
+            "their scale says nothing sure about ε"
+            + (
+                f" (their variance is {_num(scale.variance_ratio, 3)} × the declared one, p = "
+                f"{_num(scale.p_value, 2)})"
+                if scale.p_value < threshold
+                else ""
+            )
+            + "; check what was declared",
+            ev,
+        )
+    if scale.p_value < threshold:
+        ev.update(test="scale", statistic=scale.z, p_value=scale.p_value)
+        return Verdict(
+            geolevel,
+            "refuted",
+            f"refuted: the noise is smaller than declared — {where} put its variance at "
+            f"{_num(scale.variance_ratio, 3)} × the declared one (p = {_num(scale.p_value, 2)} < "
+            f"{_num(threshold, 2)}), so {interval}, above the declared ε = {_num(declared_eps)}",
+            ev,
+        )
+    ev.update(test="scale", statistic=scale.z, p_value=scale.p_value)
+    if not hi <= RESOLVE_RATIO * declared_eps:
+        return Verdict(
+            geolevel,
+            "undecided",
+            f"undecided: {where} give {interval}, which holds the declared "
+            f"ε = {_num(declared_eps)} but also {RESOLVE_RATIO:g} × it; more published runs "
+            "would decide",
+            ev,
+        )
+    holds = (
+        f"which holds the declared ε = {_num(declared_eps)}"
+        if lo <= declared_eps <= hi
+        else f"below the declared ε = {_num(declared_eps)} (more noise than declared)"
+    )
+    return Verdict(
+        geolevel,
+        "consistent",
+        f"consistent: {where} give {interval}, {holds}; the residuals follow the declared "
+        f"noise (fit p = {_num(fit.p_value, 2)})",
+        ev,
+    )
