@@ -103,7 +103,7 @@ class NoiseLaw:
             from auditlib.mechanisms import TwoSidedGeometric
 
             g = TwoSidedGeometric(1.0 / self.parameter)
-            r = int(math.ceil(self.parameter * 40.0)) + 1  # α^r ≤ e^−40
+            r = math.ceil(self.parameter * 40.0) + 1  # α^r ≤ e^−40
             k = np.arange(-r, r + 1, dtype=np.float64)
             return k, np.asarray(g.pmf(k), dtype=np.float64)
         raise InvalidParameterError(f"{self.mechanism} noise is continuous: it has no pmf")
