@@ -15,6 +15,8 @@ CELL_SHARES = 2
 TRUTH = 3
 NOISE = 4
 EPL_BOOTSTRAP = 5
+#: the fit test's randomized transform of a published level's residuals (auditlib.claims)
+CLAIM_FIT = 6
 
 
 def seed_sequence(seed: int, *key: int) -> np.random.SeedSequence:

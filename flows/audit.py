@@ -26,6 +26,7 @@ import auditlib
 from auditlib.allocations import allocation_label, load_allocation
 from flows import kept_histograms, progress, spine_share, tasks
 from flows.batching import batch_blocks, batch_label, n_batches, pack
+from flows.claims import claims_dataset, published_levels, tests_run
 from flows.groups import (
     ALPHA_GRID,
     accounting_dataset,
@@ -234,10 +235,27 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         if plan.geometric and plan.release in GEOMETRIC_RELEASES and not epl_done
         else []
     )
+    # the declared claim: a published release's levels tested (each test at α/m); a simulated
+    # release holds it by construction (no task)
+    pub_levels = published_levels(spec, plan) if plan.release == "observed" else []
+    n_tests = tests_run(pub_levels)
+    claims_todo = accounted and not store.group_complete(url, S.CLAIMS)
+    claims = [
+        tasks.claim_level.with_options(task_run_name=f"claim {lv.geolevel}").submit(
+            url,
+            plan,
+            lv,
+            spec.accounting.headline_delta,
+            spec.accounting.claim_alpha / max(n_tests, 1),
+            wait_for=sims.get(lv.table_level, []),
+            return_state=False,
+        )
+        for lv in (pub_levels if claims_todo else [])
+    ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
-    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls]
+    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls, *claims]
     regions = {(b.state, b.geolevel) for b in todo}
-    named = {"epl": epls + composed, "accounting": accts, "mpl": mpls}  # stages of the run's log
+    named = {"epl": epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
     stage_of = {id(f): n for n, fs in named.items() for f in fs}
     tracker = progress.BlockProgress(
         lambda: len(store.done_blocks(url) & regions),
@@ -265,6 +283,15 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         store.write_group(url, S.ACCOUNTING, acct_ds)
         if allocation_release:  # the errors of the simulated queries (none are simulated else)
             store.write_group(url, S.ACCURACY, accuracy_dataset(plan, sigma2, acct_ds))
+    if claims_todo:
+        acc = acct_ds if accts else written_accounting(url)
+        assert acc is not None  # written above, or by the run this one resumes
+        published = (
+            {r["geolevel"]: r for r in (f.result() for f in claims)}
+            if plan.release == "observed"
+            else None
+        )
+        store.write_group(url, S.CLAIMS, claims_dataset(spec, acc, published, n_tests))
     if plan.topdown is not None and plan.production is None:  # every block is written
         kept_histograms.drop(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
     if plan.production is not None:

@@ -28,6 +28,7 @@ from auditlib.simulate.topdown import total_bias_sums
 from flows import kept_histograms
 from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
+from flows.claims import PublishedLevel, judge_level
 from flows.spec.plan import AuditPlan, Block
 from storage import store
 
@@ -399,6 +400,14 @@ def account(
     )
     out["geolevel"] = label if label is not None else geolevel
     return out
+
+
+@task(name="claim", **TASK_OPTS)
+def claim_level(
+    url: str, plan: AuditPlan, level: PublishedLevel, delta: float, threshold: float
+) -> dict[str, Any]:
+    """The verdict on a published level's declared claim (:func:`flows.claims.judge_level`)."""
+    return judge_level(url, plan, level, delta=delta, threshold=threshold)
 
 
 #: keyed stream of the composed EPL's bootstrap: (EPL_BOOTSTRAP, COMPOSED_EPL_KEY), beyond any

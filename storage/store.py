@@ -864,6 +864,11 @@ def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.
     return res, qi
 
 
+def read_cells(url: str, state: int, geolevel: int) -> np.ndarray:
+    """cell_index (n,) of one block's items (the cell of its query each item counts)."""
+    return np.asarray(_array(url, "cell_index")[_items(url, state, geolevel)])
+
+
 def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
     """(truth (n,), unit_index (n,)) of one block's items."""
     items = _items(url, state, geolevel)

@@ -5,6 +5,8 @@ its declared noise, and the decision rule that turns them into one word per leve
   path of its variance parameter).
 * :mod:`auditlib.claims.residual_tests` — the scale test and the fit test, and the small sums a
   level's residuals are reduced to for them (:class:`LawMoments`, :class:`FitCounts`).
+* :mod:`auditlib.claims.tradeoff_test` — the trade-off test: certified f-DP points of the
+  residuals against the declared noise's curve (no noise family assumed).
 * :mod:`auditlib.claims.level` — :func:`judge_residuals`, a level's verdict from residuals in
   memory.
 * :mod:`auditlib.claims.verdict` — :class:`Verdict`, the decision rule (:data:`RULE`), the ε
@@ -27,6 +29,7 @@ from auditlib.claims.residual_tests import (
     scale_test,
     transform,
 )
+from auditlib.claims.tradeoff_test import TradeoffTest, tradeoff_test
 from auditlib.claims.verdict import (
     ASSUMPTIONS,
     RESOLVE_RATIO,
@@ -52,6 +55,7 @@ __all__ = [
     "LawMoments",
     "NoiseLaw",
     "ScaleTest",
+    "TradeoffTest",
     "Verdict",
     "by_construction",
     "epsilon_interval",
@@ -61,5 +65,6 @@ __all__ = [
     "judge_residuals",
     "not_published",
     "scale_test",
+    "tradeoff_test",
     "transform",
 ]

@@ -123,6 +123,24 @@ class NoiseLaw:
             law = Gaussian(self.parameter)
         return np.asarray(law.cdf(x), dtype=np.float64)
 
+    def loss(self, count: int = 1) -> Any:
+        """The accountant's component of ``count`` sensitivity-1 counts with this noise."""
+        from auditlib.accounting import (
+            DiscreteGaussianLoss,
+            GaussianLoss,
+            GeometricLoss,
+            LaplaceLoss,
+        )
+
+        p = self.parameter
+        if self.mechanism == "discrete_gaussian":
+            return DiscreteGaussianLoss(p, count)
+        if self.mechanism == "geometric":
+            return GeometricLoss(1.0 / p, count)
+        if self.mechanism == "laplace":
+            return LaplaceLoss(p, count)
+        return GaussianLoss(p, count)
+
     def describe(self) -> str:
         """``discrete Gaussian σ² = 5``, ``geometric b = 2``, …"""
         name = {

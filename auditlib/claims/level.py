@@ -30,6 +30,7 @@ from auditlib.claims.residual_tests import (
     fitted_factor,
     scale_test,
 )
+from auditlib.claims.tradeoff_test import tradeoff_test
 from auditlib.claims.verdict import Verdict, epsilon_interval, judge_published
 from auditlib.exceptions import InvalidParameterError
 
@@ -69,4 +70,5 @@ def judge_residuals(
         threshold=threshold,
         measured_at=measured_at or geolevel,
         laws=sorted({law.describe() for law in moments}),
+        tradeoff=tradeoff_test(arrays, conf=1.0 - threshold, delta=delta, rng=rng),
     )

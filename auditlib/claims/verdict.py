@@ -23,27 +23,31 @@ from fractions import Fraction
 from typing import Any
 
 from auditlib.claims.residual_tests import FitTest, ScaleTest
+from auditlib.claims.tradeoff_test import TradeoffTest
 from auditlib.exceptions import InvalidParameterError
 
 VERDICTS: tuple[str, ...] = ("consistent", "refuted", "undecided")
 #: a published level is undecided while its residuals cannot exclude an ε this many times the claim
 RESOLVE_RATIO = 2.0
 #: the tests each published level with residuals gets
-TESTS_PER_LEVEL = 2
+TESTS_PER_LEVEL = 3
 
 RULE = (
-    "A published level with residuals gets two tests, each at level α/m (m: the tests over all "
+    "A published level with residuals gets three tests, each at level α/m (m: the tests over all "
     "levels; Bonferroni, so a true claim is refuted at any level with probability at most α): "
-    "the scale test (one-sided: the residuals' second moment against the declared noise's) and "
-    "the fit test (χ² of the residuals' probability integral transforms under each declared law at "
-    "its estimated scale). Refuted: the scale test rejects, i.e. the noise is smaller than "
-    "declared and the 1 − α/m lower confidence bound on ε(δ) lies above the declared ε. "
-    "Undecided: the fit test rejects (the declared law does not describe the residuals, so the "
-    "scale test's premise fails), or the 1 − α/m upper confidence bound on ε(δ) exceeds "
-    f"{RESOLVE_RATIO:g} × the declared ε (too few residuals to tell the claim from one "
-    f"{RESOLVE_RATIO:g} times weaker), or the level's counts were not published on their own. "
-    "Consistent: otherwise. Assumed: additive noise independent of the true counts, i.i.d. per "
-    "query. A release whose noise dpaudit drew is consistent by construction: nothing is tested."
+    "the trade-off test (points certified above the residuals' own trade-off curve between a "
+    "count and the count plus one; no noise family assumed), the fit test (χ² of the residuals' "
+    "probability integral transforms under each declared law at its estimated scale) and the "
+    "scale test (one-sided: the residuals' second moment against the declared noise's). "
+    "Refuted: a certified trade-off point lies below the declared noise's curve, or the fit test "
+    "accepts and the scale test rejects (the noise is smaller than declared: the 1 − α/m lower "
+    "confidence bound on ε(δ) lies above the declared ε). Undecided: the fit test rejects (the "
+    "declared law does not describe the residuals, so their scale says nothing sure about ε), or "
+    f"the 1 − α/m upper confidence bound on ε(δ) exceeds {RESOLVE_RATIO:g} × the declared ε "
+    f"(too few residuals to tell the claim from one {RESOLVE_RATIO:g} times weaker), or the "
+    "level's counts were not published on their own. Consistent: otherwise. Assumed: additive "
+    "noise independent of the true counts, i.i.d. per query. A release whose noise dpaudit drew "
+    "is consistent by construction: nothing is tested."
 )
 
 ASSUMPTIONS = (
@@ -80,6 +84,10 @@ def _clean(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+def _count(n: int) -> str:
+    return f"{n:,}".replace(",", " ")
 
 
 def _num(x: float, digits: int = 4) -> str:
@@ -155,6 +163,7 @@ def judge_published(
     threshold: float,
     measured_at: str,
     laws: Sequence[str] = (),
+    tradeoff: TradeoffTest | None = None,
 ) -> Verdict:
     """The verdict of a published level from its two tests (each at ``threshold`` = α/m) and the
     ε interval their scale bounds give (:func:`epsilon_interval` at ``scale``'s bounds); see
@@ -178,9 +187,28 @@ def judge_published(
         "declared_noise": list(laws),
         "assumptions": ASSUMPTIONS,
     }
+    if tradeoff is not None:
+        ev.update(
+            tradeoff_point=[tradeoff.alpha, tradeoff.beta],
+            tradeoff_declared_beta=tradeoff.declared_beta,
+            tradeoff_eps_lower=tradeoff.eps_lower,
+            tradeoff_n=tradeoff.n,
+        )
     conf = f"{100 * (1 - threshold):.4g} %"
-    where = f"{scale.n:,} residuals at {measured_at}".replace(",", " ")
+    where = f"{_count(scale.n)} residuals at {measured_at}"
     interval = f"ε(δ = {delta:g}) in [{_num(lo)}, {_num(hi)}] ({conf} each side)"
+    if tradeoff is not None and tradeoff.below:
+        ev.update(test="tradeoff", statistic=tradeoff.beta - tradeoff.declared_beta)
+        ev.update(p_value=None)
+        return Verdict(
+            geolevel,
+            "refuted",
+            f"refuted: a count is less private than its declared noise ({tradeoff.law}) allows — "
+            f"{_count(tradeoff.n)} residuals at {measured_at} certify a test of one person's presence "
+            f"with errors α ≤ {tradeoff.alpha:.3f}, β ≤ {tradeoff.beta:.3f}, where the declared "
+            f"noise allows β ≥ {tradeoff.declared_beta:.3f} ({conf}; no noise family assumed)",
+            ev,
+        )
     if fit.p_value < threshold:
         ev.update(test="fit", statistic=fit.statistic, p_value=fit.p_value)
         return Verdict(

@@ -80,10 +80,13 @@ class AuditSpec(Strict):
                 f"release.epsilon_strata = {self.release.epsilon_strata!r} is a setting of "
                 f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
             )
-        if self.release.levels and (kind, self.release.kind) != ("table", "topdown"):
+        if self.release.levels and (
+            kind != "table" or self.release.kind not in ("topdown", "observed")
+        ):
             raise ValueError(
                 "release.levels maps the allocation's geolevels onto a table's levels; it is a "
-                'setting of release.kind = "topdown" with population.kind = "table": drop it'
+                'setting of release.kind = "topdown" or "observed" with population.kind = '
+                '"table": drop it'
             )
         if self.release.kind != "observed":
             named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
@@ -300,6 +303,40 @@ class AuditSpec(Strict):
                 f"against; allowed universes: {', '.join(alloc.universes())}"
             )
         load_observed(*observed_args(self))
+        _ = self.observed_measured_as  # names a bad release.levels entry
+
+    @property
+    def observed_measured_as(self) -> dict[str, str]:
+        """An observed release: the declared allocation's geolevel measured at the table's rows
+        -> ``population.unit`` (its levels above are sums of the rows: not measured on their
+        own). From ``release.levels`` (allocation geolevel -> table level, "" for none), else the
+        allocation's last geolevel; ``ValueError`` naming a bad entry."""
+        a, unit = self.audit, self.geolevels[-1]
+        alloc_levels = load_allocation(a.allocation).geolevels(a.universe, a.region)
+        mapping = dict(self.release.levels)
+        if not mapping:
+            return {alloc_levels[-1]: unit}
+        out: dict[str, str] = {}
+        for g, f in mapping.items():
+            if g not in alloc_levels:
+                raise ValueError(
+                    f"release.levels names {g!r}, not a geolevel of the allocation; its "
+                    f"geolevels are {', '.join(alloc_levels)}"
+                )
+            if f and f != unit:
+                raise ValueError(
+                    f"release.levels maps {g!r} to {f!r}: a published release's levels above its "
+                    f"rows are sums of the rows, not measured on their own; map {g!r} to the "
+                    f'rows ({unit!r}) or to "" (not published)'
+                )
+            if f:
+                out[g] = f
+        if len(out) > 1:
+            raise ValueError(
+                f"release.levels maps {', '.join(map(repr, out))} all to the rows {unit!r}; "
+                'map one geolevel there and the others to ""'
+            )
+        return out
 
     def _check_spine(self) -> None:
         p = self.population

@@ -213,7 +213,9 @@ class ReleaseSection(Strict):
     #: the unit column) each of the allocation's geolevels is measured at, e.g.
     #: {State = "All", County = "county", Block = "tract"}; "" leaves a geolevel unsimulated.
     #: Every geolevel of the allocation is named (those that are file levels may be left out)
-    #: and every file level gets exactly one, in the same top-down order
+    #: and every file level gets exactly one, in the same top-down order. observed: the
+    #: declared geolevel measured at the table's rows, e.g. {County = "county"} (default: the
+    #: allocation's last geolevel; the levels above the rows are sums, measured at none)
     levels: dict[str, str] = Field(default_factory=dict)
     #: observed: per published run, its columns of population.path, one per count column in order
     #: (e.g. [["persons_dp1"], ["persons_dp2"]])
@@ -375,6 +377,9 @@ class AccountingSection(Strict):
     headline_delta: float = 1e-10
     composed: bool = True
     eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
+    #: familywise error rate of the claim verdict: a true claim is refuted at any level with
+    #: probability at most this (Bonferroni over the tests; docs/epl.md#the-claim-verdict)
+    claim_alpha: Annotated[float, Field(gt=0.0, le=0.2)] = 0.05
     #: reuse stored exact accounting results (``$DPAUDIT_CACHE_DIR``, else the user's cache
     #: directory; keyed by the allocation, relation, grids and code version: docs/accounting.md)
     cache: bool = True

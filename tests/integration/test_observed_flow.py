@@ -3,6 +3,7 @@ simulation), its residuals, EPL and the declared allocation's accounting; bad ta
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,6 +94,38 @@ def test_dpaudit_run_audits_published_counts(
     state_eps = float(acct.eps_exact_upper.sel(geolevel="State", delta=1e-10))
     assert round(state_eps, 4) == 9.6009  # REFERENCE.md: State 9.600900 @1e-10
     assert S.ACCURACY not in store.groups(str(url))  # nothing simulated, no simulated errors
+    # the declared DHC allocation's last level (Block: discrete Gaussian σ² of hundreds) is taken
+    # as measured at the rows; their geometric noise of variance 7.8 refutes it, and the other
+    # declared levels hold no counts of their own
+    claims = store.open_group(str(url), S.CLAIMS)
+    assert claims.attrs["basis"] == "observed" and claims.attrs["n_tests"] == 2
+    verdict = dict(zip(claims.geolevel.values, claims.claim_verdict.values, strict=True))
+    assert verdict.pop("Block") == "refuted"
+    assert set(verdict.values()) == {"undecided"}
+    evidence = json.loads(str(claims.claim_evidence.sel(geolevel="Block").values))
+    assert evidence["measured_at"] == "County" and evidence["n"] == 60 * RUNS
+
+
+def test_a_published_release_declared_truly_reads_consistent(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    """The same release declared as what it is (geometric scale 1/EPS at the table's counties):
+    consistent, its ε interval holding EPS. The refutation of a false declaration on the same
+    residuals is the test above (and tests/unit/test_claims.py for half claims)."""
+    spec, _ = write_release(tmp_path)
+    (tmp_path / "declared.csv").write_text(
+        f"geolevel,query,cells,mechanism,scale,neighbours\nCounty,total,1,geometric,{1 / EPS},"
+        "add_remove\n"
+    )
+    spec.write_text('[audit]\nallocation = "declared.csv"\n' + spec.read_text())
+    url = tmp_path / "true.zarr"
+    done = run_cli(spec, url, dask_address, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    claims = store.open_group(str(url), S.CLAIMS)
+    assert list(claims.geolevel.values) == ["County"]
+    assert str(claims.claim_verdict.values[0]) == "consistent", claims.claim_sentence.values[0]
+    lo, hi = json.loads(str(claims.claim_evidence.values[0]))["eps_interval"]
+    assert lo <= EPS <= hi < 2 * EPS
 
 
 @pytest.mark.parametrize(
