@@ -206,6 +206,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
             for g in sorted({b.geolevel for b in batch.blocks}):
                 sims[g].append(f)  # level g's EPL waits for every batch holding one of its blocks
     epl_done = store.group_complete(url, S.EPL)
+    # a published release: the EPL floor of its rows' queries at the declared noise
+    pub_levels = published_levels(spec, plan) if plan.release == "observed" else []
+    declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
     epls = [
         tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
             url,
@@ -215,6 +218,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
             spec.epl.percentiles,
             range_multiplier=spec.epl.range_multiplier,
             bias_aware=spec.epl.bias_aware_settings(),
+            declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
+            if g in declared
+            else None,
             wait_for=sims[g],
             return_state=False,
         )
@@ -237,7 +243,6 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     )
     # the declared claim: a published release's levels tested (each test at α/m); a simulated
     # release holds it by construction (no task)
-    pub_levels = published_levels(spec, plan) if plan.release == "observed" else []
     n_tests = tests_run(pub_levels)
     claims_todo = accounted and not store.group_complete(url, S.CLAIMS)
     claims = [

@@ -57,6 +57,12 @@ class PublishedLevel:
     def testable(self) -> bool:
         return all(law is not None for law in self.laws)
 
+    @property
+    def declared_law(self) -> NoiseLaw | None:
+        """The one law every published column carries (``None``: none, or several)."""
+        laws = set(self.laws)
+        return next(iter(laws)) if len(laws) == 1 else None
+
 
 def published_levels(spec: AuditSpec, plan: AuditPlan) -> list[PublishedLevel]:
     """The declared geolevels an observed release's residuals test (see the module docstring)."""

@@ -50,6 +50,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
     extra_keys = ("bias_aware", "ci_low", "ci_high", "null_upper", "inv_sigma2_hat")
     extra = {k: np.full((ng, nq), np.nan) for k in extra_keys}
     kde_error = np.full((ng, nq), np.nan)  # the largest over the pooled and per-state rows
+    floor_ref = np.full((ng, nq), "matched", dtype=object)
     curves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for res in results:
         g = res["geolevel"]
@@ -58,6 +59,8 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
                 if r is not None:
                     per_state[s, g, q] = r["epl"]
                     kde_error[g, q] = np.fmax(kde_error[g, q], r.get("kde_error", np.nan))
+        for q, ref in res.get("floor_reference", {}).items():
+            floor_ref[g, q] = ref
         for q, r in enumerate(res["pooled"]):
             if r is None:
                 continue
@@ -92,6 +95,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             "epl_ci_low": ((gl, qu), extra["ci_low"]),
             "epl_ci_high": ((gl, qu), extra["ci_high"]),
             "epl_null_upper": ((gl, qu), extra["null_upper"]),
+            "floor_reference": ((gl, qu), floor_ref),
             "inv_sigma2_hat": ((gl, qu), extra["inv_sigma2_hat"]),
             "kde_error": ((gl, qu), kde_error),
             **surf,

@@ -252,9 +252,11 @@ def epl_geolevel(
     *,
     range_multiplier: float = 1.0,
     bias_aware: BiasAwareSettings | None = None,
+    declared: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
-    pooled over states.
+    pooled over states. ``declared`` (query index -> its declared :class:`~auditlib.claims.NoiseLaw`,
+    a published release's) puts those queries' floors at the declared noise.
 
     ``bandwidth_factor``, ``percentiles`` and ``range_multiplier`` set the Flaxman–Petti estimate;
     ``bias_aware`` the bias-aware estimate and the surfaces (default: the library's, on the same
@@ -305,8 +307,12 @@ def epl_geolevel(
         for i, h in enumerate(hists):
             if h is not None:
                 pooled[i] = (pooled[i] or LatticeHistogram(h.spacing)).merge(h)
+    refs = [None] * nq
+    for qi, law in (declared or {}).items():
+        refs[qi] = law.lattice_pmf() if law.discrete else law.moments()[0]
     pooled_rows = epl_rows(
         pooled,
+        references=refs,
         uncertainty_seed=int(
             seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel).generate_state(1)[0]
         ),
@@ -318,6 +324,9 @@ def epl_geolevel(
         **knobs,
     )
     out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+    out["floor_reference"] = {
+        q: f"declared {law.describe()}" for q, law in (declared or {}).items()
+    }
     if plan.topdown is not None:
         out["total_bias"] = {"sums": bias_sums, "counts": bias_n}
     return out

@@ -28,7 +28,9 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``n_residuals``, ``sigma2``, ``bandwidth`` (geolevel, query); curves ``epl_curve_x``,
   ``epl_curve`` (geolevel, query, point); the bias-aware estimate ``epl_bias_aware`` with its
   bootstrap interval ``epl_ci_low``/``epl_ci_high``, matched floor ``epl_null_upper`` and the slope
-  estimate ``inv_sigma2_hat`` (geolevel, query); ``kde_error`` (geolevel, query), the bound on the
+  estimate ``inv_sigma2_hat`` (geolevel, query); ``floor_reference`` (geolevel, query): what the floor
+  was drawn from (``matched``: a discrete Gaussian of the residuals' variance; ``declared …``: a
+  published release's declared noise); ``kde_error`` (geolevel, query), the bound on the
   relative error of every KDE behind that (geolevel, query)'s EPLs (0: exact lattice residuals;
   non-integer residuals are binned on a fine lattice). Knobs in the attrs (``bias_aware_settings``,
   JSON; ``bias_aware``, ``surface``, ``kde_error`` say what each variable is). EPL(x) surfaces of

@@ -63,6 +63,7 @@ from auditlib.epl.extrapolate import (
     extrapolate,
     outer_percentiles,
 )
+from auditlib.epl.floor import declared_floor
 from auditlib.epl.kde import as_residuals, weighted_percentiles, weighted_std
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.epl.stream import LatticeHistogram
@@ -254,6 +255,7 @@ def estimate_epl(
     null_quantile: float = 0.95,
     seed: Seed = None,
     min_residuals: int = 30,
+    null_reference: tuple[npt.ArrayLike, npt.ArrayLike] | float | None = None,
 ) -> EPLEstimate:
     """Bias-aware EPL of ``residuals`` (DP − true counts of exchangeable queries), or of their
     :class:`~auditlib.epl.stream.LatticeHistogram` (residuals streamed chunk by chunk).
@@ -267,7 +269,10 @@ def estimate_epl(
     give the ``confidence`` interval, for the smoothed loss (``ci_target="smoothed"``) or bracketing
     the unsmoothed one (``"exact"``; ``"auto"``: exact on a lattice finer than ℤ, see
     :mod:`auditlib.epl.extrapolate`); ``n_null`` draws of the matched discrete Gaussian give the
-    floor (``None`` skips either). ``seed`` makes the draws reproducible. See the module docstring.
+    floor (``None`` skips either). ``seed`` makes the draws reproducible. ``null_reference`` puts
+    the floor at a *declared* noise instead of the matched discrete Gaussian: its support on the
+    integers and pmf ``(points, pmf)`` (integer residuals), or a variance σ² (the discrete Gaussian
+    of that σ² replaces the residuals' own variance). See the module docstring.
     """
     hist: LatticeHistogram | None = None
     raw: npt.ArrayLike = ()
@@ -410,7 +415,12 @@ def estimate_epl(
                 out["slope_se"] = float(s.std(ddof=1))
         out["n_boot"] = b
     if nn is not None:
-        out.update(ev.reference_floor(sd, centre, n, h, x, delta, nn, nq, rng_null))
+        if isinstance(null_reference, tuple) and ev.lattice is None:
+            pts, pmf = (np.asarray(v, dtype=np.float64) for v in null_reference)
+            out.update(declared_floor(pts, pmf, n, h, x, delta, nn, nq, rng_null))
+        else:
+            sd_null = sd if not isinstance(null_reference, float | int) else null_reference**0.5
+            out.update(ev.reference_floor(sd_null, centre, n, h, x, delta, nn, nq, rng_null))
     return EPLEstimate(estimate, "ok", n, h, x, epl_x, window, **meta, **out)
 
 

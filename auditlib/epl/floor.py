@@ -4,7 +4,9 @@ n draws from a discrete Gaussian with σ² = the residuals' sample variance, cen
 rounded to the grid, run through the same estimator ``draws`` times: on the integers
 (:func:`reference_floor`, N_Z(c, σ²)) or on the residuals' lattice c + ℤ/q
 (:func:`lattice_reference_floor`, P(c + k/q) ∝ exp(−(k/q)²/2σ²)). Both have the exact log-ratio
-Δ(2(x − c) + Δ)/2σ² over a shift Δ, so ``null_true`` is known exactly.
+Δ(2(x − c) + Δ)/2σ² over a shift Δ, so ``null_true`` is known exactly. A published release's
+floor is taken at its *declared* noise instead (:func:`declared_floor`): the matched floor follows
+the residuals' own spread, so it cannot tell noise smaller than declared from the declared noise.
 """
 
 from __future__ import annotations
@@ -42,6 +44,42 @@ def reference_floor(
     km = KernelMatrix(pts, h, xq, float(n))
     rows = km.log_density(multinomial_counts(pmf, n, draws, rng))
     return _floor_summary(rows, x, c, delta, s2, draws, quantile)
+
+
+def declared_floor(
+    points: npt.NDArray[np.float64],
+    pmf: npt.NDArray[np.float64],
+    n: int,
+    h: float,
+    x: npt.NDArray[np.float64],
+    delta: float,
+    draws: int,
+    quantile: float,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """The floor of a *declared* noise law on the integers (``points``, ``pmf``: e.g. a published
+    release's declared geometric or discrete Gaussian noise): n draws of it through the same
+    estimator on the same x, h, Δ, ``draws`` times. ``null_true`` is that law's exact loss
+    max |log p(x)/p(x + Δ)| over the window; ``null_sigma2`` its variance."""
+    pts = np.asarray(points, dtype=np.float64)
+    p = np.asarray(pmf, dtype=np.float64)
+    xq = np.concatenate([x, x + delta])
+    km = KernelMatrix(pts, h, xq, float(n))
+    rows = km.log_density(multinomial_counts(p, n, draws, rng))
+    null = max_abs(rows[:, : x.size] - rows[:, x.size :])
+    ok = null[np.isfinite(null)]
+    with np.errstate(divide="ignore"):
+        logp = np.log(np.interp(xq, pts, p, left=0.0, right=0.0))
+    true = np.abs(logp[: x.size] - logp[x.size :])
+    return {
+        "n_null": draws,
+        "null_sigma2": float(np.sum(p * pts * pts) - np.sum(p * pts) ** 2),
+        "null_true": float(np.max(true[np.isfinite(true)]))
+        if np.isfinite(true).any()
+        else math.nan,
+        "null_mean": float(ok.mean()) if ok.size else math.nan,
+        "null_upper": float(np.quantile(ok, quantile)) if ok.size else math.nan,
+    }
 
 
 def lattice_reference_floor(

@@ -38,8 +38,11 @@ def epl_rows(
     uncertainty_seed: int | None = None,
     surface_seed: int | None = None,
     surface_points: int = SURFACE_POINTS,
+    references: Sequence[Any] | None = None,
 ) -> list[dict[str, Any] | None]:
-    """EPL row of each query's histogram (``None`` where the query has no residuals)."""
+    """EPL row of each query's histogram (``None`` where the query has no residuals);
+    ``references`` (per query, or ``None``) puts a query's floor at its declared noise
+    (:func:`~auditlib.epl.estimate_epl`'s ``null_reference``)."""
     ba = bias_aware if bias_aware is not None else BiasAwareSettings()
     out: list[dict[str, Any] | None] = []
     for q, hist in enumerate(hists):
@@ -64,7 +67,10 @@ def epl_rows(
         widths = [res.bandwidth]
         if uncertainty_seed is not None:
             seq = np.random.SeedSequence(uncertainty_seed, spawn_key=(q,))
-            est = estimate_epl(hist, seed=seq, **ba.estimate_kwargs(percentiles))
+            ref = references[q] if references is not None else None
+            est = estimate_epl(
+                hist, seed=seq, null_reference=ref, **ba.estimate_kwargs(percentiles)
+            )
             widths.append(est.bandwidth)
             row.update(
                 {

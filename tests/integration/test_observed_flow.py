@@ -98,7 +98,7 @@ def test_dpaudit_run_audits_published_counts(
     # as measured at the rows; their geometric noise of variance 7.8 refutes it, and the other
     # declared levels hold no counts of their own
     claims = store.open_group(str(url), S.CLAIMS)
-    assert claims.attrs["basis"] == "observed" and claims.attrs["n_tests"] == 2
+    assert claims.attrs["basis"] == "observed" and claims.attrs["n_tests"] == 3
     verdict = dict(zip(claims.geolevel.values, claims.claim_verdict.values, strict=True))
     assert verdict.pop("Block") == "refuted"
     assert set(verdict.values()) == {"undecided"}
