@@ -219,10 +219,14 @@ def _capital(text: str) -> str:
 
 
 def _above_exact(
-    heads: dict[int, LevelEpl], exact_eps: Mapping[str, float], basis: ReleaseBasis
+    heads: dict[int, LevelEpl],
+    exact_eps: Mapping[str, float],
+    basis: ReleaseBasis,
+    explained: bool = False,
 ) -> str:
     """The level whose headline EPL lies furthest above its exact ε, and why that is no loss
-    (simulated) or which answer judges it (published); "" when none does."""
+    (simulated; ``explained``: the floor count said why already) or which answer judges it
+    (published); "" when none does."""
     above = [
         (h.value - exact_eps[h.level], h)
         for h in heads.values()
@@ -240,6 +244,8 @@ def _above_exact(
         f"At level {h.level}{more} the EPL ({fmt_num(h.value, 3)}) lies above the exact ε "
         f"({fmt_num(exact_eps[h.level], 5)}), which is proved for the claimed noise"
     )
+    if basis.simulated and explained:
+        return f"{text}; dpaudit drew that noise, so this is no loss either."
     if basis.simulated:
         return f"{text}; dpaudit drew that noise, so this is no loss. {_capital(basis.no_loss())}"
     return f"{text}; an EPL is an estimate, not a bound: the claim verdict judges the claim."
@@ -284,7 +290,7 @@ def epl_summary(
                 basis,
             )
         )
-    beyond = _above_exact(heads, exact_eps or {}, basis)
+    beyond = _above_exact(heads, exact_eps or {}, basis, basis.no_loss() in points[0])
     if beyond:
         points[0] += " " + beyond
     known = {k: r for k, r in res.items() if r.known}
