@@ -17,7 +17,7 @@ from typing import Any
 
 import xarray as xr
 
-from flows.report.format import fmt_delta, fmt_num, is_finite
+from flows.report.format import fmt_num, is_finite
 from flows.report.store_data import str_values
 
 CONSISTENT, REFUTED, UNDECIDED = "consistent", "refuted", "undecided"
@@ -128,9 +128,9 @@ class Claims:
 
     def note(self) -> str:
         """The at-a-glance table's note: what the column judges and by which rule."""
-        at = f" at δ = {fmt_delta(self.delta)}" if is_finite(self.delta) and self.delta > 0 else ""
-        text = f"Claim: the verdict on the declared ε{at} (the allocation's exact ε)"
-        fw = self.familywise()
+        # at the headline δ, which the first screen states once (the group's ``delta``)
+        text = "Claim: the verdict on the declared ε (the allocation's exact ε at the headline δ)"
+        fw = "" if self.simulated else self.familywise()  # no test decides a simulated release
         text += f", {fw}" if fw else ""
         basis = self.basis_words()
         text += f"; basis: {basis}." if basis else "."

@@ -10,6 +10,7 @@ import json
 import math
 import pathlib
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ REFUTED = (
 )
 
 
-def _set_root(path: pathlib.Path, **attrs: object) -> None:
+def _set_root(path: pathlib.Path, **attrs: Any) -> None:
     root = zarr.open_group(str(path), mode="r+")
     root.attrs.update(attrs)
     zarr.consolidate_metadata(str(path))
