@@ -305,3 +305,32 @@ def test_composed_levels_are_counted_truly() -> None:
         "the declared allocation's 2 levels (the rows of the accounting table)"
     )
     assert math.isclose(float(rho.sum()), 1.34)
+
+
+def test_the_report_compared_with_another_store_flags_a_changed_verdict(
+    tmp_path: pathlib.Path,
+) -> None:
+    before = observed_store(tmp_path / "before.zarr", refuted=False)
+    after = observed_store(tmp_path / "after.zarr")
+    html = render_report(after, tmp_path / "r.html", compare_with=before).read_text("utf-8")
+    section = _between(html, '<section id="compared-with">', "</section>")
+    rows = [_text("<tr" + r).split() for r in section.split("<tr")[1:] if ">Claim<" in r]
+    assert ["Claim", "consistent", "refuted", "changed"] in rows
+    assert rows.count(["Claim", "consistent", "consistent", "same"]) == 2
+    assert "The claim verdict changed at County (consistent → refuted)." in _text(section)
+
+
+def test_a_published_release_counts_its_runs_when_it_starts() -> None:
+    """The logged run's first line: a published release's runs, not the spec's default 4."""
+    from types import SimpleNamespace
+
+    from flows.cli.run import runs_of
+    from flows.spec.sections import AuditSection, ReleaseSection
+
+    published = ReleaseSection(kind="observed", published=[[f"dp{r}"] for r in range(30)])
+    spec = SimpleNamespace(release=published, audit=AuditSection())
+    assert spec.audit.replicates == 4 and runs_of(spec) == "30 published runs"
+    files = ReleaseSection(kind="observed", published_files=["a.csv", "b.csv"])
+    assert runs_of(SimpleNamespace(release=files, audit=AuditSection())) == "2 published runs"
+    simulated = SimpleNamespace(release=ReleaseSection(), audit=AuditSection(replicates=8))
+    assert runs_of(simulated) == "8 replicates"
