@@ -113,7 +113,7 @@ class ReleaseBasis:
             cause = "bias" if self.topdown and self.simulated else "its window"
             return f"{cause} dominates"
         if self.topdown and self.simulated:
-            what = "TopDown's post-processing bias dominates it, not noise"
+            what = "its post-processing bias dominates it, not noise"
         else:
             what = "small-sample effects over its narrow window dominate it"
         return f"{what} (not even {fmt_int(PRACTICAL_REPLICATES)} {self.run_word} would resolve it)"
