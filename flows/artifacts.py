@@ -1,9 +1,10 @@
 """Prefect artifacts of a finished run: what a person watching the Prefect UI reads on its run page.
 
 An audit gets the at-a-glance table of its report (per level: the Bureau's ε, the exact ε, the
-bias-aware EPL with its interval, floor and status, the MPL bound, at the headline δ; built by
-:func:`flows.report.summary.summary_section`), the store's location with its ``verify`` status,
-and a link to its report; ``sweep``, ``mpl-coverage``, ``fdp-coverage`` and ``direct`` get their own
+bias-aware EPL with its interval, floor and status, the MPL bound and the claim verdict, at the
+headline δ; built by :func:`flows.report.summary.summary_section`) — its description says the
+claim and how the EPL statuses read (a simulated release's are no warning: its noise is the
+claimed noise) — the store's location with its ``verify`` status, and a link to its report; ``sweep``, ``mpl-coverage``, ``fdp-coverage`` and ``direct`` get their own
 summary table.
 
 Keys are ``<kind>-<run id>-<what>`` (the run id: a hash of what sets the numbers), so the same spec
@@ -49,28 +50,44 @@ def _table(key: str, rows: list[dict[str, str]], description: str) -> Artifact:
 # --- an audit ----------------------------------------------------------------------------------
 
 
-def at_a_glance_rows(url: str) -> tuple[list[dict[str, str]], str]:
+@dataclass(frozen=True)
+class Glance:
+    """The at-a-glance rows of a store, the δ they are at, and what its description says."""
+
+    rows: list[dict[str, str]]
+    delta: str
+    simulated: bool = True
+    claim: str = ""  # the claim in one line ("" without a claims group)
+
+
+def at_a_glance(url: str) -> Glance:
     """The report's at-a-glance table of the store at ``url`` (the summary section's rows, same
-    cells) and the δ they are at ("—" when the store has no accounting)."""
-    from flows.report.store_data import open_store, replicates
+    cells, and the claim verdict per level: "not judged" in a store without verdicts)."""
+    from flows.report.claims import read_claims
+    from flows.report.release_basis import release_basis
+    from flows.report.store_data import CLAIMS_GROUP, open_store, replicates
     from flows.report.summary import summary_section
 
     root, groups = open_store(url, None)
     attrs = {**(groups["summary"].attrs if groups["summary"] is not None else {}), **(root or {})}
     try:
+        claims = read_claims(groups[CLAIMS_GROUP])
+        basis = release_basis(attrs, groups["epl"])
         section = summary_section(
             attrs,
             groups["accounting"],
             groups["epl"],
             groups["mpl"],
             replicates(attrs, groups["residuals"]),
+            claims,
         )
     finally:
         for ds in groups.values():
             if ds is not None:
                 ds.close()
+    claim = claims.headline().removeprefix("Claim: ").rstrip(".") if claims is not None else ""
     if section is None:
-        return [], "—"
+        return Glance([], "—", basis.simulated, claim)
     rows = [
         {
             "level": r["geolevel"],
@@ -80,23 +97,45 @@ def at_a_glance_rows(url: str) -> tuple[list[dict[str, str]], str]:
             "EPL floor": r["epl_floor"],
             "EPL status": r["epl_flag"] or "—",
             "MPL bound": r["mpl"],
+            # a level's verdict; one not consistent with its sentence
+            "claim": f"{r['claim']}: {r['claim_sentence']}" if r["claim_sentence"] else r["claim"],
         }
         for r in section.rows
     ]
-    return rows, section.delta
+    return Glance(rows, section.delta, basis.simulated, claim)
 
 
-def epl_verdict(rows: list[dict[str, str]]) -> str:
-    """One line on the EPL statuses: how many levels are above their floor or unresolved."""
+def at_a_glance_rows(url: str) -> tuple[list[dict[str, str]], str]:
+    """The at-a-glance rows of the store at ``url`` and the δ they are at ("—" when the store has
+    no accounting)."""
+    g = at_a_glance(url)
+    return g.rows, g.delta
+
+
+def epl_verdict(rows: list[dict[str, str]], simulated: bool = True) -> str:
+    """One line on the EPL statuses: how many levels are above their floor or unresolved — for a
+    simulated release (its noise is the claimed noise) post-processing and estimator effects,
+    never loss; for a published one the claim verdict judges."""
     from flows.report.epl_headline import flag_class
 
     flags = [r["EPL status"] for r in rows if r["EPL status"] not in ("—", "")]
     if not flags:
         return "no EPL status"
-    warn = [f for f in flags if flag_class(f) == "warn"]
-    if not warn:
+    off = [f for f in flags if flag_class(f, simulated=simulated) in ("warn", "info")]
+    if not off:
         return f"EPL: all {len(flags)} levels within their floor and resolved"
-    return f"EPL: {len(warn)} of {len(flags)} levels need attention (above the floor or unresolved)"
+    text = f"EPL: {len(off)} of {len(flags)} levels above their floor or not resolved"
+    if simulated:
+        return text + " (simulated release: post-processing and estimator effects, not loss)"
+    return text + " (the claim verdict judges the claim)"
+
+
+def glance_description(g: Glance) -> str:
+    """The at-a-glance artifact's description: the δ, the claim, the EPL statuses."""
+    parts = [f"at a glance, at the headline δ = {g.delta} (accounting.headline_delta)"]
+    parts.append(f"claim: {g.claim}" if g.claim else "claim: not judged")
+    parts.append(epl_verdict(g.rows, g.simulated))
+    return "; ".join(parts)
 
 
 def store_markdown(url: str, problems: list[str], arrays: int, blocks: int) -> str:
@@ -146,13 +185,12 @@ def report_link(kind: str, run_id: str, report: str) -> Artifact:
 
 def audit_artifacts(url: str, run_id: str, report: str | None) -> list[Artifact]:
     """The at-a-glance table, the store (with ``verify``) and, if one was written, the report."""
-    rows, delta = at_a_glance_rows(url)
+    glance = at_a_glance(url)
     out = [
         _table(
             artifact_key("audit", run_id, "at-a-glance"),
-            rows,
-            f"at a glance, at the headline δ = {delta} (accounting.headline_delta); "
-            f"{epl_verdict(rows)}",
+            glance.rows,
+            glance_description(glance),
         ),
         verified_store("audit", run_id, url),
     ]

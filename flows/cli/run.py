@@ -77,9 +77,18 @@ def run(
     if lines is not None:
         lines.stage(
             f"spec loaded: {spec_path.name if spec_path else 'default'} ({s.release.kind}, "
-            f"{len(s.geolevels)} levels, {s.audit.replicates} replicates)"
+            f"{len(s.geolevels)} levels, {runs_of(s)})"
         )
     run_audit(s, url, no_report, lines)
+
+
+def runs_of(s: Any) -> str:
+    """ "8 replicates", or for a published release its runs: "30 published runs"."""
+    if s.release.kind == "observed":
+        n = len(s.release.published) or len(s.release.published_files)
+        return f"{n} published run{'s' if n != 1 else ''}"
+    n = s.audit.replicates
+    return f"{n} replicate{'s' if n != 1 else ''}"
 
 
 def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) -> None:
@@ -177,6 +186,11 @@ def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wal
             typer.echo(f"report: {report}")
         return
     acc = store.open_group(url, S.ACCOUNTING)
+    claims = None
+    if S.CLAIMS in store.groups(url):
+        from flows.report.claims import read_claims
+
+        claims = read_claims(store.open_group(url, S.CLAIMS))
     resumed = summary.get("resumed_blocks", 0)
     typer.echo(
         f"run {summary['run_id']}: {summary['blocks']} blocks"
@@ -184,7 +198,7 @@ def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wal
         f"{summary['residuals']:,} residuals"
     )
     typer.echo(f"time:   {wall:.1f} s in all{_flow_time(url)}")
-    print_headline_table(acc)
+    print_headline_table(acc, claims)
     typer.echo(f"store:  {url}")
     if report:
         typer.echo(f"report: {report}")
@@ -204,9 +218,11 @@ def _flow_time(url: str) -> str:
     return f", {flow:.1f} s in the flow (the report's figure)"
 
 
-def print_headline_table(acc: Any) -> None:
+def print_headline_table(acc: Any, claims: Any = None) -> None:
     """Per level and all levels composed, ρ, the Bureau's and the exact ε at the headline δ —
-    the numbers of the report's first screen."""
+    the numbers of the report's first screen — and, when the store holds them (``claims``: a
+    :class:`flows.report.claims.Claims`), each level's claim verdict, then the claim in words;
+    every line within 80 columns."""
     from flows.report.format import fmt_bracket, fmt_delta, fmt_num
     from flows.report.store_data import headline_delta
 
@@ -214,8 +230,10 @@ def print_headline_table(acc: Any) -> None:
     if hd is None:
         return
     j, d = hd
+    verdict_col = "  claim" if claims is not None else ""
     typer.echo(
-        f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}  (delta={fmt_delta(d)})"
+        f"{'geolevel':<20} {'rho':>8} {'Bureau eps':>11} {'exact eps':>11}{verdict_col}  "
+        f"(delta={fmt_delta(d)})"
     )
     rows = [
         (
@@ -240,9 +258,17 @@ def print_headline_table(acc: Any) -> None:
     na = str(acc.attrs.get("bureau_na") or "")  # pure eps-DP noise: no zCDP conversion
     for g, rho, bureau, exact in rows:
         bu = "n/a" if na and bureau != bureau else fmt_num(bureau, 5)
-        typer.echo(f"{g:<20} {rho:8.4f} {bu:>11} {exact:>11}")
+        verdict = ""
+        if claims is not None and g in claims.levels:
+            verdict = f"  {claims.verdict(g)}"
+        typer.echo(f"{g:<20} {rho:8.4f} {bu:>11} {exact:>11}{verdict}")
     if na:
         typer.echo(f"Bureau eps {na}")
+    if claims is not None:
+        from flows.report.claims import text_lines
+
+        for line in text_lines(claims, 80):
+            typer.echo(line)
 
 
 def spec(

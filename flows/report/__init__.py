@@ -7,6 +7,9 @@ Modules, each named for what it holds:
   provenance;
 * ``format`` — number formatting: significant digits, brackets of ε rounded outwards, per cent;
 * ``page`` — the Jinja template rendered to HTML and its atomic write;
+* ``claims`` — the claim verdict per level (the ``claims`` group) and its words on every face;
+* ``release_basis`` — a simulated or a published release, and what that makes of its EPL
+  (TopDown's post-processing bias, what dominates an estimate beyond 10⁵ replicates);
 * sections: ``summary`` (the three answers at a glance), ``accounting``, ``accuracy``, ``epl``
   with ``composed_epl``, ``residuals``, ``mpl``, ``coverage`` (``dpaudit mpl-coverage`` stores);
 * figures: ``figures`` (building blocks: the captioned figure, panel grids, PNG embedding) and one

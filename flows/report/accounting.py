@@ -6,6 +6,8 @@ and the (ε, δ) and trade-off figures."""
 from __future__ import annotations
 
 import math
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +55,57 @@ def _reduction(exact_upper: Any, bureau: Any) -> float:
     return (float(bureau) - float(exact_upper)) / float(bureau)
 
 
-def accounting_section(acc: xr.Dataset) -> AccountingSection:
+def composed_words(
+    levels: list[str],
+    rho: np.ndarray | None,
+    composed_rho: float,
+    unsimulated: list[str] | None = None,
+    audited: list[str] | None = None,
+) -> str:
+    """What the composed ε composes, counted truly: "all 8 geographic levels" when the composed ρ
+    is the sum of the rows' ρ (the declared allocation's levels when those are not the audited
+    ``audited`` levels), or the allocation's levels with those the audit left unsimulated
+    (``unsimulated``: the spec's ``release.levels`` mapped to "")."""
+    n = len(levels)
+    total = float(np.nansum(rho)) if rho is not None else math.nan
+    if not (is_finite(composed_rho) and is_finite(total)) or math.isclose(
+        total, composed_rho, rel_tol=1e-6
+    ):
+        if audited and not set(audited) <= set(levels):
+            return f"the declared allocation's {n} levels (the rows of the accounting table)"
+        return f"all {n} geographic levels"
+    if unsimulated:
+        return (
+            f"the allocation's {n + len(unsimulated)} levels (the {n} here and "
+            f"{', '.join(unsimulated)}, not simulated)"
+        )
+    return (
+        f"every level of the allocation (the {n} here carry ρ = {fmt_num(total, 4)} of its "
+        f"{fmt_num(composed_rho, 4)})"
+    )
+
+
+def unsimulated_levels(attrs: Mapping[str, Any]) -> list[str]:
+    """The allocation's geolevels the spec's ``release.levels`` leaves unsimulated ("")."""
+    spec = attrs.get("spec_toml")
+    if not isinstance(spec, str):
+        return []
+    try:
+        mapping = tomllib.loads(spec).get("release", {}).get("levels", {})
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return []
+    if not isinstance(mapping, dict):
+        return []
+    return [str(g) for g, v in mapping.items() if v == ""]
+
+
+def accounting_section(
+    acc: xr.Dataset,
+    attrs: Mapping[str, Any] | None = None,
+    audited: list[str] | None = None,
+) -> AccountingSection:
+    """The accounting section; ``attrs`` (the store's root attributes) and ``audited`` (the levels
+    with residuals) say what the composed ε composes."""
     levels = str_values(acc["geolevel"].values)
     deltas = [float(d) for d in np.asarray(acc["delta"].values)] if "delta" in acc.coords else []
 
@@ -133,19 +185,26 @@ def accounting_section(acc: xr.Dataset) -> AccountingSection:
 
     # plain-language summary, at the headline δ
     summary = ""
+    what = composed_words(
+        levels,
+        rho,
+        float(np.asarray(var("composed_rho"))) if var("composed_rho") is not None else math.nan,
+        unsimulated_levels(attrs or {}),
+        audited,
+    )
     if hd is not None:
         j = hd[0]
         d_txt = fmt_delta(deltas[j])
         parts = []
         if composed is not None and c_hi is not None and na and not is_finite(at(c_bu, j)):
             parts.append(
-                f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε is "
+                f"At δ = {d_txt}, composing {what}, the exact ε is "
                 f"{_exact_words(at(c_lo, j), at(c_hi, j))}; the Bureau's and the "
                 f"Canonne–Kamath–Steinke zCDP conversions are {na}."
             )
         elif composed is not None and c_hi is not None:
             parts.append(
-                f"At δ = {d_txt}, composing all {len(levels)} geographic levels, the exact ε is "
+                f"At δ = {d_txt}, composing {what}, the exact ε is "
                 f"{_exact_words(at(c_lo, j), at(c_hi, j))}, against "
                 f"ε = {fmt_num(at(c_bu, j), 5)} "
                 f"from the Bureau's conversion ρ + 2√(ρ ln 1/δ) and "

@@ -2,7 +2,8 @@
 Bureau's ε and the certified exact ε at one headline δ, the bias-aware EPL with its interval and the
 MPL lower bound of two stores (the at-a-glance table's numbers, read by
 :mod:`flows.report.compare_data`), and the EPL of every query both stores estimated; with the
-differences B − A and B / A, what differs in the two specs, and the levels only one store holds.
+differences B − A and B / A, what differs in the two specs, and the levels only one store holds;
+and each store's claim verdict per level (:class:`ClaimRow`: ``changed`` when the verdicts differ).
 
 Each row says whether its number moved:
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from auditlib.exceptions import InvalidParameterError
+from flows.report.claims import NOT_JUDGED
 from flows.report.compare_data import COMPOSED, AuditNumbers, Estimate
 from flows.report.format import fmt_delta
 
@@ -65,6 +67,44 @@ class Row:
         return self.b.value / self.a.value
 
 
+@dataclass(frozen=True)
+class ClaimRow:
+    """The claim verdict of a level in each store ("not judged": the store holds no verdicts)."""
+
+    geolevel: str
+    a: str
+    b: str
+    status: str  # same | changed | only in A | only in B
+    a_sentence: str = ""
+    b_sentence: str = ""
+
+
+def claim_rows(a: AuditNumbers, b: AuditNumbers, levels: list[str]) -> list[ClaimRow]:
+    """One row per level either store judged (none when neither holds verdicts)."""
+    if not (a.has_claims or b.has_claims):
+        return []
+    rows = []
+    for level in levels:
+        va, vb = a.claims.get(level), b.claims.get(level)
+        if va is None and vb is None:
+            continue
+        if va is None or vb is None:
+            st = "only in B" if va is None else "only in A"
+        else:
+            st = SAME if va[0] == vb[0] else CHANGED
+        rows.append(
+            ClaimRow(
+                level,
+                va[0] if va else NOT_JUDGED,
+                vb[0] if vb else NOT_JUDGED,
+                st,
+                va[1] if va else "",
+                vb[1] if vb else "",
+            )
+        )
+    return rows
+
+
 @dataclass
 class Comparison:
     a_path: str
@@ -78,6 +118,7 @@ class Comparison:
     only_in_b: list[str]
     rows: list[Row]
     query_rows: list[Row] = field(default_factory=list)
+    claim_rows: list[ClaimRow] = field(default_factory=list)
     epl_interval: str = ""
     mpl_alpha: float = math.nan
 
@@ -87,10 +128,17 @@ class Comparison:
         return [r for r in (*self.rows, *self.query_rows) if r.status == CHANGED]
 
     @property
+    def changed_claims(self) -> list[ClaimRow]:
+        """The levels whose claim verdict differs between the stores."""
+        return [r for r in self.claim_rows if r.status == CHANGED]
+
+    @property
     def no_change(self) -> bool:
-        """Identical specs (but for where they write), levels and numbers."""
-        return not (self.spec_differences or self.only_in_a or self.only_in_b) and all(
-            r.status == SAME for r in (*self.rows, *self.query_rows)
+        """Identical specs (but for where they write), levels, numbers and verdicts."""
+        return (
+            not (self.spec_differences or self.only_in_a or self.only_in_b)
+            and all(r.status == SAME for r in (*self.rows, *self.query_rows))
+            and all(r.status == SAME for r in self.claim_rows)
         )
 
 
@@ -275,6 +323,7 @@ def compare(
         only_in_b=[g for g in b.levels if g not in a.levels],
         rows=rows,
         query_rows=query_rows,
+        claim_rows=claim_rows(a, b, list(dict.fromkeys([*both, *a.claims, *b.claims]))),
         epl_interval=a.epl_interval or b.epl_interval,
         mpl_alpha=a.mpl_alpha if math.isfinite(a.mpl_alpha) else b.mpl_alpha,
     )

@@ -1,7 +1,8 @@
 """The numbers of one audit store that a comparison of two audits lines up (:mod:`flows.report.compare`):
 per geolevel the Bureau's and the exact ε over the stored δ, the headline EPL with its interval (the
 at-a-glance table's, :func:`flows.report.epl_headline.level_epls`), the bias-aware EPL of every query,
-and the MPL lower bound with its two-sided interval; the store's spec and its kind.
+the MPL lower bound with its two-sided interval and the claim verdict (:mod:`flows.report.claims`;
+none in a store written before verdicts were stored); the store's spec and its kind.
 
 Everything is read once and the groups closed: the result holds plain floats and arrays.
 """
@@ -17,9 +18,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from flows.report.claims import read_claims
 from flows.report.epl_headline import level_epls, ok_mask
 from flows.report.mpl_bound import shown
 from flows.report.store_data import (
+    CLAIMS_GROUP,
     COVERAGE_GROUP,
     FDP_COVERAGE_GROUP,
     epl_interval_label,
@@ -87,11 +90,14 @@ class AuditNumbers:
     epl: dict[str, Estimate] = field(default_factory=dict)
     epl_query: dict[tuple[str, str], Estimate] = field(default_factory=dict)
     mpl: dict[str, Estimate] = field(default_factory=dict)
+    #: per accounted level: its claim verdict and sentence (empty: the store holds no verdicts)
+    claims: dict[str, tuple[str, str]] = field(default_factory=dict)
     epl_interval: str = ""
     mpl_alpha: float = math.nan
     has_accounting: bool = False
     has_epl: bool = False
     has_mpl: bool = False
+    has_claims: bool = False
 
 
 def _levels(ds: xr.Dataset | None) -> list[str]:
@@ -195,6 +201,10 @@ def audit_numbers(store: str, storage_options: Mapping[str, Any] | None = None) 
             _epl(epl, out)
         if mpl is not None:
             _mpl(mpl, out)
+        claims = read_claims(groups.get(CLAIMS_GROUP))
+        if claims is not None:
+            out.has_claims = True
+            out.claims = {g: (c.verdict, c.sentence) for g, c in claims.levels.items()}
     finally:
         for ds in groups.values():
             if ds is not None:

@@ -10,7 +10,7 @@ import pathlib
 from dataclasses import dataclass
 from typing import Any
 
-from flows.report.compare import MEASURES, Comparison, compare
+from flows.report.compare import MEASURES, ClaimRow, Comparison, compare
 from flows.report.compare_data import AuditNumbers, audit_numbers
 from flows.report.compare_text import diff_text, legend, ratio_text, value_text, verdict
 from flows.report.format import fmt_delta
@@ -50,6 +50,32 @@ def _cells(row: Any) -> dict[str, str]:
     }
 
 
+def _claim_cells(row: ClaimRow) -> dict[str, str]:
+    return {
+        "geolevel": row.geolevel,
+        "query": "",
+        "measure": "Claim",
+        "other": row.a,
+        "this": row.b,
+        "diff": "",
+        "ratio": "",
+        "status": SIDES.get(row.status, row.status),
+        "status_class": STATUS_CLASS.get(row.status, ""),
+    }
+
+
+def _rows_with_claims(c: Comparison) -> list[dict[str, str]]:
+    """The rows of each level, its claim verdicts last."""
+    claims = {r.geolevel: r for r in c.claim_rows}
+    out: list[dict[str, str]] = []
+    for i, row in enumerate(c.rows):
+        out.append(_cells(row))
+        last = i + 1 == len(c.rows) or c.rows[i + 1].geolevel != row.geolevel
+        if last and row.geolevel in claims:
+            out.append(_claim_cells(claims.pop(row.geolevel)))
+    return out + [_claim_cells(r) for r in claims.values()]
+
+
 def section_of(c: Comparison) -> CompareSection:
     shown = [r for r in c.query_rows if r.status not in ("same", "within noise")]
     return CompareSection(
@@ -61,7 +87,7 @@ def section_of(c: Comparison) -> CompareSection:
         spec_differences=c.spec_differences,
         only_here=c.only_in_b,
         only_there=c.only_in_a,
-        rows=[_cells(r) for r in c.rows],
+        rows=_rows_with_claims(c),
         query_rows=[_cells(r) for r in shown],
         legend=legend(c),
         verdict=verdict(c),

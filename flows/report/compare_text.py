@@ -1,5 +1,7 @@
 """A comparison of two audits (:class:`flows.report.compare.Comparison`) as text: the cells of its
-rows (the at-a-glance table's formats), a plain table that fits 80 columns, CSV and JSON."""
+rows (the at-a-glance table's formats), a plain table that fits 80 columns, CSV and JSON. The claim
+verdicts line up in the table (a line per level) and in JSON (``claim_rows``); the CSV holds the
+numbers only."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import textwrap
 from collections import Counter
 from typing import Any
 
-from flows.report.compare import MEASURES, Comparison, Row
+from flows.report.compare import MEASURES, ClaimRow, Comparison, Row
 from flows.report.compare_data import Estimate
 from flows.report.epl_headline import estimate_text
 from flows.report.format import fmt_bracket, fmt_delta, fmt_num, is_finite
@@ -90,6 +92,25 @@ def _row_lines(row: Row, label: str) -> list[str]:
     return lines
 
 
+def claim_lines(row: ClaimRow) -> list[str]:
+    """A level's claim verdicts; a changed one with the sentence of each store."""
+    lines = [_line("  claim", row.a, row.b, "", "", row.status)]
+    if row.status == "changed":
+        for side, sentence in (("A", row.a_sentence), ("B", row.b_sentence)):
+            if sentence:
+                lines += _wrap(f"{side}: {sentence}", "    ")
+    return lines
+
+
+def claims_changed_text(c: Comparison) -> str:
+    """ "The claim verdict changed at County (consistent → refuted)." ("" when none did)."""
+    changed = c.changed_claims
+    if not changed:
+        return ""
+    where = ", ".join(f"{r.geolevel} ({r.a} → {r.b})" for r in changed)
+    return f"The claim verdict changed at {where}."
+
+
 def header_lines(c: Comparison) -> list[str]:
     lines = _wrap(f"A: {c.a_path} (run {c.a_run_id})") + _wrap(f"B: {c.b_path} (run {c.b_run_id})")
     if c.delta is not None:
@@ -111,6 +132,8 @@ def header_lines(c: Comparison) -> list[str]:
 
 def legend(c: Comparison) -> str:
     parts = ["exact ε: certified bracket"]
+    if c.claim_rows:
+        parts.append("claim: the verdict on the declared ε ('changed' when the verdicts differ)")
     if c.epl_interval:
         parts.append(f"EPL: bias-aware, {c.epl_interval} bootstrap interval")
     if is_finite(c.mpl_alpha):
@@ -128,9 +151,15 @@ def verdict(c: Comparison) -> str:
     if c.no_change:
         return "No change: the same spec and the same numbers."
     n = len(c.changed)
+    claims = claims_changed_text(c)
     if n == 0:
-        return "No number changed beyond its interval or bracket."
-    return f"{n} number{'s' if n != 1 else ''} changed beyond {'their' if n != 1 else 'its'} interval or bracket."
+        text = "No number changed beyond its interval or bracket."
+    else:
+        text = (
+            f"{n} number{'s' if n != 1 else ''} changed beyond "
+            f"{'their' if n != 1 else 'its'} interval or bracket."
+        )
+    return f"{text} {claims}" if claims else text
 
 
 def table_text(c: Comparison) -> str:
@@ -138,12 +167,20 @@ def table_text(c: Comparison) -> str:
     lines = ["dpaudit compare", *header_lines(c), ""]
     lines.append(_line("level", "A", "B", "B − A", "B/A", "status"))
     lines.append("-" * (sum(COLUMNS) + 2 + len("within noise")))
-    level = None
+    claims = {r.geolevel: r for r in c.claim_rows}
+    level = ""
     for row in c.rows:
         if row.geolevel != level:
+            if level in claims:
+                lines += claim_lines(claims.pop(level))
             level = row.geolevel
             lines.append(level)
         lines += _row_lines(row, "  " + MEASURES[row.measure])
+    if level in claims:
+        lines += claim_lines(claims.pop(level))
+    for rest in claims.values():  # a level judged but without numbers in both stores
+        lines.append(rest.geolevel)
+        lines += claim_lines(rest)
     if c.query_rows:
         counts = Counter(r.status for r in c.query_rows)
         lines.append("")
@@ -255,4 +292,16 @@ def json_dict(c: Comparison) -> dict[str, Any]:
         "changed": len(c.changed),
         "rows": [row_dict(r) for r in c.rows],
         "query_rows": [row_dict(r) for r in c.query_rows],
+        "claim_rows": [
+            {
+                "geolevel": r.geolevel,
+                "a": r.a,
+                "b": r.b,
+                "status": r.status,
+                "a_sentence": r.a_sentence or None,
+                "b_sentence": r.b_sentence or None,
+            }
+            for r in c.claim_rows
+        ],
+        "claims_changed": len(c.changed_claims),
     }

@@ -13,6 +13,7 @@ import xarray as xr
 
 from flows.report.epl_headline import ok_mask
 from flows.report.format import fmt_num, is_finite
+from flows.report.release_basis import ReleaseBasis
 from flows.report.resolution import Resolution, composed_resolution, resolution_words
 from flows.report.store_data import attr_str, float_values, str_values
 
@@ -38,8 +39,10 @@ def composed_section(
     epl: xr.Dataset,
     res: dict[tuple[int, int], Resolution] | None = None,
     replicates: int | None = None,
+    basis: ReleaseBasis | None = None,
 ) -> ComposedEpl | None:
-    """The composed EPL of the counts containing one person, or ``None`` if not stored."""
+    """The composed EPL of the counts containing one person, or ``None`` if not stored
+    (``basis``: the store's release, for the words of its resolution)."""
     if "epl_composed" not in epl.variables:
         return None
     res = res or {}
@@ -67,7 +70,7 @@ def composed_section(
                 "interval": interval,
                 "reference": fmt_num(level_res.loss, 4) if level_res else "—",
                 "floor": fmt_num(level_res.floor, 4) if level_res else "—",
-                "flag": resolution_words(level_res),
+                "flag": resolution_words(level_res, basis=basis),
             }
         )
 
@@ -95,7 +98,7 @@ def composed_section(
         over=over,
         reference=fmt_num(total.loss, 4) if total else "—",
         floor=fmt_num(total.floor, 4) if total else "—",
-        flag=resolution_words(total),
+        flag=resolution_words(total, basis=basis),
         projection_note=_projection_note(projection, factor, over),
     )
     out.summary = _summary(out, value, total, n_have)

@@ -5,6 +5,7 @@ EPL pieces (:mod:`flows.report.figures_epl`, :mod:`flows.report.composed_epl`)."
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import xarray as xr
 
 from flows.report.composed_epl import ComposedEpl, composed_section
 from flows.report.epl_headline import (
+    LevelEpl,
     estimate_text,
     flag_class,
     flag_text,
@@ -22,6 +24,7 @@ from flows.report.epl_headline import (
 from flows.report.figures import ReportFigure
 from flows.report.figures_epl import epl_figure, surface_figures
 from flows.report.format import fmt_int, fmt_num, fmt_range, is_finite
+from flows.report.release_basis import PRACTICAL_REPLICATES, ReleaseBasis
 from flows.report.resolution import Resolution, chance_of_at_least, null_quantile, resolutions
 from flows.report.store_data import attr_str, float_values, nation_and_states, str_values
 
@@ -56,7 +59,15 @@ def _mark_row_spans(rows: list[dict[str, Any]], key: str) -> None:
         i = j
 
 
-def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
+def epl_section(
+    epl: xr.Dataset,
+    replicates: int | None = None,
+    basis: ReleaseBasis | None = None,
+    exact_eps: Mapping[str, float] | None = None,
+) -> EplSection:
+    """The EPL section; ``basis`` (the store's release) and ``exact_eps`` (each level's exact ε
+    at the headline δ) shape the words of its summary points."""
+    basis = basis or ReleaseBasis("")
     levels = str_values(epl["geolevel"].values)
     queries = str_values(epl["query"].values)
     nation, states = nation_and_states(epl)
@@ -109,7 +120,7 @@ def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
             if st not in ("", "ok"):
                 flag = {"too_few": "too few residuals", "invariant": "no noise"}.get(st, st)
             else:
-                flag = flag_text(b, fl, r, short=True)
+                flag = flag_text(b, fl, r, short=True, basis=basis)
             rows.append(
                 {
                     "geolevel": level,
@@ -122,7 +133,9 @@ def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
                     "floor": fmt_num(fl, 3),
                     "loss": fmt_num(r.loss, 3) if r is not None and r.known else "—",
                     "flag": flag or "—",
-                    "flag_class": flag_class(flag) if st in ("", "ok") else "other",
+                    "flag_class": (
+                        flag_class(flag, simulated=basis.simulated) if st in ("", "ok") else "other"
+                    ),
                 }
             )
             diagnostics.append(
@@ -154,7 +167,7 @@ def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
     )
 
     surfaces, surface_note = surface_figures(epl)
-    composed = composed_section(epl, res, replicates)
+    composed = composed_section(epl, res, replicates, basis)
     return EplSection(
         surfaces=surfaces,
         surface_note=surface_note,
@@ -167,14 +180,16 @@ def epl_section(epl: xr.Dataset, replicates: int | None = None) -> EplSection:
         percentiles=(pct_lo, pct_hi),
         window_note=window_note,
         figure=epl_figure(epl, levels, queries, (pct_lo, pct_hi)),
-        summary=epl_summary(epl, res, composed),
+        summary=epl_summary(epl, res, composed, basis, exact_eps),
         states=states,
         nation=nation,
     )
 
 
-def _floor_count(n: int, above: int, p: float) -> str:
-    """How many estimates lie above their floors, against what chance puts there."""
+def _floor_count(n: int, above: int, p: float, basis: ReleaseBasis) -> str:
+    """How many estimates lie above their floors, against what chance puts there; more than
+    chance is described, not judged: for a simulated release its cause (its noise is the claimed
+    noise), for a published one the claim verdict judges."""
     what = "(what noise of exactly the claimed σ² gives at this sample size)"
     floors = f"{'its floor' if above == 1 else 'their floors'} {what}"
     if above == 0:
@@ -187,19 +202,68 @@ def _floor_count(n: int, above: int, p: float) -> str:
             f"{above} of {n} estimates {verb} above {floors}, no more than such noise puts there by "
             f"chance ({share}, about {n * p:.2g}): no loss beyond the claimed noise is seen."
         )
-    return (
-        f"{above} of {n} estimates {verb} above {floors}, more than such noise puts there by chance "
-        f"({share}, about {n * p:.2g}; {above} or more: probability {chance:.2g}): the residuals "
-        "show more loss than the claimed noise."
+    count = (
+        f"{above} of {n} estimates {verb} above {floors}, more than such noise alone puts there "
+        f"({share}, about {n * p:.2g}; {above} or more: probability {chance:.2g})"
     )
+    if basis.simulated:
+        return (
+            f"{count}. The noise is the claimed noise — dpaudit drew it from the declared "
+            f"allocation — so this is no loss. {_capital(basis.no_loss())}"
+        )
+    return f"{count}; whether the claim holds is the claim verdict's to say (its point above)."
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _above_exact(
+    heads: dict[int, LevelEpl],
+    exact_eps: Mapping[str, float],
+    basis: ReleaseBasis,
+    explained: bool = False,
+) -> str:
+    """The level whose headline EPL lies furthest above its exact ε, and why that is no loss
+    (simulated; ``explained``: the floor count said why already) or which answer judges it
+    (published); "" when none does."""
+    above = [
+        (h.value - exact_eps[h.level], h)
+        for h in heads.values()
+        if h.level in exact_eps and is_finite(exact_eps[h.level]) and h.value > exact_eps[h.level]
+    ]
+    if not above:
+        return ""
+    _, h = max(above, key=lambda t: t[0])
+    more = (
+        f" (and {len(above) - 1} other level{'s' if len(above) > 2 else ''})"
+        if len(above) > 1
+        else ""
+    )
+    text = (
+        f"At level {h.level}{more} the EPL ({fmt_num(h.value, 3)}) lies above the exact ε "
+        f"({fmt_num(exact_eps[h.level], 5)}), which is proved for the claimed noise"
+    )
+    if basis.simulated and explained:
+        return f"{text}; dpaudit drew that noise, so this is no loss either."
+    if basis.simulated:
+        return f"{text}; dpaudit drew that noise, so this is no loss. {_capital(basis.no_loss())}"
+    return f"{text}; an EPL is an estimate, not a bound: the claim verdict judges the claim."
 
 
 def epl_summary(
-    epl: xr.Dataset, res: dict[tuple[int, int], Resolution], composed: ComposedEpl | None
+    epl: xr.Dataset,
+    res: dict[tuple[int, int], Resolution],
+    composed: ComposedEpl | None,
+    basis: ReleaseBasis | None = None,
+    exact_eps: Mapping[str, float] | None = None,
 ) -> list[str]:
     """The EPL points of the summary box: the same bias-aware numbers as the at-a-glance table,
-    each with its floor and whether it is resolved; then the composed EPL and how to read it."""
-    heads = level_epls(epl, res)
+    each with its floor and whether it is resolved; then the composed EPL and how to read it.
+    ``basis``: the store's release (simulated: an estimate above its floor or the exact ε is
+    explained, never loss); ``exact_eps``: each level's exact ε at the headline δ."""
+    basis = basis or ReleaseBasis("")
+    heads = level_epls(epl, res, basis)
     if not heads:
         return ["No level–query pair has enough residuals for an empirical privacy loss."]
     best = max(heads.values(), key=lambda h: h.value)
@@ -220,28 +284,67 @@ def epl_summary(
     if floor is not None and ba is not None:
         points[0] += " " + (
             _floor_count(
-                int(have.sum()), int(np.count_nonzero(have & (ba > floor))), 1 - null_quantile(epl)
+                int(have.sum()),
+                int(np.count_nonzero(have & (ba > floor))),
+                1 - null_quantile(epl),
+                basis,
             )
         )
+    beyond = _above_exact(heads, exact_eps or {}, basis, basis.no_loss() in points[0])
+    if beyond:
+        points[0] += " " + beyond
     known = {k: r for k, r in res.items() if r.known}
     open_ = [r for r in known.values() if not r.resolved]
     if open_:
-        most = max(r.needed or 0 for r in open_)
-        done = [
-            lvl
-            for i, lvl in enumerate(levels)
-            if any(k[0] == i for k in known)
-            and all(r.resolved for k, r in known.items() if k[0] == i)
-        ]
-        points.append(
-            f"{len(open_)} of {len(known)} estimates are not resolved at "
-            f"{open_[0].replicates} replicates"
-            + (f" (all would be at ≥ {fmt_int(most)} replicates)" if most else "")
-            + (f"; every estimate of {', '.join(done)} is resolved" if done else "")
-            + "."
-        )
+        points.append(_resolution_point(open_, known, levels, basis))
     elif known:
         points.append("Every EPL estimate is resolved.")
     if composed is not None and composed.summary:
         points.append(composed.summary)
     return points
+
+
+def _resolution_point(
+    open_: list[Resolution],
+    known: dict[tuple[int, int], Resolution],
+    levels: list[str],
+    basis: ReleaseBasis,
+) -> str:
+    """How many estimates are not resolved, the replicates that would resolve those a run can
+    (≤ :data:`PRACTICAL_REPLICATES`), and what dominates the others."""
+    runs = open_[0].replicates
+    text = f"{len(open_)} of {len(known)} estimates are not resolved" + (
+        f" at {basis.runs(runs)}" if runs else ""
+    )
+    reachable = [r.needed for r in open_ if r.needed and r.needed <= PRACTICAL_REPLICATES]
+    beyond = [r for r in open_ if r.needed and r.needed > PRACTICAL_REPLICATES]
+    if reachable and not beyond:
+        text += f" (all would be at ≥ {fmt_int(max(reachable))} {basis.run_word})"
+    elif reachable:
+        text += f" ({len(reachable)} would be at ≥ {fmt_int(max(reachable))} {basis.run_word})"
+    if beyond:
+        which = "all of them" if len(beyond) == len(open_) else f"the other {len(beyond)}"
+        text += (
+            f"; for {which} not even {fmt_int(PRACTICAL_REPLICATES)} {basis.run_word} would do: "
+            + _dominating(beyond, basis)
+        )
+    done = [
+        lvl
+        for i, lvl in enumerate(levels)
+        if any(k[0] == i for k in known) and all(r.resolved for k, r in known.items() if k[0] == i)
+    ]
+    if done:
+        text += f"; every estimate of {', '.join(done)} is resolved"
+    return text + "."
+
+
+def _dominating(beyond: list[Resolution], basis: ReleaseBasis) -> str:
+    """What dominates the estimates that no practical run resolves."""
+    loss = max(r.loss for r in beyond)
+    small = f"the claimed noise's loss over their windows is at most {fmt_num(loss, 2)}"
+    if basis.topdown and basis.simulated:
+        return (
+            f"{small} (TopDown's post-processing narrows the residuals far below the claimed "
+            "noise's spread), so its bias, not noise, dominates them"
+        )
+    return f"{small}, so small-sample effects over those windows dominate them"

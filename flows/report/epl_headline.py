@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 from flows.report.format import fmt_num, is_finite
+from flows.report.release_basis import ReleaseBasis
 from flows.report.resolution import Resolution, null_quantile, resolution_words
 from flows.report.store_data import float_values, str_values
 
@@ -40,16 +41,28 @@ def estimate_text(value: float, low: float, high: float) -> str:
     return text
 
 
-def floor_words(value: float, floor: float, *, short: bool = False, quantile: float = 0.95) -> str:
+def floor_words(
+    value: float,
+    floor: float,
+    *,
+    short: bool = False,
+    quantile: float = 0.95,
+    basis: ReleaseBasis | None = None,
+) -> str:
     """Within or above the floor; above it, the share of estimates of exactly the claimed noise
-    that are above it too (1 − the floor's quantile)."""
+    that are above it too (1 − the floor's quantile), and for a simulated release what puts it
+    there (its noise is the claimed noise: TopDown's post-processing bias, or the estimator)."""
     if not (is_finite(value) and is_finite(floor)):
         return ""
     if value > floor:
+        cause = ""
+        if basis is not None and basis.simulated:
+            cause = "post-processing bias" if basis.topdown else "estimator effects"
         if short:
-            return "above floor"
+            return f"above floor: {cause}" if cause else "above floor"
         share = f"{100 * (1 - quantile):.3g} %"
-        return f"above its floor (as {share} of estimates of the claimed noise are)"
+        text = f"above its floor (as {share} of estimates of the claimed noise are)"
+        return f"{text}: {cause}, not loss" if cause else text
     return "within floor" if short else "within its floor"
 
 
@@ -60,20 +73,25 @@ def flag_text(
     *,
     short: bool = False,
     quantile: float = 0.95,
+    basis: ReleaseBasis | None = None,
 ) -> str:
     """What an estimate's reader needs beside it: within or above its floor, and whether it is
-    resolved (``short``: for a table whose caption gives the replicates)."""
+    resolved (``short``: for a table whose caption gives the replicates; ``basis``: the store's
+    release, simulated or published)."""
     words = (
-        floor_words(value, floor, short=short, quantile=quantile),
-        resolution_words(res, short=short),
+        floor_words(value, floor, short=short, quantile=quantile, basis=basis),
+        resolution_words(res, short=short, basis=basis),
     )
     return "; ".join(w for w in words if w)
 
 
-def flag_class(flag: str) -> str:
-    """CSS class of a flag: ``warn`` above the floor or not resolved, ``ok`` resolved."""
-    if flag.startswith("above") or "run ≥" in flag or "needs ≥" in flag:
-        return "warn"
+def flag_class(flag: str, *, simulated: bool = False) -> str:
+    """CSS class of a flag: ``warn`` above the floor or not resolved, ``ok`` resolved; for a
+    simulated release (``simulated``: its noise is the claimed noise) neither is a warning:
+    ``info``."""
+    unresolved = any(w in flag for w in ("run ≥", "needs ≥", "not resolvable", "dominate"))
+    if flag.startswith("above") or unresolved:
+        return "info" if simulated else "warn"
     return "ok" if flag.endswith("resolved") else ""
 
 
@@ -84,7 +102,11 @@ def ok_mask(epl: xr.Dataset) -> np.ndarray:
     return np.array([s == "ok" for s in str_values(epl["epl_status"].values)]).reshape(shape)
 
 
-def level_epls(epl: xr.Dataset, res: dict[tuple[int, int], Resolution]) -> dict[int, LevelEpl]:
+def level_epls(
+    epl: xr.Dataset,
+    res: dict[tuple[int, int], Resolution],
+    basis: ReleaseBasis | None = None,
+) -> dict[int, LevelEpl]:
     """Per geolevel index: its largest bias-aware EPL (older stores without one: the largest
     Flaxman–Petti EPL, flagged as biased upward)."""
     levels = str_values(epl["geolevel"].values)
@@ -108,7 +130,7 @@ def level_epls(epl: xr.Dataset, res: dict[tuple[int, int], Resolution]) -> dict[
                 low = float(lo[i, q]) if lo is not None else math.nan
                 high = float(hi[i, q]) if hi is not None else math.nan
                 fl = float(floor[i, q]) if floor is not None else math.nan
-                flag = flag_text(value, fl, res.get((i, q)), quantile=quantile)
+                flag = flag_text(value, fl, res.get((i, q)), quantile=quantile, basis=basis)
                 text = estimate_text(value, low, high)
             else:
                 low = high = fl = math.nan

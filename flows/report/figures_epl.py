@@ -241,7 +241,8 @@ def surface_figures(epl: xr.Dataset) -> tuple[list[ReportFigure], str]:
                     f"bootstrap band (shaded), for {q_note}; first column pooled{s_note}. "
                     "Dotted red: (2x + 1)/(2σ²), the loss of a discrete "
                     "Gaussian with the query's σ² — a surface that follows it is what the "
-                    "accounting assumes; a steeper one is more loss than claimed."
+                    "accounting assumes; a steeper one departs from it (in a simulated release: "
+                    "post-processing or the estimator, whose noise is the claimed noise)."
                 ),
                 src=to_data_uri(fig),
             )

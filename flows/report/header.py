@@ -11,13 +11,20 @@ from typing import Any
 from flows.report.accounting import NEIGHBOURS
 from flows.report.format import fmt_delta, fmt_duration, fmt_num
 from flows.report.release import release_line
+from flows.report.release_basis import ReleaseBasis
 from flows.report.store_data import attr_str, spec_name
 
 
 def audit_header(
-    attrs: dict[str, Any], acc: Any, n_rep: int | None, hd: tuple[Any, Any] | None
+    attrs: dict[str, Any],
+    acc: Any,
+    n_rep: int | None,
+    hd: tuple[Any, Any] | None,
+    basis: ReleaseBasis | None = None,
 ) -> dict[str, Any]:
-    """The header fields of an audit store (root and summary attributes, the accounting group)."""
+    """The header fields of an audit store (root and summary attributes, the accounting group);
+    a published release (``basis``) counts its published runs, not replicates."""
+    basis = basis or ReleaseBasis("")
     neighbours_raw = attr_str(attrs, "neighbours", "")
     if not neighbours_raw and acc is not None:
         neighbours_raw = attr_str(acc.attrs, "neighbours", "")
@@ -38,6 +45,8 @@ def audit_header(
         "dask_scheduler": attr_str(attrs, "dask_scheduler"),
         "wall_time": fmt_duration(attrs.get("wall_time_s")),
         "replicates": str(n_rep) if n_rep else "—",
+        "replicates_label": "Replicates" if basis.simulated else "Published runs",
+        "runs": basis.runs(n_rep) if n_rep else "—",
         "headline_delta": fmt_delta(hd[1]) if hd is not None else None,
         "dpaudit_version": attr_str(attrs, "dpaudit_version"),
         "meta": None,  # the audit's own definition list (the template's)

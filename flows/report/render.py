@@ -26,9 +26,12 @@ import os
 import pathlib
 from typing import Any
 
+import numpy as np
+
 from flows import progress
 from flows.report.accounting import accounting_section
 from flows.report.accuracy import accuracy_section
+from flows.report.claims import read_claims
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
 from flows.report.fdp_coverage import fdp_coverage_section
@@ -36,8 +39,10 @@ from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
 from flows.report.release import open_production, production_note
+from flows.report.release_basis import release_basis
 from flows.report.residuals import residual_section
 from flows.report.store_data import (
+    CLAIMS_GROUP,
     COVERAGE_GROUP,
     FDP_COVERAGE_GROUP,
     GROUP_DESCRIPTIONS,
@@ -48,6 +53,7 @@ from flows.report.store_data import (
     provenance,
     replicates,
     store_arg,
+    str_values,
 )
 from flows.report.summary import summary_section
 
@@ -83,6 +89,7 @@ def render_report(
     summary_ds = groups.pop("summary")
     coverage_ds = groups.pop(COVERAGE_GROUP)
     fdp_ds = groups.pop(FDP_COVERAGE_GROUP)
+    claims_ds = groups.pop(CLAIMS_GROUP)
     if summary_ds is not None:
         attrs.update(summary_ds.attrs)
     attrs.update(root_attrs or {})
@@ -91,15 +98,18 @@ def render_report(
     accuracy_ds, mpl_ds = groups["accuracy"], groups["mpl"]
     n_rep = replicates(attrs, res)
     hd = headline_delta(acc)
+    basis = release_basis(attrs, epl)
     try:
+        claims = read_claims(claims_ds)
+        audited = str_values(epl["geolevel"].values) if epl is not None else None
         _step(1, "accounting figures")
-        accounting = accounting_section(acc) if acc is not None else None
+        accounting = accounting_section(acc, attrs, audited) if acc is not None else None
         _step(2, "EPL figures")
-        epl_sec = epl_section(epl, n_rep) if epl is not None else None
+        epl_sec = epl_section(epl, n_rep, basis, exact_eps(acc, hd)) if epl is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
         _step(3, "residual figures")
         residuals = residual_section(res, epl) if res is not None else None
-        table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep)
+        table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep, claims)
         _step(4, "accuracy figures")
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
         _step(5, "MPL figures")
@@ -112,7 +122,7 @@ def render_report(
             _loaded(fdp_ds) if fdp_ds is not None else None,
         )
     finally:
-        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds):
+        for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds, claims_ds):
             if ds is not None:
                 ds.close()
 
@@ -143,6 +153,8 @@ def render_report(
             "This store was written by dpaudit fdp-coverage: it checks the empirical f-DP "
             "points on mechanisms whose trade-off curve is known, and holds no audit of a release."
         )
+    if claims is not None:
+        summary_parts.append(claims.summary())
     if accounting is not None and accounting.summary:
         summary_parts.append(accounting.summary)
     if epl_sec is not None:
@@ -156,7 +168,7 @@ def render_report(
     header = (
         coverage_header(attrs, coverage_meta_of[0], coverage_meta_of[1], store_name)
         if coverage_only
-        else audit_header(attrs, acc, n_rep, hd)
+        else audit_header(attrs, acc, n_rep, hd, basis)
     )
 
     _step(6, "writing the page")
@@ -179,6 +191,7 @@ def render_report(
         missing=missing,
         provenance=provenance(attrs),
         store_name=store_name,
+        simulated=basis.simulated,
     )
     atomic_write_text(out, html)
     _step(_STEPS, "written")
@@ -191,6 +204,14 @@ _STEPS = 7
 
 def _step(done: int, what: str) -> None:
     progress.report(done, _STEPS, f"report: {what}")
+
+
+def exact_eps(acc: Any, hd: tuple[int, float] | None) -> dict[str, float]:
+    """Each level's exact ε (the certified upper end) at the headline δ; {} without one."""
+    if acc is None or hd is None or "eps_exact_upper" not in acc.variables:
+        return {}
+    upper = np.asarray(acc["eps_exact_upper"].values, dtype=np.float64)[:, hd[0]]
+    return dict(zip(str_values(acc["geolevel"].values), map(float, upper), strict=True))
 
 
 def _loaded(ds: Any) -> Any:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from flows.report.release_basis import PRACTICAL_REPLICATES, ReleaseBasis
 from flows.report.store_data import float_values, str_values
 
 #: Resolved: the floor within this fraction of the claimed noise's loss over the window.
@@ -167,18 +168,31 @@ def _count(n: int) -> str:
     return f"{n:,}".replace(",", "\u202f")
 
 
-def resolution_words(res: Resolution | None, *, short: bool = False) -> str:
+def resolution_words(
+    res: Resolution | None, *, short: bool = False, basis: ReleaseBasis | None = None
+) -> str:
     """ "resolved", or the replicates (else the residuals) that resolve the estimate; "" when the
-    store does not tell. ``short``: without the run's replicates (a table's caption gives them)."""
+    store does not tell. ``short``: without the run's replicates (a table's caption gives them).
+    More than :data:`~flows.report.release_basis.PRACTICAL_REPLICATES` are never printed: the
+    words say what dominates the estimate instead (``basis``: the store's release)."""
     if res is None or not res.known:
         return ""
     if res.resolved:
         return "resolved"
+    basis = basis or ReleaseBasis("")
     if res.needed is not None and res.replicates:
+        if res.needed > PRACTICAL_REPLICATES:
+            if short:
+                return f"not resolvable: {basis.dominates(short=True)}"
+            return f"not resolved at {basis.runs(res.replicates)}: {basis.dominates()}"
+        need = _count(res.needed)
+        if not basis.simulated:  # more published runs, not a longer run
+            if short:
+                return f"needs ≥ {need} runs"
+            return f"not resolved at {basis.runs(res.replicates)}: needs ≥ {need} published runs"
         if short:
-            return f"run ≥ {_count(res.needed)} replicates"
-        plural = "s" if res.replicates != 1 else ""
-        return f"not resolved at {res.replicates} replicate{plural}: run ≥ {_count(res.needed)}"
+            return f"run ≥ {need} replicates"
+        return f"not resolved at {basis.runs(res.replicates)}: run ≥ {need}"
     if res.needed_residuals is not None:
         return f"not resolved: needs ≥ {_count(res.needed_residuals)} residuals"
     return ""

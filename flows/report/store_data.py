@@ -19,12 +19,16 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from storage.schema import CLAIMS
+
 #: Optional groups of a result store, in report order.
 GROUPS: tuple[str, ...] = ("accounting", "accuracy", "epl", "mpl", "residuals")
 #: Group written by ``dpaudit mpl-coverage`` (flows/mpl.py); rendered on its own or beside MPL.
 COVERAGE_GROUP = "mpl_coverage"
 #: Group written by ``dpaudit fdp-coverage`` (flows/fdp_coverage.py); rendered on its own.
 FDP_COVERAGE_GROUP = "fdp_coverage"
+#: The claim verdict per accounted level (storage/schema.py; absent from older stores).
+CLAIMS_GROUP = CLAIMS
 #: What each of :data:`GROUPS` holds, in the words of the report's list of absent groups.
 GROUP_DESCRIPTIONS = {
     "accounting": "privacy accounting (exact ε(δ) and conversions)",
@@ -70,14 +74,15 @@ def open_store(
     store: str, storage_options: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, dict[str, xr.Dataset | None]]:
     """The root attributes and every group the report reads (:data:`GROUPS`, ``summary``,
-    :data:`COVERAGE_GROUP` and :data:`FDP_COVERAGE_GROUP`; ``None`` where absent) of ``store``.
+    :data:`CLAIMS_GROUP`, :data:`COVERAGE_GROUP` and :data:`FDP_COVERAGE_GROUP`; ``None`` where
+    absent) of ``store``.
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any group.
     """
     root_attrs = read_root_attrs(store, storage_options)
     groups = {
         g: open_group(store, g, storage_options)
-        for g in (*GROUPS, "summary", COVERAGE_GROUP, FDP_COVERAGE_GROUP)
+        for g in (*GROUPS, "summary", CLAIMS_GROUP, COVERAGE_GROUP, FDP_COVERAGE_GROUP)
     }
     if root_attrs is None and all(ds is None for ds in groups.values()):
         raise FileNotFoundError(f"no dpaudit result store at {store!r}")

@@ -1,7 +1,8 @@
 """The summary table ("at a glance"): one row per geolevel, and all levels composed, of what each
 of the three answers says at the report's one headline δ — the Bureau's and the exact ε, the
 level's largest bias-aware EPL with its interval, floor and whether it is resolved
-(:mod:`flows.report.epl_headline`, the numbers of the summary box too), and the MPL lower bound.
+(:mod:`flows.report.epl_headline`, the numbers of the summary box too), the MPL lower bound and the
+claim verdict (:mod:`flows.report.claims`; a column only when the store holds verdicts).
 The reduced noise (at seed 004's δ*) is in the accounting section, beside the other δ."""
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from flows.report.claims import NOT_JUDGED, VERDICT_CLASS, Claims, evidence_words
 from flows.report.epl_headline import LevelEpl, flag_class, level_epls
 from flows.report.format import fmt_bracket, fmt_delta, fmt_num, fmt_range, is_finite
 from flows.report.mpl_bound import NOTE as VACUOUS_NOTE
 from flows.report.mpl_bound import VACUOUS, fmt_lb
+from flows.report.release_basis import ReleaseBasis, release_basis
 from flows.report.resolution import resolutions
 from flows.report.store_data import attr_str, headline_delta, str_values, var_values
 
@@ -37,6 +40,8 @@ class SummarySection:
     mpl_alpha: str | None
     notes: list[str]
     fdp: bool = False  # the mpl group holds the f-DP gap: one more column
+    claims: bool = False  # the store holds claim verdicts: one more column
+    claims_note: str = ""
 
 
 def _fdp_gap_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> str:
@@ -55,7 +60,31 @@ def _mpl_cell(mpl: xr.Dataset | None, levels: Mapping[str, int], level: str) -> 
     return fmt_lb(float(lb[levels[level]]), 4)
 
 
-def _epl_cells(head: LevelEpl | None, ran: bool) -> dict[str, str]:
+def _claim_cells(claims: Claims | None, level: str) -> dict[str, str]:
+    """The verdict word, its class and its sentence (the cell's hover; under the word when the
+    claim is not consistent) and evidence."""
+    c = claims.levels.get(level) if claims is not None else None
+    if c is None:
+        return {
+            "claim": "—" if claims is not None else NOT_JUDGED,
+            "claim_class": "",
+            "claim_sentence": "",
+            "claim_title": "",
+        }
+    title = " ".join(
+        t for t in (c.sentence, f"({evidence_words(c)})" if evidence_words(c) else "") if t
+    )
+    return {
+        "claim": c.verdict,
+        "claim_class": VERDICT_CLASS.get(c.verdict, ""),
+        "claim_sentence": c.sentence if c.verdict != "consistent" else "",
+        "claim_title": title,
+    }
+
+
+def _epl_cells(
+    head: LevelEpl | None, ran: bool, basis: ReleaseBasis | None = None
+) -> dict[str, str]:
     if head is None:
         return {
             "epl": "—" if ran else "not run",
@@ -68,7 +97,7 @@ def _epl_cells(head: LevelEpl | None, ran: bool) -> dict[str, str]:
         "epl": head.text,
         "epl_floor": fmt_num(head.floor, 3),
         "epl_flag": head.flag,
-        "epl_flag_class": flag_class(head.flag),
+        "epl_flag_class": flag_class(head.flag, simulated=basis is not None and basis.simulated),
         "epl_query": head.query,
     }
 
@@ -79,8 +108,10 @@ def summary_section(
     epl: xr.Dataset | None,
     mpl: xr.Dataset | None,
     replicates: int | None = None,
+    claims: Claims | None = None,
 ) -> SummarySection | None:
-    """One row per geolevel (and all levels composed) of what each of the three answers says."""
+    """One row per geolevel (and all levels composed) of what each of the three answers says,
+    and the claim verdict of each level (``claims``; ``None``: the store holds none)."""
     level_order: list[str] = []
     for ds in (acc, epl, mpl):
         for g in _level_index(ds):
@@ -91,7 +122,8 @@ def summary_section(
     acc_idx, epl_idx, mpl_idx = _level_index(acc), _level_index(epl), _level_index(mpl)
     hd = headline_delta(acc)
     j, delta = hd if hd is not None else (None, None)
-    heads = level_epls(epl, resolutions(epl, replicates)) if epl is not None else {}
+    basis = release_basis(attrs, epl)
+    heads = level_epls(epl, resolutions(epl, replicates), basis) if epl is not None else {}
 
     def acc_cells(prefix: str, i: int | None) -> dict[str, str]:
         def get(name: str) -> np.ndarray | None:
@@ -123,8 +155,11 @@ def summary_section(
         else:
             row.update({"bureau": "—", "exact": "—", "exact_full": "", "sigma2": "—"})
         row.update(
-            _epl_cells(heads.get(epl_idx[level]) if level in epl_idx else None, epl is not None)
+            _epl_cells(
+                heads.get(epl_idx[level]) if level in epl_idx else None, epl is not None, basis
+            )
         )
+        row.update(_claim_cells(claims, level))
         row["mpl"] = _mpl_cell(mpl, mpl_idx, level)
         row["fdp_gap"] = _fdp_gap_cell(mpl, mpl_idx, level)
         rows.append(row)
@@ -135,6 +170,7 @@ def summary_section(
         if s2min is not None and s2max is not None and s2min.size:
             row["sigma2"] = fmt_range(np.min(s2min), np.max(s2max))
         row.update(_epl_cells(None, True) | {"mpl": "—", "fdp_gap": "—"})
+        row.update(_claim_cells(claims, "") | {"claim": "—"})
         rows.append(row)
 
     notes = []
@@ -142,6 +178,11 @@ def summary_section(
         notes.append("No accounting group: the Bureau's and the exact ε are not shown.")
     if epl is None:
         notes.append("No epl group: EPL was not estimated.")
+    if acc is not None and claims is None:
+        notes.append(
+            "No claims group: the claim is not judged (this store was written before dpaudit "
+            "stored a claim verdict per level)."
+        )
     if mpl is None:
         notes.append(
             "No mpl group: maximum privacy loss lower bounds were not run for this store "
@@ -161,4 +202,6 @@ def summary_section(
         mpl_alpha=fmt_num(alpha, 3) if is_finite(alpha) else None,
         notes=notes,
         fdp=mpl is not None and "fdp_gap" in mpl,
+        claims=claims is not None,
+        claims_note=claims.note() if claims is not None else "",
     )

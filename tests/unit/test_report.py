@@ -943,10 +943,11 @@ def test_epl_estimates_say_whether_they_are_resolved(full: tuple[pathlib.Path, s
         assert query in rows[2 + q] and f"within floor; run ≥ {need} replicates" in rows[2 + q]
     # (US, age × sex): floor 0.225 within 10 % of its claimed noise's 0.218, estimate 0.263 above
     assert FLOOR[0, 1] - _claimed(0, 1) <= 0.1 * _claimed(0, 1)
-    assert "above floor; resolved" in rows[1]
+    # a simulated release (the spec's default kind): above its floor says why, never loss
+    assert "above floor: estimator effects; resolved" in rows[1]
     # (US, total): its estimate 0.998 above its floor 0.8, which is far above 0.55
     need_us = math.ceil(replicates * ((FLOOR[0, 0] - _claimed(0, 0)) / (0.1 * _claimed(0, 0))) ** 2)
-    assert f"above floor; run ≥ {need_us} replicates" in rows[0]
+    assert f"above floor: estimator effects; run ≥ {need_us} replicates" in rows[0]
     glance = _between(html, '<table class="glance">', "</table>")
     assert f"not resolved at 2 replicates: run ≥ {need_us}" in glance
 
