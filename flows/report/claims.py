@@ -114,13 +114,15 @@ class Claims:
 
     def sentences(self) -> list[str]:
         """The sentence of every level that is not consistent, the weightiest verdict first."""
-        return [
-            c.sentence if c.sentence.endswith(".") else c.sentence + "."
-            for verdict, cs in self.by_verdict().items()
-            if verdict != CONSISTENT
-            for c in cs
-            if c.sentence
-        ]
+        out = []
+        for verdict, cs in self.by_verdict().items():
+            if verdict == CONSISTENT:
+                continue
+            for c in (c for c in cs if c.sentence):
+                text = c.sentence.removeprefix(f"{verdict}: ")  # the headline names the verdict
+                text = f"At {c.level}, {text}" if text != c.sentence else text
+                out.append(text if text.endswith(".") else text + ".")
+        return out
 
     def summary(self) -> str:
         """The report's first-screen point: :meth:`headline`, then :meth:`sentences` verbatim."""

@@ -190,17 +190,28 @@ def _floor_count(n: int, above: int, p: float, basis: ReleaseBasis) -> str:
     """How many estimates lie above their floors, against what chance puts there; more than
     chance is described, not judged: for a simulated release its cause (its noise is the claimed
     noise), for a published one the claim verdict judges."""
-    what = "(what noise of exactly the claimed σ² gives at this sample size)"
+    what = (
+        "(what noise of exactly the claimed σ² gives at this sample size)"
+        if basis.simulated
+        else "(what the declared noise gives at this sample size, or a discrete Gaussian of the "
+        "residuals' own variance where no declared noise was measured)"
+    )
     floors = f"{'its floor' if above == 1 else 'their floors'} {what}"
+    # a published release: the EPL describes; only the claim verdict judges
+    seen = (
+        "no loss beyond the claimed noise is seen"
+        if basis.simulated
+        else "the EPL alone shows nothing; the claim verdict judges the claim"
+    )
     if above == 0:
-        return f"All {n} estimates lie within their floors {what}: no loss beyond the claimed noise is seen."
+        return f"All {n} estimates lie within their floors {what}: {seen}."
     chance = chance_of_at_least(above, n, p)
     verb = "lies" if above == 1 else "lie"
     share = f"{100 * p:.3g} %"
     if chance >= 0.05:
         return (
             f"{above} of {n} estimates {verb} above {floors}, no more than such noise puts there by "
-            f"chance ({share}, about {n * p:.2g}): no loss beyond the claimed noise is seen."
+            f"chance ({share}, about {n * p:.2g}): {seen}."
         )
     count = (
         f"{above} of {n} estimates {verb} above {floors}, more than such noise alone puts there "
