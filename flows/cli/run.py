@@ -263,7 +263,10 @@ def print_headline_table(acc: Any, claims: Any = None) -> None:
             verdict = f"  {claims.verdict(g)}"
         typer.echo(f"{g:<20} {rho:8.4f} {bu:>11} {exact:>11}{verdict}")
     if na:
-        typer.echo(f"Bureau eps {na}")
+        import textwrap
+
+        for line in textwrap.wrap(f"Bureau eps {na}", 80, subsequent_indent="    "):
+            typer.echo(line)
     if claims is not None:
         from flows.report.claims import text_lines
 

@@ -66,6 +66,19 @@ class Claims:
             out.setdefault(c.verdict, []).append(c)
         return {v: out[v] for v in (*VERDICTS, *out) if v in out}
 
+    def measured_at(self) -> str:
+        """A published release: which table level each tested declared geolevel is measured at
+        ("" for a simulated release or a store that does not say)."""
+        pairs = [
+            (c.level, str(c.evidence["measured_at"]))
+            for c in self.levels.values()
+            if c.evidence.get("measured_at")
+        ]
+        if self.simulated or not pairs:
+            return ""
+        at = ", ".join(f"{g} at the table's rows ({t})" for g, t in pairs)
+        return f"Measured: {at}; the table's levels above the rows are sums of them."
+
     def familywise(self) -> str:
         """ "familywise α = 0.05 over 8 tests" ("" when the store does not say)."""
         if not is_finite(self.alpha):
@@ -126,7 +139,7 @@ class Claims:
 
     def summary(self) -> str:
         """The report's first-screen point: :meth:`headline`, then :meth:`sentences` verbatim."""
-        return " ".join([self.headline(), *self.sentences()])
+        return " ".join(t for t in [self.headline(), self.measured_at(), *self.sentences()] if t)
 
     def note(self) -> str:
         """The at-a-glance table's note: what the column judges and by which rule."""
@@ -151,6 +164,9 @@ def text_lines(claims: Claims, width: int = 80) -> list[str]:
         )
 
     lines = wrap(claims.headline(), "")
+    measured = claims.measured_at()
+    if measured:
+        lines += wrap(measured, "")
     for sentence in claims.sentences():
         lines += wrap(sentence, "  ")
     return lines
