@@ -114,6 +114,15 @@ def _exact(x: float) -> Fraction:
     return Fraction(repr(float(x)))
 
 
+def _text(value: Fraction) -> str:
+    """A noise value as the file gives it: the float's shortest decimal when it is one (1,
+    0.5, 3.7306316348148236), else the exact fraction (10/3)."""
+    decimal = float(value)
+    if _exact(decimal) == value:
+        return str(int(decimal)) if decimal.is_integer() else repr(decimal)
+    return str(value)
+
+
 def declare_geometric(epsilon: float) -> Declared:
     """Two-sided geometric noise of ε-DP (sensitivity 1): scale b = 1/ε, P(k) ∝ e^(−|k|/b)."""
     return ("geometric", "scale", 1 / _exact(epsilon))
@@ -423,7 +432,7 @@ def allocation_csv(mech: LibraryMechanism, claim: float | None = None) -> str:
         "query": "total",
         "cells": 1,
         "mechanism": mechanism,
-        column: str(value),
+        column: _text(value),
         "neighbours": "add_remove",
     }
     return format_csv([row])
