@@ -5,7 +5,7 @@ Needs the ``clients`` extra (``pip install -e ".[clients,examples]"``). From the
 
     python examples/clients.py                        # OpenDP's count at epsilon = 1, 20 runs
     python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5   # a mis-declared claim
-    python examples/clients.py --power 10             # how often a half-epsilon claim is flagged
+    python examples/clients.py --power 3 --runs 5     # how often MPL flags a half-epsilon claim
     python examples/clients.py --mechanism tumult-count   # Tumult Analytics, in its own venv
 
 The true table is plotnine's ``midwest`` (1990 counts of 437 counties in 5 states); the count is
@@ -32,8 +32,9 @@ library's own), e.g. ``County,total,1,geometric,,,1,,add_remove`` for a geometri
 ε = 1. ``dpaudit run`` audits them as released: EPL per level with its interval, the declared
 mechanism's exact ε in its accounting. The same mechanisms also go to :func:`auditlib.mpl.mpl` as
 black boxes (the library's own sampler on two neighbouring counts) for a lower confidence bound on
-their ε, and to dpaudit's exact accountant for their ε(δ). A claim is flagged when the MPL lower
-bound or the EPL interval lies above it. diffprivlib takes a seeded ``random_state``; OpenDP and
+their ε, and to dpaudit's exact accountant for their ε(δ). The audit's claim verdict
+(``consistent``, ``refuted`` or ``undecided``: docs/epl.md, "The claim verdict") tests the
+declared noise on the residuals; the MPL bound flags a claim it lies above. diffprivlib takes a seeded ``random_state``; OpenDP and
 Tumult draw from the operating system's generator by design and cannot be seeded (the checks run
 at a small α: a false flag has probability at most α). Tumult's MPL is not run: each of its draws
 is a Spark job.
@@ -597,8 +598,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     epl = xr.open_zarr(store, group="epl").sel(geolevel=UNIT, query="total")
     lo, hi = float(epl.epl_ci_low), float(epl.epl_ci_high)
-    flag = "FLAGGED" if lo > claim else "consistent"
-    print(f"EPL at county level: {float(epl.epl_bias_aware):.4f} [{lo:.4f}, {hi:.4f}] -> {flag}")
+    print(f"EPL at county level: {float(epl.epl_bias_aware):.4f} [{lo:.4f}, {hi:.4f}]")
+    claims = xr.open_zarr(store, group="claims").sel(geolevel=GEOLEVEL)
+    print(f"claim verdict at {GEOLEVEL}: {claims.claim_sentence.values}")
 
 
 if __name__ == "__main__":

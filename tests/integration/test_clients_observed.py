@@ -13,6 +13,7 @@ truly meets is wrongly refused with probability at most 0.1 %.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -144,6 +145,10 @@ def test_a_half_claim_declares_half_the_accounting_of_the_same_residuals(
     epl = store.open_group(half_url, S.EPL).sel(geolevel="county", query="total")
     assert 0.5 < float(epl.epl_ci_low) <= 1.0
 
-    # The per-level verdict on the declared claim (the store's `claims` group: claim_verdict,
-    # claim_evidence, claim_sentence) is checked here: on these same residuals the true claim is
-    # "consistent" and the half claim "refuted" at County, measured at the county rows.
+    # the verdict on the declared claim, on these same residuals: the true claim consistent, the
+    # half claim refuted, both tested at the county rows
+    for url, want_verdict in ((true_url, "consistent"), (half_url, "refuted")):
+        claims = store.open_group(url, S.CLAIMS).sel(geolevel="County")
+        assert str(claims.claim_verdict.values) == want_verdict, claims.claim_sentence.values
+        evidence = json.loads(str(claims.claim_evidence.values))
+        assert evidence["measured_at"] == "county" and evidence["n"] == 437 * runs

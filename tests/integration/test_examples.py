@@ -69,7 +69,9 @@ def _clients_store(out: str, root: Path, line: str) -> re.Match[str]:
 def check_clients_default(out: str, root: Path) -> None:
     # OpenDP's count at ε = 1, declared as a geometric of scale 1: the store's exact ε is 1
     assert "opendp-count: the library claims {'epsilon': 1.0}" in out
-    _clients_store(out, root, r"EPL at county level: \d\.\d+ \[\d\.\d+, \d\.\d+\] -> \w+")
+    _clients_store(out, root, r"EPL at county level: \d\.\d+ \[\d\.\d+, \d\.\d+\]")
+    # declared truly: the claim verdict reads consistent (a false refutation: at most α = 0.05)
+    assert "claim verdict at County: consistent" in out, out
     text = (root / "results/clients/allocation.csv").read_text()
     assert text.splitlines()[1] == "County,total,1,geometric,1,add_remove", text
     eps = epsilon_declared(root / "results/clients/audit.zarr", "County", 1e-10)
@@ -78,10 +80,10 @@ def check_clients_default(out: str, root: Path) -> None:
 
 def check_clients_claim(out: str, root: Path) -> None:
     # diffprivlib's Laplace at ε = 1 (seeded), claimed at 0.5: declared as a Laplace of scale 2,
-    # whose exact ε is the claim; the residuals' EPL and the MPL bound both lie above it
+    # whose exact ε is the claim; the claim verdict refutes it and the MPL bound lies above it
     assert "checked claim: epsilon = 0.5" in out
     assert re.search(r"MPL lower bound \(99\.9 %\): \d\.\d+ -> FLAGGED", out), out
-    _clients_store(out, root, r"EPL at county level: .* -> FLAGGED")
+    _clients_store(out, root, r"claim verdict at County: refuted")
     text = (root / "results/clients/allocation.csv").read_text()
     assert text.splitlines()[1] == "County,total,1,laplace,2,add_remove", text
     eps = epsilon_declared(root / "results/clients/audit.zarr", "County", 1e-10)
@@ -89,10 +91,10 @@ def check_clients_claim(out: str, root: Path) -> None:
 
 
 def check_clients_power(out: str, root: Path) -> None:
-    got = re.search(r"power: a claim of epsilon/2 flagged by MPL in (\d+) of 10 seeds", out)
+    got = re.search(r"power: a claim of epsilon/2 flagged by MPL in (\d+) of 3 seeds", out)
     assert got, out
     # at n = 20,000 draws a half claim of a geometric at ε = 1 is refused nearly always
-    assert int(got.group(1)) >= 8, out
+    assert int(got.group(1)) >= 2, out
     _clients_store(out, root, r"EPL at county level: ")
 
 
@@ -115,7 +117,7 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
     "python examples/seed003_stratified.py": check_seed003,
     "python examples/clients.py": check_clients_default,
     "python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5": check_clients_claim,
-    "python examples/clients.py --power 10": check_clients_power,
+    "python examples/clients.py --power 3 --runs 5": check_clients_power,
     "dpaudit run audit.toml": check_country,
 }
 #: documented runs of a minute or more (a dpaudit run each)
