@@ -305,3 +305,25 @@ def test_fit_test_rejects_true_laws_at_most_at_its_level_and_other_shapes_surely
     gauss = NoiseLaw("gaussian", math.sqrt(2.0))
     k = fitted_factor(LawMoments(gauss).add(r))
     assert fit_test(FitCounts().add(r, gauss.scaled(k), rng)).p_value < 1e-4
+
+
+def test_a_discrete_gaussians_wiggling_epsilon_does_not_refute_a_true_claim() -> None:
+    """ε(δ = 1e-10) of one discrete Gaussian count is not monotone in σ²: 2.945 at σ² = 4.25,
+    2.966 at 4.345 (checked by the certified accountant). Noise of σ² = 4.25 declared as 4.345
+    is smaller than declared, yet less private by no ε: the claim is true and must not be
+    refuted, though the scale test rejects (a rule on the scale alone would refute)."""
+    from auditlib.claims.residual_tests import LawMoments
+
+    real, declared = NoiseLaw("discrete_gaussian", 4.25), NoiseLaw("discrete_gaussian", 4.345)
+    assert exact_eps(real) < exact_eps(declared)  # the wiggle itself
+    rejected = 0
+    for s in range(5):
+        rng = np.random.default_rng([2811, 100_000, s])
+        r = draw(real, 100_000, rng)
+        v = judge_residuals(
+            [(declared, r)], [loss(declared)], delta=1e-10, declared_eps=exact_eps(declared),
+            threshold=0.025, geolevel="L", rng=rng,
+        )  # fmt: skip
+        assert v.verdict != "refuted", v.sentence
+        rejected += scale_test([LawMoments(declared).add(r)], 0.975).p_value < 0.025
+    assert rejected >= 4  # the trap: the noise is surely smaller than declared
