@@ -324,6 +324,10 @@ def test_report_with_compare_section_fits_1024_px(stores: dict[str, str], tmp_pa
     assert title == f"Compared with {Path(stores['b']).name}"
     assert "audit.allocation" in spec_keys
     ea, eb = _expected(stores["a"]), _expected(stores["b"])
+    claim_rows = [c for c in cells if c[1] == "Claim"]
+    assert len(claim_rows) == 8  # each level's claim verdict in both stores (by construction)
+    assert all(c[2:4] == ["consistent", "consistent"] for c in claim_rows), claim_rows
+    cells = [c for c in cells if c[1] != "Claim"]
     assert len(cells) == len(ea)  # one row per level and measure either store has
     level, seen = "", 0
     for c in cells:
