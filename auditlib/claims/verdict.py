@@ -120,7 +120,8 @@ def not_published(geolevel: str, declared_eps: float, delta: float) -> Verdict:
         geolevel,
         "undecided",
         "undecided: the published table holds no counts measured at this level on their own "
-        "(map one of its levels here with release.levels)",
+        "(its levels above the rows are sums of them; if the rows are this level's counts, map "
+        "it to them with release.levels)",
         {"test": "none", "declared_eps": declared_eps, "delta": delta},
     )
 
