@@ -5,7 +5,6 @@ Needs the ``clients`` extra (``pip install -e ".[clients,examples]"``). From the
 
     python examples/clients.py                        # OpenDP's count at epsilon = 1, 20 runs
     python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5   # a mis-declared claim
-    python examples/clients.py --power 3 --runs 5     # how often MPL flags a half-epsilon claim
     python examples/clients.py --mechanism tumult-count   # Tumult Analytics, in its own venv
 
 The true table is plotnine's ``midwest`` (1990 counts of 437 counties in 5 states); the count is
@@ -556,9 +555,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1990)
     ap.add_argument("--out", type=Path, default=Path("results/clients"))
-    ap.add_argument(
-        "--power", type=int, default=0, help="MPL repetitions for the power of a half claim"
-    )
     args = ap.parse_args(argv)
     mech = MECHANISMS[args.mechanism](args.epsilon)
     claim = args.claim if args.claim is not None else mech.epsilon
@@ -575,12 +571,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"MPL lower bound ({100 * (1 - ALPHA):g} %): {lb} -> {flag}")
     else:
         print("MPL lower bound: not run (each draw of this library is a Spark job)")
-    if args.power and mech.publish is not None:
-        flagged = sum(
-            mpl_bound(mech, args.seed + k, alpha=ALPHA).lb > mech.epsilon / 2
-            for k in range(args.power)
-        )
-        print(f"power: a claim of epsilon/2 flagged by MPL in {flagged} of {args.power} seeds")
     spec, _ = write_observed(mech, args.runs, args.seed, args.out, claim=args.claim)
     store = args.out / "audit.zarr"
     done = dpaudit_run(spec, store)
