@@ -2,27 +2,49 @@
 
 One level of a published release: R runs × C cells of a sensitivity-1 count query under add/remove
 neighbours, so R·C residuals of the real noise, judged as :func:`auditlib.claims.judge_residuals`
-judges them (two tests at α/m, α = 0.05, m = 2; δ = 1e-10). Per mechanism family the real noise is
-fixed (discrete Gaussian σ² = 4 and Gaussian σ = 2: ε ≈ 3.10; geometric and Laplace b = 1: ε ≈ 1)
-and the declared one is the noise whose exact ε(δ) is ρ × the real ε (ρ = declared ε / real ε;
-``calibrate_mixed``'s certified factor, its upper end). ρ = 1 is the true claim.
+judges them (three tests at α/m, α = 0.05, m = ``TESTS_PER_LEVEL`` = 3; δ = 1e-10): the trade-off
+test (a certified f-DP point of the residuals below the declared law's curve: refuted), the fit
+test (rejects: undecided), the scale test (rejects and the ε interval's lower end lies above the
+declared ε: refuted; rejects but it does not: undecided), and ``consistent`` when the interval's
+upper end is within ``RESOLVE_RATIO`` (1.25) × the declared ε. Per mechanism family the real noise
+is fixed (discrete Gaussian σ² = 4 and Gaussian σ = 2: ε ≈ 3.10; geometric and Laplace b = 1:
+ε ≈ 1) and the declared one is the noise whose exact ε(δ) is ρ × the real ε (ρ = declared ε / real
+ε; ``calibrate_mixed``'s certified factor, its upper end). ρ = 1 is the true claim.
 
-    PYTHONPATH=. python benchmarks/claims_power.py [--seeds 200] [--true-seeds 1000] [--check 32]
+    PYTHONPATH=. python benchmarks/claims_power.py [--seeds 200] [--true-seeds 1000] [--check 40]
 
-For each family, (R, C) in {1, 5, 20, 50} × {100, 437, 2000} and seed, one release's residuals are
-drawn with dpaudit's samplers and judged against every ρ of the grid (the same residuals for every
-claim, and the fit test's randomization drawn from the same seed: but for the fitted scale's last
-bits, a release refuted at ρ is refuted at every smaller ρ); ``--seeds`` releases per cell for the misclaims, ``--true-seeds`` (the first
-``--seeds`` of them the same releases) for the true claim, whose false-refutation rate is bounded
-per cell. The decision is computed by the verdict's own pieces without the ε interval's
-two accountant calls per verdict: the fit test (``fitted_factor``, ``FitCounts``, ``fit_test``)
-first, then the scale test's Z(1) (``residual_tests._z_of``), and for a claim neither test rejects
-the ε interval's upper end against 2 × the declared ε, decided by Z at the two ends of a bracket on
-the variance factor where that end crosses 2 × ε (found once per claim by the accountant itself;
-between them, or on any doubt, ``scale_test`` and ``epsilon_interval`` are called). ``--check``
-releases per family (a quarter nearest the scale test's threshold, a quarter nearest the fit
-test's, the rest at random) are judged again by ``judge_residuals`` itself; every verdict must
-agree.
+For each family, (R, C) in ``GRID`` and seed, one release's residuals are drawn with dpaudit's
+samplers and judged against every ρ of ``RHOS`` (the same residuals for every claim, and the fit
+test's randomization and the trade-off test's permutation drawn from the same seed);
+``--seeds`` releases per cell for the misclaims, ``--true-seeds`` (the first ``--seeds`` of them
+the same releases) for the true claim, whose false-refutation rate is bounded per cell.
+
+The decision is computed by the verdict's own pieces without the ε interval's accountant calls
+(up to 42 per verdict for the discrete Gaussian, 2 of 0.7 CPU-s each for the Gaussian) and without
+evaluating the declared trade-off curve per verdict (0.2–0.4 CPU-s for Laplace and Gaussian):
+
+* the trade-off test's certified points do not depend on the declared law (only on its family's
+  kind), so they are computed once per release (``tradeoff_from_samples`` on the permutation
+  ``judge_residuals`` draws after the fit test's randomization); the declared curve's certified
+  lower end, non-increasing in α, is tabulated once per claim on ``ALPHA_GRID``, which decides
+  ``below`` unless a point's β lies between the curve's values at its α's grid neighbours, where
+  ``tradeoff`` is called on the release's points;
+* the fit test (``fitted_factor``, ``FitCounts``, ``fit_test``) as ``judge_residuals`` runs it;
+* the scale test's Z (``residual_tests._z_of``), decreasing in the variance factor k: Z(1) gives
+  its p-value, and Z at the ends of two brackets per claim places the factor interval's ends
+  against the two crossings the rule needs — the ε interval's lower end at k_high against the
+  declared ε, its upper end at k_low against 1.25 × it. For Laplace, Gaussian (ε monotone in the
+  factor) each bracket is found by the accountant (a secant step on ln ε, then both ends checked,
+  relative width ~1e-5); for the discrete Gaussian, whose ε is not monotone in σ², and the
+  geometric, the pointwise ε bracket is tabulated on a geometric factor grid (step 1e-3) and the
+  brackets are where every factor below (above) is surely on one side, with a margin twice the
+  largest step of ln ε between neighbours nearby, over the rule's 10 % span beyond the interval's ends
+  (``verdict.WIGGLE``). Between a bracket's ends (or outside the tabulated factors)
+  ``scale_test`` and ``epsilon_interval`` are called.
+
+``--check`` releases per family (a fifth each nearest the scale test's threshold, the fit test's,
+the trade-off test's zero margin, and among the verdicts that needed the exact pieces; the rest
+at random) are judged again by ``judge_residuals`` itself; every verdict must agree.
 
 Writes ``benchmarks/results/claims_power.csv`` (per family, R, C and ρ: the verdicts' counts, the
 refutation rate with its one-sided 95 % Clopper–Pearson upper bound), ``claims_power_summary.csv``
@@ -42,14 +64,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _machine import machine_info
-from scipy import optimize, stats
+from scipy import stats
+from scipy.ndimage import maximum_filter1d
 
 from auditlib.accounting import (
     DiscreteGaussianLoss,
@@ -57,10 +81,12 @@ from auditlib.accounting import (
     GeometricLoss,
     LaplaceLoss,
     PrivacyLossComposition,
+    tradeoff,
 )
 from auditlib.accounting.calibrate import calibrate_mixed, scale_components
 from auditlib.claims import (
     RESOLVE_RATIO,
+    TESTS_PER_LEVEL,
     FitCounts,
     LawMoments,
     NoiseLaw,
@@ -71,6 +97,9 @@ from auditlib.claims import (
     scale_test,
 )
 from auditlib.claims.residual_tests import _z_of
+from auditlib.claims.tradeoff_test import MAX_PER_PART, MIN_RESIDUALS, _one_count
+from auditlib.claims.verdict import WIGGLE
+from auditlib.mpl.tradeoff_lower import TradeoffPoints, tradeoff_from_samples
 from auditlib.simulate.noise import NoiseVariance, noise_sampler
 
 HERE = Path(__file__).resolve().parent
@@ -80,16 +109,34 @@ FAMILIES: dict[str, NoiseLaw] = {
     "laplace": NoiseLaw("laplace", 1.0),
     "gaussian": NoiseLaw("gaussian", 2.0),
 }
-RUNS = (1, 5, 20, 50)
-CELLS = (100, 437, 2000)
+#: families whose accountant is cheap enough to tabulate ε over a factor grid
+TABULATED = ("discrete_gaussian", "geometric")
+#: (runs R, cells C)
+GRID = ((1, 100), (1, 437), (5, 437), (20, 437), (20, 2000))
 #: declared ε / real ε; 1 is the true claim
-RHOS = (1.0, 0.995, 0.99, 0.985, 0.98, 0.97, 0.96, 0.95, 0.925, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5)
-ALPHA, TESTS, DELTA, POWER = 0.05, 2, 1e-10, 0.8
+RHOS = (1.0, 0.99, 0.98, 0.95, 0.9, 0.85, 0.8, 0.7, 0.5)
+ALPHA, DELTA, POWER = 0.05, 1e-10, 0.8
+TESTS = TESTS_PER_LEVEL
 THRESHOLD = ALPHA / TESTS
 Q = float(stats.norm.ppf(1.0 - THRESHOLD))
 #: verdict codes
-REFUTED, CONSISTENT, UNDECIDED_FIT, UNDECIDED_WIDTH = 0, 1, 2, 3
-CODES = ("refuted", "consistent", "undecided_fit", "undecided_width")
+REFUTED_TRADEOFF, REFUTED_SCALE, CONSISTENT, UNDECIDED_FIT, UNDECIDED_SCALE, UNDECIDED_WIDTH = (
+    range(6)
+)
+CODES = (
+    "refuted_tradeoff",
+    "refuted_scale",
+    "consistent",
+    "undecided_fit",
+    "undecided_scale",
+    "undecided_width",
+)
+#: the declared curve's tabulated type I errors (dense near 0, where it is steep)
+ALPHA_GRID = np.unique(
+    np.concatenate([[0.0, 1.0], np.geomspace(1e-7, 0.02, 600), np.linspace(0.0, 1.0, 1201)])
+)
+#: the factor grid of tabulated families: k from K_GRID[0] to K_GRID[1], step ``K_STEP`` in ln k
+K_GRID, K_STEP = (0.05, 6.0), 1e-3
 
 
 def draw(law: NoiseLaw, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -116,41 +163,39 @@ def exact_eps(component: Any) -> float:
     return float(PrivacyLossComposition([component]).epsilon(DELTA).upper)
 
 
-def gaussian_eps(sigma: float) -> float:
-    """ε(δ) of the continuous Gaussian mechanism (sensitivity 1), Balle & Wang's exact curve."""
-
-    def d(e: float) -> float:
-        a, b = 0.5 / sigma - e * sigma, -0.5 / sigma - e * sigma
-        return float(stats.norm.cdf(a) - math.exp(e) * stats.norm.cdf(b)) - DELTA
-
-    return float(optimize.brentq(d, 0.0, 200.0, xtol=1e-14))
-
-
-def approx_eps(law: NoiseLaw) -> float:
-    """A closed-form ε(δ) near the accountant's: a starting point, never a decision."""
-    if law.mechanism == "discrete_gaussian":
-        return gaussian_eps(math.sqrt(law.parameter))
-    if law.mechanism == "gaussian":
-        return gaussian_eps(law.parameter)
-    return 1.0 / law.parameter  # Laplace, geometric: ε₀ = 1/b, δ(ε₀) = 0
+def eps_at(component: Any, k: float) -> tuple[float, float]:
+    """(lower, upper) of ε(δ) at the variance factor k, evaluated as :func:`epsilon_interval`
+    evaluates each of its factors (the factor rounded to a denominator ≤ 2²⁰)."""
+    kf = float(Fraction(k).limit_denominator(1 << 20)) or k
+    b = PrivacyLossComposition(scale_components([component], kf)).epsilon(DELTA)
+    return float(b.lower), float(b.upper)
 
 
 @dataclass
 class Claim:
-    """A declared claim: ρ, its variance factor, law, accounting component and exact ε; ``width``
-    brackets the factor k at which the ε interval's upper end crosses 2 × ε (above ``width[0]``'s
-    end: undecided; at or below ``width[1]``'s: not)."""
+    """A declared claim: ρ, its variance factor, law, accounting component and exact ε.
+
+    ``low`` = (a, b): the ε interval's lower end is surely above ε when k_high ≤ a, surely not
+    when k_high ≥ b; ``high`` = (a, b): its upper end is surely above 1.25 × ε when k_low ≤ a,
+    surely not when k_low ≥ b (None: no such factor). Both hold for factors within ``valid``.
+    ``curve``: the declared trade-off curve's certified lower end on ``ALPHA_GRID``."""
 
     rho_target: float
     factor: float
     law: NoiseLaw
     component: Any
     eps: float
-    width: tuple[float, float] = (0.0, 0.0)
+    low: tuple[float | None, float | None] = (None, None)
+    high: tuple[float | None, float | None] = (None, None)
+    valid: tuple[float, float] = (0.0, math.inf)
+    curve: np.ndarray = field(default_factory=lambda: np.zeros(0))
     accountant_calls: int = 0
+    roots: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
 
 
-def make_claim(real: NoiseLaw, real_eps: float, rho: float) -> Claim:
+def make_claim(real: NoiseLaw, real_eps: float, rho: float, tabulated: bool) -> Claim:
+    t = time.process_time()
     comp = loss(real)
     if rho == 1.0:
         c, law, eps = 1.0, real, real_eps
@@ -161,73 +206,183 @@ def make_claim(real: NoiseLaw, real_eps: float, rho: float) -> Claim:
         (comp,) = scale_components([comp], c)
         eps = exact_eps(comp)
     claim = Claim(rho, c, law, comp, eps)
-    claim.width = width_bracket(claim)
+    if tabulated:
+        tabulate_brackets(claim)
+    else:
+        claim.low = secant_bracket(claim, 0, claim.eps, 1.0)
+        claim.high = secant_bracket(claim, 1, RESOLVE_RATIO * claim.eps, RESOLVE_RATIO**-2)
+    a = np.asarray(tradeoff(_one_count(law), ALPHA_GRID).lower, dtype=np.float64)
+    claim.curve = a
+    claim.cpu_s = time.process_time() - t
     return claim
 
 
-def width_bracket(claim: Claim, rel: float = 1e-4) -> tuple[float, float]:
-    """(k_a, k_b), k_b / k_a − 1 ≤ ``rel``: the judge's ε upper end at k_a exceeds 2 × ε, at k_b
-    it does not (evaluated by :func:`epsilon_interval` itself, as the verdict does)."""
-    target = RESOLVE_RATIO * claim.eps
+def secant_bracket(claim: Claim, end: int, target: float, k0: float) -> tuple[float, float]:
+    """(a, b), b / a − 1 ~ 1e-5: the ``end`` (0 lower, 1 upper) of ε at factor a is above
+    ``target``, at b it is not (ε decreasing in the factor: Laplace, Gaussian)."""
 
-    def g(k: float) -> float:
+    def f(k: float) -> float:
         claim.accountant_calls += 1
-        return epsilon_interval([claim.component], DELTA, k, math.inf)[1]
+        return eps_at(claim.component, k)[end]
 
-    def over(k: float) -> bool:
-        return not g(k) <= target
+    k, fk = k0, f(k0)
+    prev: tuple[float, float] | None = None
+    for _ in range(12):
+        if abs(math.log(fk / target)) < 2e-6:
+            break
+        slope = -0.5 if prev is None else (math.log(fk / prev[1]) / math.log(k / prev[0]))
+        if not slope < -0.05:
+            slope = -0.5
+        prev = (k, fk)
+        k = k * math.exp(math.log(target / fk) / slope)
+        fk = f(k)
+    w = 5e-6
+    while w < 1.0:
+        a, b = k * (1.0 - w), k * (1.0 + w)
+        if f(a) > target and not f(b) > target:
+            return a, b
+        w *= 4.0
+    raise RuntimeError(f"no bracket for {claim.law} at ε {target}")
 
-    t0 = float(
-        optimize.brentq(
-            lambda t: approx_eps(claim.law.scaled(math.exp(t))) - target, -6.0, 6.0, xtol=1e-13
-        )
+
+def tabulate_brackets(claim: Claim) -> None:
+    """The brackets of a family with a cheap accountant, from ε tabulated over the factor grid
+    (no monotonicity assumed: each side's sure zone is where every tabulated factor is on it,
+    with a margin twice the largest step of ln ε between grid neighbours nearby)."""
+    ks = np.exp(np.arange(math.log(K_GRID[0]), math.log(K_GRID[1]), K_STEP))
+    vals = np.array([eps_at(claim.component, float(k)) for k in ks])
+    claim.accountant_calls += ks.size
+    lo, up = vals[:, 0], vals[:, 1]
+
+    def sides(f: np.ndarray, target: float) -> tuple[float | None, float | None]:
+        # each grid factor's margin: twice the largest step of ln ε within 8 neighbours
+        d = np.abs(np.diff(np.log(f)))
+        m = 2.0 * maximum_filter1d(np.maximum(np.r_[d, 0.0], np.r_[0.0, d]), 17) + 1e-12
+        above = f > target * np.exp(m)
+        below = f < target * np.exp(-m)
+        first_not_above = int(np.argmin(above)) if not above.all() else ks.size
+        a = float(ks[first_not_above - 1]) if first_not_above > 0 else None
+        last_not_below = ks.size - 1 - int(np.argmin(below[::-1])) if not below.all() else -1
+        b = float(ks[last_not_below + 1]) if last_not_below + 1 < ks.size else None
+        return a, b
+
+    claim.low = sides(lo, claim.eps)
+    claim.high = sides(up, RESOLVE_RATIO * claim.eps)
+    # the rule's span: k_high's goes down to (1 − WIGGLE)·k_high, k_low's up to (1 + WIGGLE)·k_low
+    claim.valid = (float(ks[0]) / (1.0 - WIGGLE) * 1.01, float(ks[-1]) / (1.0 + WIGGLE) / 1.01)
+
+
+def calibration_roots(real: NoiseLaw, real_eps: float, rho: float) -> list[float]:
+    """Every variance factor c ≥ 1 (to 5) at which the declared noise's exact ε equals ρ × the
+    real ε, located to the tabulation step (the discrete Gaussian's ε is not monotone in σ²)."""
+    comp = loss(real)
+    cs = np.exp(np.arange(0.0, math.log(5.0), K_STEP))
+    e = np.array([eps_at(comp, float(c))[1] for c in cs]) - rho * real_eps
+    flips = np.flatnonzero(np.sign(e[:-1]) != np.sign(e[1:]))
+    return [float(math.sqrt(cs[i] * cs[i + 1])) for i in flips]
+
+
+def release_points(law: NoiseLaw, r: np.ndarray, seed: list[int]) -> TradeoffPoints | None:
+    """The trade-off test's certified points on ``r`` as ``judge_residuals`` draws them: the fit
+    test's randomization first (one uniform per residual under a lattice law), then the
+    permutation; ``None`` below ``MIN_RESIDUALS``."""
+    if r.size < MIN_RESIDUALS:
+        return None
+    rng = np.random.default_rng(seed)
+    if law.discrete:
+        rng.random(r.size)
+    perm = rng.permutation(np.concatenate([r.ravel()]))
+    m = min(perm.size // 4, MAX_PER_PART)
+    parts = [perm[i * m : (i + 1) * m] for i in range(4)]
+    if law.discrete:
+        parts = [np.round(a).astype(np.int64) for a in parts]
+    conf = 1.0 - THRESHOLD
+    each = 1.0 - (1.0 - conf) / 1
+    return tradeoff_from_samples(
+        parts[0],
+        parts[1] + 1,
+        parts[2],
+        parts[3] + 1,
+        kind="discrete" if law.discrete else "continuous",
+        conf=each,
     )
-    k0 = math.exp(t0)
-    w = 1e-6
-    while not over(lo := k0 * (1.0 - w)):
-        w *= 4.0
-        if w >= 1.0:
-            raise RuntimeError(f"no lower end for {claim}")
-    w = 1e-6
-    while over(hi := k0 * (1.0 + w)):
-        w *= 4.0
-        if w > 1e3:
-            raise RuntimeError(f"no upper end for {claim}")
-    while hi / lo - 1.0 > rel:
-        mid = math.sqrt(lo * hi)
-        if over(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, hi
+
+
+def tradeoff_below(pts: TradeoffPoints, claim: Claim) -> tuple[bool, float, bool]:
+    """(below, margin, exact): does a certified point lie below the declared curve (as
+    ``tradeoff_test`` decides), the smallest margin β − curve (from the grid unless exact), and
+    whether ``tradeoff`` had to be called."""
+    al = np.clip(pts.alpha_upper, 0.0, 1.0)
+    beta = pts.beta_upper
+    g, f = ALPHA_GRID, claim.curve
+    j = np.clip(np.searchsorted(g, al, side="right") - 1, 0, g.size - 1)
+    hit = g[j] == al
+    upper = f[j]  # ≥ the curve at al (non-increasing)
+    lower = np.where(hit, f[j], f[np.minimum(j + 1, g.size - 1)])  # ≤ it
+    if np.any(beta < lower):
+        return True, float(np.min(beta - lower)), False
+    if np.all(beta >= upper):
+        return False, float(np.min(beta - upper)), False
+    declared = np.asarray(tradeoff(_one_count(claim.law), al).lower)
+    margin = beta - declared
+    return bool(np.min(margin) < 0.0), float(np.min(margin)), True
 
 
 def fast_verdict(
-    m_real: LawMoments, r: np.ndarray, claim: Claim, fit_seed: list[int]
-) -> tuple[int, float, float, bool]:
-    """(code, scale p, fit p, exact): the verdict ``judge_residuals`` gives ``r`` against
-    ``claim`` with ``rng = default_rng(fit_seed)``, without the ε interval unless it is needed."""
+    m_real: LawMoments, r: np.ndarray, claim: Claim, seed: list[int], pts: TradeoffPoints | None
+) -> tuple[int, float, float, float, bool]:
+    """(code, scale p, fit p, trade-off margin, exact): the verdict ``judge_residuals`` gives
+    ``r`` against ``claim`` with ``rng = default_rng(seed)``, from its pieces (see the module
+    docstring); ``exact``: a trade-off curve or ε interval had to be evaluated."""
+    exact = False
+    margin = math.inf
+    if pts is not None:
+        below, margin, exact = tradeoff_below(pts, claim)
+        if below:
+            return REFUTED_TRADEOFF, math.nan, math.nan, margin, exact
     m = dataclasses.replace(m_real, law=claim.law)
     fitted = claim.law.scaled(fitted_factor(m))
-    fit = fit_test(FitCounts().add(r, fitted, np.random.default_rng(fit_seed))).p_value
+    fit = fit_test(FitCounts().add(r, fitted, np.random.default_rng(seed))).p_value
     _, z = _z_of([m])
     p = float(stats.norm.cdf(z(1.0)))
     if fit < THRESHOLD:
-        return UNDECIDED_FIT, p, fit, False
-    if p < THRESHOLD:
-        return REFUTED, p, fit, False
-    lo, hi = claim.width
-    if z(lo) < Q:  # k_low < lo: the ε interval's upper end is above 2 × ε
-        return UNDECIDED_WIDTH, p, fit, False
-    if z(hi) > Q:  # k_low > hi: at or below it
-        return CONSISTENT, p, fit, False
-    t = scale_test([m], 1.0 - THRESHOLD)
-    claim.accountant_calls += 2
-    upper = epsilon_interval([claim.component], DELTA, t.k_low, t.k_high)[1]
-    return (CONSISTENT if upper <= RESOLVE_RATIO * claim.eps else UNDECIDED_WIDTH), p, fit, True
+        return UNDECIDED_FIT, p, fit, margin, exact
+    rejects = p < THRESHOLD
+    kmin, kmax = claim.valid
+    inside = (kmin <= 0.0 or z(kmin) > Q) and (not math.isfinite(kmax) or z(kmax) < -Q)
+    interval: tuple[float, float] | None = None
+
+    def exact_interval() -> tuple[float, float]:
+        t = scale_test([m], 1.0 - THRESHOLD)
+        claim.accountant_calls += 1
+        return epsilon_interval([claim.component], DELTA, t.k_low, t.k_high)
+
+    # the ε interval's lower end against the declared ε (k_high solves Z = −Q)
+    a, b = claim.low
+    if inside and a is not None and z(a) <= -Q:
+        lo_above = True
+    elif inside and b is not None and z(b) >= -Q:
+        lo_above = False
+    else:
+        interval, exact = exact_interval(), True
+        lo_above = interval[0] > claim.eps
+    if rejects and lo_above:
+        return REFUTED_SCALE, p, fit, margin, exact
+    if rejects or lo_above:
+        return UNDECIDED_SCALE, p, fit, margin, exact
+    # its upper end against 1.25 × the declared ε (k_low solves Z = Q)
+    if interval is None:
+        a, b = claim.high
+        if inside and a is not None and z(a) <= Q:
+            return UNDECIDED_WIDTH, p, fit, margin, exact
+        if inside and b is not None and z(b) >= Q:
+            return CONSISTENT, p, fit, margin, exact
+        interval, exact = exact_interval(), True
+    ok = interval[1] <= RESOLVE_RATIO * claim.eps
+    return (CONSISTENT if ok else UNDECIDED_WIDTH), p, fit, margin, exact
 
 
-def judged(r: np.ndarray, claim: Claim, fit_seed: list[int]) -> int:
+def judged(r: np.ndarray, claim: Claim, seed: list[int]) -> int:
     """The verdict code of ``judge_residuals`` itself."""
     v = judge_residuals(
         [(claim.law, r)],
@@ -236,11 +391,19 @@ def judged(r: np.ndarray, claim: Claim, fit_seed: list[int]) -> int:
         declared_eps=claim.eps,
         threshold=THRESHOLD,
         geolevel="L",
-        rng=np.random.default_rng(fit_seed),
+        rng=np.random.default_rng(seed),
     )
-    if v.verdict == "undecided":
-        return UNDECIDED_FIT if v.evidence.get("test") == "fit" else UNDECIDED_WIDTH
-    return REFUTED if v.verdict == "refuted" else CONSISTENT
+    test = v.evidence.get("test")
+    if v.verdict == "refuted":
+        return REFUTED_TRADEOFF if test == "tradeoff" else REFUTED_SCALE
+    if v.verdict == "consistent":
+        return CONSISTENT
+    if test == "fit":
+        return UNDECIDED_FIT
+    lo = v.evidence["eps_interval"][0]
+    if v.evidence["scale_p"] < THRESHOLD or lo > claim.eps:
+        return UNDECIDED_SCALE
+    return UNDECIDED_WIDTH
 
 
 def cp_upper(k: int, n: int, conf: float = 0.95) -> float:
@@ -276,10 +439,45 @@ def commit() -> str:
         return "unknown"
 
 
+def nearest(at: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
+    """``at`` ordered by |ln value − ln target| (NaN and infinite values last)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.abs(np.log(np.maximum(values, 1e-300)) - math.log(target))
+    d = np.where(np.isfinite(d), d, np.inf)
+    return at[np.argsort(d, kind="stable")]
+
+
+def choose_check(
+    codes: np.ndarray, stat: np.ndarray, exact: np.ndarray, check: int, rng: np.random.Generator
+) -> list[int]:
+    """Flat indices of ``check`` judged verdicts: a fifth each nearest the scale test's threshold,
+    the fit test's, the trade-off test's zero margin, and among those that needed the exact
+    pieces; the rest at random."""
+    at = np.flatnonzero(codes.ravel() >= 0)
+    flat = stat.reshape(-1, 3)[at]
+    with np.errstate(invalid="ignore"):
+        margin = np.abs(flat[:, 2])
+    sources = [
+        (nearest(at, flat[:, 0], THRESHOLD), check // 5),
+        (nearest(at, flat[:, 1], THRESHOLD), check // 5),
+        (at[np.argsort(np.where(np.isfinite(margin), margin, np.inf), kind="stable")], check // 5),
+        (rng.permutation(at[exact.ravel()[at]]), check // 5),
+        (rng.permutation(at), check),
+    ]
+    chosen: list[int] = []
+    for src, k in sources:
+        for idx in src:
+            if len(chosen) >= check or k == 0:
+                break
+            if int(idx) not in chosen:
+                chosen.append(int(idx))
+                k -= 1
+    return chosen
+
+
 def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families: list[str]) -> None:
     print(machine_info(), flush=True)
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    grid = [(r, c) for r in RUNS for c in CELLS]
     rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"families": {}, "check": {}}
@@ -291,7 +489,11 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
         real = FAMILIES[fam]
         real_eps = exact_eps(loss(real))
         t = time.process_time()
-        claims = [make_claim(real, real_eps, rho) for rho in RHOS]
+        tab = fam in TABULATED
+        claims = [make_claim(real, real_eps, rho, tab) for rho in RHOS]
+        if fam == "discrete_gaussian":
+            for c in claims[1:]:
+                c.roots = calibration_roots(real, real_eps, c.rho_target)
         cal_cpu = time.process_time() - t
         print(
             f"{fam}: real {real.describe()}, ε(1e-10) = {real_eps:.6f}; claims "
@@ -300,45 +502,36 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
             flush=True,
         )
         total = max(seeds, true_seeds)
-        codes = np.full((len(grid), len(RHOS), total), -1, np.int8)  # -1: not judged
-        pval = np.full((len(grid), len(RHOS), total, 2), np.nan)
-        exact = 0
+        shape = (len(GRID), len(RHOS), total)
+        codes = np.full(shape, -1, np.int8)  # -1: not judged
+        stat = np.full((*shape, 3), np.nan)  # scale p, fit p, trade-off margin
+        exact = np.zeros(shape, bool)
         t = time.process_time()
-        for gi, (runs, cells) in enumerate(grid):
+        for gi, (runs, cells) in enumerate(GRID):
             n = runs * cells
             for s in range(total):
                 r = draw(real, n, np.random.default_rng([base, fi, gi, s, 0]))
                 m_real = LawMoments(real).add(r)
+                seed = [base, fi, gi, s, 1]
+                pts = release_points(real, r, seed)
                 for ri, claim in enumerate(claims):
                     if s >= (true_seeds if claim.rho_target == 1.0 else seeds):
                         continue
-                    code, p, fp, ex = fast_verdict(m_real, r, claim, [base, fi, gi, s, 1])
+                    code, p, fp, mg, ex = fast_verdict(m_real, r, claim, seed, pts)
                     codes[gi, ri, s] = code
-                    pval[gi, ri, s] = p, fp
-                    exact += ex
+                    stat[gi, ri, s] = p, fp, mg
+                    exact[gi, ri, s] = ex
         grid_cpu = time.process_time() - t
-        exact_total += exact
+        n_exact = int(exact.sum())
+        exact_total += n_exact
         # the check: judge_residuals itself on a subsample
         t = time.process_time()
-        judged_at = np.flatnonzero(codes.ravel() >= 0)
-        pick = np.random.default_rng([base, fi, 99]).permutation(judged_at)
-        flat_p = pval[..., 0].ravel()[judged_at]
-        flat_f = pval[..., 1].ravel()[judged_at]
-        near_scale = judged_at[np.argsort(np.abs(np.log(flat_p + 1e-300) - math.log(THRESHOLD)))]
-        near_fit = judged_at[np.argsort(np.abs(np.log(flat_f + 1e-300) - math.log(THRESHOLD)))]
-        chosen: list[int] = []
-        for src, k in ((near_scale, check // 4), (near_fit, check // 4), (pick, check)):
-            for idx in src:
-                if len(chosen) >= check or k == 0:
-                    break
-                if int(idx) not in chosen:
-                    chosen.append(int(idx))
-                    k -= 1
+        chosen = choose_check(codes, stat, exact, check, np.random.default_rng([base, fi, 99]))
         fam_checked = fam_mismatched = 0
         by_verdict = dict.fromkeys(CODES, 0)
         for idx in chosen:
             cg, cr, cs = (int(x) for x in np.unravel_index(idx, codes.shape))
-            runs, cells = grid[cg]
+            runs, cells = GRID[cg]
             r = draw(real, runs * cells, np.random.default_rng([base, fi, cg, cs, 0]))
             want = judged(r, claims[cr], [base, fi, cg, cs, 1])
             fam_checked += 1
@@ -360,7 +553,7 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
         checked += fam_checked
         mismatched += fam_mismatched
         print(
-            f"  grid {grid_cpu:.1f} CPU-s ({exact} verdicts needed the ε interval); check: "
+            f"  grid {grid_cpu:.1f} CPU-s ({n_exact} verdicts needed an exact piece); check: "
             f"{fam_checked} verdicts by judge_residuals, {fam_mismatched} differ "
             f"({check_cpu:.1f} CPU-s)",
             flush=True,
@@ -375,24 +568,27 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
                     "factor": c.factor,
                     "declared": c.law.describe(),
                     "declared_eps": c.eps,
-                    "width_bracket": list(c.width),
+                    "calibration_roots": c.roots,
+                    "low_bracket": list(c.low),
+                    "high_bracket": list(c.high),
                     "accountant_calls": c.accountant_calls,
+                    "cpu_s": round(c.cpu_s, 2),
                 }
                 for c in claims
             ],
             "cpu_s": {"claims": cal_cpu, "grid": grid_cpu, "check": check_cpu},
-            "verdicts_with_eps_interval": exact,
+            "verdicts_with_exact_piece": n_exact,
             "checked": fam_checked,
             "checked_by_verdict": by_verdict,
             "check_mismatches": fam_mismatched,
         }
-        # rows
-        for gi, (runs, cells) in enumerate(grid):
+        fam_summary: list[dict[str, Any]] = []
+        for gi, (runs, cells) in enumerate(GRID):
             power: dict[float, float] = {}
             for ri, claim in enumerate(claims):
                 done = codes[gi, ri][codes[gi, ri] >= 0]
-                cnt = np.bincount(done, minlength=4)
-                ref, k = int(cnt[REFUTED]), int(done.size)
+                cnt = np.bincount(done, minlength=len(CODES))
+                ref, k = int(cnt[REFUTED_TRADEOFF] + cnt[REFUTED_SCALE]), int(done.size)
                 rows.append(
                     {
                         "family": fam,
@@ -407,55 +603,23 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
                         "declared": claim.law.describe(),
                         "declared_eps": claim.eps,
                         "seeds": k,
-                        **{CODES[j]: int(cnt[j]) for j in range(4)},
+                        "refuted": ref,
+                        **{CODES[j]: int(cnt[j]) for j in range(len(CODES))},
                         "refuted_rate": ref / k,
                         "refuted_upper95": cp_upper(ref, k),
                     }
                 )
                 if claim.rho_target < 1.0:
                     power[claim.rho_target] = ref / k
-            true = np.bincount(codes[gi, 0, :true_seeds], minlength=4)
-            grid_rho, interp = rho80(power)
-            summary.append(
-                {
-                    "family": fam,
-                    "R": runs,
-                    "C": cells,
-                    "n": runs * cells,
-                    "true_seeds": true_seeds,
-                    "false_refuted": int(true[REFUTED]),
-                    "false_refutation_rate": true[REFUTED] / true_seeds,
-                    "false_refutation_upper95": cp_upper(int(true[REFUTED]), true_seeds),
-                    "true_consistent": true[CONSISTENT] / true_seeds,
-                    "true_undecided_fit": true[UNDECIDED_FIT] / true_seeds,
-                    "true_undecided_width": true[UNDECIDED_WIDTH] / true_seeds,
-                    "misclaim_seeds": seeds,
-                    "rho80_grid": grid_rho,
-                    "rho80_interpolated": interp,
-                    **{f"power_{rho:g}": power[rho] for rho in sorted(power, reverse=True)},
-                }
+            true = np.bincount(codes[gi, 0, :true_seeds], minlength=len(CODES))
+            fam_summary.append(
+                true_row(fam, runs, cells, runs * cells, true, true_seeds, seeds, power)
             )
-        pooled = np.bincount(codes[:, 0, :true_seeds].ravel(), minlength=4)
-        tot = len(grid) * true_seeds
-        summary.append(
-            {
-                "family": fam,
-                "R": "all",
-                "C": "all",
-                "n": "all",
-                "true_seeds": tot,
-                "false_refuted": int(pooled[REFUTED]),
-                "false_refutation_rate": pooled[REFUTED] / tot,
-                "false_refutation_upper95": cp_upper(int(pooled[REFUTED]), tot),
-                "true_consistent": pooled[CONSISTENT] / tot,
-                "true_undecided_fit": pooled[UNDECIDED_FIT] / tot,
-                "true_undecided_width": pooled[UNDECIDED_WIDTH] / tot,
-                "misclaim_seeds": len(grid) * seeds,
-                "rho80_grid": "",
-                "rho80_interpolated": math.nan,
-            }
-        )
-        for row in summary[-len(grid) - 1 :]:
+        pooled = np.bincount(codes[:, 0, :true_seeds].ravel(), minlength=len(CODES))
+        tot = len(GRID) * true_seeds
+        fam_summary.append(true_row(fam, "all", "all", "all", pooled, tot, len(GRID) * seeds, None))
+        summary += fam_summary
+        for row in fam_summary:
             print(
                 f"  R {row['R']!s:>3} C {row['C']!s:>4} n {row['n']!s:>6}: false refutation "
                 f"{row['false_refuted']}/{row['true_seeds']} (≤ {row['false_refutation_upper95']:.3f})"
@@ -466,9 +630,10 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     meta["check"] = {
         "checked": checked,
+        "agree": checked - mismatched,
         "mismatches": mismatched,
         "detail": mismatches,
-        "verdicts_with_eps_interval": exact_total,
+        "verdicts_with_exact_piece": exact_total,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     write_csv(out, rows)
@@ -482,7 +647,12 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
         "true_seeds": true_seeds,
         "alpha": ALPHA,
         "tests": TESTS,
+        "threshold": THRESHOLD,
+        "resolve_ratio": RESOLVE_RATIO,
+        "wiggle": WIGGLE,
         "delta": DELTA,
+        "grid": [list(g) for g in GRID],
+        "rhos": list(RHOS),
         "cpu_s": round(cpu, 1),
         "wall_s": round(wall, 1),
         **meta,
@@ -490,9 +660,46 @@ def run(seeds: int, true_seeds: int, check: int, base: int, out: Path, families:
     out.with_suffix(".json").write_text(json.dumps(info, indent=1, default=float) + "\n")
     print(
         f"{len(rows)} rows -> {out}; checked {checked} verdicts by judge_residuals, "
-        f"{mismatched} differ; {cpu:.0f} CPU-s, {wall:.0f} s wall",
+        f"{checked - mismatched} agree, {mismatched} differ; {cpu:.0f} CPU-s, {wall:.0f} s wall",
         flush=True,
     )
+
+
+def true_row(
+    fam: str,
+    runs: Any,
+    cells: Any,
+    n: Any,
+    true: np.ndarray,
+    k: int,
+    misclaims: int,
+    power: dict[float, float] | None,
+) -> dict[str, Any]:
+    """A summary row: the true claim's verdicts (``true``: counts per code, ``k`` releases) and,
+    per cell, the misclaims' power."""
+    ref = int(true[REFUTED_TRADEOFF] + true[REFUTED_SCALE])
+    row: dict[str, Any] = {
+        "family": fam,
+        "R": runs,
+        "C": cells,
+        "n": n,
+        "true_seeds": k,
+        "false_refuted": ref,
+        "false_refuted_tradeoff": int(true[REFUTED_TRADEOFF]),
+        "false_refutation_rate": ref / k,
+        "false_refutation_upper95": cp_upper(ref, k),
+        "true_consistent": true[CONSISTENT] / k,
+        "true_undecided_fit": true[UNDECIDED_FIT] / k,
+        "true_undecided_scale": true[UNDECIDED_SCALE] / k,
+        "true_undecided_width": true[UNDECIDED_WIDTH] / k,
+        "misclaim_seeds": misclaims,
+        "rho80_grid": "",
+        "rho80_interpolated": math.nan,
+    }
+    if power is not None:
+        row["rho80_grid"], row["rho80_interpolated"] = rho80(power)
+        row.update({f"power_{rho:g}": power[rho] for rho in sorted(power, reverse=True)})
+    return row
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -514,7 +721,7 @@ def main() -> None:
         "--true-seeds", type=int, default=1000, help="releases per (family, R, C) of the true claim"
     )
     ap.add_argument(
-        "--check", type=int, default=32, help="verdicts per family re-judged by judge_residuals"
+        "--check", type=int, default=40, help="verdicts per family re-judged by judge_residuals"
     )
     ap.add_argument("--seed", type=int, default=28, help="the base of every generator's seed")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated")
