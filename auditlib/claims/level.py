@@ -48,7 +48,8 @@ def judge_residuals(
 ) -> Verdict:
     """The verdict on one level's claim from ``residuals`` (each query's declared law with its
     residuals), the level's accounting ``components``, the declared ε at ``delta`` and the
-    per-test level ``threshold`` (α/m); ``rng`` draws the fit test's randomization."""
+    per-test level ``threshold`` (α/m); ``rng`` draws the fit test's randomization, then the
+    trade-off test's split of the residuals."""
     if not 0.0 < threshold < 0.5:
         raise InvalidParameterError(f"Invalid threshold: {threshold!r}; pass α/m in (0, 0.5)")
     moments: dict[NoiseLaw, LawMoments] = {}

@@ -186,9 +186,9 @@ def judge_published(
     laws: Sequence[str] = (),
     tradeoff: TradeoffTest | None = None,
 ) -> Verdict:
-    """The verdict of a published level from its two tests (each at ``threshold`` = α/m) and the
-    ε interval their scale bounds give (:func:`epsilon_interval` at ``scale``'s bounds); see
-    :data:`RULE`."""
+    """The verdict of a published level from its three tests (each at ``threshold`` = α/m: the
+    ``tradeoff`` test, the ``fit`` test, the ``scale`` test) and the ε interval the scale bounds
+    give (:func:`epsilon_interval` at ``scale``'s bounds); see :data:`RULE`."""
     lo, hi = eps_interval
     ev: dict[str, Any] = {
         "measured_at": measured_at,
