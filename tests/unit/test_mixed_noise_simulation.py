@@ -231,7 +231,9 @@ def test_run_summary_and_report_say_n_a_with_the_reason(capsys: pytest.CaptureFi
     out = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split() for line in out[1:]}
     assert rows["State"][2] == "3.5" and rows["County"][2] == "n/a"
-    assert out[-1] == f"Bureau eps {BUREAU_NA}"
+    note = out[out.index(next(x for x in out if x.startswith("Bureau eps n/a"))) :]
+    assert " ".join(x.strip() for x in note) == f"Bureau eps {BUREAU_NA}"  # wrapped, 80 columns
+    assert all(len(x) <= 80 for x in out)
     sec = accounting_section(acc)
     county = next(r for r in sec.rows if r["geolevel"] == "County")
     assert county["cells"][0]["bureau"] == "n/a" and county["cells"][0]["cks"] == "n/a"
