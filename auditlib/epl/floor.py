@@ -39,11 +39,24 @@ def reference_floor(
     c = float(mean)
     k = np.arange(-dg.support_radius, dg.support_radius + 1, dtype=np.float64)
     pmf = dg.pmf(k)
-    pts = k + c
+    rows = _reference_rows(k + c, pmf, n, h, x, delta, draws, rng)
+    return _floor_summary(rows, x, c, delta, s2, draws, quantile)
+
+
+def _reference_rows(
+    pts: npt.NDArray[np.float64],
+    pmf: npt.NDArray[np.float64],
+    n: int,
+    h: float,
+    x: npt.NDArray[np.float64],
+    delta: float,
+    draws: int,
+    rng: np.random.Generator,
+) -> npt.NDArray[np.float64]:
+    """log p̂ at x and x + Δ of ``draws`` multinomial samples of n from the law (pts, pmf)."""
     xq = np.concatenate([x, x + delta])
     km = KernelMatrix(pts, h, xq, float(n))
-    rows = km.log_density(multinomial_counts(pmf, n, draws, rng))
-    return _floor_summary(rows, x, c, delta, s2, draws, quantile)
+    return km.log_density(multinomial_counts(pmf, n, draws, rng))
 
 
 def declared_floor(
@@ -63,23 +76,13 @@ def declared_floor(
     max |log p(x)/p(x + Δ)| over the window; ``null_sigma2`` its variance."""
     pts = np.asarray(points, dtype=np.float64)
     p = np.asarray(pmf, dtype=np.float64)
-    xq = np.concatenate([x, x + delta])
-    km = KernelMatrix(pts, h, xq, float(n))
-    rows = km.log_density(multinomial_counts(p, n, draws, rng))
-    null = max_abs(rows[:, : x.size] - rows[:, x.size :])
-    ok = null[np.isfinite(null)]
+    rows = _reference_rows(pts, p, n, h, x, delta, draws, rng)
     with np.errstate(divide="ignore"):
-        logp = np.log(np.interp(xq, pts, p, left=0.0, right=0.0))
-    true = np.abs(logp[: x.size] - logp[x.size :])
-    return {
-        "n_null": draws,
-        "null_sigma2": float(np.sum(p * pts * pts) - np.sum(p * pts) ** 2),
-        "null_true": float(np.max(true[np.isfinite(true)]))
-        if np.isfinite(true).any()
-        else math.nan,
-        "null_mean": float(ok.mean()) if ok.size else math.nan,
-        "null_upper": float(np.quantile(ok, quantile)) if ok.size else math.nan,
-    }
+        logp = np.log(np.interp(np.concatenate([x, x + delta]), pts, p, left=0.0, right=0.0))
+    loss = np.abs(logp[: x.size] - logp[x.size :])
+    true = float(np.max(loss[np.isfinite(loss)])) if np.isfinite(loss).any() else math.nan
+    s2 = float(np.sum(p * pts * pts) - np.sum(p * pts) ** 2)
+    return _summary(rows, x, s2, true, draws, quantile)
 
 
 def lattice_reference_floor(
@@ -120,9 +123,21 @@ def _floor_summary(
 ) -> dict[str, Any]:
     """The floor's numbers from the reference draws' log densities at x and x + Δ (``rows``): their
     EPLs' mean and quantile, and the reference's exact loss Δ(2(x − c) + Δ)/2σ² over the window."""
+    true = float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)) / (2.0 * s2)))
+    return _summary(rows, x, s2, true, draws, quantile)
+
+
+def _summary(
+    rows: npt.NDArray[np.float64],
+    x: npt.NDArray[np.float64],
+    s2: float,
+    true: float,
+    draws: int,
+    quantile: float,
+) -> dict[str, Any]:
+    """The reference draws' EPLs (from log p̂ at x and x + Δ) as the floor's numbers."""
     null = max_abs(rows[:, : x.size] - rows[:, x.size :])
     ok = null[np.isfinite(null)]
-    true = float(np.max(np.abs(delta * (2.0 * (x - centre) + delta)) / (2.0 * s2)))
     return {
         "n_null": draws,
         "null_sigma2": s2,
