@@ -17,6 +17,9 @@ NOISE = 4
 EPL_BOOTSTRAP = 5
 #: the fit test's randomized transform of a published level's residuals (auditlib.claims)
 CLAIM_FIT = 6
+#: the reference runs of a release declared post-processed: dpaudit's own simulation of the
+#: declared release, its noise seed drawn from (noise seed, CLAIM_REFERENCE) (flows/claims.py)
+CLAIM_REFERENCE = 7
 
 
 def seed_sequence(seed: int, *key: int) -> np.random.SeedSequence:

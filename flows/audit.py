@@ -26,7 +26,7 @@ import auditlib
 from auditlib.allocations import allocation_label, load_allocation
 from flows import kept_histograms, progress, spine_share, tasks
 from flows.batching import batch_blocks, batch_label, n_batches, pack
-from flows.claims import claims_dataset, published_levels, tests_run
+from flows.claims import claims_dataset, post_processed, published_levels, tests_run
 from flows.groups import (
     ALPHA_GRID,
     accounting_dataset,
@@ -243,20 +243,31 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     )
     # the declared claim: a published release's levels tested (each test at α/m); a simulated
     # release holds it by construction (no task)
-    n_tests = tests_run(pub_levels)
+    n_tests = tests_run(spec, plan, pub_levels)
     claims_todo = accounted and not store.group_complete(url, S.CLAIMS)
-    claims = [
-        tasks.claim_level.with_options(task_run_name=f"claim {lv.geolevel}").submit(
-            url,
-            plan,
-            lv,
-            spec.accounting.headline_delta,
-            spec.accounting.claim_alpha / max(n_tests, 1),
-            wait_for=sims.get(lv.table_level, []),
-            return_state=False,
-        )
-        for lv in (pub_levels if claims_todo else [])
-    ]
+    threshold = spec.accounting.claim_alpha / max(n_tests, 1)
+    delta = spec.accounting.headline_delta
+    claims: list[Any]  # futures of a verdict (a dict), or of a list of them
+    if post_processed(spec):  # one reference release, every level tested against it
+        claims = [
+            tasks.claim_post_processed.with_options(task_run_name="claim post-processed").submit(
+                spec, plan, pub_levels, delta, threshold, return_state=False
+            )
+            for _ in ([1] if claims_todo and pub_levels else [])
+        ]
+    else:
+        claims = [
+            tasks.claim_level.with_options(task_run_name=f"claim {lv.geolevel}").submit(
+                url,
+                plan,
+                lv,
+                delta,
+                threshold,
+                wait_for=sims.get(lv.table_level, []),
+                return_state=False,
+            )
+            for lv in (pub_levels if claims_todo else [])
+        ]
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls, *claims]
     regions = {(b.state, b.geolevel) for b in todo}
@@ -291,8 +302,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     if claims_todo:
         acc = acct_ds if accts else written_accounting(url)
         assert acc is not None  # written above, or by the run this one resumes
+        results: list[Any] = [f.result() for f in claims]  # a verdict, or a list of them
         published = (
-            {r["geolevel"]: r for r in (f.result() for f in claims)}
+            {r["geolevel"]: r for x in results for r in (x if isinstance(x, list) else [x])}
             if plan.release == "observed"
             else None
         )

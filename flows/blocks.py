@@ -171,10 +171,32 @@ def topdown_state(
     those of ``replicate_range`` = [start, stop) (each replicate its own keyed streams, so a range
     is the same rows of the whole run): residual blocks per geolevel index, the State level's
     released histograms (replicates, n_cells) and its true histogram (n_cells,)."""
-    from auditlib import seeds
-    from auditlib.simulate.topdown import TOPDOWN_NOISE, level_residuals, replicates
+    from auditlib.simulate.topdown import level_residuals
 
-    td, _, matrices, ids = _topdown_inputs(plan)
+    _, _, matrices, ids = _topdown_inputs(plan)
+    gis, runs = _topdown_runs(plan, block, replicate_range)
+    out = {
+        gi: level_residuals(
+            runs[0].truth[i],
+            [run.dp[i] for run in runs],
+            matrices,
+            [q.name for _, q in plan.level_queries[gi]],
+            ids,
+        )
+        for i, gi in enumerate(gis)
+    }
+    return out, np.stack([run.dp[0][0] for run in runs]), runs[0].truth[0][0]
+
+
+def _topdown_runs(
+    plan: AuditPlan, block: Block, replicate_range: tuple[int, int] | None
+) -> tuple[list[int], list[Any]]:
+    """The geolevel indices of one state's TopDown run (top first) and its replicates'
+    releases (``auditlib.simulate.topdown.TopDownRelease``)."""
+    from auditlib import seeds
+    from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
+
+    td, _, matrices, _ = _topdown_inputs(plan)
     key = block.state_key
     hierarchy, hist = state_population(plan, key)
     gis = run_levels(plan)
@@ -188,17 +210,18 @@ def topdown_state(
         r1 - r0,
         tol=td.tol,
     )
-    out = {
-        gi: level_residuals(
-            runs[0].truth[i],
-            [run.dp[i] for run in runs],
-            matrices,
-            [q.name for _, q in plan.level_queries[gi]],
-            ids,
-        )
+    return gis, runs
+
+
+def topdown_histograms(plan: AuditPlan, block: Block) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """One state's TopDown replicates as histograms: per geolevel index, the true (units,
+    cells) and the released (replicates, units, cells) — every cell of every unit, whichever
+    queries the level measures."""
+    gis, runs = _topdown_runs(plan, block, None)
+    return {
+        gi: (np.asarray(runs[0].truth[i]), np.stack([np.asarray(run.dp[i]) for run in runs]))
         for i, gi in enumerate(gis)
     }
-    return out, np.stack([run.dp[0][0] for run in runs]), runs[0].truth[0][0]
 
 
 def topdown_nation(

@@ -7,6 +7,11 @@ published (``observed``) release is tested at the declared geolevel measured at 
 (:attr:`flows.spec.AuditSpec.observed_measured_as`): each published count column is matched to
 the declared query of the same name, or to the level's one declared noise when all its queries
 share it. The other declared levels hold no counts of their own: undecided.
+
+A published release declared post-processed (``release.post_processing = "topdown"``) is tested
+at every declared geolevel mapped onto a level of the table, against dpaudit's own TopDown of the
+declared allocation on the same true counts (:mod:`auditlib.claims.two_sample`): one test per
+level and size class of true counts.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from auditlib.claims import (
     NoiseLaw,
     Verdict,
     by_construction,
+    declared_epsilon,
     epsilon_interval,
     fit_test,
     fitted_factor,
@@ -35,8 +41,12 @@ from auditlib.claims import (
     scale_test,
 )
 from auditlib.claims.tradeoff_test import MAX_PER_PART, tradeoff_test
+from auditlib.claims.two_sample import RULE as POST_PROCESSED_RULE
+from auditlib.claims.two_sample import compare_sizes, judge_post_processed, size_class
 from flows.spec import AuditSpec
-from flows.spec.plan import AuditPlan
+from flows.spec.model import observed_args
+from flows.spec.plan import AuditPlan, make_plan
+from flows.spec.sources import load_observed
 from storage import schema as S
 from storage import store
 
@@ -72,19 +82,92 @@ def published_levels(spec: AuditSpec, plan: AuditPlan) -> list[PublishedLevel]:
     # the rows' cells: "total" when the table has one count column, else the "detailed" cells
     query = plan.queries.index("total" if len(counts) == 1 else "detailed")
     out = []
+    pp = post_processed(spec)  # its residuals are not the noise: no law per column
     for g, table_level in spec.observed_measured_as.items():
+        comps = tuple(alloc.accounting_components(a.neighbours, a.universe, a.region, g))
+        if pp:
+            out.append(PublishedLevel(g, plan.geolevels.index(table_level), query, (), comps))
+            continue
         qs = alloc.select(a.universe, a.region, g)
         noise = {q.query: NoiseLaw.of(q.noise_variance(a.neighbours)) for q in qs}
         shared = set(noise.values())
         laws = tuple(noise.get(c, next(iter(shared)) if len(shared) == 1 else None) for c in counts)
-        comps = tuple(alloc.accounting_components(a.neighbours, a.universe, a.region, g))
         out.append(PublishedLevel(g, plan.geolevels.index(table_level), query, laws, comps))
     return out
 
 
-def tests_run(levels: list[PublishedLevel]) -> int:
-    """m: the tests the published levels get (each at α/m)."""
+def post_processed(spec: AuditSpec) -> bool:
+    """A published release declared post-processed: tested against a reference release."""
+    return spec.release.kind == "observed" and spec.release.post_processing != "none"
+
+
+def tests_run(spec: AuditSpec, plan: AuditPlan, levels: list[PublishedLevel]) -> int:
+    """m: the tests the published levels get (each at α/m): three per level of a release
+    declared raw, one per level and size class of true counts of one declared post-processed."""
+    if post_processed(spec):
+        return sum(len(np.unique(size_class(_truth(spec, plan, lv)))) for lv in levels)
     return TESTS_PER_LEVEL * sum(1 for lv in levels if lv.testable)
+
+
+def reference_plan(spec: AuditSpec, plan: AuditPlan) -> AuditPlan:
+    """The release a post-processed declaration names (:meth:`AuditSpec.reference_spec`), its
+    noise drawn from its own stream of the run's seed (``seeds.CLAIM_REFERENCE``)."""
+    ref = make_plan(spec.reference_spec())
+    key = seeds.seed_sequence(plan.noise_seed, seeds.CLAIM_REFERENCE)
+    return dataclasses.replace(ref, noise_seed=int(key.generate_state(1, dtype="uint64")[0]))
+
+
+def _level(plan: AuditPlan, table_level: int) -> str | None:
+    return plan.geolevels[table_level] if table_level else None  # 0: the root
+
+
+def _truth(spec: AuditSpec, plan: AuditPlan, level: PublishedLevel) -> np.ndarray:
+    """The true counts of the level's cells (units × cells, flattened)."""
+    obs = load_observed(*observed_args(spec))
+    return np.asarray(obs.level_truth(_level(plan, level.table_level))).ravel()
+
+
+def judge_post_processed_levels(
+    spec: AuditSpec,
+    plan: AuditPlan,
+    levels: list[PublishedLevel],
+    *,
+    delta: float,
+    threshold: float,
+) -> list[dict[str, Any]]:
+    """The verdicts (as dicts of :class:`~auditlib.claims.Verdict`'s fields) of the levels of a
+    release declared post-processed: each level's published cells against the same cells of
+    :func:`reference_plan`'s runs, by size class of true counts."""
+    from flows.blocks import topdown_histograms
+
+    ref = reference_plan(spec, plan)
+    hists = topdown_histograms(ref, ref.blocks[0])  # the table's one run, every level
+    obs = load_observed(*observed_args(spec))
+    out = []
+    for lv in levels:
+        level = _level(plan, lv.table_level)
+        truth = np.asarray(obs.level_truth(level))
+        published = np.asarray(obs.level_published(level)) - truth[None]
+        ref_truth, ref_dp = hists[lv.table_level]
+        runs = ref_dp.shape[0]
+        comparisons = compare_sizes(
+            published.reshape(published.shape[0], -1),
+            truth.ravel(),
+            (ref_dp - ref_truth[None]).reshape(runs, -1),
+            ref_truth.ravel(),
+            threshold=threshold,
+        )
+        verdict = judge_post_processed(
+            lv.geolevel,
+            comparisons,
+            threshold=threshold,
+            declared_eps=declared_epsilon(lv.components, delta),
+            delta=delta,
+            measured_at=plan.geolevels[lv.table_level],
+            post_processing=spec.release.post_processing,
+        )
+        out.append(dataclasses.asdict(verdict))
+    return out
 
 
 def judge_level(
@@ -173,7 +256,8 @@ def claims_dataset(
         elif g in published:
             verdicts.append(Verdict(**published[g]))
         else:
-            verdicts.append(not_published(g, declared, delta))
+            pp = post_processed(spec)
+            verdicts.append(not_published(g, declared, delta, post_processed=pp))
     gl = S.GEOLEVEL
     return xr.Dataset(
         {
@@ -187,6 +271,6 @@ def claims_dataset(
             "n_tests": n_tests,
             "basis": "simulated" if published is None else "observed",
             "delta": delta,
-            "rule": RULE,
+            "rule": POST_PROCESSED_RULE if post_processed(spec) else RULE,
         },
     )

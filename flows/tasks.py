@@ -28,7 +28,8 @@ from auditlib.simulate.topdown import total_bias_sums
 from flows import kept_histograms
 from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
-from flows.claims import PublishedLevel, judge_level
+from flows.claims import PublishedLevel, judge_level, judge_post_processed_levels
+from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan, Block
 from storage import store
 
@@ -417,6 +418,19 @@ def claim_level(
 ) -> dict[str, Any]:
     """The verdict on a published level's declared claim (:func:`flows.claims.judge_level`)."""
     return judge_level(url, plan, level, delta=delta, threshold=threshold)
+
+
+@task(name="claim-post-processed", **TASK_OPTS)
+def claim_post_processed(
+    spec: AuditSpec,
+    plan: AuditPlan,
+    levels: list[PublishedLevel],
+    delta: float,
+    threshold: float,
+) -> list[dict[str, Any]]:
+    """The verdicts on the levels of a release declared post-processed: one reference
+    simulation, every level tested against it (:func:`flows.claims.judge_post_processed_levels`)."""
+    return judge_post_processed_levels(spec, plan, levels, delta=delta, threshold=threshold)
 
 
 #: keyed stream of the composed EPL's bootstrap: (EPL_BOOTSTRAP, COMPOSED_EPL_KEY), beyond any

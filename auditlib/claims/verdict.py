@@ -114,14 +114,23 @@ def by_construction(geolevel: str, declared_eps: float, delta: float, release: s
     )
 
 
-def not_published(geolevel: str, declared_eps: float, delta: float) -> Verdict:
-    """A declared level whose counts the published table does not hold on their own."""
+def not_published(
+    geolevel: str, declared_eps: float, delta: float, *, post_processed: bool = False
+) -> Verdict:
+    """A declared level whose counts the published table does not hold on their own (of a
+    release declared ``post_processed``: a level the declaration maps onto none of the table's)."""
+    why = (
+        "the declaration measures this level at none of the table's levels (release.levels "
+        'maps it to ""), so no published count shows its noise'
+        if post_processed
+        else "the published table holds no counts measured at this level on their own (its "
+        "levels above the rows are sums of them; if the rows are this level's counts, map it to "
+        "them with release.levels)"
+    )
     return Verdict(
         geolevel,
         "undecided",
-        "undecided: the published table holds no counts measured at this level on their own "
-        "(its levels above the rows are sums of them; if the rows are this level's counts, map "
-        "it to them with release.levels)",
+        f"undecided: {why}",
         {"test": "none", "declared_eps": declared_eps, "delta": delta},
     )
 
@@ -167,6 +176,18 @@ def epsilon_interval(
     lo = min(eps(k, "lower") for k in lows)
     hi = max(eps(k, "upper") for k in _span(k_low, k_low * (1 + WIGGLE)))
     return min(lo, hi), hi
+
+
+def declared_epsilon(components: Sequence[Any], delta: float) -> float:
+    """The declared noise's ε(δ): the certified accountant's upper end at exactly the declared
+    scale (the accounting table's exact ε)."""
+    from auditlib.accounting import DiscreteGaussianLoss, PrivacyLossComposition
+
+    losses = [
+        DiscreteGaussianLoss(Fraction(c[0]), int(c[1])) if isinstance(c, tuple) else c
+        for c in components
+    ]
+    return float(PrivacyLossComposition(losses).epsilon(delta).upper)
 
 
 def _span(a: float, b: float) -> list[float]:

@@ -33,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import DETAILED, TOTAL
+from auditlib.geography.schema import DETAILED, TOTAL, AttributeSchema
 from auditlib.geography.tabular import ROW_LEVEL, TabularPopulation, _read, read_counts
 from auditlib.simulate.release import ResidualBlock
 
@@ -210,10 +210,12 @@ def read_observed(
     published: Sequence[Sequence[str]] = (),
     published_files: Sequence[str | Path | pd.DataFrame] = (),
     integer: bool = True,
+    schema: AttributeSchema | None = None,
 ) -> ObservedRelease:
-    """Read the true counts (``source``, as :func:`read_counts`) and the published runs: either
-    ``published`` (per run, its columns of ``source`` parallel to ``counts``) or
-    ``published_files`` (one table per run, keyed by ``levels`` and ``unit``)."""
+    """Read the true counts (``source``, as :func:`read_counts`, the count columns the cells of
+    ``schema`` when given) and the published runs: either ``published`` (per run, its columns of
+    ``source`` parallel to ``counts``) or ``published_files`` (one table per run, keyed by
+    ``levels`` and ``unit``)."""
     if bool(published) == bool(published_files):
         raise InvalidParameterError(
             "Invalid published runs: give either published (columns of the table, one list per "
@@ -221,7 +223,7 @@ def read_observed(
             + ("both" if published else "neither")
         )
     counts = list(counts)
-    pop = read_counts(source, counts, levels=levels, unit=unit)
+    pop = read_counts(source, counts, levels=levels, unit=unit, schema=schema)
     if published:
         frame = _read(source)
         where = _where(source)

@@ -76,6 +76,14 @@ class Claims:
         ]
         if self.simulated or not pairs:
             return ""
+        post = {str(c.evidence.get("post_processing", "")) for c in self.levels.values()} - {""}
+        if post:  # declared post-processed: every level of the table is measured on its own
+            at = ", ".join(f"{g} at {t}" for g, t in pairs)
+            how = "TopDown" if post == {"topdown"} else ", ".join(sorted(post))
+            return (
+                f"Measured: {at} (the table's levels); each tested against dpaudit's own {how} "
+                "of the declared allocation on the same true counts."
+            )
         at = ", ".join(f"{g} at the table's rows ({t})" for g, t in pairs)
         return f"Measured: {at}; the table's levels above the rows are sums of them."
 

@@ -112,14 +112,26 @@ def summary_section(
 ) -> SummarySection | None:
     """One row per geolevel (and all levels composed) of what each of the three answers says,
     and the claim verdict of each level (``claims``; ``None``: the store holds none)."""
+    # a published table's level tested as a declared geolevel shares that geolevel's row
+    alias = (
+        {
+            str(c.evidence["measured_at"]): c.level
+            for c in claims.levels.values()
+            if c.evidence.get("measured_at") and c.evidence["measured_at"] != c.level
+        }
+        if claims is not None and not claims.simulated
+        else {}
+    )
+    epl_idx = {alias.get(g, g): i for g, i in _level_index(epl).items()}
+    shown = {g: t for t, g in alias.items() if g in epl_idx}
     level_order: list[str] = []
-    for ds in (acc, epl, mpl):
-        for g in _level_index(ds):
+    for idx in (_level_index(acc), epl_idx, _level_index(mpl)):
+        for g in idx:
             if g not in level_order:
                 level_order.append(g)
     if not level_order:
         return None
-    acc_idx, epl_idx, mpl_idx = _level_index(acc), _level_index(epl), _level_index(mpl)
+    acc_idx, mpl_idx = _level_index(acc), _level_index(mpl)
     hd = headline_delta(acc)
     j, delta = hd if hd is not None else (None, None)
     basis = release_basis(attrs, epl)
@@ -149,7 +161,8 @@ def summary_section(
 
     rows: list[dict[str, str]] = []
     for level in level_order:
-        row: dict[str, str] = {"geolevel": level, "composed": ""}
+        label = f"{level} (at {shown[level]})" if level in shown else level
+        row: dict[str, str] = {"geolevel": label, "composed": ""}
         if acc is not None and level in acc_idx:
             row.update(acc_cells("", acc_idx[level]))
         else:

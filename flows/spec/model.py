@@ -90,6 +90,12 @@ class AuditSpec(Strict):
             )
         if self.release.kind != "observed":
             named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
+            fresh = ReleaseSection()
+            named += [
+                k
+                for k in ("post_processing", "reference_runs")
+                if getattr(self.release, k) != getattr(fresh, k)
+            ]
             if named:
                 raise ValueError(
                     f"release.{named[0]} is a setting of a published release; drop it or set "
@@ -303,7 +309,35 @@ class AuditSpec(Strict):
                 f"against; allowed universes: {', '.join(alloc.universes())}"
             )
         load_observed(*observed_args(self))
+        if r.post_processing == "none" and r.reference_runs != ReleaseSection().reference_runs:
+            raise ValueError(
+                'release.reference_runs is a setting of release.post_processing = "topdown" '
+                "(the runs of dpaudit's TopDown the published runs are tested against); drop it"
+            )
+        if r.post_processing != "none":
+            self.reference_spec()  # names a bad schema, mapping or count column
         _ = self.observed_measured_as  # names a bad release.levels entry
+
+    def reference_spec(self) -> AuditSpec:
+        """An observed release declared post-processed (``release.post_processing``): the release
+        it is declared to be — dpaudit's own TopDown of the declared allocation on the table's
+        true counts, ``release.reference_runs`` replicates — whose runs its residuals are tested
+        against; ``ValueError`` naming what that release cannot be built from."""
+        r = self.release
+        if r.kind != "observed" or r.post_processing == "none":
+            raise ValueError("reference_spec: the spec declares no post-processed release")
+        d = self.model_dump(mode="json")
+        d["release"] = {"kind": "topdown", "tolerance": r.tolerance, "levels": dict(r.levels)}
+        d["audit"]["replicates"] = r.reference_runs
+        try:
+            return AuditSpec.model_validate(d)
+        except Exception as exc:  # the TopDown checks name the schema, level or column
+            msg = str(exc).split("\n")
+            detail = next((m.strip() for m in msg if m.strip().startswith("Value error")), msg[-1])
+            raise ValueError(
+                f'release.post_processing = "{r.post_processing}": the declared release cannot '
+                f"be simulated on this table — {detail.removeprefix('Value error, ')}"
+            ) from None
 
     @property
     def observed_measured_as(self) -> dict[str, str]:
@@ -312,6 +346,9 @@ class AuditSpec(Strict):
         own). From ``release.levels`` (allocation geolevel -> table level, "" for none), else the
         allocation's last geolevel; ``ValueError`` naming a bad entry."""
         a, unit = self.audit, self.geolevels[-1]
+        if self.release.post_processing != "none":  # every level of the table is measured
+            measured = self.table_measured_geolevels
+            return {g: t for g, t in zip(measured, self.geolevels, strict=True) if g}
         alloc_levels = load_allocation(a.allocation).geolevels(a.universe, a.region)
         mapping = dict(self.release.levels)
         if not mapping:
@@ -461,4 +498,13 @@ def observed_args(spec: AuditSpec) -> tuple[Any, ...]:
         tuple(tuple(run) for run in r.published),
         tuple(r.published_files),
         r.published_integer,
+        observed_schema(spec),
     )
+
+
+def observed_schema(spec: AuditSpec) -> str:
+    """The schema an observed table's count columns are the cells of: ``population.attributes``
+    when set (or the release is declared post-processed), else "" (one attribute whose levels
+    are the columns)."""
+    p, r = spec.population, spec.release
+    return p.attributes if r.post_processing != "none" or p.attributes != "total" else ""

@@ -18,7 +18,7 @@ from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
 from auditlib.simulate.noise import NoiseVariance
-from flows.spec.model import AuditSpec, observed_args
+from flows.spec.model import AuditSpec, observed_args, observed_schema
 from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
@@ -102,6 +102,8 @@ class TableParams:
     epsilon_strata: float | None = None  # sa3: ε₂ of the counts (None: epsilon)
     #: observed: ``flows.spec.sources.load_observed``'s arguments (published runs read, not drawn)
     observed: tuple[Any, ...] | None = None
+    #: the schema the count columns are the cells of ("": one attribute, the columns its levels)
+    attributes: str = ""
 
 
 @dataclass(frozen=True)
@@ -372,7 +374,7 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
 
 def table_tree(t: TableParams) -> Any:
     """The table's tree of total counts: a root over its top level, then every level."""
-    return load_table(t.path, t.counts, t.levels, t.unit).count_tree()
+    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes).count_tree()
 
 
 def _table_plan(spec: AuditSpec) -> AuditPlan:
@@ -388,6 +390,7 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         epsilon=r.epsilon,
         n_runs=r.n_runs,
         epsilon_strata=r.epsilon_strata,
+        attributes=observed_schema(spec) if r.kind == "observed" else "",
     )
     tree = table_tree(params)
     levels = spec.geolevels

@@ -226,6 +226,16 @@ class ReleaseSection(Strict):
     #: observed: the mechanism publishes whole numbers (discrete Gaussian, geometric): a fractional
     #: published count is refused; false for real-valued noise (Laplace, Gaussian)
     published_integer: bool = True
+    #: observed: the post-processing the declaration says the published counts went through:
+    #: "none" (each residual is a draw of the declared noise) or "topdown" (the declared
+    #: allocation's noisy measurements post-processed top-down, as release.kind = "topdown"
+    #: does, e.g. the Census Bureau's counts): population.attributes then names the schema,
+    #: release.levels maps the allocation's geolevels onto every level of the table as for a
+    #: TopDown release, and each level's residuals are tested against dpaudit's own TopDown of
+    #: the declared allocation on the same true counts, never against the raw noise
+    post_processing: Literal["none", "topdown"] = "none"
+    #: observed, post_processing = "topdown": the runs of dpaudit's TopDown drawn as reference
+    reference_runs: Annotated[int, Field(ge=10, le=10_000)] = 100
 
     @field_validator("published_files")
     @classmethod

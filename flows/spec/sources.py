@@ -117,9 +117,11 @@ def load_observed(
     published: tuple[tuple[str, ...], ...],
     published_files: tuple[str, ...],
     integer: bool,
+    attributes: str = "",
 ) -> Any:
     """A published release beside its truth (``read_observed``; cached per process and version of
-    every file it reads)."""
+    every file it reads); ``attributes``: the schema the count columns are the cells of ("": one
+    attribute whose levels are the columns)."""
     import os
 
     versions = []
@@ -130,7 +132,7 @@ def load_observed(
         except OSError:
             versions.append((0, 0))  # read_observed names the missing file
     return _load_observed(
-        path, counts, levels, unit, published, published_files, integer, tuple(versions)
+        path, counts, levels, unit, published, published_files, integer, attributes, tuple(versions)
     )
 
 
@@ -143,9 +145,11 @@ def _load_observed(
     published: tuple[tuple[str, ...], ...],
     published_files: tuple[str, ...],
     integer: bool,
+    attributes: str,
     versions: tuple[tuple[int, int], ...],
 ) -> Any:
     from auditlib.geography.observed import read_observed
+    from auditlib.geography.schema import schema
 
     return read_observed(
         path,
@@ -155,6 +159,7 @@ def _load_observed(
         published=published,
         published_files=published_files,
         integer=integer,
+        schema=schema(attributes) if attributes else None,
     )
 
 
