@@ -231,6 +231,7 @@ class AuditSpec(Strict):
                     "population.counts (in the schema's cell order)"
                 )
             named = any(f in msg for f in (p.path, *self.release.published_files))
+            named = named or msg.startswith(("release.", "population.", "audit."))
             raise ValueError(msg if named else f"population.path = {p.path!r}: {msg}") from None
         if topdown:
             self._check_table_topdown()
@@ -334,6 +335,7 @@ class AuditSpec(Strict):
         except Exception as exc:  # the TopDown checks name the schema, level or column
             msg = str(exc).split("\n")
             detail = next((m.strip() for m in msg if m.strip().startswith("Value error")), msg[-1])
+            detail = detail.split(" [type=")[0]
             raise ValueError(
                 f'release.post_processing = "{r.post_processing}": the declared release cannot '
                 f"be simulated on this table — {detail.removeprefix('Value error, ')}"
