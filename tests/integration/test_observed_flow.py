@@ -176,3 +176,42 @@ def test_a_run_file_without_a_unit_exits_2(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "unit ('S0', 'C17')" in res.output and "run1.csv" in res.output
     assert not target.exists()
+
+
+def test_a_release_declared_topdown_is_tested_against_dpaudits_own_topdown(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    """The shipped country published by TopDown at a quarter of the declared σ² (ε about twice
+    the claim) and declared post-processed TopDown of pl94_2021_production: `dpaudit run` tests
+    every mapped level against its own TopDown of the declaration on the same counts (one test
+    per level and size class of true counts) and refutes each; the unmapped levels undecided.
+    The true and conservative declarations: tests/unit/test_claims_post_processed.py."""
+    from auditlib.claims.two_sample import size_class
+    from tests._topdown_runs import cells, write_release
+
+    spec = write_release(tmp_path, 0.25, 20, 7)
+    spec.write_text(spec.read_text().replace("[release]\n", "[release]\nreference_runs = 40\n"))
+    url = tmp_path / "half.zarr"
+    done = run_cli(spec, url, dask_address, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    claims = store.open_group(str(url), S.CLAIMS)
+    verdict = dict(zip(claims.geolevel.values, claims.claim_verdict.values, strict=True))
+    assert verdict == {
+        "US": "refuted",
+        "State": "refuted",
+        "County": "refuted",
+        "Tract": "undecided",
+        "Block_Group": "undecided",
+        "Block": "refuted",
+    }
+    truth = pd.read_csv(tmp_path / "country.csv")
+    c = cells()
+    levels = [truth[c].sum().to_numpy(), truth.groupby("region")[c].sum().to_numpy()]
+    levels += [truth.groupby("district")[c].sum().to_numpy(), truth[c].to_numpy()]
+    m = sum(len(np.unique(size_class(t.ravel()))) for t in levels)
+    assert claims.attrs["n_tests"] == m and "Mann–Whitney" in claims.attrs["rule"]
+    evidence = json.loads(str(claims.claim_evidence.sel(geolevel="County").values))
+    assert evidence["measured_at"] == "district" and evidence["reference_runs"] == 40
+    assert evidence["p_value"] < 0.05 / m == pytest.approx(evidence["threshold"])
+    # the CLI's table says it, with where each declared level was measured
+    assert "refuted" in done.stdout and "County at district" in done.stdout
