@@ -133,8 +133,9 @@ def _total_bias(ng: int, results: list[dict[str, Any]]) -> dict[str, Any]:
     dims = (S.GEOLEVEL, S.TRUTH_CLASS)
     what = {
         "description": "mean of released minus true total over the level's units whose true total "
-        "is 0 (empty) or > 0 (populated), every unit, state and replicate (TopDown: "
-        "non-negativity lifts empty units, the invariant totals take it back from the others)"
+        "is 0 (empty) or > 0 (populated), and of the populated ones by true total (1–9, "
+        "10–99, 100–999, ≥ 1000), every unit, state and replicate (TopDown: non-negativity "
+        "lifts empty units, the invariant totals take it back from the others)"
     }
     return {"total_bias": (dims, mean, what), "total_bias_units": (dims, counts)}
 

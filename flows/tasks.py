@@ -24,7 +24,7 @@ from auditlib.epl import (
 )
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.synthetic import simulate_synthetic_block
-from auditlib.simulate.topdown import total_bias_sums
+from auditlib.simulate.topdown import TRUTH_CLASSES, total_bias_sums
 from flows import kept_histograms
 from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
@@ -281,7 +281,8 @@ def epl_geolevel(
         "range_multiplier": range_multiplier,
         "bias_aware": ba,
     }
-    bias_sums, bias_n = np.zeros(2), np.zeros(2, dtype=np.int64)  # TopDown: unit totals by truth
+    k = len(TRUTH_CLASSES)  # TopDown: unit totals by truth
+    bias_sums, bias_n = np.zeros(k), np.zeros(k, dtype=np.int64)
     for b in blocks:
         r, q = store.read_residuals(url, b.state, b.geolevel)
         if plan.topdown is not None:

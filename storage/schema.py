@@ -47,7 +47,9 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   cross-level residual correlations along paths leaf → root (seed 001 trees; NaN otherwise).
   TopDown releases also store the bias of unit totals conditional on the truth:
   ``total_bias(geolevel, truth_class)``, the mean released − true total of the level's units whose
-  true total is 0 (``empty``) or > 0 (``populated``), over every unit, state and replicate, and
+  true total is 0 (``empty``) or > 0 (``populated``) — and of the populated ones by true total
+  (``1–9``, ``10–99``, ``100–999``, ``≥ 1000``; stores written before hold the first two) — over
+  every unit, state and replicate, and
   ``total_bias_units(geolevel, truth_class)``, how many (unit, replicate) pairs it averages.
 - ``accounting``: ``rho``, ``sigma2_min``, ``sigma2_max``, ``n_queries`` (geolevel);
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);

@@ -451,8 +451,11 @@ def residual_blocks(
     ]
 
 
-#: classes of a unit by its true total: the stored bias of a TopDown geolevel is per class
-TRUTH_CLASSES: tuple[str, ...] = ("empty", "populated")
+#: classes of a unit by its true total: the stored bias of a TopDown geolevel is per class —
+#: empty (0), populated (> 0), and the populated ones again by size (:data:`TOTAL_EDGES`)
+TRUTH_CLASSES: tuple[str, ...] = ("empty", "populated", "1–9", "10–99", "100–999", "≥ 1000")
+#: lower ends of the size classes of populated units (the classes after "populated")
+TOTAL_EDGES: tuple[int, ...] = (1, 10, 100, 1000)
 
 
 def total_bias_sums(
@@ -462,8 +465,9 @@ def total_bias_sums(
     unit_index: npt.ArrayLike,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """The released − true totals of a TopDown block's units, summed per :data:`TRUTH_CLASSES`
-    (true total 0, or > 0) over units and replicates, with their number: ``(sums, counts)``, each
-    of length 2 (the mean residual of a class is ``sums / counts``; blocks add).
+    (true total 0, > 0, then 1–9, 10–99, 100–999, ≥ 1000) over units and replicates, with their
+    number: ``(sums, counts)``, each of length ``len(TRUTH_CLASSES)`` (the mean residual of a
+    class is ``sums / counts``; blocks add).
 
     ``residual`` is (replicates, items), the other arrays (items,) as :func:`level_residuals`
     lays them out (``query_index`` −1: padding). Every marginal query partitions the detailed
@@ -471,7 +475,8 @@ def total_bias_sums(
     is used."""
     res = np.asarray(residual)
     qi = np.asarray(query_index)
-    sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
+    k = len(TRUTH_CLASSES)
+    sums, counts = np.zeros(k), np.zeros(k, dtype=np.int64)
     valid = qi >= 0
     if not valid.any():
         return sums, counts
@@ -484,7 +489,13 @@ def total_bias_sums(
         (np.ones(cols.size), (np.arange(cols.size), inv)), shape=(cols.size, units.size)
     )
     totals = np.asarray((by_unit.T @ res[:, cols].astype(np.float64).T).T)
-    for c, members in enumerate((true_total == 0, true_total > 0)):
+    size = np.searchsorted(np.asarray(TOTAL_EDGES), true_total, side="right")  # 0: empty
+    classes = [
+        true_total == 0,
+        true_total > 0,
+        *(size == j for j in range(1, len(TOTAL_EDGES) + 1)),
+    ]
+    for c, members in enumerate(classes):
         sums[c] = float(totals[:, members].sum())
         counts[c] = int(members.sum()) * res.shape[0]
     return sums, counts

@@ -5,7 +5,8 @@ A store's root attribute ``release`` names the release kind (older stores: the s
 declared allocation, so the claim holds by construction, and an EPL above its floor (or above the
 exact ε) is the release's post-processing or the estimator's small-sample and window effects,
 never privacy loss — post-processing cannot add privacy loss. A TopDown release stores the bias
-of its unit totals (``epl.total_bias``: empty and populated units), which gives the number.
+of its unit totals (``epl.total_bias``: empty and populated units, the populated ones by size),
+which gives the number.
 
 An ``observed`` release is a published one: its noise is not known to be the claimed noise, and
 what the residuals say of the claim is the claim verdict's (:mod:`flows.report.claims`).
@@ -42,6 +43,9 @@ class TotalBias:
     level: str
     empty: float  # NaN: the level has no empty unit
     populated: float
+    #: the populated units by true total ("1–9", "10–99", ...): their mean shift (stores written
+    #: before the size classes hold none)
+    by_size: tuple[tuple[str, float], ...] = ()
 
     def words(self) -> str:
         parts = []
@@ -53,6 +57,9 @@ class TotalBias:
                 if parts
                 else f"populated units' totals by {signed(self.populated)}"
             )
+        sizes = [(c, b) for c, b in self.by_size if math.isfinite(b)]
+        if len(sizes) > 1:
+            parts[-1] += " (true total " + ", ".join(f"{c}: {signed(b)}" for c, b in sizes) + ")"
         return " and ".join(parts)
 
 
@@ -154,7 +161,10 @@ def total_bias(epl: xr.Dataset | None) -> TotalBias | None:
         size = np.where(np.isfinite(values), np.abs(values), -1.0)
         if np.any(size > 0):
             i = int(np.argmax(size))
-            return TotalBias(levels[i], float(empty[i]), float(populated[i]))
+            sizes = tuple(
+                (c, float(bias[i, j])) for c, j in col.items() if c not in ("empty", "populated")
+            )
+            return TotalBias(levels[i], float(empty[i]), float(populated[i]), sizes)
     return None
 
 

@@ -1,5 +1,6 @@
 """A TopDown audit stores the bias of its unit totals conditional on the truth: the mean released −
-true total of empty and of populated units, per geolevel (the ``epl`` group's ``total_bias``)."""
+true total of empty and of populated units, and of the populated ones by true total (1–9, 10–99,
+100–999, ≥ 1000), per geolevel (the ``epl`` group's ``total_bias``)."""
 
 from __future__ import annotations
 
@@ -30,15 +31,17 @@ SPEC = {
 }
 
 
-def _reference(plan, geolevel: str) -> tuple[float, float]:
-    """Mean released − true total of empty and populated units at ``geolevel``, from the releases
-    themselves (the library's runs on the keyed streams the audit uses), not from the store."""
+def _reference(plan, geolevel: str) -> list[float]:
+    """Mean released − true total of empty, populated, 1–9, 10–99, 100–999 and ≥ 1000 units at
+    ``geolevel``, from the releases themselves (the library's runs on the keyed streams the audit
+    uses), not from the store."""
     from auditlib.geography.schema import schema
 
     sch = schema("pl94")
     q = {name: sch.query_matrix(name) for name in sch.query_names}
     gis = [plan.geolevels.index(g) for g in plan.hierarchy.geolevels]
-    diffs: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    bounds = [(0, 0), (1, np.inf), (1, 9), (10, 99), (100, 999), (1000, np.inf)]
+    diffs: list[list[np.ndarray]] = [[] for _ in bounds]
     for key in (1, 2):
         h, hist = state_population(plan, key)
         runs = replicates(
@@ -55,10 +58,10 @@ def _reference(plan, geolevel: str) -> tuple[float, float]:
         truth = runs[0].truth[i].sum(axis=1)
         for run in runs:
             d = run.dp[i].sum(axis=1) - truth
-            diffs[True].append(d[truth == 0])
-            diffs[False].append(d[truth > 0])
-    empty, populated = (np.concatenate(diffs[k]) for k in (True, False))
-    return (float(empty.mean()) if empty.size else np.nan), float(populated.mean())
+            for k, (lo, hi) in enumerate(bounds):
+                diffs[k].append(d[(truth >= lo) & (truth <= hi)])
+    means = [np.concatenate(d) for d in diffs]
+    return [float(m.mean()) if m.size else np.nan for m in means]
 
 
 def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -> None:
@@ -75,15 +78,18 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
         for g in sorted({b.geolevel for b in plan.blocks})
     ]
     ds = epl_dataset(plan, results, spec)
-    bias = ds.total_bias.sel(truth_class=["empty", "populated"])
+    classes = ["empty", "populated", "1–9", "10–99", "100–999", "≥ 1000"]
+    bias = ds.total_bias.sel(truth_class=classes)
     units = ds.total_bias_units
-    for g in ("Block", "Block_Group"):
-        empty, populated = _reference(plan, g)
-        np.testing.assert_allclose(bias.sel(geolevel=g).values, [empty, populated], rtol=1e-9)
+    for g in ("Block", "Block_Group", "Tract"):
+        np.testing.assert_allclose(bias.sel(geolevel=g).values, _reference(plan, g), rtol=1e-9)
+    sizes = units.sel(truth_class=classes[2:]).sum("truth_class")
+    np.testing.assert_array_equal(sizes, units.sel(truth_class="populated"))  # a partition
     blocks = bias.sel(geolevel="Block").values
     assert blocks[0] > 0.5 and blocks[1] < 0  # non-negativity lifts empty blocks, others pay
     n_blocks = 2 * 2 * 2 * 6  # per state
-    assert int(units.sel(geolevel="Block").sum()) == 2 * n_blocks * plan.replicates
+    every = units.sel(geolevel="Block", truth_class=["empty", "populated"]).sum()
+    assert int(every) == 2 * n_blocks * plan.replicates
     # the nation: one populated unit, the sum of the invariant state totals
     assert int(units.sel(geolevel=NATIONAL, truth_class="populated")) == plan.replicates
     assert bias.sel(geolevel=NATIONAL, truth_class="populated").item() == 0.0
@@ -98,7 +104,23 @@ def test_total_bias_sums_reads_any_query_of_a_block() -> None:
     truth = np.array([0, 5, 0, 0, 3, 2, 0])
     ui = np.array([0, 1, 0, 0, 1, 1, 0])
     sums, counts = total_bias_sums(res, qi, truth, ui)
-    np.testing.assert_array_equal(sums, [4.0, -2.0])
-    np.testing.assert_array_equal(counts, [2, 2])
+    # unit 0 empty (4 over both runs), unit 1 of true total 5 (−2): populated and 1–9
+    np.testing.assert_array_equal(sums, [4.0, -2.0, -2.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(counts, [2, 2, 2, 0, 0, 0])
     only_cells = total_bias_sums(res[:, 2:6], qi[2:6], truth[2:6], ui[2:6])  # the same from query 1
     np.testing.assert_array_equal(only_cells[0], sums)
+
+
+def test_the_report_names_the_shift_by_true_total() -> None:
+    from flows.report.release_basis import TotalBias
+
+    nan = float("nan")
+    sizes = (("1–9", 0.1), ("10–99", -0.5), ("100–999", nan), ("≥ 1000", nan))
+    assert TotalBias("Block", 0.83, -0.2, sizes).words() == (
+        "empty units' totals by +0.83 and populated ones by \u22120.20 (true total 1–9: +0.10, "
+        "10–99: \u22120.50)"
+    )
+    # a store written before the size classes: the two classes only
+    assert TotalBias("Block", 0.83, -0.2).words() == (
+        "empty units' totals by +0.83 and populated ones by \u22120.20"
+    )
