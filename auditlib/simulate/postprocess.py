@@ -35,6 +35,19 @@ from scipy import sparse
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.simulate.projection import project_thresholds
 
+#: the grid the rounders snap their real-valued inputs to (2⁻¹⁶ ≈ 1.5e-5 people): fractional parts
+#: closer than this are ties, broken by position, so two machines whose fits differ in the last
+#: digits (another BLAS, another order of sums) release the same integers. A perturbation of size
+#: d moves a value across a grid point with probability about 2d / ROUNDING_GRID (3e-5 per value at
+#: d = 1e-9); a tie broken by float noise flipped about 7 % of a level's cells before.
+ROUNDING_GRID = 2.0**-16
+
+
+def snap(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``x`` to the nearest multiple of :data:`ROUNDING_GRID` (exact in float64 below 2³⁶)."""
+    return np.round(x / ROUNDING_GRID) * ROUNDING_GRID
+
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -254,7 +267,7 @@ def round_preserving(x: npt.ArrayLike, segment: npt.ArrayLike, target: npt.Array
         raise InvalidParameterError("Invalid target: rounding needs integer segment targets")
     if not np.isfinite(v).all() or (v < -1e-6).any():
         raise InvalidParameterError("Invalid x: values must be finite and >= 0")
-    v = np.maximum(v, 0.0)
+    v = snap(np.maximum(v, 0.0))
     fl = np.floor(v)
     frac = v - fl
     out = fl.astype(np.int64)

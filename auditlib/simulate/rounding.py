@@ -40,6 +40,7 @@ from scipy import sparse
 from scipy.sparse.csgraph import maximum_flow
 
 from auditlib.exceptions import InvalidParameterError
+from auditlib.simulate.postprocess import snap
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -111,6 +112,10 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
             f"Invalid x: the children of parent {p} sum to {float(sums[p, k]):g} in cell {k}, not "
             f"the parent's {int(tgt[p, k])}"
         )
+    v = snap(v)  # near-ties are ties, broken by position: the same integers on any machine
+    fl = np.floor(v)
+    frac = v - fl
+    out = fl.astype(np.int64)
     deficit = np.clip(
         tgt.astype(np.int64) - np.rint(_group_sums(fl, starts, has)).astype(np.int64), 0, None
     )
