@@ -108,6 +108,11 @@ SPECS = {
     "table-1e30": "[population]\nkind = 'table'\npath = 'counts.csv'\ncounts = ['total']\n"
     "[release]\nkind = 'gdpc'\n",
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
+    "replicates-true": "[audit]\nreplicates = true\n",
+    "replicates-str": '[audit]\nreplicates = "2"\n',
+    "replicates-float": "[audit]\nreplicates = 2.0\n",
+    "memory-negative": '[cluster]\nmemory_limit = "-4GiB"\n',
+    "deep": "[audit]\nname = " + "[" * 3000 + "]" * 3000 + "\n",
     "good": to_toml(tiny_spec()),
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
     # production schemas: TopDown on the spine only, blocks small enough to write
@@ -256,6 +261,11 @@ CASES = [
     line("run-queries-empty", run_(S("queries-empty")), "simulation.queries"),
     line("run-table-count-1e30", run_(S("table-1e30")), "Invalid count 1e+30"),
     line("run-mpl-geolevels-empty", run_(S("mpl-geolevels-empty")), "mpl.geolevels"),
+    line("run-replicates-true", run_(S("replicates-true")), "replicates = True: must be an int"),
+    line("run-replicates-str", run_(S("replicates-str")), "replicates = '2': must be an integer"),
+    line("run-replicates-float", run_(S("replicates-float")), "replicates = 2.0: must be an int"),
+    line("run-memory-negative", run_(S("memory-negative")), "'-4GiB': must be a positive size"),
+    line("run-spec-nested-3000-deep", run_(S("deep")), "deep.toml' nests", "too deeply"),
     # run: the outputs (before the cluster)
     line("run-unreachable-scheduler", run_(S("good")), "is unreachable"),
     line("run-store-exists", run_(S("good"), "--store", "existing.zarr"), "not a dpaudit store"),
