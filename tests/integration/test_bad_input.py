@@ -146,6 +146,13 @@ ALLOCS = {
     "duplicate": _AH + "State,total,1,discrete_gaussian,1/2,,,\nState,total,1,discrete_gaussian,"
     "1/4,,,\n",
     "cells": _AH + "State,total,many,discrete_gaussian,1/2,,,\n",
+    "sigma2-1e400": _AH + "State,total,1,discrete_gaussian,,1e400,,add_remove\n",
+    "sigma2-1e-400": _AH + "State,total,1,discrete_gaussian,,1e-400,,add_remove\n",
+    "sigma2-5e-324": _AH + "State,total,1,discrete_gaussian,,5e-324,,add_remove\n",
+    "cells-superscript": _AH + "State,total,²,discrete_gaussian,1/2,,,\n",
+    "long-field": _AH + "State,total,1,discrete_gaussian,1/2,,,," + "x" * 131_073 + "\n",
+    "sensitivity-1e12": "geolevel,query,mechanism,sigma2,sensitivity,neighbours\n"
+    "State,total,discrete_gaussian,4,1000000000000,add_remove\n",
 }
 BYTES = {
     "latin1": b'[audit]\nname = "caf\xe9"\n',  # Latin-1, not UTF-8: byte 19
@@ -166,6 +173,7 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     (work / "alloc").mkdir()
     for name, text in ALLOCS.items():
         (work / "alloc" / f"{name}.csv").write_text(text, encoding="utf-8")
+    (work / "alloc" / "deep.toml").write_text("neighbours = " + "[" * 3000 + "]" * 3000 + "\n")
     (work / "afile").write_text("a regular file\n")
     (work / "existing.html").write_text("<p>mine</p>")
     (work / "existing.csv").write_text("mine\n")
@@ -457,6 +465,39 @@ CASES = [
         "'many'",
     ),
     line("account-alloc-missing", lambda c: ["account", "-a", "alloc/none.csv"], "existing file"),
+    *(
+        line(
+            f"account-alloc-{name}",
+            lambda c, name=name: ["account", "-a", f"alloc/{name}.csv"],
+            "line 2, column 'sigma2'",
+            "is outside [1e-12, 1e12]",
+        )
+        for name in ("sigma2-1e400", "sigma2-1e-400", "sigma2-5e-324")
+    ),
+    line(
+        "account-alloc-cells-superscript",
+        lambda c: ["account", "-a", "alloc/cells-superscript.csv"],
+        "line 2, column 'cells'",
+        "'²' is not a positive integer",
+    ),
+    line(
+        "account-alloc-long-field",
+        lambda c: ["account", "-a", "alloc/long-field.csv"],
+        "line 2",
+        "131,072 characters",
+    ),
+    line(
+        "account-alloc-sensitivity-1e12",
+        lambda c: ["account", "-a", "alloc/sensitivity-1e12.csv"],
+        "line 2, column 'sensitivity'",
+        "MAX_SENSITIVITY = 2,097,152",
+    ),
+    line(
+        "account-alloc-toml-3000-deep",
+        lambda c: ["account", "-a", "alloc/deep.toml"],
+        "deep.toml', TOML",
+        "nested too deeply",
+    ),
     line(
         "account-alloc-other-relation",
         lambda c: ["account", "-a", "alloc/mixed.csv", "-n", "bounded"],
