@@ -35,7 +35,7 @@ import zarr
 import zarr.errors
 
 from auditlib.exceptions import StoreError
-from storage import checksums
+from storage import checksums, files
 from storage import schema as S
 from storage.residuals import (
     LAYOUT,
@@ -130,7 +130,8 @@ def is_dpaudit_store(url: str, run_id: str | None = None) -> bool:
 
 def _occupant(url: str, run_id: str | None = None) -> str:
     """What is at ``url``: ``none``, ``empty`` (an empty directory), ``dpaudit`` (a store dpaudit
-    created), ``symlink``, ``file``, or ``foreign`` (anything else)."""
+    created), ``symlink``, ``file``, a special file (:func:`storage.files.kind`: a FIFO, a device,
+    a socket), or ``foreign`` (anything else)."""
     if is_remote(url):
         fs, path = _fs(url)
         path = path.rstrip("/")
@@ -143,10 +144,11 @@ def _occupant(url: str, run_id: str | None = None) -> str:
         p = Path(url)
         if p.is_symlink():
             return "symlink"
-        if not p.exists():
+        found = files.kind(p)
+        if found == "none":
             return "none"
-        if not p.is_dir():
-            return "file"
+        if found != "directory":
+            return "file" if found == "file" else found
         if next(p.iterdir(), None) is None:
             return "empty"
     return "dpaudit" if is_dpaudit_store(url, run_id) else "foreign"
@@ -157,7 +159,7 @@ def _not_ours(url: str, kind: str) -> str:
         "symlink": "is a symbolic link",
         "file": "is a file",
         "foreign": f"is not a dpaudit store (its root zarr.json has no {S.STORE_ATTR!r} attribute)",
-    }[kind]
+    }.get(kind, f"is a {kind}, not a directory")
     return f"{url!r} {what}; dpaudit never replaces or deletes it, even with --overwrite"
 
 

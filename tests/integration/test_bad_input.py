@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -43,7 +44,8 @@ class Ctx:
 
 
 def tree(root: Path) -> dict[str, object]:
-    """Every path under ``root`` with its kind and, for files, its bytes."""
+    """Every path under ``root`` with its kind and, for files, its bytes (a FIFO, a socket or a
+    device: its kind and inode, never read)."""
     out: dict[str, object] = {}
     for p in sorted(root.rglob("*")):
         key = str(p.relative_to(root))
@@ -51,8 +53,11 @@ def tree(root: Path) -> dict[str, object]:
             out[key] = ("link", os.readlink(p))
         elif p.is_dir():
             out[key] = "dir"
-        else:
+        elif p.is_file():
             out[key] = p.read_bytes()
+        else:
+            st = p.lstat()
+            out[key] = ("special", stat.S_IFMT(st.st_mode), st.st_ino)
     return out
 
 
@@ -184,6 +189,12 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     plain.mkdir()
     (plain / "notes.txt").write_text("mine")
     monkeypatch.chdir(work)  # default outputs (results/..., report.html) land here
+    # where a file or a store is due: a FIFO (opening it to write would block), a socket and a
+    # link to a device (replacing it would replace the link; writing through it, the device)
+    os.mkfifo("fifo")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")  # relative: a socket path holds at most 107 bytes
+    os.symlink("/dev/null", "devlink")
     monkeypatch.setenv("DPAUDIT_LOG_DIR", str(tmp_path / "logs"))
     # the test process's own Prefect/Dask records (its harness, earlier cases run in-process) go
     # to a process-wide log chosen once per process: kept apart from what a command leaves
@@ -292,6 +303,19 @@ CASES = [
         "store",
     ),
     usage("run-unknown-option", lambda c: ["run", "--nosuch"], "--nosuch"),
+    # run: outputs that are no regular file, even with --overwrite
+    *(
+        line(
+            f"run-report-{name}",
+            run_(S("good"), "--report", name, "--overwrite"),
+            f"report '{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (("fifo", "FIFO"), ("sock", "socket"), ("devlink", "character device"))
+    ),
+    line("run-report-dev-null", run_(S("good"), "--report", "/dev/null"), "character device"),
+    line("run-store-fifo", run_(S("good"), "--store", "fifo", "--overwrite"), "is a FIFO"),
+    line("run-store-dev-null", run_(S("good"), "--store", "/dev/null", "--overwrite"), "device"),
     # spec
     line("spec-malformed", lambda c: ["spec", S("malformed")], "is not valid TOML"),
     line("spec-not-utf8", lambda c: ["spec", S("latin1")], "not UTF-8", "position 19"),
@@ -322,6 +346,29 @@ CASES = [
     line(
         "report-o-read-only", lambda c: ["report", "x.zarr", "-o", f"{c.ro}/r.html"], "cannot write"
     ),
+    *(
+        line(
+            f"report-o-{name.strip('/').replace('/', '-')}",
+            lambda c, name=name: ["report", "x.zarr", "-o", name, "--overwrite"],
+            f"report '{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (
+            ("fifo", "FIFO"),
+            ("sock", "socket"),
+            ("devlink", "character device"),
+            ("/dev/null", "character device"),
+        )
+    ),
+    # compare: its output before its stores
+    line(
+        "compare-o-fifo",
+        lambda c: ["compare", "x.zarr", "y.zarr", "-o", "fifo", "--overwrite"],
+        "output 'fifo' is a FIFO",
+    ),
+    line(
+        "compare-o-dir", lambda c: ["compare", "x.zarr", "y.zarr", "-o", "plain"], "is a directory"
+    ),
     # serve (PREFECT_API_URL unset)
     line("serve-no-server", lambda c: ["serve"], "needs a Prefect server"),
     # sweep
@@ -340,6 +387,11 @@ CASES = [
         "not a dpaudit store",
     ),
     line("sweep-unreachable", lambda c: ["sweep", "--scheduler", c.closed], "is unreachable"),
+    line(
+        "sweep-store-socket",
+        lambda c: ["sweep", "--store", "sock", "--overwrite", "--scheduler", c.closed],
+        "'sock' is a socket",
+    ),
     usage("sweep-neighbours-both", lambda c: ["sweep", "-n", "both"], "both"),
     usage("sweep-delta-abc", lambda c: ["sweep", "--delta", "abc"], "--delta"),
     # mpl-coverage
@@ -515,6 +567,11 @@ CASES = [
         lambda c: ["allocation", "export", "pl94_2021_production", "-o", f"{c.ro}/a.csv"],
         "cannot write",
     ),
+    line(
+        "allocation-export-o-fifo",
+        lambda c: ["allocation", "export", "pl94_2021_production", "-o", "fifo", "--overwrite"],
+        "'fifo' is a FIFO",
+    ),
     # calibrate
     line("calibrate-delta-0", lambda c: ["calibrate", "-d", "0"], "Invalid delta"),
     line("calibrate-target-word", lambda c: ["calibrate", "--target", "foo"], "Invalid target"),
@@ -543,6 +600,16 @@ CASES = [
     line("tradeoff-o-parent-file", lambda c: ["tradeoff", "-o", "afile/c.csv"], "is a file"),
     line("tradeoff-o-read-only", lambda c: ["tradeoff", "-o", f"{c.ro}/c.csv"], "cannot write"),
     line("tradeoff-o-exists", lambda c: ["tradeoff", "-o", "existing.csv"], "already exists"),
+    *(
+        line(
+            f"tradeoff-o-{name}",
+            lambda c, name=name: ["tradeoff", "-o", name, "--overwrite"],
+            f"'{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (("fifo", "FIFO"), ("sock", "socket"), ("devlink", "character device"))
+    ),
+    line("tradeoff-o-dev-null", lambda c: ["tradeoff", "-o", "/dev/null"], "character device"),
     usage("tradeoff-format-xml", lambda c: ["tradeoff", "--format", "xml"], "xml"),
     usage("tradeoff-points-word", lambda c: ["tradeoff", "--points", "1e9"], "--points"),
     # the app
