@@ -34,6 +34,7 @@ import numpy as np
 import zarr
 
 from auditlib.exceptions import IntegrityError
+from storage import files
 from storage import schema as S
 from storage.residuals import REPLICATE_SHA256, split_digest
 
@@ -92,7 +93,7 @@ def _metadata_files(url: str, storage_options: dict[str, Any] | None) -> dict[st
 def metadata_digests(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, str]:
     """{``group/array/zarr.json``: sha256 hex of its bytes} of every node below the root."""
     return {
-        rel: hashlib.sha256(fs.cat_file(path)).hexdigest()
+        rel: hashlib.sha256(files.read_document(path, fs)).hexdigest()
         for rel, (fs, path) in sorted(_metadata_files(url, storage_options).items())
     }
 
@@ -112,6 +113,8 @@ class Verification:
 def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verification:
     """Recompute every recorded digest of a completed store; collect every mismatch or read error."""
     out = Verification()
+    if storage_options is None:  # (with options, the documents are read bounded below)
+        files.check_documents(url)  # every metadata document a regular file of bounded size
     try:
         root = zarr.open_group(url, mode="r", zarr_format=3, storage_options=storage_options)
     except Exception as exc:
@@ -170,7 +173,7 @@ def _verify_metadata(
         out.metadata += 1
         fs, path = found[rel]
         try:
-            got = hashlib.sha256(fs.cat_file(path)).hexdigest()
+            got = hashlib.sha256(files.read_document(path, fs)).hexdigest()
         except Exception as exc:
             out.problems.append(f"{rel}: unreadable ({type(exc).__name__}: {exc})")
             continue

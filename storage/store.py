@@ -80,15 +80,16 @@ def exists(url: str) -> bool:
 
 
 def _root_meta(url: str) -> dict[str, Any] | None:
-    """The root ``zarr.json`` of ``url`` as JSON; ``None`` if absent, unreadable or not an object."""
+    """The root ``zarr.json`` of ``url`` as JSON; ``None`` if absent, unreadable or not an object
+    (``StoreError`` if it is no regular file or too large to read: :func:`storage.files.read_document`)."""
     try:
         if is_remote(url):
             fs, path = _fs(url)
-            raw = fs.cat_file(f"{path}/zarr.json")
+            raw = files.read_document(f"{path}/zarr.json", fs)
         else:
-            raw = (Path(url) / "zarr.json").read_bytes()
+            raw = files.read_document(str(Path(url) / "zarr.json"))
         meta = json.loads(raw)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) else None
 
@@ -405,6 +406,7 @@ def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
     """
     if not exists(url):
         return None
+    files.check_documents(url)  # a store left by an earlier run: read only once checked
     attrs = root_attrs(url)
     if not template_complete(url) and attrs.get("run_id") in (None, run_id):
         remove(url, run_id)  # killed while its template was being written: start again
@@ -930,6 +932,7 @@ def finalize(url: str) -> None:
 
 def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
     """Open one group of a completed store as an xarray Dataset (numpy-backed by default)."""
+    _check_root(url)
     kw.setdefault("chunks", None)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
@@ -939,11 +942,22 @@ def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
 
 def groups(url: str) -> list[str]:
     """Names of the groups a store holds."""
+    _check_root(url)
     return sorted(name for name, _ in zarr.open_group(url, mode="r", zarr_format=3).groups())
 
 
 def root_attrs(url: str) -> dict[str, Any]:
+    _check_root(url)
     return dict(zarr.open_group(url, mode="r", zarr_format=3).attrs)
+
+
+def _check_root(url: str) -> None:
+    """The root ``zarr.json`` of a local store, checked before zarr reads it (the consolidated
+    metadata in it is all a reader of a completed store reads): a regular file of bounded size."""
+    if not is_remote(url):
+        root = Path(url) / files.DOCUMENT
+        if os.path.lexists(root):
+            files.check_document(root)
 
 
 def _jsonable(v: Any) -> Any:
@@ -966,6 +980,7 @@ def claim_staging(url: str, run_id: str) -> bool:
     command or spec) is refused: its parts would not fit this run's.
     """
     if exists(url):
+        files.check_documents(url)
         held = root_attrs(url).get("run_id")
         if held != run_id:
             raise StoreError(

@@ -108,6 +108,9 @@ def check_store_exists(url: str) -> None:
     if store.is_remote(url):
         if not store.exists(url):
             raise StoreError(f"store {url!r} not found; give a result store path or URL")
+        from storage import files
+
+        files.check_documents(url)
         return
     p = Path(url)
     if not p.exists():
@@ -118,3 +121,6 @@ def check_store_exists(url: str) -> None:
         raise StoreError(
             f"{url!r} is not a result store (no zarr.json); give the directory a run wrote (--store)"
         )
+    from storage import files
+
+    files.check_documents(url)  # before zarr reads any: regular files of bounded size

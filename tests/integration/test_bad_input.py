@@ -195,6 +195,13 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind("sock")  # relative: a socket path holds at most 107 bytes
     os.symlink("/dev/null", "devlink")
+    # stores whose metadata documents are no regular files: a reader would block or never end
+    for name in ("fifo.zarr", "zero.zarr", "node.zarr", "node.zarr/g"):
+        (work / name).mkdir()
+    os.mkfifo("fifo.zarr/zarr.json")
+    os.symlink("/dev/zero", "zero.zarr/zarr.json")
+    (work / "node.zarr" / "zarr.json").write_text((store / "zarr.json").read_text())
+    os.mkfifo("node.zarr/g/zarr.json")
     monkeypatch.setenv("DPAUDIT_LOG_DIR", str(tmp_path / "logs"))
     # the test process's own Prefect/Dask records (its harness, earlier cases run in-process) go
     # to a process-wide log chosen once per process: kept apart from what a command leaves
@@ -704,6 +711,35 @@ def dpaudit() -> list[str]:
             "line",
             "count",
             id="exe-run-table-count-1e30",
+        ),
+        # metadata documents that would block or never end: refused unread, by every reader
+        *(
+            pytest.param(
+                args,
+                "line",
+                f"metadata document '{doc}' is a {what}",
+                id=f"exe-{args[0]}-{doc.split('.')[0]}-document",
+            )
+            for args, doc, what in (
+                (["verify", "fifo.zarr"], "fifo.zarr/zarr.json", "FIFO"),
+                (["verify", "zero.zarr"], "zero.zarr/zarr.json", "character device"),
+                (["verify", "node.zarr"], "node.zarr/g/zarr.json", "FIFO"),
+                (["report", "node.zarr", "-o", "r.html"], "node.zarr/g/zarr.json", "FIFO"),
+                (["compare", "zero.zarr", "fifo.zarr"], "zero.zarr/zarr.json", "character"),
+                (
+                    [
+                        "run",
+                        S("good"),
+                        "--store",
+                        "fifo.zarr",
+                        "--overwrite",
+                        "--scheduler",
+                        "{closed}",
+                    ],
+                    "fifo.zarr/zarr.json",
+                    "FIFO",
+                ),
+            )
         ),
     ],
 )
