@@ -35,7 +35,7 @@ import zarr
 import zarr.errors
 
 from auditlib.exceptions import StoreError
-from storage import checksums, files
+from storage import checksums, files, root_document
 from storage import schema as S
 from storage.residuals import (
     LAYOUT,
@@ -917,7 +917,8 @@ def finalize(url: str) -> None:
 
     The marker and the consolidated metadata end up in the root ``zarr.json``, written last: a store
     is complete only with both (``is_complete``), and ``xr.open_zarr(..., consolidated=True)``
-    refuses a store whose run did not finish.
+    refuses a store whose run did not finish. The digests of that root document and of every
+    consolidated copy in it go into it last (``root_document.seal_root``).
     """
     for name in groups(url):
         if not group_complete(url, name):
@@ -928,6 +929,7 @@ def finalize(url: str) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
         zarr.consolidate_metadata(url, zarr_format=3)
+    root_document.seal_root(url)  # the root document and its consolidated copies, last
 
 
 def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
