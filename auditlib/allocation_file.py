@@ -72,6 +72,22 @@ COLUMNS: tuple[str, ...] = (
 SUFFIXES: tuple[str, ...] = (".csv", ".toml")
 _NEIGHBOURS = ("add_remove", "bounded")
 
+MIN_VALUE = Fraction(1, 10**12)
+MAX_VALUE = Fraction(10**12)
+"""Every number of a noise column (ρ, σ², scale, σ) lies in [1e-12, 1e12]. The accountant and the
+simulation compute in float64 from ρ = Δ/(2σ²) or ε = Δ/b: beyond this range those overflow,
+underflow or lose the noise (a discrete Gaussian is drawn up to σ² = 1e12; at σ² = 1e-12 it is 0
+but with probability 1e-(2e11)). The Bureau's ρ per query lie in [1e-4, 1]."""
+
+MAX_SENSITIVITY = 2**21
+"""Largest ``sensitivity`` (cells one neighbouring change moves): the accountant composes that
+many terms of the query's noise, on a lattice whose width grows like √Δ and whose convolutions
+grow like Δ; 2,097,152 is above the cells of the largest query any shipped allocation measures
+(1,578,528), and a change moves at most every cell of a query."""
+
+#: the longest field the CSV reader takes (the ``csv`` module's default limit)
+MAX_FIELD_CHARS = csv.field_size_limit()
+
 
 @dataclass(frozen=True)
 class FileRow:
@@ -123,13 +139,24 @@ def _number(origin: str, where: str, column: str, text: str) -> Fraction:
         ) from None
     if value <= 0:
         raise _error(origin, where, column, f"{text!r} must be > 0")
+    if not MIN_VALUE <= value <= MAX_VALUE:
+        raise _error(
+            origin,
+            where,
+            column,
+            f"{text!r} is outside [1e-12, 1e12], the range dpaudit accounts and simulates "
+            "(float64); give a value in that range",
+        )
     return value
 
 
 def _count(origin: str, where: str, column: str, text: str) -> int:
     t = text.strip()
-    if not t.isdigit() or int(t) <= 0:
-        raise _error(origin, where, column, f"{text!r} is not a positive integer; give e.g. 2")
+    # ASCII digits only: str.isdigit() also takes '²' or '٣', which int() refuses
+    if not (t.isascii() and t.isdigit()) or int(t) <= 0:
+        raise _error(
+            origin, where, column, f"{text!r} is not a positive integer; give digits 0-9, e.g. 2"
+        )
     return int(t)
 
 
@@ -191,6 +218,15 @@ def _row(origin: str, where: str, cells: Mapping[str, str]) -> tuple[FileRow, st
             else None
         ),
     )
+    if row.sensitivity is not None and row.sensitivity > MAX_SENSITIVITY:
+        raise _error(
+            origin,
+            where,
+            "sensitivity",
+            f"{row.sensitivity:,} is above MAX_SENSITIVITY = {MAX_SENSITIVITY:,} (the accountant "
+            "composes that many terms of the query's noise); give the cells one neighbouring "
+            "change moves, at most every cell of the query",
+        )
     return row, nb
 
 
@@ -253,7 +289,19 @@ def parse_csv(text: str, origin: str) -> AllocationFile:
     reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
     header: list[str] | None = None
     records: list[tuple[str, dict[str, str]]] = []
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise _error(
+                origin,
+                f"line {reader.line_num}",
+                None,
+                f"not readable as CSV ({exc}; a field holds at most {MAX_FIELD_CHARS:,} "
+                "characters); check the quotes and the line's fields",
+            ) from None
         if not any(f.strip() for f in fields):
             continue  # blank line
         where = f"line {reader.line_num}"
@@ -314,6 +362,14 @@ def parse_toml(text: str, origin: str) -> AllocationFile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _error(origin, "TOML", None, f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise _error(
+            origin,
+            "TOML",
+            None,
+            "arrays or tables nested too deeply to be read (deeper than Python's recursion "
+            "limit); an allocation file nests [[query]] tables of plain values only",
+        ) from None
     extra = [k for k in data if k not in ("neighbours", "query")]
     if extra:
         raise _error(

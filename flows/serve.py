@@ -163,6 +163,11 @@ def scheduled_audit(
         report_path = expand_placeholders(spec.output.report, now) if report else None
         target = store.absolute(url)
         store.check_target(target, spec.output.overwrite)
+        if report_path:
+            from storage.files import check_file_target
+
+            # a nightly report replaces the last one, as before; never a FIFO, device or socket
+            check_file_target(report_path, True, "output.report")
     except DPAuditError as exc:  # refused before anything is written, as the CLI refuses it
         return Failed(message=f"dpaudit: error: {one_line(str(exc))}")
     retag_current_run(spec)

@@ -15,12 +15,16 @@ which zarr silently reads as fill values, is caught as well as a corrupt one):
 - per whole array of every other variable and coordinate: the group attribute ``dpaudit_sha256``
   ({name: hex digest}), written after the group's data, together with the group's completion marker.
 
-And one over metadata: the sha256 of the bytes of every group's and array's own ``zarr.json`` (all
+And two over metadata: the sha256 of the bytes of every group's and array's own ``zarr.json`` (all
 but the root's), in the root attribute ``dpaudit_metadata_sha256`` ({path relative to the root:
-hex digest}), recorded when the store is finalized. Readers use the consolidated copy in the root,
-which hides a damaged node document from everything but a reader that opens the node itself
-(``consolidated=False``); ``verify`` reads each document as bytes. Stores finalized before this
-record existed verify their data as before, with a note that their metadata was not checked.
+hex digest}), recorded when the store is finalized; and, once the metadata is consolidated, the
+digests of the root ``zarr.json`` itself (its attributes: the seed, the spec, the records above)
+and of each consolidated copy of a node's metadata in it, in ``dpaudit_root_sha256`` (over
+canonical JSON, that record left out: a document cannot hold its own digest). Readers use the
+consolidated copies, which hide a damaged node document from everything but a reader that opens
+the node itself (``consolidated=False``); ``verify`` reads each document as bytes and the root as
+JSON. Stores finalized before either record existed verify what they record, with a note naming
+what was not checked and how to record it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 import zarr
 
 from auditlib.exceptions import IntegrityError
+from storage import files, root_document
 from storage import schema as S
 from storage.residuals import REPLICATE_SHA256, split_digest
 
@@ -92,7 +97,7 @@ def _metadata_files(url: str, storage_options: dict[str, Any] | None) -> dict[st
 def metadata_digests(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, str]:
     """{``group/array/zarr.json``: sha256 hex of its bytes} of every node below the root."""
     return {
-        rel: hashlib.sha256(fs.cat_file(path)).hexdigest()
+        rel: hashlib.sha256(files.read_document(path, fs)).hexdigest()
         for rel, (fs, path) in sorted(_metadata_files(url, storage_options).items())
     }
 
@@ -112,6 +117,8 @@ class Verification:
 def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verification:
     """Recompute every recorded digest of a completed store; collect every mismatch or read error."""
     out = Verification()
+    if storage_options is None:  # (with options, the documents are read bounded below)
+        files.check_documents(url)  # every metadata document a regular file of bounded size
     try:
         root = zarr.open_group(url, mode="r", zarr_format=3, storage_options=storage_options)
     except Exception as exc:
@@ -121,6 +128,7 @@ def verify(url: str, storage_options: dict[str, Any] | None = None) -> Verificat
             f"store {url!r} is not a completed dpaudit store (no {S.COMPLETE_ATTR!r} marker): its "
             "run was interrupted or is still running; re-run the same spec to finish it"
         )
+    root_document.verify_root(url, storage_options, out)
     recorded_meta = root.attrs.get(S.METADATA_SHA256_ATTR)
     if isinstance(recorded_meta, dict):
         _verify_metadata(url, storage_options, recorded_meta, out)
@@ -170,7 +178,7 @@ def _verify_metadata(
         out.metadata += 1
         fs, path = found[rel]
         try:
-            got = hashlib.sha256(fs.cat_file(path)).hexdigest()
+            got = hashlib.sha256(files.read_document(path, fs)).hexdigest()
         except Exception as exc:
             out.problems.append(f"{rel}: unreadable ({type(exc).__name__}: {exc})")
             continue

@@ -193,6 +193,10 @@ def open_residuals(url: str, **kw: Any) -> Residuals:
     import zarr
 
     opts = kw.get("storage_options")
+    if not opts:
+        from storage.files import check_documents
+
+        check_documents(url)  # before zarr reads any metadata document
     grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS, storage_options=opts)
     layout = layout_of(dict(grp.attrs))
     if layout > LAYOUT:

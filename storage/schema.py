@@ -7,7 +7,8 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   replaced with ``--overwrite`` or deleted as a staging copy), ``dpaudit_metadata_sha256``
   (written when the store is finalized: {path of every node's own ``zarr.json`` relative to the
   root: sha256 hex of its bytes}, every node but the root, whose metadata is the consolidated copy
-  and holds this record), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
+  and holds this record), ``dpaudit_root_sha256`` (written last, after consolidation: the digests
+  of the root document itself and of every consolidated copy in it), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
 - ``residuals`` (attr ``dpaudit_layout`` = 3; ``storage/residuals.py``, which also reads layouts 1
@@ -136,6 +137,9 @@ STORE_ATTR = "dpaudit_store"
 COMPLETE_ATTR = "dpaudit_complete"
 #: root attribute {node path/zarr.json: sha256 hex of its bytes}, every node but the root (finalize)
 METADATA_SHA256_ATTR = "dpaudit_metadata_sha256"
+#: root attribute {"root": sha256 of the root zarr.json but its consolidated copies and this record,
+#: "consolidated": {node path: sha256 of its consolidated copy}}, canonical JSON (finalize, last)
+ROOT_SHA256_ATTR = "dpaudit_root_sha256"
 #: root attribute written before dpaudit_store existed: still recognised as dpaudit's
 LEGACY_VERSION_ATTR = "dpaudit_version"
 #: residuals group attribute: its template (metadata of every array) is written

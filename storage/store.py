@@ -35,7 +35,7 @@ import zarr
 import zarr.errors
 
 from auditlib.exceptions import StoreError
-from storage import checksums
+from storage import checksums, files, root_document
 from storage import schema as S
 from storage.residuals import (
     LAYOUT,
@@ -80,15 +80,16 @@ def exists(url: str) -> bool:
 
 
 def _root_meta(url: str) -> dict[str, Any] | None:
-    """The root ``zarr.json`` of ``url`` as JSON; ``None`` if absent, unreadable or not an object."""
+    """The root ``zarr.json`` of ``url`` as JSON; ``None`` if absent, unreadable or not an object
+    (``StoreError`` if it is no regular file or too large to read: :func:`storage.files.read_document`)."""
     try:
         if is_remote(url):
             fs, path = _fs(url)
-            raw = fs.cat_file(f"{path}/zarr.json")
+            raw = files.read_document(f"{path}/zarr.json", fs)
         else:
-            raw = (Path(url) / "zarr.json").read_bytes()
+            raw = files.read_document(str(Path(url) / "zarr.json"))
         meta = json.loads(raw)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) else None
 
@@ -130,7 +131,8 @@ def is_dpaudit_store(url: str, run_id: str | None = None) -> bool:
 
 def _occupant(url: str, run_id: str | None = None) -> str:
     """What is at ``url``: ``none``, ``empty`` (an empty directory), ``dpaudit`` (a store dpaudit
-    created), ``symlink``, ``file``, or ``foreign`` (anything else)."""
+    created), ``symlink``, ``file``, a special file (:func:`storage.files.kind`: a FIFO, a device,
+    a socket), or ``foreign`` (anything else)."""
     if is_remote(url):
         fs, path = _fs(url)
         path = path.rstrip("/")
@@ -143,10 +145,11 @@ def _occupant(url: str, run_id: str | None = None) -> str:
         p = Path(url)
         if p.is_symlink():
             return "symlink"
-        if not p.exists():
+        found = files.kind(p)
+        if found == "none":
             return "none"
-        if not p.is_dir():
-            return "file"
+        if found != "directory":
+            return "file" if found == "file" else found
         if next(p.iterdir(), None) is None:
             return "empty"
     return "dpaudit" if is_dpaudit_store(url, run_id) else "foreign"
@@ -157,7 +160,7 @@ def _not_ours(url: str, kind: str) -> str:
         "symlink": "is a symbolic link",
         "file": "is a file",
         "foreign": f"is not a dpaudit store (its root zarr.json has no {S.STORE_ATTR!r} attribute)",
-    }[kind]
+    }.get(kind, f"is a {kind}, not a directory")
     return f"{url!r} {what}; dpaudit never replaces or deletes it, even with --overwrite"
 
 
@@ -403,6 +406,7 @@ def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
     """
     if not exists(url):
         return None
+    files.check_documents(url)  # a store left by an earlier run: read only once checked
     attrs = root_attrs(url)
     if not template_complete(url) and attrs.get("run_id") in (None, run_id):
         remove(url, run_id)  # killed while its template was being written: start again
@@ -913,7 +917,8 @@ def finalize(url: str) -> None:
 
     The marker and the consolidated metadata end up in the root ``zarr.json``, written last: a store
     is complete only with both (``is_complete``), and ``xr.open_zarr(..., consolidated=True)``
-    refuses a store whose run did not finish.
+    refuses a store whose run did not finish. The digests of that root document and of every
+    consolidated copy in it go into it last (``root_document.seal_root``).
     """
     for name in groups(url):
         if not group_complete(url, name):
@@ -924,10 +929,12 @@ def finalize(url: str) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
         zarr.consolidate_metadata(url, zarr_format=3)
+    root_document.seal_root(url)  # the root document and its consolidated copies, last
 
 
 def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
     """Open one group of a completed store as an xarray Dataset (numpy-backed by default)."""
+    _check_root(url)
     kw.setdefault("chunks", None)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
@@ -937,11 +944,22 @@ def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
 
 def groups(url: str) -> list[str]:
     """Names of the groups a store holds."""
+    _check_root(url)
     return sorted(name for name, _ in zarr.open_group(url, mode="r", zarr_format=3).groups())
 
 
 def root_attrs(url: str) -> dict[str, Any]:
+    _check_root(url)
     return dict(zarr.open_group(url, mode="r", zarr_format=3).attrs)
+
+
+def _check_root(url: str) -> None:
+    """The root ``zarr.json`` of a local store, checked before zarr reads it (the consolidated
+    metadata in it is all a reader of a completed store reads): a regular file of bounded size."""
+    if not is_remote(url):
+        root = Path(url) / files.DOCUMENT
+        if os.path.lexists(root):
+            files.check_document(root)
 
 
 def _jsonable(v: Any) -> Any:
@@ -964,6 +982,7 @@ def claim_staging(url: str, run_id: str) -> bool:
     command or spec) is refused: its parts would not fit this run's.
     """
     if exists(url):
+        files.check_documents(url)
         held = root_attrs(url).get("run_id")
         if held != run_id:
             raise StoreError(

@@ -22,6 +22,46 @@ import numpy as np
 
 from auditlib.accounting._floats import LIBM_LOG, U_LOG, U, summation_radius
 from auditlib.accounting._lattice import LatticeMeasure
+from auditlib.accounting._validation import MAX_LATTICE, MAX_WORK
+from auditlib.exceptions import AccountingError
+
+_HALF_WIDTH_SD = 12.5
+"""Half-width, in standard deviations, of a sum of discrete Gaussians trimmed to two-sided mass
+``1e-30`` (``sqrt(2 ln(2 / 1e-30)) = 11.8``, rounded up): for size estimates only."""
+
+
+def check_sum_cost(sigma2: Fraction, count: int) -> None:
+    """Refuse, before any lattice is built, the sum of ``count`` i.i.d. ``N_Z(0, sigma2)`` whose
+    lattice would exceed :data:`MAX_LATTICE` points or whose binary powering (direct convolutions)
+    would exceed :data:`MAX_WORK` multiply-adds: its width grows like ``sqrt(count sigma2)``, its
+    work like ``count sigma2``. ``count`` is a query's sensitivity (the cells one change moves), or
+    the terms of every query sharing ``sigma2``."""
+    s2 = float(sigma2)
+
+    def size(k: int) -> float:
+        return min(
+            k * 2 * _HALF_WIDTH_SD * math.sqrt(s2) + 1, 2 * _HALF_WIDTH_SD * math.sqrt(k * s2) + 1
+        )
+
+    work, done, base, k = 0.0, 0, 1, count
+    while k:  # the sizes of the measures ``power`` convolves (see _lattice.power)
+        if k & 1:
+            work += size(done) * size(base) if done else 0.0
+            done += base
+        k >>= 1
+        if k:
+            work += size(base) ** 2
+            base *= 2
+    width = size(count)
+    if width > MAX_LATTICE or work > MAX_WORK:
+        raise AccountingError(
+            f"Invalid composition: {count:,} discrete Gaussian terms of sigma2 = {s2:g} (a "
+            "query's sensitivity, or the queries sharing that sigma2) sum to a lattice of about "
+            f"{width:.3g} points built with about {work:.3g} multiply-adds; the largest allowed "
+            f"are MAX_LATTICE = {MAX_LATTICE:.3g} points and MAX_WORK = {MAX_WORK:.3g} "
+            "multiply-adds (about half an hour); lower the sensitivity or the noise (sigma2) of "
+            "those queries"
+        )
 
 
 def tail_weight_bound(sigma2: Fraction, k_max: int) -> float:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
+from auditlib.accounting._discrete_gaussian import check_sum_cost, discrete_gaussian_measure
 from auditlib.accounting._lattice import LatticeMeasure, add_sparse, aggregate, power, trim
 from auditlib.accounting._memo import memoized
 from auditlib.accounting._profile import HockeyStick
@@ -97,6 +97,7 @@ def group_measure(sigma2: Fraction, count: int) -> LatticeMeasure:
         return _frozen(discrete_gaussian_measure(sigma2, TAIL_MASS))
 
     def build() -> LatticeMeasure:
+        check_sum_cost(sigma2, count)
         return _frozen(power(memoized("measure", (sigma2, 1, TAIL_MASS), base), count, TAIL_MASS))
 
     return memoized("measure", (sigma2, count, TAIL_MASS), build)

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from auditlib.accounting._discrete_gaussian import discrete_gaussian_measure
+from auditlib.accounting._discrete_gaussian import check_sum_cost, discrete_gaussian_measure
 from auditlib.accounting._floats import LIBM_LOG, U_LOG, U, summation_radius
 from auditlib.accounting._lattice import LatticeMeasure, aggregate, power, trim
 from auditlib.accounting._validation import to_positive_fraction
@@ -148,6 +148,7 @@ class DiscreteGaussianLoss:
     @cached_property
     def _lattice(self) -> tuple[Fraction, Fraction, LatticeMeasure]:
         s2 = Fraction(self.sigma2)
+        check_sum_cost(s2, self.count)
         m = power(discrete_gaussian_measure(s2, TAIL_MASS), self.count, TAIL_MASS)
         return Fraction(self.count, 2) / s2, 1 / s2, m
 

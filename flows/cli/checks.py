@@ -1,8 +1,9 @@
 """Checks of a command's files before any work: the spec it reads (readable, UTF-8, valid) and every
 path it will write (a store, a report, a curve), so that bad input exits 2 with nothing written.
 
-An output path is refused when it is an existing directory where a file is due, when an existing
-file is in the way (without ``--overwrite``), when a component of its parent is a regular file, when
+An output path is refused when it is an existing directory where a file is due, a FIFO, a device, a
+socket or a dangling symbolic link (even with ``--overwrite``), when an existing file is in the way
+(without ``--overwrite``), when a component of its parent is a regular file, when
 its directory is missing (for single files written by quick commands) and when that directory
 cannot be written: tried by creating and removing a temporary file, since permission bits alone say
 nothing to root or of a read-only file system.
@@ -79,16 +80,14 @@ def check_parents(path: Path, what: str, *, create: bool) -> None:
 
 
 def check_output_file(path: str | Path, overwrite: bool, what: str, *, create: bool) -> None:
-    """A single output file (a report, a curve): not a directory, not in the way of an existing file
-    unless ``overwrite``, in a writable directory (missing directories only with ``create``)."""
+    """A single output file (a report, a curve, a table): nothing there, or a regular file (only
+    with ``overwrite``) — never a directory, a FIFO, a device, a socket or a dangling link, not even
+    with ``overwrite`` — in a writable directory (missing directories only with ``create``). Every
+    command checks its file outputs here before any work."""
+    from storage import files
+
+    files.check_file_target(path, overwrite, what)
     p = Path(path)
-    if p.is_dir():
-        raise StoreError(f"{what} {str(p)!r} is a directory; give a file name")
-    if os.path.lexists(p) and not overwrite:
-        raise StoreError(
-            f"{what} {str(p)!r} already exists; pass --overwrite to replace it, or choose "
-            "another path"
-        )
     check_parents(p, what, create=create)
 
 
@@ -109,6 +108,9 @@ def check_store_exists(url: str) -> None:
     if store.is_remote(url):
         if not store.exists(url):
             raise StoreError(f"store {url!r} not found; give a result store path or URL")
+        from storage import files
+
+        files.check_documents(url)
         return
     p = Path(url)
     if not p.exists():
@@ -119,3 +121,6 @@ def check_store_exists(url: str) -> None:
         raise StoreError(
             f"{url!r} is not a result store (no zarr.json); give the directory a run wrote (--store)"
         )
+    from storage import files
+
+    files.check_documents(url)  # before zarr reads any: regular files of bounded size

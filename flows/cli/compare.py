@@ -93,11 +93,11 @@ def compare(
     from flows.report.compare_text import csv_text, json_dict, table_text
 
     try:
+        if output is not None:  # the output first, as every command checks it before reading
+            check_output_file(output, overwrite, "output", create=False)
         check_audit_store(store_a, "store A")
         check_audit_store(store_b, "store B")
         check_audit_kinds([("store A", store_a), ("store B", store_b)])
-        if output is not None:
-            check_output_file(output, overwrite, "output", create=False)
         result = line_up(audit_numbers(store_a), audit_numbers(store_b))
     except DPAuditError as exc:
         fail(str(exc))

@@ -300,11 +300,17 @@ def verify(
         v = checksums.verify(store_url)
     except DPAuditError as exc:
         fail(str(exc))
+    if len(v.problems) == 1:  # one changed document or chunk: one line naming it
+        fail(
+            f"store {store_url!r} failed its integrity check: {v.problems[0]}; re-run the audit "
+            "(with --overwrite) to rebuild it",
+            EXIT_FAILED,
+        )
     for problem in v.problems:
         typer.echo(f"dpaudit: {problem}", err=True)
     if v.problems:
         fail(
-            f"store {store_url!r} failed its integrity check ({len(v.problems)} problem(s)); "
+            f"store {store_url!r} failed its integrity check ({len(v.problems)} problems); "
             "re-run the audit (with --overwrite) to rebuild it",
             EXIT_FAILED,
         )

@@ -79,6 +79,10 @@ def open_store(
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any group.
     """
+    if not storage_options:
+        from storage.files import check_documents
+
+        check_documents(store)  # before zarr reads any metadata document
     root_attrs = read_root_attrs(store, storage_options)
     groups = {
         g: open_group(store, g, storage_options)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from flows.spec.sections import Strict
 
 
 class AdaptSection(Strict):
-    minimum: Annotated[int, Field(ge=0, le=100_000)] = 0
-    maximum: Annotated[int, Field(gt=0, le=100_000)] = 1
+    minimum: Annotated[StrictInt, Field(ge=0, le=100_000)] = 0
+    maximum: Annotated[StrictInt, Field(gt=0, le=100_000)] = 1
 
     @model_validator(mode="after")
     def _order(self) -> AdaptSection:
@@ -39,17 +39,17 @@ class ClusterSection(Strict):
     )
     kwargs: dict[str, Any] | None = None
     adapt: AdaptSection | None = None
-    n_workers: Annotated[int, Field(gt=0, le=1024)] = 2
-    threads_per_worker: Annotated[int, Field(gt=0, le=256)] = 1
+    n_workers: Annotated[StrictInt, Field(gt=0, le=1024)] = 2
+    threads_per_worker: Annotated[StrictInt, Field(gt=0, le=256)] = 1
     memory_limit: str = "4GiB"
-    timeout_s: Annotated[int, Field(gt=0)] = 3600
+    timeout_s: Annotated[StrictInt, Field(gt=0)] = 3600
     #: seconds the run waits, once every worker is gone, for one to come back before it fails
     lost_workers_grace_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     #: seconds to reach the scheduler and get its handshake before the run is refused
     connect_timeout: Annotated[float, Field(gt=0, le=600)] = 10.0
-    tasks_per_worker: Annotated[int, Field(ge=0, le=1024)] = 2
+    tasks_per_worker: Annotated[StrictInt, Field(ge=0, le=1024)] = 2
     #: TopDown: a state's replicates run in tasks of at most this many (0: all in one task)
-    replicates_per_task: Annotated[int, Field(ge=0, le=1_000_000)] = 25
+    replicates_per_task: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = 25
 
     @field_validator("memory_limit")
     @classmethod
@@ -57,9 +57,11 @@ class ClusterSection(Strict):
         from dask.utils import parse_bytes
 
         try:
-            parse_bytes(v)
+            size = parse_bytes(v)
         except ValueError:
             raise ValueError("must be a size such as '4GiB' or '2000MB'") from None
+        if size <= 0:
+            raise ValueError("must be a positive size such as '4GiB' or '2000MB'")
         return v
 
     @field_validator("cluster_class")

@@ -29,6 +29,11 @@ def _format_error(err: ValidationError) -> str:
         elif typ == "literal_error":
             allowed = e.get("ctx", {}).get("expected", "")
             lines.append(f"{loc} = {value!r}: not allowed; allowed: {allowed}")
+        elif typ == "int_type":  # strict: no bool, no quoted or decimal number
+            lines.append(
+                f"{loc} = {value!r}: must be an integer, written without quotes or a decimal "
+                "point (e.g. 4)"
+            )
         elif loc:
             msg = e["msg"].removeprefix("Value error, ")
             lines.append(f"{loc} = {value!r}: {msg}")
@@ -72,6 +77,11 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec {str(p)!r} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(
+            f"spec {str(p)!r} nests its arrays or tables too deeply to be read (deeper than "
+            "Python's recursion limit); a spec nests a few levels only: check its brackets"
+        ) from None
     audit = data.get("audit")
     if isinstance(audit, dict) and isinstance(audit.get("allocation"), str):
         # an allocation file's relative path is relative to the spec file's directory, too

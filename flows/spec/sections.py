@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -88,8 +89,8 @@ class AuditSection(Strict):
     universe: str = "persons"
     region: str = "US"
     neighbours: Literal["add_remove", "bounded"] = "add_remove"
-    replicates: Annotated[int, Field(gt=0, le=100_000)] = 4
-    seed: Annotated[int, Field(ge=0, lt=2**63)] = 20200401
+    replicates: Annotated[StrictInt, Field(gt=0, le=100_000)] = 4
+    seed: Annotated[StrictInt, Field(ge=0, lt=2**63)] = 20200401
     #: labels of the run's Prefect flow runs, besides those derived from the spec (allocation,
     #: release, population, neighbours); they do not change the run id
     tags: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
@@ -122,15 +123,15 @@ class PopulationSection(Strict):
     #: ``auditlib.geography.tabular.read_counts``), release.kind = "gdpc" | "rdpc" | "adpc" |
     #: "sa3" | "sa4" | "topdown" (the table's hierarchy: root, ``levels`` columns, rows)
     kind: Literal["synthetic", "flaxman", "spine", "table"] = "synthetic"
-    states: Annotated[int, Field(gt=0, le=52)] = 3
-    fanout: dict[str, Annotated[int, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
+    states: Annotated[StrictInt, Field(gt=0, le=52)] = 3
+    fanout: dict[str, Annotated[StrictInt, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
     mean_block_population: Annotated[float, Field(gt=0, le=1e6)] = 30.0
     empty_block_share: Annotated[float, Field(ge=0, lt=1)] = 0.2
     cell_concentration: Annotated[float, Field(gt=0, le=1e6)] = 0.5
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    people: Annotated[int, Field(gt=0, le=MAX_PEOPLE)] = 100_000
+    seed: Annotated[StrictInt, Field(ge=0, lt=2**63)] | None = None
+    people: Annotated[StrictInt, Field(gt=0, le=MAX_PEOPLE)] = 100_000
     #: flaxman: J levels of the regular tree; table: the hierarchy columns, top to bottom
-    levels: Annotated[int, Field(gt=0, le=12)] | list[str] = 3
+    levels: Annotated[StrictInt, Field(gt=0, le=12)] | list[str] = 3
     mean_per_location: Annotated[float, Field(gt=0)] = 100.0
     #: attribute schema (``auditlib.geography.schema``) of the block histograms of a ``release.kind = "topdown"`` run:
     #: "total" (one cell) | "pl94" (voting age × Hispanic × 7 races = 28 cells) |
@@ -142,7 +143,7 @@ class PopulationSection(Strict):
     attributes: Literal["total", "pl94", "pl94_production", "dhc_production"] = "total"
     #: kind = "spine": the states to run, "all", a count (the first n) or labels "ST01".."ST51"
     #: (region "US") / "PR" (region "PR")
-    spine_states: Literal["all"] | int | list[str] = "all"
+    spine_states: Literal["all"] | StrictInt | list[str] = "all"
     #: kind = "table": the CSV / Parquet file (relative: to the spec file's directory, or to the
     #: working directory for a spec given as data), its count columns and its unit column
     path: str = ""
@@ -206,7 +207,7 @@ class ReleaseSection(Strict):
     )
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
     epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
-    n_runs: Annotated[int, Field(gt=0, le=1000)] = 4  # P of ADPC
+    n_runs: Annotated[StrictInt, Field(gt=0, le=1000)] = 4  # P of ADPC
     #: topdown: stopping step of the multi-query least-squares solver, in people per cell
     tolerance: Annotated[float, Field(gt=0, le=1)] = 1e-3
     #: topdown on population.kind = "table": the file level ("All", a population.levels column or
@@ -258,7 +259,7 @@ def _named_some(v: Any, example: str) -> Any:
 
 class SimulationSection(Strict):
     queries: Literal["all"] | list[str] = "all"
-    max_cells_per_query: Annotated[int, Field(gt=0, le=10_000_000)] = 16
+    max_cells_per_query: Annotated[StrictInt, Field(gt=0, le=10_000_000)] = 16
     postprocess: Literal["none", "nonnegative"] = "none"
 
     @field_validator("queries")
@@ -277,10 +278,10 @@ class EPLSection(Strict):
     bandwidth_kind: Literal["factor", "absolute", "scott", "silverman"] = "factor"
     bias_aware_percentiles: Literal["percentiles"] | tuple[float, float] = "percentiles"
     shift: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    n_boot: Annotated[int, Field(gt=0, le=100_000)] = 200
+    n_boot: Annotated[StrictInt, Field(gt=0, le=100_000)] = 200
     confidence: Annotated[float, Field(gt=0, lt=1)] = 0.9
     ci_kind: Literal["basic", "percentile"] = "basic"
-    n_null: Annotated[int, Field(gt=0, le=100_000)] = 100
+    n_null: Annotated[StrictInt, Field(gt=0, le=100_000)] = 100
     null_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.95
 
     @field_validator("percentiles")
@@ -386,7 +387,7 @@ class AccountingSection(Strict):
     #: always among the accounted ``deltas`` (added when missing). The Bureau's: 1e-10
     headline_delta: float = 1e-10
     composed: bool = True
-    eps_grid_points: Annotated[int, Field(ge=10, le=5000)] = 200
+    eps_grid_points: Annotated[StrictInt, Field(ge=10, le=5000)] = 200
     #: familywise error rate of the claim verdict: a true claim is refuted at any level with
     #: probability at most this (Bonferroni over the tests; docs/epl.md#the-claim-verdict)
     claim_alpha: Annotated[float, Field(gt=0.0, le=0.2)] = 0.05
@@ -425,10 +426,10 @@ class MPLSection(Strict):
     enabled: bool = False
     geolevels: Literal["all"] | list[str] = "all"
     query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
-    count: Annotated[int, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
+    count: Annotated[StrictInt, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
     pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
-    n: Annotated[int, Field(ge=100, le=10**7)] = 20_000
-    n_confidence: Annotated[int, Field(ge=100, le=10**7)] = 50_000
+    n: Annotated[StrictInt, Field(ge=100, le=10**7)] = 20_000
+    n_confidence: Annotated[StrictInt, Field(ge=100, le=10**7)] = 50_000
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
     radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0

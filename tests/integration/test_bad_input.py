@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -43,7 +44,8 @@ class Ctx:
 
 
 def tree(root: Path) -> dict[str, object]:
-    """Every path under ``root`` with its kind and, for files, its bytes."""
+    """Every path under ``root`` with its kind and, for files, its bytes (a FIFO, a socket or a
+    device: its kind and inode, never read)."""
     out: dict[str, object] = {}
     for p in sorted(root.rglob("*")):
         key = str(p.relative_to(root))
@@ -51,8 +53,11 @@ def tree(root: Path) -> dict[str, object]:
             out[key] = ("link", os.readlink(p))
         elif p.is_dir():
             out[key] = "dir"
-        else:
+        elif p.is_file():
             out[key] = p.read_bytes()
+        else:
+            st = p.lstat()
+            out[key] = ("special", stat.S_IFMT(st.st_mode), st.st_ino)
     return out
 
 
@@ -108,6 +113,11 @@ SPECS = {
     "table-1e30": "[population]\nkind = 'table'\npath = 'counts.csv'\ncounts = ['total']\n"
     "[release]\nkind = 'gdpc'\n",
     "store-under-file": "[output]\nstore = 'afile/a.zarr'\n",
+    "replicates-true": "[audit]\nreplicates = true\n",
+    "replicates-str": '[audit]\nreplicates = "2"\n',
+    "replicates-float": "[audit]\nreplicates = 2.0\n",
+    "memory-negative": '[cluster]\nmemory_limit = "-4GiB"\n',
+    "deep": "[audit]\nname = " + "[" * 3000 + "]" * 3000 + "\n",
     "good": to_toml(tiny_spec()),
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
     # production schemas: TopDown on the spine only, blocks small enough to write
@@ -141,6 +151,13 @@ ALLOCS = {
     "duplicate": _AH + "State,total,1,discrete_gaussian,1/2,,,\nState,total,1,discrete_gaussian,"
     "1/4,,,\n",
     "cells": _AH + "State,total,many,discrete_gaussian,1/2,,,\n",
+    "sigma2-1e400": _AH + "State,total,1,discrete_gaussian,,1e400,,add_remove\n",
+    "sigma2-1e-400": _AH + "State,total,1,discrete_gaussian,,1e-400,,add_remove\n",
+    "sigma2-5e-324": _AH + "State,total,1,discrete_gaussian,,5e-324,,add_remove\n",
+    "cells-superscript": _AH + "State,total,²,discrete_gaussian,1/2,,,\n",
+    "long-field": _AH + "State,total,1,discrete_gaussian,1/2,,,," + "x" * 131_073 + "\n",
+    "sensitivity-1e12": "geolevel,query,mechanism,sigma2,sensitivity,neighbours\n"
+    "State,total,discrete_gaussian,4,1000000000000,add_remove\n",
 }
 BYTES = {
     "latin1": b'[audit]\nname = "caf\xe9"\n',  # Latin-1, not UTF-8: byte 19
@@ -161,6 +178,7 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     (work / "alloc").mkdir()
     for name, text in ALLOCS.items():
         (work / "alloc" / f"{name}.csv").write_text(text, encoding="utf-8")
+    (work / "alloc" / "deep.toml").write_text("neighbours = " + "[" * 3000 + "]" * 3000 + "\n")
     (work / "afile").write_text("a regular file\n")
     (work / "existing.html").write_text("<p>mine</p>")
     (work / "existing.csv").write_text("mine\n")
@@ -171,6 +189,19 @@ def ctx(tmp_path: Path, ro_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ctx:
     plain.mkdir()
     (plain / "notes.txt").write_text("mine")
     monkeypatch.chdir(work)  # default outputs (results/..., report.html) land here
+    # where a file or a store is due: a FIFO (opening it to write would block), a socket and a
+    # link to a device (replacing it would replace the link; writing through it, the device)
+    os.mkfifo("fifo")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")  # relative: a socket path holds at most 107 bytes
+    os.symlink("/dev/null", "devlink")
+    # stores whose metadata documents are no regular files: a reader would block or never end
+    for name in ("fifo.zarr", "zero.zarr", "node.zarr", "node.zarr/g"):
+        (work / name).mkdir()
+    os.mkfifo("fifo.zarr/zarr.json")
+    os.symlink("/dev/zero", "zero.zarr/zarr.json")
+    (work / "node.zarr" / "zarr.json").write_text((store / "zarr.json").read_text())
+    os.mkfifo("node.zarr/g/zarr.json")
     monkeypatch.setenv("DPAUDIT_LOG_DIR", str(tmp_path / "logs"))
     # the test process's own Prefect/Dask records (its harness, earlier cases run in-process) go
     # to a process-wide log chosen once per process: kept apart from what a command leaves
@@ -256,6 +287,11 @@ CASES = [
     line("run-queries-empty", run_(S("queries-empty")), "simulation.queries"),
     line("run-table-count-1e30", run_(S("table-1e30")), "Invalid count 1e+30"),
     line("run-mpl-geolevels-empty", run_(S("mpl-geolevels-empty")), "mpl.geolevels"),
+    line("run-replicates-true", run_(S("replicates-true")), "replicates = True: must be an int"),
+    line("run-replicates-str", run_(S("replicates-str")), "replicates = '2': must be an integer"),
+    line("run-replicates-float", run_(S("replicates-float")), "replicates = 2.0: must be an int"),
+    line("run-memory-negative", run_(S("memory-negative")), "'-4GiB': must be a positive size"),
+    line("run-spec-nested-3000-deep", run_(S("deep")), "deep.toml' nests", "too deeply"),
     # run: the outputs (before the cluster)
     line("run-unreachable-scheduler", run_(S("good")), "is unreachable"),
     line("run-store-exists", run_(S("good"), "--store", "existing.zarr"), "not a dpaudit store"),
@@ -274,6 +310,19 @@ CASES = [
         "store",
     ),
     usage("run-unknown-option", lambda c: ["run", "--nosuch"], "--nosuch"),
+    # run: outputs that are no regular file, even with --overwrite
+    *(
+        line(
+            f"run-report-{name}",
+            run_(S("good"), "--report", name, "--overwrite"),
+            f"report '{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (("fifo", "FIFO"), ("sock", "socket"), ("devlink", "character device"))
+    ),
+    line("run-report-dev-null", run_(S("good"), "--report", "/dev/null"), "character device"),
+    line("run-store-fifo", run_(S("good"), "--store", "fifo", "--overwrite"), "is a FIFO"),
+    line("run-store-dev-null", run_(S("good"), "--store", "/dev/null", "--overwrite"), "device"),
     # spec
     line("spec-malformed", lambda c: ["spec", S("malformed")], "is not valid TOML"),
     line("spec-not-utf8", lambda c: ["spec", S("latin1")], "not UTF-8", "position 19"),
@@ -304,6 +353,29 @@ CASES = [
     line(
         "report-o-read-only", lambda c: ["report", "x.zarr", "-o", f"{c.ro}/r.html"], "cannot write"
     ),
+    *(
+        line(
+            f"report-o-{name.strip('/').replace('/', '-')}",
+            lambda c, name=name: ["report", "x.zarr", "-o", name, "--overwrite"],
+            f"report '{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (
+            ("fifo", "FIFO"),
+            ("sock", "socket"),
+            ("devlink", "character device"),
+            ("/dev/null", "character device"),
+        )
+    ),
+    # compare: its output before its stores
+    line(
+        "compare-o-fifo",
+        lambda c: ["compare", "x.zarr", "y.zarr", "-o", "fifo", "--overwrite"],
+        "output 'fifo' is a FIFO",
+    ),
+    line(
+        "compare-o-dir", lambda c: ["compare", "x.zarr", "y.zarr", "-o", "plain"], "is a directory"
+    ),
     # serve (PREFECT_API_URL unset)
     line("serve-no-server", lambda c: ["serve"], "needs a Prefect server"),
     # sweep
@@ -322,6 +394,11 @@ CASES = [
         "not a dpaudit store",
     ),
     line("sweep-unreachable", lambda c: ["sweep", "--scheduler", c.closed], "is unreachable"),
+    line(
+        "sweep-store-socket",
+        lambda c: ["sweep", "--store", "sock", "--overwrite", "--scheduler", c.closed],
+        "'sock' is a socket",
+    ),
     usage("sweep-neighbours-both", lambda c: ["sweep", "-n", "both"], "both"),
     usage("sweep-delta-abc", lambda c: ["sweep", "--delta", "abc"], "--delta"),
     # mpl-coverage
@@ -447,6 +524,39 @@ CASES = [
         "'many'",
     ),
     line("account-alloc-missing", lambda c: ["account", "-a", "alloc/none.csv"], "existing file"),
+    *(
+        line(
+            f"account-alloc-{name}",
+            lambda c, name=name: ["account", "-a", f"alloc/{name}.csv"],
+            "line 2, column 'sigma2'",
+            "is outside [1e-12, 1e12]",
+        )
+        for name in ("sigma2-1e400", "sigma2-1e-400", "sigma2-5e-324")
+    ),
+    line(
+        "account-alloc-cells-superscript",
+        lambda c: ["account", "-a", "alloc/cells-superscript.csv"],
+        "line 2, column 'cells'",
+        "'²' is not a positive integer",
+    ),
+    line(
+        "account-alloc-long-field",
+        lambda c: ["account", "-a", "alloc/long-field.csv"],
+        "line 2",
+        "131,072 characters",
+    ),
+    line(
+        "account-alloc-sensitivity-1e12",
+        lambda c: ["account", "-a", "alloc/sensitivity-1e12.csv"],
+        "line 2, column 'sensitivity'",
+        "MAX_SENSITIVITY = 2,097,152",
+    ),
+    line(
+        "account-alloc-toml-3000-deep",
+        lambda c: ["account", "-a", "alloc/deep.toml"],
+        "deep.toml', TOML",
+        "nested too deeply",
+    ),
     line(
         "account-alloc-other-relation",
         lambda c: ["account", "-a", "alloc/mixed.csv", "-n", "bounded"],
@@ -463,6 +573,11 @@ CASES = [
         "allocation-export-o-read-only",
         lambda c: ["allocation", "export", "pl94_2021_production", "-o", f"{c.ro}/a.csv"],
         "cannot write",
+    ),
+    line(
+        "allocation-export-o-fifo",
+        lambda c: ["allocation", "export", "pl94_2021_production", "-o", "fifo", "--overwrite"],
+        "'fifo' is a FIFO",
     ),
     # calibrate
     line("calibrate-delta-0", lambda c: ["calibrate", "-d", "0"], "Invalid delta"),
@@ -492,6 +607,16 @@ CASES = [
     line("tradeoff-o-parent-file", lambda c: ["tradeoff", "-o", "afile/c.csv"], "is a file"),
     line("tradeoff-o-read-only", lambda c: ["tradeoff", "-o", f"{c.ro}/c.csv"], "cannot write"),
     line("tradeoff-o-exists", lambda c: ["tradeoff", "-o", "existing.csv"], "already exists"),
+    *(
+        line(
+            f"tradeoff-o-{name}",
+            lambda c, name=name: ["tradeoff", "-o", name, "--overwrite"],
+            f"'{name}' is a {what}",
+            "not a regular file",
+        )
+        for name, what in (("fifo", "FIFO"), ("sock", "socket"), ("devlink", "character device"))
+    ),
+    line("tradeoff-o-dev-null", lambda c: ["tradeoff", "-o", "/dev/null"], "character device"),
     usage("tradeoff-format-xml", lambda c: ["tradeoff", "--format", "xml"], "xml"),
     usage("tradeoff-points-word", lambda c: ["tradeoff", "--points", "1e9"], "--points"),
     # the app
@@ -586,6 +711,35 @@ def dpaudit() -> list[str]:
             "line",
             "count",
             id="exe-run-table-count-1e30",
+        ),
+        # metadata documents that would block or never end: refused unread, by every reader
+        *(
+            pytest.param(
+                args,
+                "line",
+                f"metadata document '{doc}' is a {what}",
+                id=f"exe-{args[0]}-{doc.split('.')[0]}-document",
+            )
+            for args, doc, what in (
+                (["verify", "fifo.zarr"], "fifo.zarr/zarr.json", "FIFO"),
+                (["verify", "zero.zarr"], "zero.zarr/zarr.json", "character device"),
+                (["verify", "node.zarr"], "node.zarr/g/zarr.json", "FIFO"),
+                (["report", "node.zarr", "-o", "r.html"], "node.zarr/g/zarr.json", "FIFO"),
+                (["compare", "zero.zarr", "fifo.zarr"], "zero.zarr/zarr.json", "character"),
+                (
+                    [
+                        "run",
+                        S("good"),
+                        "--store",
+                        "fifo.zarr",
+                        "--overwrite",
+                        "--scheduler",
+                        "{closed}",
+                    ],
+                    "fifo.zarr/zarr.json",
+                    "FIFO",
+                ),
+            )
         ),
     ],
 )

@@ -246,7 +246,16 @@ def test_table_fits_80_columns_on_a_terminal_and_in_a_file(stores: dict[str, str
 
 @pytest.mark.parametrize(
     "case",
-    ["missing", "not-a-store", "unfinished", "corrupt", "reversed-delta", "coverage-store"],
+    [
+        "missing",
+        "not-a-store",
+        "unfinished",
+        "corrupt",
+        "forged-seed",
+        "forged-allocation",
+        "reversed-delta",
+        "coverage-store",
+    ],
 )
 def test_bad_input_exits_2_naming_the_store(
     stores: dict[str, str], case: str, tmp_path: Path, inproc_dask: str
@@ -270,6 +279,23 @@ def test_bad_input_exits_2_naming_the_store(
         data[-1] ^= 0xFF
         chunk.write_bytes(bytes(data))
         fix = "re-run the audit"
+    elif case.startswith("forged"):
+        # the root zarr.json edited by hand: its seed, or the consolidated copy of the accounting
+        # group's allocation (what every reader sees; the group's own document is unchanged)
+        shutil.copytree(a, bad)
+        root = Path(bad, "zarr.json")
+        meta = json.loads(root.read_text())
+        if case == "forged-seed":
+            meta["attributes"]["seed"] += 1
+        else:
+            meta["consolidated_metadata"]["metadata"]["accounting"]["attributes"]["allocation"] = (
+                "pl94_2021_production"
+            )
+        root.write_text(json.dumps(meta, indent=2))
+        fix = "failed its integrity check: zarr.json"
+        report = runner.invoke(app, ["report", bad, "-o", str(tmp_path / "r.html")])
+        assert report.exit_code == 1 and len(report.stderr.strip().splitlines()) == 1
+        assert fix in report.stderr and not (tmp_path / "r.html").exists()
     elif case == "reversed-delta":
         # B's headline δ 1e-5 is not among A's δ: refused, naming A and the δ to add
         a, bad, fix = stores["b"], stores["a"], "in accounting.deltas"

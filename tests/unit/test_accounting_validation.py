@@ -109,3 +109,20 @@ def test_float_conversion_is_exact_unless_asked() -> None:
 def test_bracket_rejects_inverted_interval() -> None:
     with pytest.raises(ValueError, match="lower <= upper"):
         Bracket(2.0, 1.0, "exact-lattice")
+
+
+def test_a_sum_too_costly_to_build_is_refused_before_any_lattice() -> None:
+    """What grows with a query's sensitivity: the terms its noise composes (binary powering by
+    direct convolutions); refused with the bounds named, before anything is built."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(AccountingError) as info:
+        DiscreteGaussianComposition([(4, 10**12)])
+    assert time.perf_counter() - t0 < 5
+    msg = str(info.value)
+    assert "1,000,000,000,000 discrete Gaussian terms of sigma2 = 4" in msg
+    assert "MAX_LATTICE" in msg and "MAX_WORK" in msg and "lower the sensitivity" in msg
+    with pytest.raises(AccountingError, match="sigma2 = 1e\\+12"):
+        DiscreteGaussianComposition([(10**12, 1)])
+    assert DiscreteGaussianComposition([(4, 2**10)]).rho == 2**10 / 8  # still composed

@@ -13,7 +13,7 @@ from scipy import optimize, special
 from typer.testing import CliRunner
 
 from auditlib.accounting import PrivacyLossComposition
-from auditlib.allocation_file import parse_csv, parse_toml
+from auditlib.allocation_file import MAX_SENSITIVITY, parse_csv, parse_toml
 from auditlib.allocations import export_allocation, list_allocations, load_allocation
 from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.cli.accounting_results import account_levels
@@ -283,6 +283,35 @@ BAD = [
     ),
     ("empty-query", HEAD + "State,,1,discrete_gaussian,1,,,,\n", "line 2", "query", "is empty"),
     ("too-many-fields", HEAD + "State,t,1,discrete_gaussian,1,,,,,x\n", "line 2", None, "fields"),
+    # numbers beyond float64 (or that vanish in it): refused, not an OverflowError midway
+    *(
+        (
+            f"sigma2-{v}",
+            HEAD + f"State,t,1,discrete_gaussian,,{v},,,add_remove\n",
+            "line 2",
+            "sigma2",
+            f"'{v}' is outside [1e-12, 1e12]",
+        )
+        for v in ("1e400", "1e-400", "5e-324", "1e13")
+    ),
+    ("rho-1e-13", HEAD + "State,t,1,discrete_gaussian,1e-13,,,,\n", "line 2", "rho", "outside"),
+    ("scale-1e400", HEAD + "State,t,1,laplace,,,1e400,,add_remove\n", "line 2", "scale", "outside"),
+    # str.isdigit() takes a superscript or an Arabic-Indic digit; int() does not
+    ("cells-superscript", HEAD + "State,t,²,discrete_gaussian,1,,,,\n", "line 2", "cells", "'²'"),
+    (
+        "cells-arabic",
+        HEAD + "State,t,\u0663,discrete_gaussian,1,,,,\n",
+        "line 2",
+        "cells",
+        "digits",
+    ),
+    (
+        "long-field",
+        HEAD + "State," + "q" * 131_073 + ",1,discrete_gaussian,1,,,,\n",
+        "line 2",
+        None,
+        "131,072 characters",
+    ),
 ]
 
 
@@ -304,6 +333,23 @@ def test_bad_file_names_its_line_and_column(
 def test_bad_toml_names_its_entry() -> None:
     text = '[[query]]\ngeolevel = "State"\nquery = "t"\nmechanism = "dg"\nrho = 1\n'
     with pytest.raises(DPAuditError, match=r"\[\[query\]\] 1, column 'mechanism'"):
+        parse_toml(text, "my.toml")
+
+
+def test_sensitivity_is_bounded_before_any_work() -> None:
+    head = "geolevel,query,mechanism,sigma2,sensitivity,neighbours\n"
+    f = parse_csv(head + f"State,t,discrete_gaussian,4,{MAX_SENSITIVITY},add_remove\n", "x.csv")
+    assert f.rows[0].sensitivity == MAX_SENSITIVITY
+    text = head + "State,t,discrete_gaussian,4,1000000000000,add_remove\n"
+    with pytest.raises(InvalidParameterError) as info:
+        parse_csv(text, "x.csv")
+    msg = str(info.value)
+    assert "line 2, column 'sensitivity': 1,000,000,000,000 is above MAX_SENSITIVITY" in msg
+
+
+def test_a_toml_file_nested_too_deeply_is_refused() -> None:
+    text = "neighbours = " + "[" * 3000 + "]" * 3000 + "\n"
+    with pytest.raises(InvalidParameterError, match=r"'my.toml', TOML: .*nested too deeply"):
         parse_toml(text, "my.toml")
 
 

@@ -36,6 +36,15 @@ def test_default_spec_is_valid_and_round_trips() -> None:
         ({"audit": {"universe": "units"}}, r"audit\.universe = 'units' is not in allocation"),
         ({"bogus": {}}, r"bogus: unknown key"),
         ({"cluster": {"memory_limit": "lots"}}, r"cluster\.memory_limit = 'lots': must be a size"),
+        # sizes are positive; integers are integers (no bool, no quoted or decimal number)
+        ({"cluster": {"memory_limit": "-4GiB"}}, r"memory_limit = '-4GiB': must be a positive"),
+        ({"cluster": {"memory_limit": "0B"}}, r"memory_limit = '0B': must be a positive"),
+        ({"audit": {"replicates": True}}, r"audit\.replicates = True: must be an integer"),
+        ({"audit": {"replicates": "2"}}, r"audit\.replicates = '2': must be an integer"),
+        ({"audit": {"replicates": 2.0}}, r"audit\.replicates = 2\.0: must be an integer"),
+        ({"audit": {"seed": 1.5}}, r"audit\.seed = 1\.5: must be an integer"),
+        ({"cluster": {"n_workers": "2"}}, r"cluster\.n_workers = '2': must be an integer"),
+        ({"population": {"fanout": {"County": 2.0}}}, r"fanout\.County = 2\.0: must be"),
     ],
 )
 def test_bad_specs_name_field_and_value(data: dict, pattern: str) -> None:
@@ -50,6 +59,10 @@ def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
         load_spec(bad)
     with pytest.raises(SpecError, match="not found"):
         load_spec(tmp_path / "missing.toml")
+    deep = tmp_path / "deep.toml"  # tomllib recurses once per bracket
+    deep.write_text("[audit]\nname = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(SpecError, match=r"deep\.toml' nests its arrays or tables too deeply"):
+        load_spec(deep)
 
 
 def test_spec_is_frozen() -> None:

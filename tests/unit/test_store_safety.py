@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from auditlib.exceptions import StoreError
 from flows.cli.app import app
-from storage import checksums, store
+from storage import checksums, root_document, store
 from storage import schema as S
 from tests.unit.test_store import template
 from tests.unit.test_store_integrity import built, chunk_file
@@ -204,8 +204,11 @@ def test_an_untouched_store_verifies_its_metadata(tmp_path: Path) -> None:
     url = built(tmp_path)
     v = checksums.verify(url)
     assert v.problems == [] and v.notes == []
-    assert v.metadata == len(node_documents(url)) >= 12
+    # every node's own document, the root's and the consolidated copy of each node in it
+    assert v.metadata == 2 * len(node_documents(url)) + 1 >= 25
     assert sorted(store.root_attrs(url)[S.METADATA_SHA256_ATTR]) == node_documents(url)
+    consolidated = store.root_attrs(url)[S.ROOT_SHA256_ATTR]["consolidated"]
+    assert sorted(f"{p}/zarr.json" for p in consolidated) == node_documents(url)
 
 
 @pytest.mark.parametrize("node", ["residuals/truth/zarr.json", "epl/zarr.json"])
@@ -236,14 +239,82 @@ def test_a_store_without_metadata_digests_still_verifies_its_data(tmp_path: Path
     chunk = chunk_file(url, "truth", 2, 2)
     root = Path(url, "zarr.json")
     meta = json.loads(root.read_text())
-    del meta["attributes"][S.METADATA_SHA256_ATTR]  # as finalized before the record existed
+    del meta["attributes"][S.METADATA_SHA256_ATTR]  # as finalized before the records existed
+    del meta["attributes"][S.ROOT_SHA256_ATTR]
     root.write_text(json.dumps(meta))
     Path(url, "residuals/truth/zarr.json").write_text("{")  # not detectable without the record
     v = checksums.verify(url)
     assert v.problems == [] and v.metadata == 0 and v.blocks == 9
-    assert v.notes == [checksums.NO_METADATA_DIGESTS]
+    assert v.notes == [root_document.NO_ROOT_DIGESTS, checksums.NO_METADATA_DIGESTS]
+    assert "run the audit again (with --overwrite) to record them" in root_document.NO_ROOT_DIGESTS
     chunk.unlink()  # its data still is checked
     assert checksums.verify(url).problems == [
         "residuals/truth block (state=ST02, geolevel=County): checksum mismatch "
         "(missing or corrupt chunk)"
+    ]
+
+
+# --- 4. the root document and its consolidated copies -------------------------------------------
+
+
+def forge(url: str, change: str) -> None:
+    """Edit the root zarr.json by hand, as someone might: an attribute, or a consolidated copy."""
+    root = Path(url, "zarr.json")
+    meta = json.loads(root.read_text())
+    if change == "attribute":
+        meta["attributes"]["seed"] = 12345
+    else:
+        meta["consolidated_metadata"]["metadata"]["epl"]["attributes"]["allocation"] = "forged"
+    root.write_text(json.dumps(meta, indent=2))
+
+
+FORGED = {
+    "attribute": "zarr.json: metadata checksum mismatch (the root document: its attributes "
+    "corrupt or changed)",
+    "consolidated": "zarr.json: consolidated copy of epl/zarr.json: metadata checksum mismatch "
+    "(corrupt or changed)",
+}
+
+
+@pytest.mark.parametrize("change", sorted(FORGED))
+def test_a_forged_root_document_does_not_verify(tmp_path: Path, change: str) -> None:
+    url = built(tmp_path)
+    forge(url, change)
+    # what readers see is the forged value: the node's own document still holds the true one
+    if change == "attribute":
+        assert store.root_attrs(url)["seed"] == 12345
+    else:
+        assert xr.open_zarr(url, group="epl", consolidated=True).attrs["allocation"] == "forged"
+        assert "allocation" not in json.loads(Path(url, "epl", "zarr.json").read_text())
+    assert checksums.verify(url).problems == [FORGED[change]]
+    res = CliRunner().invoke(app, ["verify", url])
+    assert res.exit_code == 1 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        f"dpaudit: error: store {url!r} failed its integrity check: {FORGED[change]}; re-run the "
+        "audit (with --overwrite) to rebuild it"
+    ]
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", url, "-o", str(out)])
+    assert res.exit_code == 1 and not out.exists()
+    assert len(res.stderr.splitlines()) == 1 and FORGED[change] in res.stderr
+    res = CliRunner().invoke(app, ["compare", url, url])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert (
+        len(res.stderr.splitlines()) == 1 and "failed its integrity check: zarr.json" in res.stderr
+    )
+
+
+def test_the_root_digests_ignore_layout_only(tmp_path: Path) -> None:
+    url = built(tmp_path)
+    root = Path(url, "zarr.json")
+    meta = json.loads(root.read_text())
+    root.write_text(json.dumps(meta, sort_keys=True))  # the same document, laid out otherwise
+    v = checksums.verify(url)
+    assert v.problems == [] and v.notes == []
+    meta["consolidated_metadata"]["metadata"]["extra"] = meta["consolidated_metadata"]["metadata"][
+        "epl"
+    ]
+    root.write_text(json.dumps(meta))
+    assert checksums.verify(url).problems == [
+        "zarr.json: consolidated copy of extra/zarr.json: no digest recorded (added after the run)"
     ]
