@@ -236,7 +236,7 @@ class ReleaseSection(Strict):
     #: the declared allocation on the same true counts, never against the raw noise
     post_processing: Literal["none", "topdown"] = "none"
     #: observed, post_processing = "topdown": the runs of dpaudit's TopDown drawn as reference
-    reference_runs: Annotated[int, Field(ge=10, le=10_000)] = 100
+    reference_runs: Annotated[StrictInt, Field(ge=10, le=10_000)] = 100
 
     @field_validator("published_files")
     @classmethod
