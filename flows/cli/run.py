@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from auditlib.exceptions import DPAuditError, InvalidParameterError
+from auditlib.exceptions import DPAuditError, InvalidParameterError, StoreError
 from flows.cli.checks import (
     check_output_file,
     check_parents,
@@ -64,7 +64,20 @@ def run(
             data["output"]["overwrite"] = True
         s = parse_spec(data, "spec with command-line overrides")
         url = s.output.store
-        check_store_target(url, s.output.overwrite)  # every output first, then the cluster
+        finished = finished_run(s, url)
+        if finished and not no_report and not Path(s.output.report).exists():
+            finish_report(s, url, finished)  # the run stopped while writing its report
+            return
+        try:
+            check_store_target(url, s.output.overwrite)  # every output first, then the cluster
+        except StoreError as exc:
+            if not finished:
+                raise
+            raise StoreError(
+                f"{exc} (it holds this spec's finished run {finished}"
+                + ("" if no_report else f", and its report {s.output.report} is written")
+                + ")"
+            ) from None
         if not no_report:
             check_output_file(s.output.report, s.output.overwrite, "report", create=True)
         if s.cluster.scheduler:
@@ -80,6 +93,42 @@ def run(
             f"{len(s.geolevels)} levels, {runs_of(s)})"
         )
     run_audit(s, url, no_report, lines)
+
+
+def finished_run(s: Any, url: str) -> str:
+    """The run id of this spec's finished run if the store at ``url`` holds it, else "" (also
+    with ``--overwrite``: then the run is done again)."""
+    from flows import audit
+    from storage import store
+
+    if s.output.overwrite or store.is_remote(url) or not store.is_complete(url):
+        return ""
+    held = store.root_attrs(url).get("run_id")
+    return held if isinstance(held, str) and held == audit.run_id_for(s) else ""
+
+
+def finish_report(s: Any, url: str, run_id: str) -> None:
+    """A rerun of a run that stopped after publishing its store but before its report was
+    written: nothing is computed again; the report is rendered from the store (verified first)."""
+    check_output_file(s.output.report, False, "report", create=True)
+    typer.echo(
+        f"dpaudit: {url} holds this spec's finished run {run_id} but not its report (the run "
+        "stopped while writing it): writing the report from the store"
+    )
+    lines = StageLog(held=False) if logged_output() else None
+    try:
+        render_with_progress(url, s.output.report, lines)
+    except DPAuditError:
+        raise
+    except Exception as exc:
+        fail_with_trace(
+            "report",
+            f"the report of {url!r} failed ({type(exc).__name__}: {exc}); render it with "
+            f"`dpaudit report {url} -o {s.output.report}`",
+            exc,
+        )
+    typer.echo(f"store:  {url}")
+    typer.echo(f"report: {s.output.report}")
 
 
 def runs_of(s: Any) -> str:
