@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -172,18 +173,30 @@ def verified_store(kind: str, run_id: str, url: str) -> Artifact:
     )
 
 
-def report_link(kind: str, run_id: str, report: str) -> Artifact:
-    """A link to the HTML report: a URL as given, a file as a ``file://`` URI."""
-    link = report if re.match(r"^[a-z][a-z0-9+.-]*://", report) else Path(report).resolve().as_uri()
-    return Artifact(
-        artifact_key(kind, run_id, "report"),
-        "markdown",
-        f"[{report}]({link})",
-        "the HTML report of this run",
+def report_link(kind: str, run_id: str, report: str, served_at: str = "") -> Artifact:
+    """The HTML report: a link a browser follows from the Prefect UI — the report's URL as given,
+    or its file name under ``served_at`` (``output.report_url``: where its directory is served) —
+    else its path on the machine that ran the audit and how to open it there (a browser does not
+    follow a ``file://`` link from a web page)."""
+    key, what = artifact_key(kind, run_id, "report"), "the HTML report of this run"
+    if re.match(r"^[a-z][a-z0-9+.-]*://", report):
+        return Artifact(key, "markdown", f"[{report}]({report})", what)
+    path = Path(report).resolve()
+    if served_at:
+        link = served_at.rstrip("/") + "/" + quote(path.name)
+        return Artifact(key, "markdown", f"[{path.name}]({link}) (the file `{path}`)", what)
+    text = (
+        f"The report is the file `{path}` on the machine that ran the audit. A browser does not "
+        "open a file link from this page: open the file there, or serve its directory "
+        f"(`python3 -m http.server 8000 --bind 127.0.0.1 --directory {path.parent}`) and set "
+        '`output.report_url = "http://127.0.0.1:8000/"` so that this artifact links to it.'
     )
+    return Artifact(key, "markdown", text, what + " (its path: not served)")
 
 
-def audit_artifacts(url: str, run_id: str, report: str | None) -> list[Artifact]:
+def audit_artifacts(
+    url: str, run_id: str, report: str | None, served_at: str = ""
+) -> list[Artifact]:
     """The at-a-glance table, the store (with ``verify``) and, if one was written, the report."""
     glance = at_a_glance(url)
     out = [
@@ -195,7 +208,7 @@ def audit_artifacts(url: str, run_id: str, report: str | None) -> list[Artifact]
         verified_store("audit", run_id, url),
     ]
     if report:
-        out.append(report_link("audit", run_id, report))
+        out.append(report_link("audit", run_id, report, served_at))
     return out
 
 

@@ -205,7 +205,7 @@ def scheduled_audit(
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         render_report(url, report_path)
     try:
-        publish(audit_artifacts(url, run_id, report_path))
+        publish(audit_artifacts(url, run_id, report_path, spec.output.report_url))
     except Exception as exc:  # the store and report are written: say so, do not fail the run
         from prefect import get_run_logger
 

@@ -176,7 +176,10 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
     report = None if no_report else s.output.report
     print_run_summary(url, report, summary, time.perf_counter() - t0)
     publish_artifacts(
-        api_url, embedded, summary["flow_run_id"], lambda: audit_artifacts(url, run_id, report)
+        api_url,
+        embedded,
+        summary["flow_run_id"],
+        lambda: audit_artifacts(url, run_id, report, s.output.report_url),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 

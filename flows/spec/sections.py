@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -455,3 +456,18 @@ class OutputSection(Strict):
     store: str = Field("results/audit.zarr", min_length=1)
     report: str = Field("results/report.html", min_length=1)
     overwrite: bool = False
+    #: the http(s) URL of the directory the report is served from (e.g. "http://127.0.0.1:8000/",
+    #: with `python3 -m http.server 8000 --directory results` running): the Prefect artifact links
+    #: the report there (its file name appended). Unset: the artifact gives the report's path and
+    #: how to open it (a browser does not follow a file:// link from a web page)
+    report_url: str = ""
+
+    @field_validator("report_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if v and not re.match(r"^https?://[^/\s]+(/\S*)?$", v):
+            raise ValueError(
+                f'{v!r} is not an http(s) URL of a directory; give e.g. "http://127.0.0.1:8000/" '
+                "(where the report's directory is served), or leave it unset"
+            )
+        return v
