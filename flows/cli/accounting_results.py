@@ -8,7 +8,6 @@ from fractions import Fraction
 from typing import Any
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.summaries import zcdp_and_variance
 
 MODES = {"auto": "auto", "exact": "exact-lattice", "bracket": "bracket-grid"}
 
@@ -169,6 +168,8 @@ def level_components(
 
 def component_summary(comps: list[Any]) -> dict[str, float]:
     """ρ (the zCDP the components give, composed) and the range of their noise variances."""
+    from auditlib.summaries import zcdp_and_variance  # scipy: only when a table is computed
+
     zv = [zcdp_and_variance(c) for c in comps]
     s2 = [v for _, v in zv]
     return {

@@ -12,6 +12,7 @@ app = typer.Typer(
     help="Allocation files: write a shipped allocation in the file format "
     "`--allocation FILE.csv` reads.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 

@@ -45,6 +45,11 @@ class DpauditGroup(TyperGroup):
     """The command group whose commands never end in a traceback: a :class:`DPAuditError` (bad
     input) exits 2, anything else exits 1 with its trace in a log file; one line either way."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            plain_metavars(command)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -64,6 +69,28 @@ class DpauditGroup(TyperGroup):
             _fail_midway(ctx, exc)
 
 
+def plain_metavars(command: Any) -> None:
+    """Every option of ``command`` (and of its subcommands) that takes a value shows it by name in
+    ``--help`` — ``--delta DELTA``, ``--neighbours [add_remove|bounded]`` — and every argument by
+    its name alone, not by Python type (``<list[float]>``, ``<bool>``, ``<str>``)."""
+    from typer.core import TyperArgument, TyperOption
+
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+    for p in command.params:
+        if isinstance(p, TyperArgument):  # its name says it: no Python type beside it
+            p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+            continue
+        if not isinstance(p, TyperOption) or p.is_flag or p.count or p.metavar is not None:
+            continue
+        desc = p.type_descriptor
+        if desc.is_choice:
+            names = (str(getattr(c, "value", c)) for c in desc.choices or ())
+            p.metavar = "[" + "|".join(names) + "]"
+        else:
+            p.metavar = (p.name or "value").upper()
+
+
 def _fail_midway(ctx: Any, exc: BaseException) -> None:
     command = ctx.invoked_subcommand or "dpaudit"
     first = (str(exc).splitlines() or [""])[0]
@@ -78,6 +105,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 #: (name, function) of every command, in the order of ``dpaudit --help``

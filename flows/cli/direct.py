@@ -146,10 +146,16 @@ def direct(
     people: Annotated[int, typer.Option("--people", help="N (seed 001: 10⁶).")] = 1_000_000,
     levels: Annotated[int, typer.Option("--levels", help="J (seed 001: 3).")] = 3,
     mean: Annotated[float, typer.Option("--mean", help="μ people per location.")] = 100.0,
-    population_seed: Annotated[int, typer.Option("--population-seed")] = 1,
+    population_seed: Annotated[
+        int, typer.Option("--population-seed", help="Seed of the synthetic population.")
+    ] = 1,
     change: Annotated[str, typer.Option("--change", help="move | add | remove")] = "move",
-    from_leaf: Annotated[int, typer.Option("--from-leaf")] = 0,
-    to_leaf: Annotated[int, typer.Option("--to-leaf")] = 1001,
+    from_leaf: Annotated[
+        int, typer.Option("--from-leaf", help="Leaf losing the person (move, remove).")
+    ] = 0,
+    to_leaf: Annotated[
+        int, typer.Option("--to-leaf", help="Leaf gaining the person (move, add).")
+    ] = 1001,
     level: Annotated[
         int | None, typer.Option("--level", help="Level of the cell; default: the leaves.")
     ] = None,
@@ -159,11 +165,13 @@ def direct(
         int | None,
         typer.Option("--chunk", help="Replicates per task (default 100; --spec: --stream-chunk)."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 2020,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the releases' noise.")] = 2020,
     min_events: Annotated[
         int, typer.Option("--min-events", help="Keep events seen >= k times in both samples.")
     ] = 10,
-    confidence: Annotated[float, typer.Option("--confidence")] = 0.9,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Confidence of the interval on the loss.")
+    ] = 0.9,
     bin_width: Annotated[
         float | None, typer.Option("--bin-width", help="Error bin; default 1 (ADPC: 1/P).")
     ] = None,
@@ -202,7 +210,9 @@ def direct(
         int | None,
         typer.Option("--stream-chunk", help="--spec: replicates per keyed stream (default 500)."),
     ] = None,
-    store_url: Annotated[str, typer.Option("--store")] = "results/direct.zarr",
+    store_url: Annotated[
+        str, typer.Option("--store", metavar="STORE", help="Result store (path or s3:// URL).")
+    ] = "results/direct.zarr",
     scheduler: SchedulerOption = "",
     overwrite: OverwriteOption = False,
 ) -> None:

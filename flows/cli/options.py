@@ -7,9 +7,16 @@ from typing import Annotated
 
 import typer
 
+from auditlib.allocations import ALLOCATION_FILES
+
+#: the shipped allocation ids, as the options' help lists them
+SHIPPED = ", ".join(ALLOCATION_FILES)
+
 # --scheduler and --overwrite of the commands that run one flow into one store
 SchedulerOption = Annotated[str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")]
-OverwriteOption = Annotated[bool, typer.Option("--overwrite")]
+OverwriteOption = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing store (a dpaudit store only).")
+]
 
 
 class Neighbours(StrEnum):
@@ -40,7 +47,9 @@ class CurveFormat(StrEnum):
 AllocationOpt = Annotated[
     str,
     typer.Option(
-        "--allocation", "-a", help="Shipped allocation id, or an allocation file (.csv, .toml)."
+        "--allocation",
+        "-a",
+        help=f"Shipped allocation id ({SHIPPED}), or an allocation file (.csv, .toml).",
     ),
 ]
 NeighboursOpt = Annotated[
@@ -51,8 +60,8 @@ AllocationsOpt = Annotated[
     typer.Option(
         "--allocation",
         "-a",
-        help="Shipped allocation id, or an allocation file (.csv, .toml); repeat it (or give "
-        "--cumulative) to compose products.",
+        help=f"Shipped allocation id ({SHIPPED}), or an allocation file (.csv, .toml); repeat it "
+        "(or give --cumulative) to compose products.",
     ),
 ]
 UniverseOpt = Annotated[str, typer.Option(help="persons | units.")]

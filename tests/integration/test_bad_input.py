@@ -629,7 +629,7 @@ def check(code: int, stdout: str, stderr: str, kind: str, patterns: tuple[str, .
     assert code == 2, (code, stdout, stderr)
     if kind == "usage":
         assert "dpaudit: error:" not in stderr
-        assert stderr.count("Usage: ") == 1 and stderr.count("─ Error ─") == 1, stderr
+        assert stderr.count("Usage: ") == 1 and stderr.count("Error: ") == 1, stderr
         text = " ".join(stderr.replace("│", " ").split())
     else:
         lines = stderr.strip().splitlines()

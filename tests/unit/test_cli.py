@@ -206,9 +206,9 @@ def test_debug_shows_the_trace_of_bad_input(tmp_path: Path) -> None:
 def test_help_lists_run_first() -> None:
     res = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     listed = [
-        ln.strip("│ ").split()[0]
-        for ln in res.stdout.split("Commands")[1].splitlines()
-        if ln.startswith("│ ") and ln.strip("│ ")
+        ln.split()[0]
+        for ln in res.stdout.split("Commands:")[1].splitlines()
+        if ln.startswith("  ") and ln.strip()
     ]
     assert listed[:6] == ["run", "spec", "verify", "report", "compare", "serve"]
     assert set(listed) >= {"sweep", "mpl-coverage", "direct", "account", "calibrate", "tradeoff"}
@@ -224,3 +224,34 @@ def test_fdp_coverage_help_lists_the_catalogue() -> None:
     assert out.exit_code == 0
     flat = " ".join(out.output.replace("│", " ").split())
     assert FDP_CATALOGUE_NAMES in flat
+
+
+def _commands() -> list[list[str]]:
+    from flows.cli.app import COMMANDS
+
+    return [[name] for name, _ in COMMANDS] + [["allocation", "export"]]
+
+
+@pytest.mark.parametrize("command", _commands(), ids=lambda c: " ".join(c))
+def test_every_help_reads_well_at_80_columns(command: list[str]) -> None:
+    """Each command's help within 80 columns, its options shown by name (no Python types such as
+    <bool> or <list[float]>, no choice list broken mid-word), every option with its help text."""
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert res.exit_code == 0, res.output
+    text = res.stdout
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "<bool>" not in text and "<list[" not in text and "<str>" not in text
+    options = text.split("Options:")[1].splitlines()
+    for i, line in enumerate(options):
+        if line.startswith("  -"):  # an option: its help on the line or the next, indented
+            has_help = len(line.split("  ")) > 2 and line.split("  ")[-1].strip()
+            following = options[i + 1] if i + 1 < len(options) else ""
+            assert has_help or following.startswith(" " * 10), f"no help: {line!r}"
+
+
+def test_account_help_lists_the_shipped_allocations() -> None:
+    from auditlib.allocations import ALLOCATION_FILES
+
+    res = runner.invoke(app, ["account", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    flat = " ".join(res.stdout.split())
+    assert all(a in flat for a in ALLOCATION_FILES)

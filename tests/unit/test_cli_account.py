@@ -247,4 +247,4 @@ def test_tradeoff_help_states_the_accountants_bound() -> None:
 
     assert MAX_POINTS == MAX_TRADEOFF_POINTS
     res = runner.invoke(app, ["tradeoff", "--help"], env={"COLUMNS": "200"})
-    assert f"2..{MAX_TRADEOFF_POINTS} points" in res.stdout
+    assert f"2..{MAX_TRADEOFF_POINTS} points" in " ".join(res.stdout.split())
