@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from flows.batching import pack  # the flow's own batching: the model packs as it does
+
 
 def list_schedule(
     durations: Sequence[float],
@@ -75,20 +77,6 @@ def lpt_makespan(durations: Sequence[float], workers: int) -> float:
     """Longest processing time first: the list schedule of the tasks sorted by decreasing
     duration (within 4/3 of the optimum, Graham 1969)."""
     return list_schedule(sorted(durations, reverse=True), workers)[0]
-
-
-def pack_lpt(costs: Sequence[float], bins: int) -> list[list[int]]:
-    """Indices of ``costs`` in ``bins`` groups, greedy longest-first (the flow's batching,
-    ``flows.batching.pack``): groups sorted, ordered by their first index, empty ones dropped."""
-    if bins <= 0:
-        raise ValueError(f"bins = {bins}: need at least one group")
-    heap = [(0.0, b) for b in range(bins)]
-    groups: list[list[int]] = [[] for _ in range(bins)]
-    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        load, b = heapq.heappop(heap)
-        groups[b].append(i)
-        heapq.heappush(heap, (load + costs[i], b))
-    return sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
 
 
 @dataclass(frozen=True)
@@ -259,7 +247,7 @@ def predict(
             left -= k
     unit_cost = [costs.state_task(audit.states[i], k, padded) for i, k in units]
     n_tasks = len(units) if tasks_per_worker == 0 else min(len(units), workers * tasks_per_worker)
-    groups = pack_lpt(unit_cost, max(1, n_tasks)) if units else []
+    groups = pack(unit_cost, max(1, n_tasks)) if units else []
     o = costs.task_s
     durations: list[float] = []
     deps: list[list[int]] = []

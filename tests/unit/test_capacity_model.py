@@ -20,12 +20,9 @@ from capacity_model import (
     fit_process_overhead,
     list_schedule,
     lpt_makespan,
-    pack_lpt,
     predict,
     replicates_per_task_for,
 )
-
-from flows.batching import pack
 
 COSTS = Costs(
     setup_s=0.1,
@@ -97,14 +94,6 @@ def test_dependencies_wait_and_later_ready_tasks_pass() -> None:
     assert finish == [4.0, 5.0, 2.0] and span == 5.0
     with pytest.raises(ValueError, match="cycle"):
         list_schedule([1, 1], 2, [[1], [0]])
-
-
-def test_pack_is_the_flows_batching() -> None:
-    g = np.random.default_rng(7)
-    for _ in range(50):
-        costs = [float(x) for x in g.integers(1, 100, size=int(g.integers(1, 30)))]
-        bins = int(g.integers(1, 10))
-        assert pack_lpt(costs, bins) == pack(costs, bins)
 
 
 def test_prediction_is_monotone_in_workers_with_one_task_per_state() -> None:
