@@ -1,0 +1,71 @@
+"""`dpaudit run --scheduler ADDRESS` joining a separately started `dask scheduler` and `dask worker`:
+processes left at Dask's 30 s TCP timeout (``distributed.comm.timeouts.tcp``) are named in one
+warning line with the fix, before the flow runs; a cluster started as docs/deploy.md asks gets none.
+
+The runs are cut short (``cluster.timeout_s = 1``): the check comes before the flow, and a flow on a
+30 s cluster would itself risk the lost worker the warning is about on a busy machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration._processes import Workers, dask_scheduler, dpaudit
+from tests.integration._specs import tiny_spec, to_toml
+
+pytestmark = pytest.mark.integration
+
+TCP_VAR = "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"
+
+
+@pytest.fixture(params=["default", "600s"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A `dask scheduler` and one `dask worker` at Dask's default TCP timeout or at 600 s; the
+    setting and the scheduler's address."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", TCP_VAR)}
+    if request.param != "default":
+        env[TCP_VAR] = request.param
+    where = tmp_path / "cluster"
+    where.mkdir()
+    with dask_scheduler(env, where) as address:
+        workers = Workers(address, env, where)
+        try:
+            workers.start(1)  # waits until the scheduler has it
+            yield request.param, address
+        finally:
+            workers.close()
+
+
+def test_joining_a_cluster_at_the_default_tcp_timeout_warns_once(
+    prefect_harness: None, cluster: tuple[str, str], tmp_path: Path
+) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    setting, address = cluster
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "DPAUDIT_LOG_DIR": str(tmp_path / "logs"),
+    }
+    spec = tmp_path / "spec.toml"
+    spec.write_text(to_toml(tiny_spec(cluster={"timeout_s": 1})))
+    cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report", "--scheduler", address]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr[-3000:]  # the flow outlived cluster.timeout_s
+    assert lines[-1].startswith("dpaudit: error: the run failed: "), done.stderr
+    warnings = [line for line in lines if "warning" in line.lower()]
+    if setting != "default":
+        assert lines == lines[-1:], done.stderr  # the error line only
+        return
+    assert lines == [*warnings, lines[-1]] and len(warnings) == 1, done.stderr
+    assert warnings[0] == (
+        f"dpaudit: warning: the Dask scheduler at {address} and 1 of its 1 worker keep Dask's "
+        "30 s TCP timeout (distributed.comm.timeouts.tcp): a worker whose task holds the GIL "
+        "longer on a busy machine is dropped; start the scheduler and workers with "
+        "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP=600s"
+    )
