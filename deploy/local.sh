@@ -4,7 +4,8 @@
 #   deploy/local.sh [N_WORKERS]
 # Environment: DPAUDIT_BIND (default 127.0.0.1), DPAUDIT_PREFECT_PORT (4200), DPAUDIT_DASK_PORT (8786),
 # DPAUDIT_WORKER_MEMORY (4GiB); PREFECT_HOME (SQLite database) or
-# PREFECT_SERVER_DATABASE_CONNECTION_URL (PostgreSQL, see docs/deploy.md) as Prefect reads them.
+# PREFECT_SERVER_DATABASE_CONNECTION_URL (PostgreSQL, see docs/deploy.md) as Prefect reads them;
+# DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP (600s, see docs/deploy.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_WORKERS="${1:-2}"
@@ -14,6 +15,9 @@ DASK_PORT="${DPAUDIT_DASK_PORT:-8786}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # scheduler and workers import dpaudit
 BIN="${VIRTUAL_ENV:-$PWD/.venv}/bin"
+# a worker whose task holds the GIL for over Dask's 30 s default (an exact accounting on a busy
+# machine) would be dropped by the scheduler: see docs/deploy.md, "Fault tolerance"
+export DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP="${DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP:-600s}"
 trap 'kill 0' EXIT
 "$BIN/prefect" server start --host "$HOST" --port "$PREFECT_PORT" &
 # workers report their task runs to this server (without it each would start its own)
