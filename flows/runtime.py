@@ -120,7 +120,7 @@ def tcp_timeout_warning(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str
     try:
         from distributed import Client
 
-        with Client(address, timeout=timeout) as client:
+        with Client(address, timeout=timeout, set_as_default=False) as client:
             scheduler = client.run_on_scheduler(tcp)
             workers = client.run(tcp, on_error="return")
     except Exception:
@@ -133,11 +133,11 @@ def tcp_timeout_warning(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str
 
     low = [w for w, v in workers.items() if not isinstance(v, BaseException) and short(v)]
     where = redact_url(address)
-    n = f"{len(low)} of its {len(workers)} worker" + ("s" if len(workers) != 1 else "")
+    n = f"({len(low)} of {len(workers)})"
     if short(scheduler):
-        who = f"the Dask scheduler at {where} " + (f"and {n} keep" if low else "keeps")
+        who = f"the Dask scheduler at {where} " + (f"and its workers {n} keep" if low else "keeps")
     elif low:
-        who = f"{n.replace('its', 'the', 1)} of the Dask scheduler at {where} keep"
+        who = f"the workers {n} of the Dask scheduler at {where} keep"
     else:
         return None
     return (

@@ -22,30 +22,39 @@ pytestmark = pytest.mark.integration
 TCP_VAR = "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"
 
 
-@pytest.fixture(params=["default", "600s"])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A `dask scheduler` and one `dask worker` at Dask's default TCP timeout or at 600 s; the
-    setting and the scheduler's address."""
+#: (the scheduler's setting, the worker's setting)
+SETTINGS = [("default", "default"), ("600s", "default"), ("600s", "600s")]
+
+
+def env_with(setting: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", TCP_VAR)}
-    if request.param != "default":
-        env[TCP_VAR] = request.param
+    if setting != "default":
+        env[TCP_VAR] = setting
+    return env
+
+
+@pytest.fixture(params=SETTINGS, ids=["-".join(p) for p in SETTINGS])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """A `dask scheduler` and one `dask worker`, each at Dask's default TCP timeout or at 600 s;
+    their settings and the scheduler's address."""
+    scheduler_setting, worker_setting = request.param
     where = tmp_path / "cluster"
     where.mkdir()
-    with dask_scheduler(env, where) as address:
-        workers = Workers(address, env, where)
+    with dask_scheduler(env_with(scheduler_setting), where) as address:
+        workers = Workers(address, env_with(worker_setting), where)
         try:
             workers.start(1)  # waits until the scheduler has it
-            yield request.param, address
+            yield scheduler_setting, worker_setting, address
         finally:
             workers.close()
 
 
 def test_joining_a_cluster_at_the_default_tcp_timeout_warns_once(
-    prefect_harness: None, cluster: tuple[str, str], tmp_path: Path
+    prefect_harness: None, cluster: tuple[str, str, str], tmp_path: Path
 ) -> None:
     from prefect.settings import PREFECT_API_URL
 
-    setting, address = cluster
+    scheduler_setting, worker_setting, address = cluster
     env = {
         **os.environ,
         "PREFECT_API_URL": str(PREFECT_API_URL.value()),
@@ -59,13 +68,17 @@ def test_joining_a_cluster_at_the_default_tcp_timeout_warns_once(
     assert done.returncode == 1, done.stderr[-3000:]  # the flow outlived cluster.timeout_s
     assert lines[-1].startswith("dpaudit: error: the run failed: "), done.stderr
     warnings = [line for line in lines if "warning" in line.lower()]
-    if setting != "default":
+    if (scheduler_setting, worker_setting) == ("600s", "600s"):
         assert lines == lines[-1:], done.stderr  # the error line only
         return
     assert lines == [*warnings, lines[-1]] and len(warnings) == 1, done.stderr
+    who = (
+        f"the Dask scheduler at {address} and its workers (1 of 1) keep"
+        if scheduler_setting == "default"
+        else f"the workers (1 of 1) of the Dask scheduler at {address} keep"
+    )
     assert warnings[0] == (
-        f"dpaudit: warning: the Dask scheduler at {address} and 1 of its 1 worker keep Dask's "
-        "30 s TCP timeout (distributed.comm.timeouts.tcp): a worker whose task holds the GIL "
-        "longer on a busy machine is dropped; start the scheduler and workers with "
-        "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP=600s"
+        f"dpaudit: warning: {who} Dask's 30 s TCP timeout (distributed.comm.timeouts.tcp): a "
+        "worker whose task holds the GIL longer on a busy machine is dropped; start the "
+        "scheduler and workers with DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP=600s"
     )
