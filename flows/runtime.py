@@ -22,7 +22,7 @@ import re
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
@@ -62,11 +62,12 @@ def apply_prefect_defaults() -> None:
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
-#: Dask's ``distributed.comm.timeouts.tcp`` for the clusters a run starts or joins. Dask's 30 s is also
-#: the kernel's TCP_USER_TIMEOUT on its connections: a worker whose task holds the GIL for over 30 s
-#: (an exact accounting on a busy machine) while the scheduler has data queued for it has its
-#: connection aborted, is dropped by the scheduler and shuts down; with no worker left, the run would
-#: wait for ``cluster.timeout_s``. A dead local process still closes its connections at once.
+#: Dask's ``distributed.comm.timeouts.tcp`` for the clusters a run starts (a cluster it joins keeps
+#: its own and is checked: :func:`tcp_timeout_warning`). Dask's 30 s is also the kernel's
+#: TCP_USER_TIMEOUT on its connections: a worker whose task holds the GIL for over 30 s (an exact
+#: accounting on a busy machine) while the scheduler has data queued for it has its connection
+#: aborted, is dropped by the scheduler and shuts down; with no worker left, the run would wait for
+#: ``cluster.timeout_s``. A dead local process still closes its connections at once.
 DASK_TCP_TIMEOUT = "600s"
 _DASK_DEFAULT_TCP = "30s"
 
@@ -86,6 +87,64 @@ def apply_dask_defaults() -> None:
         return
     os.environ["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = DASK_TCP_TIMEOUT
     dask.config.set({"distributed.comm.timeouts.tcp": DASK_TCP_TIMEOUT})
+
+
+#: what a scheduler or worker started separately needs to keep its connections under load
+TCP_TIMEOUT_FIX = f"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP={DASK_TCP_TIMEOUT}"
+
+
+def _seconds(value: Any) -> float | None:
+    from dask.utils import parse_timedelta
+
+    try:
+        return float(parse_timedelta(value, default="seconds"))
+    except (TypeError, ValueError):
+        return None
+
+
+def tcp_timeout_warning(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """One line if the scheduler at ``address`` or any of its workers keeps Dask's 30 s TCP
+    timeout (``distributed.comm.timeouts.tcp``), naming the fix; None if none does (or if the
+    cluster cannot be asked: the run reports that itself).
+
+    A cluster a run joins was started with its own config: :func:`apply_dask_defaults` reaches only
+    the processes a run starts, so a separately started ``dask worker`` at 30 s is dropped by a
+    busy scheduler as in :data:`DASK_TCP_TIMEOUT`'s note.
+    """
+
+    def tcp() -> Any:  # run in the scheduler and each worker (pickled by value)
+        import dask
+
+        return dask.config.get("distributed.comm.timeouts.tcp", None)
+
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=timeout, set_as_default=False) as client:
+            scheduler = client.run_on_scheduler(tcp)
+            workers = client.run(tcp, on_error="return")
+    except Exception:
+        return None
+    limit = _seconds(_DASK_DEFAULT_TCP) or 30.0
+
+    def short(value: Any) -> bool:
+        s = _seconds(value) if value is not None else limit
+        return s is not None and s <= limit
+
+    low = [w for w, v in workers.items() if not isinstance(v, BaseException) and short(v)]
+    where = redact_url(address)
+    n = f"({len(low)} of {len(workers)})"
+    if short(scheduler):
+        who = f"the Dask scheduler at {where} " + (f"and its workers {n} keep" if low else "keeps")
+    elif low:
+        who = f"the workers {n} of the Dask scheduler at {where} keep"
+    else:
+        return None
+    return (
+        f"{who} Dask's {limit:g} s TCP "
+        "timeout (distributed.comm.timeouts.tcp): a worker whose task holds the GIL longer on a "
+        f"busy machine is dropped; start the scheduler and workers with {TCP_TIMEOUT_FIX}"
+    )
 
 
 def redact_url(url: str) -> str:
@@ -445,13 +504,21 @@ def _class_failure(path: str, kwargs: dict[str, Any], exc: BaseException) -> str
     )
 
 
+def _print_warning(message: str) -> None:
+    import sys
+
+    print(f"dpaudit: warning: {message}", file=sys.stderr, flush=True)
+
+
 @contextmanager
-def cluster_runner(cluster: Any) -> Iterator[Any]:
+def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> Iterator[Any]:
     """A DaskTaskRunner for a ``ClusterSection``: external scheduler, cluster class or local cluster.
 
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
-    goes to the run's log file (flows/rundir.py), not the console.
+    goes to the run's log file (flows/rundir.py), not the console. An external scheduler whose
+    processes keep Dask's 30 s TCP timeout is named to ``warn`` (:func:`tcp_timeout_warning`; by
+    default a ``dpaudit: warning:`` line on stderr).
     """
     from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 
@@ -469,6 +536,10 @@ def cluster_runner(cluster: Any) -> Iterator[Any]:
         )
         if adapt and not cluster.scheduler:
             runner.adapt_kwargs = adapt
+        if cluster.scheduler:
+            message = tcp_timeout_warning(cluster.scheduler, connect_timeout)
+            if message:
+                (warn or _print_warning)(message)
         yield runner
         return
     from flows.spec.cluster import import_cluster_class

@@ -144,7 +144,7 @@ def scheduled_audit(
         cluster: where the tasks run.
         report: write the HTML report.
     """
-    from prefect import tags
+    from prefect import get_run_logger, tags
     from prefect.states import Failed
 
     from flows import audit as audit_mod
@@ -177,7 +177,12 @@ def scheduled_audit(
         store.discard(staging, target)
         store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
         try:
-            with cluster_runner(spec.cluster) as runner, tags(*audit_tags(spec)):
+            logger = get_run_logger()
+
+            def warn(message: str) -> None:  # in the run's logs in the UI
+                logger.warning("%s", message)
+
+            with cluster_runner(spec.cluster, warn) as runner, tags(*audit_tags(spec)):
                 sub = audit_mod.audit_flow.with_options(
                     task_runner=runner, timeout_seconds=spec.cluster.timeout_s
                 )

@@ -176,7 +176,14 @@ def execute_locked(
 
                 progress_events.listen(hook, on_stage)
                 t_flow = time.perf_counter()
-                with cluster_runner(cluster) as runner:
+
+                def warn(message: str) -> None:  # one line on the terminal, above the bar
+                    progress.console.print(
+                        f"dpaudit: warning: {message}",
+                        soft_wrap=True, markup=False, highlight=False, emoji=False,
+                    )  # fmt: skip
+
+                with cluster_runner(cluster, warn) as runner:
                     flow = flow_fn.with_options(
                         task_runner=runner, timeout_seconds=cluster.timeout_s
                     )

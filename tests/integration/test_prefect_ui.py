@@ -97,6 +97,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
         PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS="5",  # (default 15 s)
+        PREFECT_UI_API_URL=api,  # the UI's API on this port, not Prefect's 4200 (deploy/local.sh)
     )
     (tmp_path / "nightly.toml").write_text(to_toml(SPEC))
     log_server = (tmp_path / "server.log").open("wb")
@@ -110,6 +111,8 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         procs.append(server)
         http = httpx.Client(base_url=api, timeout=10)
         wait_for("the server", lambda: http.get("/health").status_code == 200, 150, procs)
+        ui = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
+        assert ui["api_url"] == api  # what the UI in a browser connects to
         served_env = {**env, "PREFECT_API_URL": api}
         serving = subprocess.Popen(
             [str(bindir / "dpaudit"), "serve", "nightly.toml", "--cron", "0 3 * * *"],

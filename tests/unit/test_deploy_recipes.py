@@ -74,7 +74,10 @@ def test_kubernetes_dask_operator_manifests() -> None:
     assert sched["spec"]["containers"][0]["args"][:2] == ["dask", "scheduler"]
     (worker,) = cluster["spec"]["worker"]["spec"]["containers"]
     assert worker["args"][:2] == ["dask", "worker"]
-    assert {e["name"] for e in worker["env"]} == {"PREFECT_API_URL"}
+    assert {e["name"] for e in worker["env"]} == {
+        "PREFECT_API_URL",
+        "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP",
+    }
     claim = docs["PersistentVolumeClaim"]["metadata"]["name"]
     volumes = cluster["spec"]["worker"]["spec"]["volumes"]
     assert volumes[0]["persistentVolumeClaim"]["claimName"] == claim
