@@ -61,9 +61,12 @@ def law_variance(name: str, claimed: dict[str, float]) -> float:
     ],
 )
 def test_library_noise_on_the_midwest_counts_has_the_documented_law(name: str) -> None:
+    # OpenDP draws from the system's entropy (no seed reaches it): 40 runs, 17,480 counts, put
+    # the sample variance within 8 % with a margin of over 4 standard errors for every law here
+    # (the geometric's, the heaviest-tailed, has a relative standard error of about 1.8 %)
     mech = C.MECHANISMS[name](EPS)
-    df = C.published_table(mech, runs=10, seed=3)  # 4,370 published counts
-    res = (df[[f"dp{r}" for r in range(10)]].to_numpy().T - df[C.COUNT].to_numpy()).ravel()
+    df = C.published_table(mech, runs=40, seed=3)
+    res = (df[[f"dp{r}" for r in range(40)]].to_numpy().T - df[C.COUNT].to_numpy()).ravel()
     assert abs(res.mean()) < 0.15
     assert res.var() == pytest.approx(law_variance(name, mech.claimed), rel=0.08)
     assert (res == np.round(res)).all() == mech.integer
