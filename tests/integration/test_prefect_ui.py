@@ -240,7 +240,11 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         assert str(stores[0].resolve()) in store_md or stores[0].name in store_md
         assert "verify: ok" in store_md
         report = sorted((tmp_path / "runs").glob("ui-*.html"))[0]
-        assert report.resolve().as_uri() in by_key[f"audit-{run_id}-report"]["data"]
+        # not served (no output.report_url): its path and how to open it, no file:// link that a
+        # browser refuses from the UI (tests/unit/test_report_link.py follows a served one)
+        report_md = by_key[f"audit-{run_id}-report"]["data"]
+        assert str(report.resolve()) in report_md and "file:" not in report_md
+        assert "output.report_url" in report_md
         stop(serving)
         procs.remove(serving)
 
