@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import (
     BaseModel,
     Field,
+    ValidationError,
     model_validator,
 )
 
@@ -332,13 +333,11 @@ class AuditSpec(Strict):
         d["audit"]["replicates"] = r.reference_runs
         try:
             return AuditSpec.model_validate(d)
-        except Exception as exc:  # the TopDown checks name the schema, level or column
-            msg = str(exc).split("\n")
-            detail = next((m.strip() for m in msg if m.strip().startswith("Value error")), msg[-1])
-            detail = detail.split(" [type=")[0]
+        except ValidationError as exc:  # the TopDown checks name the schema, level or column
+            detail = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
             raise ValueError(
                 f'release.post_processing = "{r.post_processing}": the declared release cannot '
-                f"be simulated on this table — {detail.removeprefix('Value error, ')}"
+                f"be simulated on this table — {detail}"
             ) from None
 
     @property
