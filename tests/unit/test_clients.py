@@ -74,11 +74,13 @@ def test_library_noise_on_the_midwest_counts_has_the_documented_law(name: str) -
 
 def test_the_opendp_count_counts_records_then_adds_noise() -> None:
     mech = C.opendp_count(EPS)
-    df = C.published_table(mech, runs=2, seed=0)
-    res = (df[["dp0", "dp1"]].to_numpy().T - df[C.COUNT].to_numpy()).ravel()
+    # no seed reaches OpenDP: 40 runs (17,480 counts) put the sample variance's relative
+    # standard error near 1.8 %, so 8 % is over 4 of them (2 runs at 15 % was 2: one run in 20 failed)
+    df = C.published_table(mech, runs=40, seed=0)
+    res = (df[[f"dp{r}" for r in range(40)]].to_numpy().T - df[C.COUNT].to_numpy()).ravel()
     assert mech.epsilon == EPS  # OpenDP's own map(1) of the count chain
     a = math.exp(-EPS)
-    assert res.var() == pytest.approx(2 * a / (1 - a) ** 2, rel=0.15)
+    assert res.var() == pytest.approx(2 * a / (1 - a) ** 2, rel=0.08)
 
 
 def test_exact_accounting_agrees_with_each_library_claim_and_flags_half() -> None:
