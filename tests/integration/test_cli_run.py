@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import store
-from tests.integration._processes import dpaudit
+from tests.integration._processes import dpaudit, wait_workers
 from tests.integration._specs import tiny_spec, to_toml
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,6 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
     """`--scheduler ADDRESS`: a separately started `dask scheduler` + `dask worker`, whose working
     directory is not the user's, must write the same store the user named (relative path)."""
     import socket
-    import time
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -74,7 +73,7 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
         cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        time.sleep(3)
+        wait_workers(addr, 1)  # the scheduler is up and the worker has joined it
         spec = tmp_path / "tiny.toml"
         spec.write_text(SPEC)
         cmd = [
