@@ -618,6 +618,7 @@ def http_server() -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_scheduler_that_is_not_dask(prefect_harness: None, ctx: Ctx, http_server: str) -> None:
     """``--scheduler`` at a port that answers but is no Dask scheduler: refused in seconds as bad
     input within the connect timeout (10 s; the test gives the whole command 120 s, a ceiling for a

@@ -22,6 +22,8 @@ from distributed import Client, LocalCluster
 
 from flows import runtime
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 #: seconds the worker's GIL is held: past Dask's default 30 s, well inside the raised timeout
 HOLD_S = 45.0
 

@@ -49,6 +49,7 @@ def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> 
     assert (tmp_path / "out" / "a.zarr" / "zarr.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> None:
     """`--scheduler ADDRESS`: a separately started `dask scheduler` + `dask worker`, whose working
     directory is not the user's, must write the same store the user named (relative path)."""
@@ -141,6 +142,7 @@ def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     assert sorted(p.name for p in work.iterdir()) == ["slow.toml"]  # no store, no staging copy
 
 
+@pytest.mark.slow
 def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_path: Path) -> None:
     """``dpaudit --debug run``: what Prefect prints and the trace stay on the terminal, then the
     one line; no log file."""
@@ -157,6 +159,7 @@ def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_a_cluster_class_that_does_not_start_is_one_line(
     api_env: dict[str, str], tmp_path: Path
 ) -> None:

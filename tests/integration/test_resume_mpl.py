@@ -21,6 +21,7 @@ MECHS, EPS, REPS, CHUNK = ["laplace", "laplace_broken"], [0.7], 60, 10
 N_CHUNKS = 2 * 1 * 6
 
 
+@pytest.mark.slow
 def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

@@ -104,6 +104,7 @@ def spec_file(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_run_leaves_no_process_behind(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str]
 ) -> None:
@@ -153,6 +154,7 @@ def break_store(c: Path) -> None:
             continue
 
 
+@pytest.mark.slow
 def test_a_failing_run_keeps_the_console_to_one_line(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str], prefect_home: Path
 ) -> None:

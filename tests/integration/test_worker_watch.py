@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster
 
 from flows.worker_watch import WorkerWatch, track_client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _slow(seconds: float) -> int:
