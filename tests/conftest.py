@@ -13,3 +13,50 @@ os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
 os.environ.pop("PREFECT_API_URL", None)
 # the accounting result cache of the session: never the user's own cache directory
 os.environ["DPAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpaudit-cache-")
+
+import pytest  # noqa: E402  (after the environment above, like everything the tests import)
+
+#: how to run each tier: the default run is the fast tier (addopts in pyproject.toml: -m "not slow")
+TIERS = {"fast": ".venv/bin/python -m pytest", "slow": ".venv/bin/python -m pytest -m slow"}
+
+_COLLECTED = pytest.StashKey[dict[str, int]]()
+_SELECTED = pytest.StashKey[dict[str, int]]()
+
+
+def _counts(items: list[pytest.Item]) -> dict[str, int]:
+    """The tests of each tier among ``items``: the slow tier is marked ``slow``."""
+    slow = sum(1 for item in items if item.get_closest_marker("slow") is not None)
+    return {"fast": len(items) - slow, "slow": slow}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Unit tests first (a broken build fails in seconds), then the integration tests, each in
+    the order collected; each tier's tests counted before ``-m`` or ``-k`` deselects any."""
+    items.sort(key=lambda item: 0 if "unit" in item.path.parts else 1)
+    config.stash[_COLLECTED] = _counts(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_SELECTED] = _counts(session.items)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Each tier's tests in this run, and the command of a tier it left out."""
+    collected, selected = config.stash.get(_COLLECTED, None), config.stash.get(_SELECTED, None)
+    if collected is None or selected is None:
+        return
+    terminalreporter.write_sep("=", "test tiers")
+    for tier, command in TIERS.items():
+        total, ran = collected[tier], selected[tier]
+        if ran == total:
+            terminalreporter.write_line(f"{tier} tier: {ran} tests")
+        elif ran == 0:
+            terminalreporter.write_line(
+                f"{tier} tier (not run): {total} tests; run it with: {command}"
+            )
+        else:
+            terminalreporter.write_line(f"{tier} tier: {ran} of its {total} tests selected")

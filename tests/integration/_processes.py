@@ -267,7 +267,7 @@ def wait_workers(address: str, n: int, seconds: float = 120) -> list[int]:
     """Wait until the scheduler at ``address`` has ``n`` workers; their pids."""
     from distributed import Client
 
-    with Client(address, timeout=30, set_as_default=False) as client:
+    with Client(address, timeout=seconds, set_as_default=False) as client:
         deadline = time.monotonic() + seconds
         while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
             assert time.monotonic() < deadline, f"not {n} workers in {seconds} s"

@@ -15,7 +15,7 @@ from tests.integration._specs import tiny_spec
 from tests.integration.test_resume import array_digests
 from tests.integration.test_worker_faults import task_runs_of_flow_run
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ALLOCATION = tiny_spec(states=2, fanout={"County": 2}, audit={"seed": 41})
 TOPDOWN = {

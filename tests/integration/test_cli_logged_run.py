@@ -13,7 +13,7 @@ import pytest
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_cli_run import dpaudit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: what a run inherits from this test process that would tie it to this process's log routing
 _INHERITED = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import store
-from tests.integration._processes import dpaudit
+from tests.integration._processes import dpaudit, wait_workers
 from tests.integration._specs import tiny_spec, to_toml
 
 pytestmark = pytest.mark.integration
@@ -49,11 +49,11 @@ def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> 
     assert (tmp_path / "out" / "a.zarr" / "zarr.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> None:
     """`--scheduler ADDRESS`: a separately started `dask scheduler` + `dask worker`, whose working
     directory is not the user's, must write the same store the user named (relative path)."""
     import socket
-    import time
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -77,7 +77,7 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
         cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        time.sleep(3)
+        wait_workers(addr, 1)  # the scheduler is up and the worker has joined it
         spec = tmp_path / "tiny.toml"
         spec.write_text(SPEC)
         cmd = [
@@ -146,6 +146,7 @@ def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     assert sorted(p.name for p in work.iterdir()) == ["slow.toml"]  # no store, no staging copy
 
 
+@pytest.mark.slow
 def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_path: Path) -> None:
     """``dpaudit --debug run``: what Prefect prints and the trace stay on the terminal, then the
     one line; no log file."""
@@ -162,6 +163,7 @@ def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_a_cluster_class_that_does_not_start_is_one_line(
     api_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -28,7 +28,7 @@ from storage import schema as S
 from storage import store
 from tests.integration._residuals import padded
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def load_example() -> ModuleType:

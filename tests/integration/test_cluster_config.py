@@ -28,6 +28,7 @@ def spec_with(tmp_path: Path, cluster: dict[str, Any]) -> Any:
     return parse_spec(data)
 
 
+@pytest.mark.slow
 def test_cluster_class_by_import_path(prefect_harness: None, tmp_path: Path) -> None:
     s = spec_with(
         tmp_path,

@@ -234,6 +234,7 @@ def _lines_of(args: list[str], *, tty: bool) -> list[str]:
     return b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
 
 
+@pytest.mark.slow
 def test_table_fits_80_columns_on_a_terminal_and_in_a_file(stores: dict[str, str]) -> None:
     for tty in (True, False):
         lines = _lines_of([stores["a"], stores["b"]], tty=tty)
@@ -318,6 +319,7 @@ def test_bad_input_exits_2_naming_the_store(
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
+@pytest.mark.slow
 def test_report_with_compare_section_fits_1024_px(stores: dict[str, str], tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 

@@ -12,7 +12,7 @@ import xarray as xr
 
 from flows.spec import parse_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = 29  # population.seed: a spine no other test of the session generates
 

@@ -111,8 +111,8 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
     "python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5": check_clients_claim,
     "dpaudit run audit.toml": check_country,
 }
-#: documented runs of a minute or more (a dpaudit run each)
-SLOW = ("python examples/clients.py", "dpaudit run")
+#: the documented runs that are dpaudit runs (on the session's Prefect API)
+FLOWS = ("python examples/clients.py", "dpaudit run")
 
 
 def test_every_example_documents_its_commands_and_each_is_checked() -> None:
@@ -127,17 +127,15 @@ def test_every_example_documents_its_commands_and_each_is_checked() -> None:
     assert sorted(cmd for _, cmd in example_commands()) == sorted(CHECKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("where", "command"),
-    [
-        pytest.param(where, cmd, id=cmd, marks=[pytest.mark.slow] if cmd.startswith(SLOW) else [])
-        for where, cmd in example_commands()
-    ],
+    [pytest.param(where, cmd, id=cmd) for where, cmd in example_commands()],
 )
 def test_example_runs_as_documented(
     request: pytest.FixtureRequest, tmp_path: Path, where: str, command: str
 ) -> None:
-    flows = command.startswith(SLOW)  # dpaudit runs: on the session's Prefect API
+    flows = command.startswith(FLOWS)
     if flows:
         request.getfixturevalue("prefect_harness")
     root = tmp_path / "root"

@@ -135,6 +135,7 @@ def test_resumed_fdp_flow_computes_only_the_unfinished_chunks(
         np.testing.assert_array_equal(ds.mu_lower.values[0, 0, bi], whole[b]["mu_lower"])
 
 
+@pytest.mark.slow
 def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

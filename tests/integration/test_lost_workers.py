@@ -40,7 +40,7 @@ from tests.integration._processes import (
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_cli_run import FANOUT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GRACE_S = 4.0
 #: seconds from the grace period's end to the run's exit: the flow fails, its task runs are marked,

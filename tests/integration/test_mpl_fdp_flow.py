@@ -16,7 +16,7 @@ from tests.integration.test_mpl_audit_flow import SPEC
 from tests.integration.test_report_browser import OVERFLOW_JS
 from tests.integration.test_report_store import CHROMIUM, CHROMIUM_FLAGS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _step_below(grid: np.ndarray, curve: np.ndarray, alpha: np.ndarray) -> np.ndarray:

@@ -106,6 +106,7 @@ def test_dpaudit_run_audits_published_counts(
     assert evidence["measured_at"] == "County" and evidence["n"] == 60 * RUNS
 
 
+@pytest.mark.slow
 def test_a_published_release_declared_truly_reads_consistent(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

@@ -21,7 +21,7 @@ import pytest
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_serve import free_port, stop, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = tiny_spec(
     audit={"seed": 43, "tags": ["nightly", "team-a"]},

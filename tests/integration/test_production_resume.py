@@ -14,7 +14,7 @@ from storage import checksums, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STATES = ["ST13", "ST04"]  # the two smallest states of the spine of seed 7 (247k, 377k people)
 SPEC = {

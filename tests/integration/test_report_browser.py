@@ -30,7 +30,7 @@ from flows.spec import load_spec, parse_spec
 from tests.integration._specs import TINY_FANOUT
 from tests.integration.test_report_store import CHROMIUM, CHROMIUM_FLAGS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WIDTHS = (1024, 1400)
 # every visible table against its container: wider is cut off (or scrolls) at this width

@@ -116,6 +116,7 @@ def test_store_holds_seed004_reduced_noise_and_its_accuracy(
     )
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(
     tiny_store: tuple[str, pathlib.Path], tmp_path: pathlib.Path
 ) -> None:
@@ -169,6 +170,7 @@ def test_report_renders_in_headless_chromium(
 @pytest.mark.parametrize(
     "notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")), ids=str
 )
+@pytest.mark.slow
 def test_notebook_runs_on_the_store(
     tiny_store: tuple[str, pathlib.Path],
     notebook: str,

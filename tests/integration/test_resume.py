@@ -16,7 +16,7 @@ from tests.integration._stores import array_digests as array_digests  # imported
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 from tests.integration.test_cli_run import FANOUT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = tiny_spec(
     states=3, fanout=FANOUT, simulation={"max_cells_per_query": 4}, cluster={"n_workers": 1}

@@ -21,6 +21,7 @@ MECHS, EPS, REPS, CHUNK = ["laplace", "laplace_broken"], [0.7], 60, 10
 N_CHUNKS = 2 * 1 * 6
 
 
+@pytest.mark.slow
 def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
@@ -41,7 +42,7 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     cmd = [*dpaudit(), "mpl-coverage", *args]
     env = standalone_env()
 
-    with running(cmd, env, tmp_path, 120) as first:  # one deadline for both chunks
+    with running(cmd, env, tmp_path, 600) as first:  # one deadline for both chunks
         first.wait(lambda: done_markers(staging, PARTS) >= 1, "first chunk marked done")
         # a second run on the same store meanwhile is refused before it touches anything
         second = CliRunner().invoke(app, ["mpl-coverage", *args])

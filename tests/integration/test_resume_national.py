@@ -16,7 +16,7 @@ from storage import checksums, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPLICATES = 6
 PER_TASK = 2  # 3 ranges per state: the replicate digests' chunk k is replicates k·PER_TASK …

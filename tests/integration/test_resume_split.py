@@ -15,7 +15,7 @@ from storage import checksums, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPLICATES = 12
 LEVELS = 5  # State, County, Tract, Block_Group, Block: one state (Puerto Rico), no nation

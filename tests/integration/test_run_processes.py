@@ -104,6 +104,7 @@ def spec_file(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_run_leaves_no_process_behind(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str]
 ) -> None:
@@ -126,7 +127,7 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
         assert len(tree) >= 2, "no Dask worker process"
         os.kill(proc.pid, signal.SIGKILL)  # the run only: what it started must end by itself
         proc.wait(30)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 120  # a ceiling: each ends by itself, soon on a calm machine
 
         def ended() -> bool:
             return not any(alive(p.pid) for p in tree) and not any(map(port_open, ports))
@@ -153,6 +154,7 @@ def break_store(c: Path) -> None:
             continue
 
 
+@pytest.mark.slow
 def test_a_failing_run_keeps_the_console_to_one_line(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str], prefect_home: Path
 ) -> None:
@@ -197,7 +199,7 @@ def http_server() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # a ceiling: python starting on a busy machine
         while not port_open(port):
             assert time.monotonic() < deadline, "http.server did not start"
             time.sleep(0.05)

@@ -78,3 +78,21 @@ def test_gdpc_and_rdpc_audits(prefect_harness: None, dask_address: str, tmp_path
         float(gepl.epl_bias_aware.sel(geolevel="L2", query="total"))
     )
     assert np.isnan(gepl.level_correlation.values).sum() == 8
+
+
+def test_adpc_audit(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
+    eps, p = 0.5, 4
+    data = spec("adpc", eps)
+    data["release"]["n_runs"] = p
+    a = run(tmp_path, "a.zarr", data, dask_address)
+    assert S.ACCOUNTING not in store.groups(a)
+    res = padded(a)
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 31 * 31]  # ADPC releases the leaves, as GDPC does
+    r = res.residual.values[0, 2, :, : n[2]].ravel().astype(np.float64)
+    np.testing.assert_array_equal(r * p, np.round(r * p))  # the mean of P integer releases
+    assert (r * p % p != 0).any()  # ... and not always a whole number
+    # the mean of P draws of G(eps / P): variance Var G(eps / P) / P
+    assert r.var() == pytest.approx(float(TwoSidedGeometric(eps / p).var()) / p, rel=0.06)
+    epl = store.open_group(a, S.EPL)
+    assert np.isfinite(float(epl.epl_pooled.sel(geolevel="L2", query="total")))

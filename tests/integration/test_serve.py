@@ -16,7 +16,7 @@ import pytest
 from tests.integration._processes import free_port
 from tests.integration._specs import tiny_spec, to_toml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = to_toml(
     tiny_spec(

@@ -15,7 +15,7 @@ import pytest
 
 from flows.runtime import embedded_server_class
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # an HTTP server whose first `late` answers to /health come after `delay` seconds
 SLOW_SERVER = """

@@ -10,7 +10,7 @@ import pytest
 
 from flows.spec import parse_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = 23  # population.seed: a spine no other test of the session generates
 

@@ -22,7 +22,7 @@ from storage import store
 from tests.integration.test_cli_run import SPEC, dpaudit
 from tests.unit.test_store_integrity import assert_no_pickles
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SECRET = "dpaudit-test-secret-0c5e1f"  # fake; moto accepts any credentials
 

@@ -24,7 +24,7 @@ from storage import store
 from tests.integration.test_store_races import _child
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CONTENDERS = 16
 CTX = mp.get_context("fork")

@@ -113,3 +113,49 @@ def test_sa3_of_a_csv_through_the_flow(
     epl = store.open_group(url, S.EPL)
     assert list(epl["query"].values) == ["total", "strata"]
     assert np.isfinite(epl.epl_pooled.sel(geolevel="tract").values).all()
+
+
+def test_sa4_of_a_csv_through_the_flow(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.audit import audit_flow, run_id_for
+    from flows.spec import parse_spec
+
+    rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
+    (tmp_path / "tracts.csv").write_text("\n".join(rows) + "\n")
+    s = parse_spec(
+        {
+            "audit": {"replicates": 30, "seed": 4},
+            "population": {
+                "kind": "table",
+                "path": str(tmp_path / "tracts.csv"),
+                "counts": ["a", "b"],
+                "levels": ["county"],
+                "unit": "tract",
+            },
+            "release": {"kind": "sa4", "epsilon": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        }
+    )
+    url = str(tmp_path / "sa4.zarr")
+    audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(s, url, run_id_for(s))
+    store.finalize(url)
+    res = padded(url)
+    n = res.n_items.values[0]
+    assert list(n) == [0, 0, 40 * 3]  # each tract's total, then its two counts
+    r = res.residual.values[0, 2, :, : n[2]]
+    q = res.query_index.values[0, 2, : n[2]]
+    tot, strata = r[:, q == 0], r[:, q == 1].reshape(30, 40, 2)
+    assert (tot == strata.sum(axis=2)).all()  # the released total is the sum of the strata
+    # the rows were written county by county, ten tracts each: every county's total is invariant
+    truth = res.truth.values[0, 2, : n[2]][q == 0]
+    assert sorted(truth.reshape(4, 10).sum(axis=1).tolist()) == [
+        sum(20 + i + 3 * i for i in range(10 * c, 10 * c + 10)) for c in range(4)
+    ]
+    assert (tot.reshape(30, 4, 10).sum(axis=2) == 0).all()
+    assert (tot != 0).any()  # but the tracts' own totals move
+    epl = store.open_group(url, S.EPL)
+    assert list(epl["query"].values) == ["total", "strata"]
+    assert np.isfinite(epl.epl_pooled.sel(geolevel="tract").values).all()

@@ -19,7 +19,7 @@ from storage import schema as S
 from storage import store
 from tests.integration._residuals import padded
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COUNTRY = Path(__file__).resolve().parents[2] / "examples" / "country"
 

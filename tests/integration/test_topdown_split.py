@@ -16,7 +16,7 @@ from storage import checksums, store
 from storage.residuals import REPLICATE_CHUNK_ATTR, REPLICATE_SHA256
 from tests.integration.test_resume import array_digests
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FANOUT = {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}
 

@@ -26,7 +26,7 @@ from storage import schema as S
 from storage import store
 from tests.integration._specs import tiny_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = tiny_spec(states=2, fanout={"County": 2, "Block_Group": 2}, audit={"seed": 31})
 

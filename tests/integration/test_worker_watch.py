@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster
 
 from flows.worker_watch import WorkerWatch, track_client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _slow(seconds: float) -> int:
@@ -58,7 +58,7 @@ def test_a_cluster_left_without_workers_cancels_what_the_client_waits_for(
         with pytest.raises(Exception, match="all workers lost"):
             future.result(timeout=60)
         took = time.monotonic() - t0
-    assert 2.0 <= took < 15, took
+    assert 2.0 <= took < 45, took  # the grace period decides, not the 120 s task (a busy machine)
     assert watch.lost is not None
     assert watch.lost.startswith(
         f"the worker of the Dask cluster at {c.scheduler_address} was lost"

@@ -131,6 +131,7 @@ def test_pl94_releases_keep_every_invariant_at_every_level(
     assert (people_per_unit_type(release.dp[-1])[:, 1:][facilities] >= 1).all()
 
 
+@pytest.mark.slow  # minutes: the slow tier (the PL94 seeds above, a second each, stay in the fast)
 @pytest.mark.parametrize(("seed", "part", "chunk"), [(1, None, None), (2, IN_PARTS, 10_000)])
 def test_dhc_releases_keep_every_invariant_at_every_level(
     small_state, seed: int, part: int | None, chunk: int | None, monkeypatch
