@@ -20,6 +20,7 @@ from tests.integration.test_serve import wait_for
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash"),
 ]
 

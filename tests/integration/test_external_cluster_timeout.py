@@ -17,7 +17,7 @@ import pytest
 from tests.integration._processes import Workers, dask_scheduler, dpaudit
 from tests.integration._specs import tiny_spec, to_toml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TCP_VAR = "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"
 

@@ -13,7 +13,7 @@ from storage import store
 from tests.integration._processes import audit_run, run_until, standalone_env
 from tests.integration._specs import tiny_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_a_run_killed_while_writing_its_report_finishes_it_when_run_again(tmp_path: Path) -> None:
