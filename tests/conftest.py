@@ -47,7 +47,8 @@ def pytest_terminal_summary(
 ) -> None:
     """Each tier's tests in this run, and the command of a tier it left out."""
     collected, selected = config.stash.get(_COLLECTED, None), config.stash.get(_SELECTED, None)
-    if collected is None or selected is None:
+    if collected is None or selected is None:  # pytest-xdist's controller collects nothing
+        _tiers_from_reports(terminalreporter)
         return
     terminalreporter.write_sep("=", "test tiers")
     for tier, command in TIERS.items():
@@ -60,3 +61,17 @@ def pytest_terminal_summary(
             )
         else:
             terminalreporter.write_line(f"{tier} tier: {ran} of its {total} tests selected")
+
+
+def _tiers_from_reports(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each tier's tests that ran, counted from the workers' reports (``pytest -n``)."""
+    ran: dict[str, set[str]] = {"fast": set(), "slow": set()}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if isinstance(rep, pytest.TestReport):
+                ran["slow" if "slow" in rep.keywords else "fast"].add(rep.nodeid)
+    if not any(ran.values()):
+        return
+    terminalreporter.write_sep("=", "test tiers")
+    for tier, ids in ran.items():
+        terminalreporter.write_line(f"{tier} tier: {len(ids)} tests ran")

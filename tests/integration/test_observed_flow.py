@@ -179,6 +179,7 @@ def test_a_run_file_without_a_unit_exits_2(tmp_path: Path) -> None:
     assert not target.exists()
 
 
+@pytest.mark.slow
 def test_a_release_declared_topdown_is_tested_against_dpaudits_own_topdown(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
