@@ -32,7 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from auditlib.claims.verdict import Verdict, _count, _num
+from auditlib.claims.numbers import format_count, format_number
+from auditlib.claims.verdict import Verdict
 from auditlib.exceptions import InvalidParameterError
 
 #: size classes of true counts: 0, 1–9, 10–99, 100–999, 1000 and more
@@ -251,8 +252,8 @@ def judge_post_processed(
         "assumptions": ASSUMPTIONS,
     }
     where = (
-        f"{_count(runs)} published runs at {measured_at} against {_count(ref_runs)} runs of "
-        f"{what} of the declared allocation (ε = {_num(declared_eps)} at δ = {delta:g}) on the "
+        f"{format_count(runs)} published runs at {measured_at} against {format_count(ref_runs)} runs of "
+        f"{what} of the declared allocation (ε = {format_number(declared_eps)} at δ = {delta:g}) on the "
         "same true counts"
     )
     if best.p_value < threshold:
@@ -260,10 +261,10 @@ def judge_post_processed(
             geolevel,
             "refuted",
             f"refuted: less noise than declared — {where}: where the true counts are "
-            f"{best.sizes} ({_count(best.cells)} cells) the published counts are off by "
-            f"{_num(best.spread, 3)} on average against the declared release's "
-            f"{_num(best.reference_spread, 3)} (Mann–Whitney p = {_num(best.p_value, 2)} < "
-            f"{_num(threshold, 2)})",
+            f"{best.sizes} ({format_count(best.cells)} cells) the published counts are off by "
+            f"{format_number(best.spread, 3)} on average against the declared release's "
+            f"{format_number(best.reference_spread, 3)} (Mann–Whitney p = {format_number(best.p_value, 2)} < "
+            f"{format_number(threshold, 2)})",
             ev,
         )
     resolving = max(comparisons, key=lambda c: c.detectable if c.detectable > 0 else 0.0)
@@ -273,17 +274,17 @@ def judge_post_processed(
             "undecided",
             f"undecided: {where} show no smaller errors, but could not tell errors "
             f"{RESOLVE_SPREAD:g} × the declared release's from them (at best "
-            f"{_num(resolving.detectable, 2)} ×, true counts {resolving.sizes}); more published "
+            f"{format_number(resolving.detectable, 2)} ×, true counts {resolving.sizes}); more published "
             "runs would decide",
             ev,
         )
-    ratios = ", ".join(f"{c.sizes}: {_num(c.spread_ratio, 3)}" for c in comparisons)
+    ratios = ", ".join(f"{c.sizes}: {format_number(c.spread_ratio, 3)}" for c in comparisons)
     return Verdict(
         geolevel,
         "consistent",
         f"consistent: {where} show no smaller errors (published / declared mean absolute "
-        f"error by true count {ratios}; least p = {_num(best.p_value, 2)}); errors "
-        f"{_num(resolving.detectable, 2)} × the declared release's would be seen with "
+        f"error by true count {ratios}; least p = {format_number(best.p_value, 2)}); errors "
+        f"{format_number(resolving.detectable, 2)} × the declared release's would be seen with "
         f"{POWER:.0%} power",
         ev,
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from auditlib.claims.numbers import format_count, format_number
 from auditlib.claims.residual_tests import FitTest, ScaleTest
 from auditlib.claims.tradeoff_test import TradeoffTest
 from auditlib.exceptions import InvalidParameterError
@@ -86,16 +87,6 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _count(n: int) -> str:
-    return f"{n:,}".replace(",", " ")
-
-
-def _num(x: float, digits: int = 4) -> str:
-    if not math.isfinite(x):
-        return "∞" if x > 0 else "−∞"
-    return f"{x:.{digits}g}"
-
-
 def by_construction(geolevel: str, declared_eps: float, delta: float, release: str) -> Verdict:
     """A simulated level: the claim holds by construction (see the module docstring)."""
     what = "TopDown's post-processing" if release == "topdown" else "the release's estimator"
@@ -103,7 +94,7 @@ def by_construction(geolevel: str, declared_eps: float, delta: float, release: s
         geolevel,
         "consistent",
         f"consistent by construction: dpaudit drew this level's noise from the declared "
-        f"allocation (ε = {_num(declared_eps)} at δ = {delta:g}); post-processing cannot add "
+        f"allocation (ε = {format_number(declared_eps)} at δ = {delta:g}); post-processing cannot add "
         f"privacy loss, so an EPL above it measures {what}, not loss",
         {
             "test": "by_construction",
@@ -237,8 +228,8 @@ def judge_published(
             tradeoff_n=tradeoff.n,
         )
     conf = f"{100 * (1 - threshold):.4g} %"
-    where = f"{_count(scale.n)} residuals at {measured_at}"
-    interval = f"ε(δ = {delta:g}) in [{_num(lo)}, {_num(hi)}] ({conf} each side)"
+    where = f"{format_count(scale.n)} residuals at {measured_at}"
+    interval = f"ε(δ = {delta:g}) in [{format_number(lo)}, {format_number(hi)}] ({conf} each side)"
     if tradeoff is not None and tradeoff.below:
         ev.update(test="tradeoff", statistic=tradeoff.beta - tradeoff.declared_beta)
         ev.update(p_value=None)
@@ -246,7 +237,7 @@ def judge_published(
             geolevel,
             "refuted",
             f"refuted: a count is less private than its declared noise ({tradeoff.law}) allows — "
-            f"{_count(tradeoff.n)} residuals at {measured_at} certify a test of one person's presence "
+            f"{format_count(tradeoff.n)} residuals at {measured_at} certify a test of one person's presence "
             f"with errors α ≤ {tradeoff.alpha:.3f}, β ≤ {tradeoff.beta:.3f}, where the declared "
             f"noise allows β ≥ {tradeoff.declared_beta:.3f} ({conf}; no noise family assumed)",
             ev,
@@ -257,11 +248,11 @@ def judge_published(
             geolevel,
             "undecided",
             f"undecided: the residuals do not follow the declared noise (fit χ² = "
-            f"{_num(fit.statistic)}, p = {_num(fit.p_value, 2)} < {_num(threshold, 2)}), so "
+            f"{format_number(fit.statistic)}, p = {format_number(fit.p_value, 2)} < {format_number(threshold, 2)}), so "
             "their scale says nothing sure about ε"
             + (
-                f" (their variance is {_num(scale.variance_ratio, 3)} × the declared one, p = "
-                f"{_num(scale.p_value, 2)})"
+                f" (their variance is {format_number(scale.variance_ratio, 3)} × the declared one, p = "
+                f"{format_number(scale.p_value, 2)})"
                 if scale.p_value < threshold
                 else ""
             )
@@ -274,8 +265,8 @@ def judge_published(
             geolevel,
             "refuted",
             f"refuted: the noise is smaller than declared — {where} put its variance at "
-            f"{_num(scale.variance_ratio, 3)} × the declared one (p = {_num(scale.p_value, 2)} < "
-            f"{_num(threshold, 2)}), so {interval}, above the declared ε = {_num(declared_eps)}",
+            f"{format_number(scale.variance_ratio, 3)} × the declared one (p = {format_number(scale.p_value, 2)} < "
+            f"{format_number(threshold, 2)}), so {interval}, above the declared ε = {format_number(declared_eps)}",
             ev,
         )
     ev.update(test="scale", statistic=scale.z, p_value=scale.p_value)
@@ -284,9 +275,9 @@ def judge_published(
             geolevel,
             "undecided",
             f"undecided: {where} give {interval}; the noise's variance is "
-            f"{_num(scale.variance_ratio, 3)} × the declared one (scale p = "
-            f"{_num(scale.p_value, 2)}), but ε is not surely above the declared "
-            f"ε = {_num(declared_eps)} (a discrete Gaussian's ε is not monotone in σ²)",
+            f"{format_number(scale.variance_ratio, 3)} × the declared one (scale p = "
+            f"{format_number(scale.p_value, 2)}), but ε is not surely above the declared "
+            f"ε = {format_number(declared_eps)} (a discrete Gaussian's ε is not monotone in σ²)",
             ev,
         )
     if not hi <= RESOLVE_RATIO * declared_eps:
@@ -294,19 +285,19 @@ def judge_published(
             geolevel,
             "undecided",
             f"undecided: {where} give {interval}, which holds the declared "
-            f"ε = {_num(declared_eps)} but also {RESOLVE_RATIO:g} × it; more published runs "
+            f"ε = {format_number(declared_eps)} but also {RESOLVE_RATIO:g} × it; more published runs "
             "would decide",
             ev,
         )
     holds = (
-        f"which holds the declared ε = {_num(declared_eps)}"
+        f"which holds the declared ε = {format_number(declared_eps)}"
         if lo <= declared_eps <= hi
-        else f"below the declared ε = {_num(declared_eps)} (more noise than declared)"
+        else f"below the declared ε = {format_number(declared_eps)} (more noise than declared)"
     )
     return Verdict(
         geolevel,
         "consistent",
         f"consistent: {where} give {interval}, {holds}; the residuals follow the declared "
-        f"noise (fit p = {_num(fit.p_value, 2)})",
+        f"noise (fit p = {format_number(fit.p_value, 2)})",
         ev,
     )
