@@ -39,14 +39,10 @@ from auditlib.simulate.measured import allocation_measured as allocation_measure
 from auditlib.simulate.measured import schema_query as schema_query
 from auditlib.simulate.measured import unexpressible_queries as unexpressible_queries
 from auditlib.simulate.noise import noise_key, noise_sampler
-from auditlib.simulate.postprocess import (
-    query_matrix,
-    round_preserving,
-    solve_wls_children,
-    solve_wls_normal,
-)
+from auditlib.simulate.postprocess import round_preserving
 from auditlib.simulate.release import ResidualBlock, check_block_size
 from auditlib.simulate.rounding import round_controlled
+from auditlib.simulate.wls import query_matrix, solve_wls_children, solve_wls_normal
 
 if TYPE_CHECKING:
     from auditlib.geography.schema import AttributeSchema
