@@ -312,8 +312,8 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
     goes to the run's log file (flows/rundir.py), not the console. An external scheduler whose
-    processes keep Dask's 30 s TCP timeout is named to ``warn`` (:func:`~flows.dask_tcp.tcp_timeout_warning`; by
-    default a ``dpaudit: warning:`` line on stderr).
+    processes keep Dask's 30 s TCP timeout is named to ``warn``
+    (:func:`~flows.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on stderr).
     """
     from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 
