@@ -313,7 +313,8 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
     goes to the run's log file (flows/rundir.py), not the console. An external scheduler whose
     processes keep Dask's 30 s TCP timeout is named to ``warn``
-    (:func:`~flows.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on stderr).
+    (:func:`~flows.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on
+    stderr).
     """
     from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 

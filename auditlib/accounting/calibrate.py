@@ -27,8 +27,8 @@ needed.
 
 ``method="paper-bound"`` reproduces seed 004 (Su, Su, Wang), Appendix A.6 / Section 3.3: it drops
 the ``-e^eps Q[...]`` term of ``delta(eps)``, i.e. uses ``delta(eps) <= P[L > eps]`` (a valid but
-loose upper bound on ``delta``; :mod:`auditlib.accounting.paper_bound`). The calibrated ``c`` is then
-certified for *that* bound.
+loose upper bound on ``delta``; :mod:`auditlib.accounting.paper_bound`). The calibrated ``c`` is
+then certified for *that* bound.
 """
 
 from __future__ import annotations

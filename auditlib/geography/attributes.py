@@ -4,8 +4,8 @@
   accepted in query names and its recodes.
 * :class:`Recode` — groups of an attribute's levels kept as one query axis (the DAS's ``recode…``
   methods); the groups partition the levels.
-* :data:`TOTAL`, :data:`DETAILED` — the two special query names (no attribute; all attributes), which
-  no attribute may take; :data:`LABEL_SEPARATOR` joins level names in a cell label.
+* :data:`TOTAL`, :data:`DETAILED` — the two special query names (no attribute; all attributes),
+  which no attribute may take; :data:`LABEL_SEPARATOR` joins level names in a cell label.
 
 The schemas built from them, and their queries, are in :mod:`auditlib.geography.schema`.
 """

@@ -7,9 +7,10 @@ with level counts ``(2, 2, 7)`` has 28 cells and cell ``(a, h, r)`` is ``a·14 +
 A *query* is the marginal over a subset of the attributes, named like the Census Bureau's DAS names its
 queries: the attribute names joined by ``" * "`` in schema order (``"votingage * hispanic"``), with two
 special names: ``"total"`` (no attribute, one cell) and ``"detailed"`` (all attributes). An attribute
-may also be kept through one of its *recodes* (:class:`~auditlib.geography.attributes.Recode`: groups of its levels, as the DAS's
-``recode…`` methods), named in place of the attribute (``"hhinstlevels"`` groups ``hhgq`` into
-household / institutional / non-institutional; ``"age_18_64_116 * sex"``). A query's answer is
+may also be kept through one of its *recodes* (:class:`~auditlib.geography.attributes.Recode`:
+groups of its levels, as the DAS's ``recode…`` methods), named in place of the attribute
+(``"hhinstlevels"`` groups ``hhgq`` into household / institutional / non-institutional;
+``"age_18_64_116 * sex"``). A query's answer is
 ``query_matrix(q) @ histogram``; every detailed cell lies in exactly one row of every query.
 
 Large schemas (the DHC's 1,227,744 cells) are answered by cell index, never by a dense matrix:

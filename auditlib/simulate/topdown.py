@@ -17,10 +17,10 @@ Given the true detailed histogram of every block (n_blocks, n_cells), the hierar
 
 Every released marginal is computed from the final detailed histograms, so marginals are consistent
 with each other and across levels. All parents of a level are solved at once
-(:mod:`auditlib.simulate.wls`, :mod:`auditlib.simulate.postprocess`). The national level, when there is one, is the sum of the
-states (each state is its own run, as state-parallel as the data). What is simplified relative to the
-Census Bureau's TopDown is listed in ``docs/simulation.md``. A level's residuals and the bias of unit
-totals are computed in :mod:`auditlib.simulate.topdown_residuals`.
+(:mod:`auditlib.simulate.wls`, :mod:`auditlib.simulate.postprocess`). The national level, when there
+is one, is the sum of the states (each state is its own run, as state-parallel as the data). What is
+simplified relative to the Census Bureau's TopDown is listed in ``docs/simulation.md``. A level's
+residuals and the bias of unit totals are computed in :mod:`auditlib.simulate.topdown_residuals`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@
 - :func:`total_bias_sums` — the released − true totals of a block's units summed per class of
   true total (:data:`TRUTH_CLASSES`, by :data:`TOTAL_EDGES`): the stored bias of a TopDown geolevel.
 
-The release itself, its replicates and their residual blocks are in :mod:`auditlib.simulate.topdown`.
+The release itself, its replicates and their residual blocks are in
+:mod:`auditlib.simulate.topdown`.
 """
 
 from __future__ import annotations
