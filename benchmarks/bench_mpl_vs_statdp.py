@@ -61,16 +61,11 @@ import numpy.typing as npt
 from _machine import machine_info
 
 from auditlib.mpl import laplace_mechanism, mpl, randomized_response, report_noisy_max, svt2
-from auditlib.mpl.catalogue import (
-    SVT_PATTERNS,
-    KnownMechanism,
-    SVTSampler,
-    rr_keep_probability,
-    svt_bits_pmf,
-    svt_no_query_noise_pmf,
-)
+from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.dpl import Region
 from auditlib.mpl.protocol import MechanismUnderTest
+from auditlib.mpl.randomized_response import rr_keep_probability
+from auditlib.mpl.svt import SVT_PATTERNS, SVTSampler, svt_bits_pmf, svt_no_query_noise_pmf
 
 #: runs in the StatDP interpreter; argv[1] is a JSON job, one JSON line of results is printed
 STATDP_DRIVER = r"""

@@ -1,15 +1,17 @@
 """Where the flow runs: the Prefect API it reports to and the Dask cluster its tasks run on.
-(Over 400 lines: the settings applied before Prefect and Dask are imported, the API, the cluster
-and the checks of both share one import order; the next split is the reachability checks.)
+(Over 400 lines: the settings applied before Prefect and Dask are imported, the API and the cluster
+share one import order. The reachability checks are in flows/reachability.py, Dask's TCP timeout of
+a run's clusters in flows/dask_tcp.py.)
 
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
   Dask worker process reports to it (instead of each starting its own); logs are drained before it
   stops. The server ends with this process however it ends, ``kill -9`` included (flows/lifeline.py).
 - ``cluster.scheduler`` empty: a local Dask cluster of processes; otherwise that scheduler, checked
   within ``cluster.connect_timeout`` seconds to answer as a Dask scheduler before anything is written
-  (:func:`check_scheduler`). ``cluster.class``: that cluster class (by import path) built with
-  ``cluster.kwargs`` before the flow starts, so a class that cannot start is a configuration error;
-  its servers listen on loopback unless the kwargs say otherwise (:func:`cluster_class_kwargs`).
+  (:func:`~flows.reachability.check_scheduler`). ``cluster.class``: that cluster class (by import
+  path) built with ``cluster.kwargs`` before the flow starts, so a class that cannot start is a
+  configuration error; its servers listen on loopback unless the kwargs say otherwise
+  (:func:`cluster_class_kwargs`).
 - Prefect's and Dask's logging goes to the run's log file, not the console (flows/rundir.py).
 - A failed flow run leaves no task run Running in the API (:func:`fail_orphaned_task_runs`): a task
   whose worker died on every attempt (Dask's ``KilledWorker``) never reports its end to Prefect.
@@ -19,8 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import struct
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +28,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
+from flows.dask_tcp import apply_dask_defaults, tcp_timeout_warning
+from flows.reachability import CONNECT_TIMEOUT_S, check_reachable, check_scheduler, redact_url
 from flows.rundir import route_logs
 from flows.rundir import run_log_path as run_log_path  # the CLI names it in a failed run's line
 
@@ -38,14 +40,8 @@ PREFECT_DEFAULTS = {
     "PREFECT_LOGGING_LEVEL": "WARNING",
 }
 
-#: seconds to reach a Dask scheduler and get its handshake (the spec's cluster.connect_timeout)
-CONNECT_TIMEOUT_S = 10.0
 #: servers dpaudit starts listen here unless the spec says otherwise
 LOOPBACK = "127.0.0.1"
-
-
-class ClusterUnreachableError(DPAuditError, ConnectionError):
-    """The configured Dask scheduler or Prefect API does not answer."""
 
 
 class ClusterConfigError(DPAuditError, ValueError):
@@ -60,207 +56,6 @@ def apply_prefect_defaults() -> None:
     route_logs()
     if "DASK_LOGGING" not in os.environ:  # Dask logging set by the user: distributed at warning
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-
-
-#: Dask's ``distributed.comm.timeouts.tcp`` for the clusters a run starts (a cluster it joins keeps
-#: its own and is checked: :func:`tcp_timeout_warning`). Dask's 30 s is also the kernel's
-#: TCP_USER_TIMEOUT on its connections: a worker whose task holds the GIL for over 30 s (an exact
-#: accounting on a busy machine) while the scheduler has data queued for it has its connection
-#: aborted, is dropped by the scheduler and shuts down; with no worker left, the run would wait for
-#: ``cluster.timeout_s``. A dead local process still closes its connections at once.
-DASK_TCP_TIMEOUT = "600s"
-_DASK_DEFAULT_TCP = "30s"
-
-
-def apply_dask_defaults() -> None:
-    """Raise Dask's TCP timeout to :data:`DASK_TCP_TIMEOUT` unless the user set one (config file or
-    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP``): in this process, and through the environment in the
-    worker processes it starts."""
-    import dask
-
-    if "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP" in os.environ:
-        return
-    if (
-        str(dask.config.get("distributed.comm.timeouts.tcp", _DASK_DEFAULT_TCP))
-        != _DASK_DEFAULT_TCP
-    ):
-        return
-    os.environ["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = DASK_TCP_TIMEOUT
-    dask.config.set({"distributed.comm.timeouts.tcp": DASK_TCP_TIMEOUT})
-
-
-#: what a scheduler or worker started separately needs to keep its connections under load
-TCP_TIMEOUT_FIX = f"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP={DASK_TCP_TIMEOUT}"
-
-
-def _seconds(value: Any) -> float | None:
-    from dask.utils import parse_timedelta
-
-    try:
-        return float(parse_timedelta(value, default="seconds"))
-    except (TypeError, ValueError):
-        return None
-
-
-def tcp_timeout_warning(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
-    """One line if the scheduler at ``address`` or any of its workers keeps Dask's 30 s TCP
-    timeout (``distributed.comm.timeouts.tcp``), naming the fix; None if none does (or if the
-    cluster cannot be asked: the run reports that itself).
-
-    A cluster a run joins was started with its own config: :func:`apply_dask_defaults` reaches only
-    the processes a run starts, so a separately started ``dask worker`` at 30 s is dropped by a
-    busy scheduler as in :data:`DASK_TCP_TIMEOUT`'s note.
-    """
-
-    def tcp() -> Any:  # run in the scheduler and each worker (pickled by value)
-        import dask
-
-        return dask.config.get("distributed.comm.timeouts.tcp", None)
-
-    try:
-        from distributed import Client
-
-        with Client(address, timeout=timeout, set_as_default=False) as client:
-            scheduler = client.run_on_scheduler(tcp)
-            workers = client.run(tcp, on_error="return")
-    except Exception:
-        return None
-    limit = _seconds(_DASK_DEFAULT_TCP) or 30.0
-
-    def short(value: Any) -> bool:
-        s = _seconds(value) if value is not None else limit
-        return s is not None and s <= limit
-
-    low = [w for w, v in workers.items() if not isinstance(v, BaseException) and short(v)]
-    where = redact_url(address)
-    n = f"({len(low)} of {len(workers)})"
-    if short(scheduler):
-        who = f"the Dask scheduler at {where} " + (f"and its workers {n} keep" if low else "keeps")
-    elif low:
-        who = f"the workers {n} of the Dask scheduler at {where} keep"
-    else:
-        return None
-    return (
-        f"{who} Dask's {limit:g} s TCP "
-        "timeout (distributed.comm.timeouts.tcp): a worker whose task holds the GIL longer on a "
-        f"busy machine is dropped; start the scheduler and workers with {TCP_TIMEOUT_FIX}"
-    )
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials (``user:password@``), for messages and logs."""
-    u = urlparse(url)
-    if u.username is None and u.password is None:
-        return url
-    host = u.hostname or ""
-    netloc = f"***@{host}" + (f":{u.port}" if u.port else "")
-    return u._replace(netloc=netloc).geturl()
-
-
-def _host_port(address: str, what: str, fix: str) -> tuple[str, int]:
-    u = urlparse(address if "://" in address else f"tcp://{address}")
-    try:
-        host, port = u.hostname, u.port
-    except ValueError:  # a port that is not a number
-        host, port = None, None
-    if not host or not port:
-        raise ClusterUnreachableError(f"{what} address {address!r} has no host:port; {fix}")
-    return host, port
-
-
-def check_reachable(address: str, what: str, fix: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Open (and close) a TCP connection to ``address`` within ``timeout`` s or raise a clear error."""
-    host, port = _host_port(address, what, fix)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise ClusterUnreachableError(
-            f"{what} at {address!r} is unreachable ({exc.strerror or exc}); {fix}"
-        ) from None
-
-
-#: a Dask scheduler's handshake is a few hundred bytes; a larger announced length is not one
-_MAX_HANDSHAKE = 1 << 20
-SCHEDULER_FIX = (
-    "give the address `dask scheduler` prints (e.g. tcp://HOST:8786), raise cluster.connect_timeout "
-    'for a slow network, or set cluster.scheduler = "" for a local cluster'
-)
-
-
-def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Check within ``timeout`` seconds that a Dask scheduler answers at ``address``, or raise
-    :class:`ClusterUnreachableError` (one line naming the address and the fix).
-
-    A Dask scheduler speaks first: on a ``tcp://`` address its handshake (an 8-byte frame length,
-    then msgpack frames) is read here without Dask's frame reader, which trusts the length it reads
-    (an HTTP server's ``HTTP/1.1`` is 3.07 EiB to it) and waits for ever for a peer that says
-    nothing. Other schemes (``tls://``, ...) are only checked to accept a connection.
-    """
-    what = "Dask scheduler"
-    host, port = _host_port(address, what, SCHEDULER_FIX)
-    deadline = time.monotonic() + timeout
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except OSError as exc:
-        reason = (
-            f"no answer within {timeout:g} s"
-            if isinstance(exc, TimeoutError)
-            else (exc.strerror or str(exc))
-        )
-        raise ClusterUnreachableError(
-            f"{what} at {address!r} is unreachable ({reason}); {SCHEDULER_FIX}"
-        ) from None
-    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
-    with sock:
-        if scheme != "tcp":
-            return
-        problem = _handshake_problem(sock, deadline, timeout)
-    if problem:
-        raise ClusterUnreachableError(
-            f"{address!r} does not answer as a Dask scheduler ({problem}); {SCHEDULER_FIX}"
-        )
-
-
-def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
-    """Up to ``n`` bytes (fewer if the peer closes); ``TimeoutError`` past ``deadline``."""
-    data = b""
-    while len(data) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        sock.settimeout(left)
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _handshake_problem(sock: socket.socket, deadline: float, timeout: float) -> str | None:
-    """Why what the peer sends first is not a Dask handshake (None if it is one)."""
-    try:
-        head = _recv(sock, 8, deadline)
-        if len(head) < 8:
-            return "it closed the connection without a Dask handshake"
-        (n,) = struct.unpack("Q", head)
-        if not 0 < n <= _MAX_HANDSHAKE:
-            return f"it answered {head!r}, not a Dask handshake"
-        body = _recv(sock, n, deadline)
-    except TimeoutError:
-        return f"no Dask handshake within {timeout:g} s"
-    except OSError as exc:
-        return f"the connection failed: {exc.strerror or exc}"
-    try:
-        from distributed.protocol.core import loads
-        from distributed.protocol.utils import unpack_frames
-
-        msg = loads(unpack_frames(body), deserialize=False)
-    except Exception:
-        return f"it answered {head!r}..., not a Dask handshake"
-    if not (isinstance(msg, dict) and "compression" in msg):
-        return "its first message is not a Dask handshake"
-    return None
 
 
 #: how long an embedded Prefect API may take to answer its first health check
@@ -517,8 +312,9 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
     goes to the run's log file (flows/rundir.py), not the console. An external scheduler whose
-    processes keep Dask's 30 s TCP timeout is named to ``warn`` (:func:`tcp_timeout_warning`; by
-    default a ``dpaudit: warning:`` line on stderr).
+    processes keep Dask's 30 s TCP timeout is named to ``warn``
+    (:func:`~flows.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on
+    stderr).
     """
     from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
 

@@ -9,8 +9,9 @@
   :func:`zcdp_tradeoff` the curve rho-zCDP implies through the Bureau's conversion,
   :func:`gdp_mu_estimate` the closest Gaussian-DP curve (an estimate).
 * :func:`calibrate_factor`, :func:`calibrate_sigma2` -- certified variance factor (or reduced
-  sigma2) at which eps(delta*) meets a target (:func:`calibrate_mixed` for mixed compositions); :func:`tail_probability` and
-  :func:`paper_bound_epsilon` -- seed 004's bound ``delta(eps) <= P[L > eps]``.
+  sigma2) at which eps(delta*) meets a target (:func:`calibrate_mixed` for mixed compositions);
+  :func:`tail_probability` and :func:`paper_bound_epsilon` (:mod:`~auditlib.accounting.paper_bound`)
+  -- seed 004's bound ``delta(eps) <= P[L > eps]``.
 * :class:`PrivacyLossComposition` -- the same brackets for mixed compositions of
   :class:`DiscreteGaussianLoss`, :class:`GeometricLoss`, :class:`LaplaceLoss` and
   :class:`GaussianLoss` components (exact lattice when commensurate, else the bracket grid).
@@ -26,9 +27,7 @@ from auditlib.accounting.calibrate import (
     calibrate_factor,
     calibrate_mixed,
     calibrate_sigma2,
-    paper_bound_epsilon,
     scale_components,
-    tail_probability,
 )
 from auditlib.accounting.composition import PrivacyLossComposition
 from auditlib.accounting.discrete_gaussian_pld import DiscreteGaussianComposition
@@ -38,6 +37,7 @@ from auditlib.accounting.losses import (
     GeometricLoss,
     LaplaceLoss,
 )
+from auditlib.accounting.paper_bound import paper_bound_epsilon, tail_probability
 from auditlib.accounting.tradeoff import (
     MAX_TRADEOFF_POINTS,
     check_tradeoff_points,

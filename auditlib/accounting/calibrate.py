@@ -27,7 +27,8 @@ needed.
 
 ``method="paper-bound"`` reproduces seed 004 (Su, Su, Wang), Appendix A.6 / Section 3.3: it drops
 the ``-e^eps Q[...]`` term of ``delta(eps)``, i.e. uses ``delta(eps) <= P[L > eps]`` (a valid but
-loose upper bound on ``delta``). The calibrated ``c`` is then certified for *that* bound.
+loose upper bound on ``delta``; :mod:`auditlib.accounting.paper_bound`). The calibrated ``c`` is
+then certified for *that* bound.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, widen
 from auditlib.accounting._ladder import (
     RUNGS,
     Point,
@@ -49,7 +49,6 @@ from auditlib.accounting._ladder import (
     model_slope,
     rung_settings,
 )
-from auditlib.accounting._profile import HockeyStick
 from auditlib.accounting._validation import check_delta, parse_components
 from auditlib.accounting.bracket import Bracket
 from auditlib.accounting.composition import PrivacyLossComposition
@@ -65,6 +64,7 @@ from auditlib.accounting.losses import (
     GeometricLoss,
     LaplaceLoss,
 )
+from auditlib.accounting.paper_bound import tail_probability
 from auditlib.accounting.zcdp import bureau_epsilon
 from auditlib.exceptions import AccountingError, InvalidParameterError
 
@@ -78,84 +78,6 @@ climbs to a finer accountant only when that one is cheap (:data:`LADDER_WORK`)."
 LADDER_WORK = 3e8
 """Bracket mode: estimated multiply-adds of a split pass up to which a finer accountant is used to
 narrow a factor interval already :data:`LADDER_RTOL` narrow (about 0.2 s on one core)."""
-
-
-def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
-    """Certified bracket on ``P[L > eps]``: seed 004's upper bound on ``delta(eps)``.
-
-    The lower end uses the lattice whose losses err low and keeps only atoms certainly above
-    ``eps``; the upper end the lattice whose losses err high, every atom possibly above ``eps`` and
-    the dropped mass. Rounding radii widen both.
-    """
-
-    def kept(hs: HockeyStick, eps_eff: float) -> tuple[float, float]:
-        start = int(np.searchsorted(hs.loss, eps_eff, side="right"))
-        if start >= hs.loss.size:
-            return 0.0, 0.0
-        total, r_sum = blocked_sum(hs.values[start:])
-        return total, hs.radius + r_sum + U_LOG
-
-    eps = float(epsilon)
-    hs_up: HockeyStick = composition._upper
-    hs_dn: HockeyStick = composition._lower
-    e_up = hs_up.loss_error + 4.0 * 2.0**-53 * (abs(eps) + hs_up.loss_abs_max) + 1e-300
-    e_dn = hs_dn.loss_error + 4.0 * 2.0**-53 * (abs(eps) + hs_dn.loss_abs_max) + 1e-300
-    total_up, r_up = kept(hs_up, float(np.nextafter(eps - e_up, -np.inf)))
-    total_dn, r_dn = kept(hs_dn, float(np.nextafter(eps + e_dn, np.inf)))
-    upper = min(1.0, widen(total_up, r_up)[1] + hs_up.dropped + ABSOLUTE_SLACK)
-    lower = max(0.0, widen(total_dn, r_dn)[0] - ABSOLUTE_SLACK)
-    lower = min(lower, upper)
-    return Bracket(
-        lower, upper, composition.method, "delta", composition.truncated_mass, composition.grid
-    )
-
-
-def paper_bound_epsilon(
-    composition: DiscreteGaussianComposition, delta: float, tol: float = 1e-12
-) -> Bracket:
-    """Bracket on ``inf{eps >= 0 : P[L > eps] <= delta}`` (seed 004's eps for the bound that drops
-    the negative term). ``P[L > eps]`` is a step function; the ends are verified like
-    :meth:`DiscreteGaussianComposition.epsilon`'s: ``P_upper(eps_upper) <= delta`` and
-    ``P_lower(eps_lower) > delta``."""
-    d = float(check_delta(delta))
-
-    def upper_fn(e: float) -> float:
-        return float(tail_probability(composition, e).upper)
-
-    def lower_fn(e: float) -> float:
-        return float(tail_probability(composition, e).lower)
-
-    if upper_fn(0.0) <= d:
-        return Bracket(0.0, 0.0, composition.method, "epsilon", composition.truncated_mass)
-    lo, hi = 0.0, composition._upper.loss_max + 1.0
-    if upper_fn(hi) > d:
-        raise AccountingError(f"delta={d!r} is below what the truncated lattice can certify")
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if upper_fn(mid) > d:
-            lo = mid
-        else:
-            hi = mid
-    eps_upper = hi
-    lo2, hi2 = 0.0, eps_upper
-    if lower_fn(0.0) <= d:
-        eps_lower = 0.0
-    else:
-        while hi2 - lo2 > tol:
-            mid = 0.5 * (lo2 + hi2)
-            if lower_fn(mid) > d:
-                lo2 = mid
-            else:
-                hi2 = mid
-        eps_lower = lo2
-    return Bracket(
-        eps_lower,
-        eps_upper,
-        composition.method,
-        "epsilon",
-        composition.truncated_mass,
-        composition.grid,
-    )
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Geographic hierarchies and their populations."""
 
+from auditlib.geography.attributes import Attribute
 from auditlib.geography.flaxman import (
     FlaxmanHierarchy,
     FlaxmanPopulation,
     generate_population,
 )
-from auditlib.geography.schema import Attribute, AttributeSchema
+from auditlib.geography.schema import AttributeSchema
 from auditlib.geography.spine import Spine, SpineModel, SpineTotals, generate_spine, tallies_2020
 from auditlib.geography.synthetic import (
     NATIONAL,

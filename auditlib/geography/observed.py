@@ -33,7 +33,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import DETAILED, TOTAL, AttributeSchema
+from auditlib.geography.attributes import DETAILED, TOTAL
+from auditlib.geography.schema import AttributeSchema
 from auditlib.geography.tabular import ROW_LEVEL, TabularPopulation, _read, read_counts
 from auditlib.simulate.release import ResidualBlock
 

@@ -11,10 +11,12 @@ loss ℓ_{x,x′}(t) = |ln f_x(t) − ln f_x′(t)| over outputs t, so no event 
 * :mod:`~auditlib.mpl.hockey` — the hockey-stick δ(ε) of a pair from the same draws, with a
   finite-sample lower bound (for (ε, δ) users).
 * :mod:`~auditlib.mpl.catalogue` — mechanisms with known ε (Laplace, Report Noisy Max, exponential,
-  SVT2/4/5/6, continuous Noisy Max, randomized response, noisy counts) to validate all of the above.
+  continuous Noisy Max, noisy counts) to validate all of the above; SVT2/4/5/6 in
+  :mod:`~auditlib.mpl.svt`, randomized response in :mod:`~auditlib.mpl.randomized_response`.
 * :mod:`~auditlib.mpl.census` — census releases under test: a released count of a database D vs
-  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C; the
-  TopDown, ADPC and RDPC counts of a histogram database (TopDown and RDPC bounded, not exact).
+  D′ (one person added, removed, moved), DG with σ² of an allocation or GDPC, exact ε*_C;
+  :mod:`~auditlib.mpl.census_hist` — the TopDown, ADPC and RDPC counts of a histogram database
+  (TopDown and RDPC bounded, not exact).
 
 See ``docs/mpl.md`` for the derivation, the assumptions and which way each step errs.
 """
@@ -28,22 +30,19 @@ from auditlib.mpl.catalogue import (
     geometric_count,
     laplace_mechanism,
     noisy_max_pmf,
-    randomized_response,
     report_noisy_max,
-    svt2,
-    svt4,
-    svt5,
-    svt6,
 )
 from auditlib.mpl.census import (
-    AccountedMechanism,
-    adpc_count,
     allocation_count,
     allocation_query_count,
     census_database,
     gdpc_count,
-    histogram_database,
     neighbour_pairs,
+)
+from auditlib.mpl.census_hist import (
+    AccountedMechanism,
+    adpc_count,
+    histogram_database,
     rdpc_count,
     topdown_count,
 )
@@ -57,6 +56,8 @@ from auditlib.mpl.dpl import DEFAULT_TAU, DPLResult, Region, dpl, dpl_from_sampl
 from auditlib.mpl.hockey import HockeyStick, hockey_stick, hockey_stick_exact
 from auditlib.mpl.mpl import ConfidenceStep, MPLResult, confidence_bound, mpl
 from auditlib.mpl.protocol import MechanismUnderTest, OutputKind, Sampler, check_samples
+from auditlib.mpl.randomized_response import randomized_response
+from auditlib.mpl.svt import svt2, svt4, svt5, svt6
 
 __all__ = [
     "DEFAULT_TAU",

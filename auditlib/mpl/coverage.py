@@ -20,17 +20,14 @@ from auditlib.mpl.catalogue import (
     exponential_mechanism,
     geometric_count,
     laplace_mechanism,
-    randomized_response,
     report_noisy_max,
-    rr_keep_probability,
-    svt2,
-    svt4,
-    svt5,
-    svt6,
 )
-from auditlib.mpl.census import adpc_count, allocation_count, gdpc_count
+from auditlib.mpl.census import allocation_count, gdpc_count
+from auditlib.mpl.census_hist import adpc_count
 from auditlib.mpl.mpl import mpl
 from auditlib.mpl.protocol import check_sample_size
+from auditlib.mpl.randomized_response import randomized_response, rr_keep_probability
+from auditlib.mpl.svt import svt2, svt4, svt5, svt6
 
 MPL_COVERAGE = 20  # stream id of coverage repetitions
 

@@ -30,15 +30,14 @@ from scipy.special import ndtr, ndtri
 from auditlib.accounting import DiscreteGaussianComposition, tradeoff
 from auditlib.mechanisms import DiscreteGaussian, Laplace
 from auditlib.mechanisms.base import positive_finite
-from auditlib.mpl.catalogue import (
-    CountSampler,
-    LaplaceSampler,
+from auditlib.mpl.catalogue import CountSampler, LaplaceSampler
+from auditlib.mpl.protocol import MechanismUnderTest
+from auditlib.mpl.randomized_response import (
     RandomizedResponseSampler,
     randomized_response_pmf,
     rr_epsilon,
     rr_keep_probability,
 )
-from auditlib.mpl.protocol import MechanismUnderTest
 from auditlib.mpl.tradeoff_geometry import implied_mu
 
 FloatArray = npt.NDArray[np.float64]

@@ -18,7 +18,7 @@ import numpy as np
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mpl.catalogue import rr_keep_probability
+from auditlib.mpl.randomized_response import rr_keep_probability
 from auditlib.mpl.rates import Band, check_band
 from auditlib.mpl.tradeoff_catalogue import (
     KnownTradeoff,

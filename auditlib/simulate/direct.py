@@ -42,7 +42,7 @@ import numpy.typing as npt
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import DETAILED, TOTAL
+from auditlib.geography.attributes import DETAILED, TOTAL
 from auditlib.mechanisms.base import check_rng, positive_finite
 from auditlib.simulate.hierarchical import Algorithm, CountTree, adpc, gdpc, rdpc
 from auditlib.simulate.neighbours_hist import HistogramDatabase, HistogramPair

@@ -34,7 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import LABEL_SEPARATOR, TOTAL, AttributeSchema
+from auditlib.geography.attributes import LABEL_SEPARATOR, TOTAL
+from auditlib.geography.schema import AttributeSchema
 from auditlib.geography.schema import schema as schema_by_name
 from auditlib.simulate.topdown import StateHierarchy, synthetic_state
 

@@ -11,8 +11,8 @@ residuals of 0 (``R`` per cell) or state that an estimate conditions on their ab
 (``docs/simulation.md``, "Production schemas").
 
 Items are ordered query-major, then unit, then cell (as the dense
-:func:`~auditlib.simulate.topdown.level_residuals`), so a dense and a sparse block of the same
-release list the same non-zero cells in the same order.
+:func:`~auditlib.simulate.topdown_residuals.level_residuals`), so a dense and a sparse block of the
+same release list the same non-zero cells in the same order.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
     check_store_target(store_url, overwrite)
     cluster = ClusterSection(scheduler=scheduler)
     if scheduler:
-        from flows.runtime import check_scheduler
+        from flows.reachability import check_scheduler
 
         check_scheduler(scheduler, cluster.connect_timeout)
     return cluster
@@ -133,13 +133,12 @@ def execute_locked(
     import time
 
     from flows import progress as progress_events
+    from flows.reachability import ClusterUnreachableError, redact_url
     from flows.runtime import (
         ClusterConfigError,
-        ClusterUnreachableError,
         cluster_runner,
         describe_failure,
         prefect_api,
-        redact_url,
         worker_count,
     )
     from flows.worker_watch import AllWorkersLostError, run_watched

@@ -81,7 +81,7 @@ def run(
         if not no_report:
             check_output_file(s.output.report, s.output.overwrite, "report", create=True)
         if s.cluster.scheduler:
-            from flows.runtime import check_scheduler
+            from flows.reachability import check_scheduler
 
             check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
@@ -437,7 +437,7 @@ def serve(
     may contain {date} and {time} (UTC), filled in when a run starts.
     """
     apply_prefect_defaults()
-    from flows.runtime import check_reachable, redact_url
+    from flows.reachability import check_reachable, redact_url
     from flows.serve import build_deployments, check_cron, expand_placeholders, has_placeholder
 
     try:

@@ -30,14 +30,8 @@ from auditlib.mpl import (
     svt5,
     svt6,
 )
-from auditlib.mpl.catalogue import (
-    continuous_max_logpdf,
-    exponential_lambda,
-    exponential_logpdf,
-    svt_bits_pmf,
-    svt_first_above_pmf,
-    svt_no_query_noise_pmf,
-)
+from auditlib.mpl.catalogue import continuous_max_logpdf, exponential_lambda, exponential_logpdf
+from auditlib.mpl.svt import svt_bits_pmf, svt_first_above_pmf, svt_no_query_noise_pmf
 
 
 @pytest.mark.parametrize("eps", [0.2, 0.7, 1.5])

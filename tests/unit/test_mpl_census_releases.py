@@ -25,7 +25,7 @@ from scipy import stats
 from auditlib.accounting import DiscreteGaussianComposition
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl import mpl
-from auditlib.mpl.census import (
+from auditlib.mpl.census_hist import (
     POINTWISE_DELTAS,
     adpc_count,
     histogram_database,

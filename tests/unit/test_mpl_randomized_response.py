@@ -1,8 +1,8 @@
 """Randomized response in the catalogue, and the catalogue entries the coverage flow can run.
 
 References: Warner (1965) for the protocol; the exact ε of k-ary RR with keep probability γ is
-ln(1 + kγ/(1 − γ)) (derived in ``catalogue.rr_keep_probability``); for k = 2 and a correct γ the
-true bit is reported with probability e^ε/(1 + e^ε) (Dwork & Roth, §3.2). The discrete Gaussian
+ln(1 + kγ/(1 − γ)) (derived in ``randomized_response.rr_keep_probability``); for k = 2 and a correct
+γ the true bit is reported with probability e^ε/(1 + e^ε) (Dwork & Roth, §3.2). The discrete Gaussian
 census count's ε*_C on C = c ± r is (2r + 1)/(2σ²) (ℓ affine in t, docs/mpl.md).
 """
 
@@ -18,8 +18,12 @@ from scipy import stats
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mpl import mpl, randomized_response
-from auditlib.mpl.catalogue import RandomizedResponseSampler, rr_epsilon, rr_keep_probability
 from auditlib.mpl.coverage import CATALOGUE, coverage_chunk, known_mechanism
+from auditlib.mpl.randomized_response import (
+    RandomizedResponseSampler,
+    rr_epsilon,
+    rr_keep_probability,
+)
 
 
 def _enumerated_pmf(x: int, k: int, keep: float) -> np.ndarray:

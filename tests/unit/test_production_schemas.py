@@ -9,7 +9,8 @@ import pytest
 
 from auditlib.allocations import load_allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.geography.schema import Attribute, AttributeSchema, Recode, schema
+from auditlib.geography.attributes import Attribute, Recode
+from auditlib.geography.schema import AttributeSchema, schema
 from auditlib.simulate.measured import allocation_measured, unexpressible_queries
 
 #: every persons query of pl94_2021_production -> the pl94_production marginal that answers it

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flows.runtime import ClusterUnreachableError, check_scheduler, task_runner
+from flows.reachability import ClusterUnreachableError, check_scheduler
+from flows.runtime import task_runner
 
 TIMEOUT = 2.0
 

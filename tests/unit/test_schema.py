@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.geography.schema import Attribute, AttributeSchema, custom_schema, schema
+from auditlib.geography.attributes import Attribute
+from auditlib.geography.schema import AttributeSchema, custom_schema, schema
 
 PL94_QUERIES = (
     "total",

@@ -16,7 +16,7 @@ from auditlib.simulate.sparse_release import (
     sum_units,
     unstored_cells,
 )
-from auditlib.simulate.topdown import level_residuals
+from auditlib.simulate.topdown_residuals import level_residuals
 
 NAME = "pl94_production"
 SCH = schema(NAME)

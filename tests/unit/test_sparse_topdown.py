@@ -15,9 +15,9 @@ from auditlib.geography.sparse_population import spine_state_sparse_population
 from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
-from auditlib.simulate.postprocess import solve_wls_normal
 from auditlib.simulate.sparse_topdown import _allowed, _Fit, noise_rngs, sparse_topdown
 from auditlib.simulate.topdown import spine_state
+from auditlib.simulate.wls import solve_wls_normal
 
 SCH = schema("pl94_production")
 

@@ -9,13 +9,7 @@ from scipy.optimize import brentq, minimize
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.simulate.postprocess import (
-    Measurements,
-    Segments,
-    project_simplex,
-    round_preserving,
-    solve_wls,
-)
+from auditlib.simulate.postprocess import Segments, project_simplex, round_preserving
 from auditlib.simulate.topdown import (
     TOPDOWN_NOISE,
     TOTAL_QUERIES,
@@ -24,6 +18,7 @@ from auditlib.simulate.topdown import (
     spine_state,
     topdown,
 )
+from auditlib.simulate.wls import Measurements, solve_wls
 
 # a 4-cell schema: two attributes of 2 levels each (cells a0b0, a0b1, a1b0, a1b1)
 QUERIES = {

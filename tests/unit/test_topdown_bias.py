@@ -10,7 +10,8 @@ import numpy as np
 
 from auditlib import seeds
 from auditlib.geography import NATIONAL
-from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates, total_bias_sums
+from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
+from auditlib.simulate.topdown_residuals import total_bias_sums
 from flows import tasks
 from flows.blocks import state_population
 from flows.groups import epl_dataset

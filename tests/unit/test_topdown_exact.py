@@ -3,7 +3,7 @@
 - The children projection gives the same bits as the implementation it replaced (kept here as
   :class:`ReferenceChildSegments`): projection by projection, warm starts included, and through the
   WLS solver.
-- A level fitted whole (``postprocess.RUN_UNITS`` at least its units: every level of up to 8,192
+- A level fitted whole (``wls.RUN_UNITS`` at least its units: every level of up to 8,192
   units, and any level with the run size raised) gives the previous implementation's releases bit for
   bit: against the reference run in the same process, and against digests of the releases the
   previous implementation gave.
@@ -27,15 +27,10 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.populations import spine_state_histograms
 from auditlib.geography.schema import schema
 from auditlib.geography.spine import LEVELS, generate_spine
-from auditlib.simulate import postprocess, topdown
-from auditlib.simulate.postprocess import (
-    ChildSegments,
-    Segments,
-    _check_segments,
-    solve_wls_children,
-    solve_wls_normal,
-)
+from auditlib.simulate import topdown, wls
+from auditlib.simulate.postprocess import ChildSegments, Segments, _check_segments
 from auditlib.simulate.topdown import TOPDOWN_NOISE, allocation_measured, spine_state
+from auditlib.simulate.wls import solve_wls_children, solve_wls_normal
 
 
 class ReferenceChildSegments:
@@ -146,7 +141,7 @@ def test_children_solver_is_the_segment_solver_bit_for_bit(seed, monkeypatch):
         hess += m.T @ m / rng.uniform(1.0, 30.0)
     b = rng.normal(0.5, 3.0, (parent.size, 28))
     new = solve_wls_children(hess, b.copy(), parent, target)
-    monkeypatch.setattr(postprocess, "ChildSegments", ReferenceChildSegments)
+    monkeypatch.setattr(wls, "ChildSegments", ReferenceChildSegments)
     seg = parent[:, None] * 28 + np.arange(28)
     ref = solve_wls_normal(hess, b.copy(), seg, target)
     assert new.iterations == ref.iterations > 1
@@ -212,12 +207,12 @@ def _release_full(
     hist = spine_state_histograms(spine, 0, sch, SEED)
     measured[-1] = [(q, s2 * block_scale) for q, s2 in measured[-1]]
     rngs = [seeds.rng(SEED, TOPDOWN_NOISE, 1, i, 0) for i in range(len(h.levels))]
-    kept = postprocess.RUN_UNITS
-    postprocess.RUN_UNITS = run_units
+    kept = wls.RUN_UNITS
+    wls.RUN_UNITS = run_units
     try:
         return topdown.topdown(h, hist, queries, measured, rngs, rounding=rounding)  # type: ignore[arg-type]
     finally:
-        postprocess.RUN_UNITS = kept
+        wls.RUN_UNITS = kept
 
 
 def test_spine_state_release_is_the_reference_bit_for_bit(monkeypatch):
@@ -229,7 +224,7 @@ def test_spine_state_release_is_the_reference_bit_for_bit(monkeypatch):
         seg = parent[:, None] * hess.shape[0] + np.arange(hess.shape[0])
         return solve_wls_normal(hess, b, seg, parent_hist, tol=tol)
 
-    monkeypatch.setattr(postprocess, "ChildSegments", ReferenceChildSegments)
+    monkeypatch.setattr(wls, "ChildSegments", ReferenceChildSegments)
     monkeypatch.setattr(topdown, "solve_wls_children", reference_solve)
     ref = _release("none")
     assert [a.tobytes() == b.tobytes() for a, b in zip(new, ref, strict=True)] == [True] * 5
@@ -319,7 +314,7 @@ def test_run_by_run_fit_keeps_the_released_distribution():
 def test_default_run_size_release_keeps_every_invariant():
     """The default runs (8,192 units: Puerto Rico's block level in 6 runs): every invariant, and
     the levels of fewer units the whole fit's bits."""
-    whole, rel = _new_release("controlled"), _release_full("controlled", postprocess.RUN_UNITS)
+    whole, rel = _new_release("controlled"), _release_full("controlled", wls.RUN_UNITS)
     _levels_consistent(rel, spine_state(generate_spine(SEED, regions=("PR",)), 0)[0].parents)
     assert [a.tobytes() == b.tobytes() for a, b in zip(whole[:4], rel.dp[:4], strict=True)] == [
         True

@@ -11,13 +11,8 @@ from scipy.optimize import brentq, minimize
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import schema
-from auditlib.simulate.postprocess import (
-    ChildSegments,
-    Measurements,
-    Segments,
-    project_simplex,
-    solve_wls,
-)
+from auditlib.simulate.postprocess import ChildSegments, Segments, project_simplex
+from auditlib.simulate.wls import Measurements, solve_wls
 
 
 def _instance(seed: int, n_cells: int = 5):
@@ -255,7 +250,7 @@ def test_wls_run_by_run_meets_the_whole_fits_guarantees(monkeypatch):
     """Children fitted run of parents by run (each run its own FISTA, restart and stopping rule):
     exactly feasible, the same stopping tolerance, and as close to the optimum (a fit at tol 1e-10)
     as the fit of the whole level at the same tolerance."""
-    from auditlib.simulate import postprocess
+    from auditlib.simulate import wls
 
     sch = schema("pl94")
     queries = {q: sch.query_matrix(q) for q in sch.query_names}
@@ -274,8 +269,8 @@ def test_wls_run_by_run_meets_the_whole_fits_guarantees(monkeypatch):
     b = (meas.y * meas.weight) @ meas.matrix
 
     def fit(run_units: int, tol: float):
-        monkeypatch.setattr(postprocess, "RUN_UNITS", run_units)
-        return postprocess.solve_wls_children(meas.hessian, b.copy(), parent, target, tol=tol)
+        monkeypatch.setattr(wls, "RUN_UNITS", run_units)
+        return wls.solve_wls_children(meas.hessian, b.copy(), parent, target, tol=tol)
 
     best = fit(10**6, 1e-10).x
     whole = fit(10**6, 1e-3)
