@@ -17,7 +17,7 @@ import numpy as np
 from _machine import machine_info
 
 from auditlib.simulate import ResidualBlock
-from storage import checksums, store
+from storage import checksums, residual_blocks, store
 
 
 def block(rng: np.random.Generator, reps: int, n: int) -> ResidualBlock:
@@ -65,7 +65,7 @@ def build(url: str, n_blocks: int, reps: int, n: int) -> tuple[float, float, flo
     hashing = time.perf_counter() - t0
     t0 = time.perf_counter()
     for s, d in enumerate(digests):
-        store._array(url, "block_sha256", mode="r+")[s, 0] = d
+        residual_blocks.residual_array(url, "block_sha256", mode="r+")[s, 0] = d
     marks = time.perf_counter() - t0
     return write, hashing, marks
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import checksums, store
+from storage import checksums, residual_blocks, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
@@ -47,7 +47,7 @@ def finished_states(staging: Path, plan) -> set[int]:  # type: ignore[no-untyped
 def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignore[no-untyped-def]
     """mtimes of the files a state's blocks wrote: their residual and item chunks and markers."""
     url = str(root)
-    item_chunk = int(store._array(url, "truth").chunks[0])
+    item_chunk = int(residual_blocks.residual_array(url, "truth").chunks[0])
     out: dict[Path, int] = {}
     for b in plan.blocks:
         if b.state != state:

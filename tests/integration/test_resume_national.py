@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import checksums, store
+from storage import checksums, residual_blocks, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
 from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
@@ -72,7 +72,7 @@ def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
     assert finished and len(finished) < len(states) * REPLICATES // PER_TASK, finished
     # the residual chunks (replicate chunk k: the range of replicates k·PER_TASK …) and range
     # markers of the finished ranges, as they were written before the kill
-    item_chunk = int(store._array(str(staging), "truth").chunks[0])
+    item_chunk = int(residual_blocks.residual_array(str(staging), "truth").chunks[0])
     before: dict[Path, int] = {}
     for b in plan.blocks:
         ranges = [r0 // PER_TASK for s, r0 in finished if s == b.state]

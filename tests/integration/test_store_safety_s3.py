@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import StoreError
-from storage import store
+from storage import store, targets
 from tests.integration.test_store_races import _child
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
 
@@ -212,7 +212,7 @@ def test_a_publish_cut_short_leaves_a_recognisable_unfinished_store(
     dpaudit_store(url, "r0")
     staging = store.staging_path(url, "r1")
     dpaudit_store(staging, "r1")
-    fs, _ = store._fs(url)
+    fs, _ = targets.fs_path(url)
 
     def cut(*args: Any, **kwargs: Any) -> None:
         raise OSError("connection lost")

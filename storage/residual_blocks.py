@@ -1,0 +1,255 @@
+"""The residual group's blocks: one chunk-aligned (state, geolevel) region per writer, its
+checksums recorded after its data (the marker a resumed run skips it by), and reading a block's
+residuals, cells and items back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import zarr
+import zarr.errors
+
+from auditlib.exceptions import StoreError
+from storage import checksums, files
+from storage import schema as S
+from storage.residuals import (
+    LAYOUT,
+    REPLICATE_SHA256,
+    layout_of,
+    replicate_ranges,
+    spans,
+    split_digest,
+)
+from storage.staging import remove
+from storage.targets import exists, group_attrs, root_attrs
+
+if TYPE_CHECKING:
+    from auditlib.simulate import ResidualBlock
+
+
+def residual_array(url: str, name: str, mode: str = "r") -> zarr.Array:
+    arr = zarr.open_group(url, mode=mode, zarr_format=3, path=S.RESIDUALS)[name]  # type: ignore[arg-type]
+    if not isinstance(arr, zarr.Array):
+        raise StoreError(f"{S.RESIDUALS}/{name} in {url!r} is not an array")
+    return arr
+
+
+def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
+    """(first item, planned items, items of its whole chunks) of a block on the item axis."""
+    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
+    if "item_offset" not in grp:
+        raise StoreError(
+            f"store {url!r} has the padded residual layout 1 of an older dpaudit; this dpaudit "
+            f"writes layout {LAYOUT}: re-run the audit with --overwrite to rebuild it"
+        )
+    off, cap, truth = (
+        residual_array(url, name) for name in ("item_offset", "item_capacity", "truth")
+    )
+    shape = off.shape
+    if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
+        raise StoreError(
+            f"region (state={state}, geolevel={geolevel}) is outside the store {shape}"
+        )
+    n = int(np.asarray(cap[state, geolevel]))
+    return int(np.asarray(off[state, geolevel])), n, int(spans(n, int(truth.chunks[0])))
+
+
+def replicate_chunk(url: str) -> int:
+    """Replicates per chunk of a store's ``residual``: the ranges its writers may take."""
+    return int(residual_array(url, "residual").chunks[0])
+
+
+def write_residual_block(
+    url: str,
+    state: int,
+    geolevel: int,
+    block: ResidualBlock | None,
+    *,
+    replicates: tuple[int, int] | None = None,
+) -> int:
+    """Write one (state, geolevel) block, or the replicate range ``replicates`` = (start, stop) of
+    it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
+    last replicate): its rows of the whole chunks of its place on the item axis (its items, then NaN
+    padding to the end of its last chunk), then each replicate's digest (the range's completion
+    marker). The first range also writes the block's item variables (−1 / 0 padding) and
+    ``n_items`` before its digests. The block's checksums follow once every replicate of the
+    block is written (:func:`seal_block`)."""
+    off, cap, span = block_place(url, state, geolevel)
+    arr = residual_array(url, "residual")
+    r, rc = arr.shape[0], int(arr.chunks[0])
+    r0, r1 = (0, r) if replicates is None else (int(replicates[0]), int(replicates[1]))
+    if not (0 <= r0 < r1 <= r) or r0 % rc or (r1 % rc and r1 != r):
+        raise StoreError(
+            f"replicates [{r0}, {r1}) of block ({state}, {geolevel}) are not whole chunks of the "
+            f"store's {r} replicates (chunks of {rc}); write ranges of {rc} replicates"
+        )
+    n = 0 if block is None else block.n_items
+    if n > cap:
+        raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap} for it")
+    res = np.full((r1 - r0, span), np.nan, np.float32)
+    items = _item_values(span, block)
+    if block is not None:
+        if block.residual.shape[0] != r1 - r0:
+            raise StoreError(
+                f"block has {block.residual.shape[0]} replicates; the range [{r0}, {r1}) {r1 - r0}"
+            )
+        res[:, :n] = block.residual
+    if span:
+        residual_array(url, "residual", mode="r+")[r0:r1, off : off + span] = res
+    if r0 == 0:  # one writer of the block's items: the task of its first range
+        if span:
+            for name in ("truth", "query_index", "unit_index", "cell_index"):
+                residual_array(url, name, mode="r+")[off : off + span] = items[name]
+        residual_array(url, "n_items", mode="r+")[state : state + 1, geolevel : geolevel + 1] = (
+            items["n_items"]
+        )
+    # each replicate's digest after its data: the range's completion marker
+    rows = np.stack([np.frombuffer(checksums.digest(row), np.uint8) for row in res])
+    residual_array(url, REPLICATE_SHA256, mode="r+")[state, geolevel, r0:r1] = rows
+    seal_block(url, state, geolevel, items)
+    return n
+
+
+def _item_values(span: int, block: ResidualBlock | None) -> dict[str, np.ndarray]:
+    """The item variables of a block's place (its items, then −1 / 0 padding) and ``n_items``."""
+    n = 0 if block is None else block.n_items
+    out: dict[str, np.ndarray] = {
+        "truth": np.zeros(span, np.int32),
+        "query_index": np.full(span, -1, np.int16),
+        "unit_index": np.zeros(span, np.int32),
+        "cell_index": np.zeros(span, np.int32),
+        "n_items": np.array([[n]], np.int64),
+    }
+    if block is not None:
+        out["truth"][:n] = block.truth
+        out["query_index"][:n] = block.query_index
+        out["unit_index"][:n] = block.unit_index
+        out["cell_index"][:n] = block.cell_index
+    return out
+
+
+def seal_block(
+    url: str, state: int, geolevel: int, items: Mapping[str, np.ndarray] | None = None
+) -> bool:
+    """Write a block's checksums (its completion marker) if every replicate of it is written;
+    return whether it is sealed. ``items``: its item variables and ``n_items`` as written (else
+    read back). Two tasks finishing a block's last ranges together both write the same bytes."""
+    reps = np.asarray(residual_array(url, REPLICATE_SHA256)[state, geolevel])
+    if not reps.any(axis=-1).all():
+        return False
+    if items is None:
+        off, _, span = block_place(url, state, geolevel)
+        items = {
+            name: np.asarray(residual_array(url, name)[off : off + span])
+            for name in ("truth", "query_index", "unit_index", "cell_index")
+        }
+        items["n_items"] = np.asarray(
+            residual_array(url, "n_items")[state : state + 1, geolevel : geolevel + 1]
+        )
+    digests = np.stack(
+        [
+            np.frombuffer(split_digest(reps), np.uint8)
+            if name == "residual"
+            else np.frombuffer(checksums.digest(items[name]), np.uint8)
+            for name in S.RESIDUAL_BLOCK_VARS
+        ]
+    )
+    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, geolevel] = digests
+    return True
+
+
+def done_blocks(url: str) -> set[tuple[int, int]]:
+    """(state, geolevel) indices of the blocks whose writes completed (their checksums are set)."""
+    marks = np.asarray(residual_array(url, S.BLOCK_SHA256)[...]).reshape(
+        *residual_array(url, S.BLOCK_SHA256).shape[:2], -1
+    )
+    s, g = np.nonzero(marks.any(axis=-1))
+    return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
+
+
+def done_ranges(url: str) -> set[tuple[int, int, int]]:
+    """(state, geolevel, first replicate) of every replicate range whose writes completed (every
+    replicate's digest set), in a layout-3 store."""
+    arr = residual_array(url, REPLICATE_SHA256)
+    written = np.asarray(np.asarray(arr[...]).any(axis=-1))  # (state, geolevel, replicate)
+    out: set[tuple[int, int, int]] = set()
+    for r0, r1 in replicate_ranges(arr.shape[2], int(arr.chunks[2])):
+        s, g = np.nonzero(written[:, :, r0:r1].all(axis=-1))
+        out |= {(int(a), int(b), r0) for a, b in zip(s, g, strict=True)}
+    return out
+
+
+def pending_blocks(url: str) -> set[tuple[int, int]]:
+    """The blocks whose every replicate range is written but whose checksums are not (a run
+    killed between its last range and the seal): done once sealed (:func:`seal_pending`)."""
+    arr = residual_array(url, REPLICATE_SHA256)
+    written = np.asarray(arr[...]).any(axis=-1).all(axis=-1)
+    pending = {(int(a), int(b)) for a, b in zip(*np.nonzero(written), strict=True)}
+    return pending - done_blocks(url)
+
+
+def seal_pending(url: str) -> set[tuple[int, int]]:
+    """Seal the :func:`pending_blocks`; return them."""
+    pending = pending_blocks(url)
+    for s, g in sorted(pending):
+        seal_block(url, s, g)
+    return pending
+
+
+def _items(url: str, state: int, geolevel: int) -> slice:
+    off, _, _ = block_place(url, state, geolevel)
+    n = int(np.asarray(residual_array(url, "n_items")[state, geolevel]))
+    return slice(off, off + n)
+
+
+def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(residual (replicates, n), query_index (n,)) of one block, its own items only."""
+    items = _items(url, state, geolevel)
+    res = np.asarray(residual_array(url, "residual")[:, items])
+    qi = np.asarray(residual_array(url, "query_index")[items])
+    return res, qi
+
+
+def read_cells(url: str, state: int, geolevel: int) -> np.ndarray:
+    """cell_index (n,) of one block's items (the cell of its query each item counts)."""
+    return np.asarray(residual_array(url, "cell_index")[_items(url, state, geolevel)])
+
+
+def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(truth (n,), unit_index (n,)) of one block's items."""
+    items = _items(url, state, geolevel)
+    truth = np.asarray(residual_array(url, "truth")[items])
+    return truth, np.asarray(residual_array(url, "unit_index")[items])
+
+
+def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
+    """The finished (state, geolevel) blocks of an interrupted run of the same spec at ``url``.
+
+    ``None``: nothing there yet (start a new store). A store of another spec is refused; one of
+    this spec in an older residual layout (written by an older dpaudit) is removed (start again).
+    """
+    if not exists(url):
+        return None
+    files.check_documents(url)  # a store left by an earlier run: read only once checked
+    attrs = root_attrs(url)
+    if not template_complete(url) and attrs.get("run_id") in (None, run_id):
+        remove(url, run_id)  # killed while its template was being written: start again
+        return None
+    if attrs.get("run_id") == run_id and layout_of(group_attrs(url, S.RESIDUALS)) != LAYOUT:
+        remove(url, run_id)  # this spec's run by an older dpaudit (padded blocks): start again
+        return None
+    if attrs.get("run_id") != run_id:
+        raise StoreError(
+            f"store {url!r} holds an unfinished run of a different spec (run id "
+            f"{attrs.get('run_id')!r}, this spec {run_id!r}); pass --overwrite to replace it, or "
+            "choose another output.store"
+        )
+    seal_pending(url)
+    return done_blocks(url)
+
+
+def template_complete(url: str) -> bool:
+    root = zarr.open_group(url, mode="r", zarr_format=3)
+    return S.RESIDUALS in root and bool(root[S.RESIDUALS].attrs.get(S.TEMPLATE_COMPLETE_ATTR))
