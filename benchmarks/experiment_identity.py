@@ -6,10 +6,11 @@ Usage (each checkout's interpreter and ``PYTHONPATH`` run its own commands)::
 
     PYTHONPATH=CHECKOUT python benchmarks/experiment_identity.py run OUT_DIR
     python benchmarks/experiment_identity.py compare A/digests.json B/digests.json
+    python benchmarks/experiment_identity.py hash OUT_DIR  # the digests again, of the stores there
 
 A store's digest is the sha256 over its arrays in sorted path order (each array's path, dtype,
-shape and bytes as zarr reads them), and over the attributes of every node except the ones that
-record when, where or with what software it was written (:data:`SKIPPED_ATTRS`). Per-array digests
+shape and bytes as zarr reads them), and over every node's metadata (its ``zarr.json``, keys sorted)
+but for the attributes that differ between two runs of one command (:data:`SKIPPED_ATTRS`). Per-array digests
 are kept too, so a difference names the array.
 """
 
@@ -26,20 +27,18 @@ from typing import Any
 import numpy as np
 import zarr
 
-#: attributes that differ between two runs of the same command (times, hosts, versions, commits)
-SKIPPED_ATTRS = (
-    "created",
-    "finished",
-    "started",
-    "wall",
-    "time",
-    "software",
-    "version",
-    "commit",
-    "host",
-    "flow_run",
-    "seconds",
-    "log",
+#: attributes that differ between two runs of the same command (the experiment stores record no
+#: times or software versions): the Prefect flow run and API, the Dask scheduler's address, and the
+#: digests of the metadata documents' bytes, whose per-array digest maps list the arrays in the
+#: order zarr lists them (which varies from run to run; the digests in them do not)
+SKIPPED_ATTRS = frozenset(
+    {
+        "prefect_api",
+        "prefect_flow_run_id",
+        "dask_scheduler",
+        "dpaudit_root_sha256",
+        "dpaudit_metadata_sha256",
+    }
 )
 
 #: a spec of one small state, TopDown (as tests/integration/test_direct_spec_flow.py)
@@ -109,23 +108,33 @@ def run(out: Path) -> dict[str, dict[str, str]]:
         (out / f"{name}.log").write_text(done.stdout + done.stderr)
         if done.returncode:
             raise SystemExit(f"{name} failed ({done.returncode}); see {out / name}.log")
-    digests = {name: store_digests(out / f"{name}.zarr") for name in commands(out)}
+    return write_digests(out)
+
+
+def write_digests(out: Path) -> dict[str, dict[str, str]]:
+    """The digests of every store in ``out``, also written to ``out/digests.json``."""
+    digests = {p.name.removesuffix(".zarr"): store_digests(p) for p in sorted(out.glob("*.zarr"))}
     (out / "digests.json").write_text(json.dumps(digests, indent=1, sort_keys=True))
     return digests
 
 
-def _kept_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in attrs.items() if not any(s in k.lower() for s in SKIPPED_ATTRS)}
+def _metadata(url: Path, path: str) -> str:
+    """A node's ``zarr.json`` as canonical JSON (keys sorted), without :data:`SKIPPED_ATTRS`."""
+    doc = json.loads((url / path / "zarr.json").read_text())
+    doc["attributes"] = {
+        k: v for k, v in doc.get("attributes", {}).items() if k not in SKIPPED_ATTRS
+    }
+    return json.dumps(doc, sort_keys=True)
 
 
 def store_digests(url: Path) -> dict[str, str]:
-    """Per array path (and ``attrs:<path>`` per node) a sha256; ``*`` is the store's digest."""
+    """Per array path a sha256 of its dtype, shape and bytes, and per node (``meta:<path>``) one of
+    its metadata (:func:`_metadata`); ``*`` is the store's digest, over all of them in order."""
     root = zarr.open_group(str(url), mode="r", zarr_format=3)
     out: dict[str, str] = {}
     nodes: list[tuple[str, Any]] = [("", root), *root.members(max_depth=None)]
     for path, node in nodes:
-        attrs = json.dumps(_kept_attrs(dict(node.attrs)), sort_keys=True, default=str)
-        out[f"attrs:{path}"] = hashlib.sha256(attrs.encode()).hexdigest()
+        out[f"meta:{path}"] = hashlib.sha256(_metadata(url, path).encode()).hexdigest()
         if isinstance(node, zarr.Array):
             data = np.asarray(node[...])
             h = hashlib.sha256(f"{path}|{data.dtype}|{data.shape}".encode())
@@ -147,7 +156,7 @@ def compare(a: Path, b: Path) -> int:
     differ = 0
     for name in sorted(set(da) | set(db)):
         sa, sb = da.get(name, {}), db.get(name, {})
-        arrays = sum(1 for k in sa if k != "*" and not k.startswith("attrs:"))
+        arrays = sum(1 for k in sa if k != "*" and not k.startswith("meta:"))
         same = sa == sb and bool(sa)
         print(
             f"{name:<12} {arrays:3d} arrays  {sa.get('*', '-')[:16]}  {sb.get('*', '-')[:16]}  "
@@ -167,7 +176,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "compare":
         return compare(Path(argv[1]), Path(argv[2]))
     if len(argv) == 2 and argv[0] == "hash":
-        print(json.dumps(store_digests(Path(argv[1])), indent=1, sort_keys=True))
+        write_digests(Path(argv[1]))
         return 0
     print(__doc__)
     return 2
