@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flows.chunked import repetition_chunks, run_id_of
+from flows.chunked import run_id_of
 
 ALLOC = (
     "geolevel,query,mechanism,sigma2,neighbours\n"
@@ -142,9 +142,3 @@ def test_run_id_of_hashes_sorted_json() -> None:
     key = {"b": [1, 2.5, "x"], "a": None}
     assert run_id_of(key) == hashlib.sha256(b'{"a": null, "b": [1, 2.5, "x"]}').hexdigest()[:16]
     assert len(run_id_of([])) == 16
-
-
-def test_repetition_chunks_cover_every_repetition_once() -> None:
-    assert repetition_chunks(25, 10) == [(0, 10), (10, 20), (20, 25)]
-    assert repetition_chunks(20, 10) == [(0, 10), (10, 20)]
-    assert repetition_chunks(3, 10) == [(0, 3)]
