@@ -9,7 +9,6 @@ small summaries that the flow writes as whole groups."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import time
@@ -26,6 +25,7 @@ import auditlib
 from auditlib.allocations import allocation_label, load_allocation
 from flows import kept_histograms, progress, spine_share, tasks
 from flows.batching import batch_blocks, batch_label, n_batches, pack
+from flows.chunked import run_id_of
 from flows.claims import claims_dataset, post_processed, published_levels, tests_run
 from flows.groups import (
     ALPHA_GRID,
@@ -70,7 +70,7 @@ def run_id_for(spec: AuditSpec) -> str:
     data.pop("cluster", None)
     data["audit"].pop("tags", None)  # labels in the Prefect UI only
     content_addressed(data)  # allocation files and tables: their content counts, not their paths
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return run_id_of(data)
 
 
 def software_versions() -> dict[str, str]:

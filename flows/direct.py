@@ -22,8 +22,6 @@ change the numbers) and returns two short arrays; the flow writes the Zarr group
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from contextlib import nullcontext
 from dataclasses import asdict
@@ -34,8 +32,8 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
-from auditlib.exceptions import StoreError
 from flows import spine_share
+from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
 from flows.direct_experiment import (
     DirectParams,
     SpecDirectParams,
@@ -146,7 +144,7 @@ PARTS = "direct_parts"
 
 
 def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
-    """A stable hash of what determines the numbers and the chunking: the parameters, with a spec's
+    """The run id of what determines the numbers and the chunking: the parameters, with a spec's
     ``output`` and ``cluster`` sections left out (where and on what it runs changes nothing) and the
     files it names counted by their content, not their paths."""
     raw = asdict(params)
@@ -155,7 +153,7 @@ def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
         raw["spec"] = {k: v for k, v in spec.items() if k not in ("output", "cluster")}
         content_addressed(raw["spec"])  # allocation files and tables: their content counts
     raw["kind"] = type(params).__name__
-    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return run_id_of(raw)
 
 
 @task(name="direct-part", **TASK_OPTS)
@@ -197,43 +195,28 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
 def _run(
     url: str, params: DirectParams | SpecDirectParams, raw: dict[str, Any], what: str, plan: Any
 ) -> dict[str, Any]:
-    store.claim_staging(url, direct_run_id(params))
     reps, chunk = params.replicates, params.chunk
-    starts = list(range(0, reps, chunk))
-    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
-        if PARTS in store.groups(url):
-            store.drop_group(url, PARTS)
-        done: set[tuple[int, ...]] = {(i,) for i in range(len(starts))}
-    else:
-        done = store.chunk_parts(
-            url, PARTS, {"error": ((2, reps), (2, chunk), "float64")}, (len(starts),)
-        )
-    futures = []
-    for i, s in enumerate(starts):
-        if (i,) in done:
-            continue
-        e = min(s + chunk, reps)
-        futures.append(
-            direct_part_task.with_options(task_run_name=f"direct {what} reps {s}-{e - 1}").submit(
-                url, i, raw, s, e, plan
-            )
-        )
-    for f in futures:
-        f.result()
-    if store.group_complete(url, GROUP):
-        attrs = store.group_attrs(url, GROUP)
-    else:
-        parts = store.read_parts(url, PARTS)
-        if not parts[store.PART_DONE].all():
-            raise StoreError(f"{url!r}: chunks of {PARTS!r} are missing after the run")
-        ds = direct_dataset(params, parts["error"])
-        store.write_group(url, GROUP, ds)
-        store.drop_group(url, PARTS)
-        attrs = ds.attrs
+    ranges = repetition_chunks(reps, chunk)
+    chunks = [
+        Chunk((i,), f"direct {what} reps {s}-{e - 1}", (i, raw, s, e, plan))
+        for i, (s, e) in enumerate(ranges)
+    ]
+    run = run_chunked(
+        url,
+        direct_run_id(params),
+        GROUP,
+        PARTS,
+        {"error": ((2, reps), (2, chunk), "float64")},
+        (len(ranges),),
+        chunks,
+        direct_part_task,
+        lambda parts: direct_dataset(params, parts["error"]),
+    )
+    attrs = store.group_attrs(url, GROUP) if run.dataset is None else run.dataset.attrs
     return {
-        "tasks": len(starts),
-        "computed": len(futures),
-        "resumed": len(done),
+        "tasks": run.total,
+        "computed": run.computed,
+        "resumed": run.resumed,
         "replicates": reps,
         **{k: attrs[k] for k in ("epl_eq", "epl_lower_eq", "epl_ge", "epl_lower_ge")},
     }

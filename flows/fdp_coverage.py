@@ -14,17 +14,15 @@ numbers do not depend on the chunking, the workers or a resume.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 import numpy as np
 import xarray as xr
 from prefect import flow, task
 
-from auditlib.exceptions import StoreError
 from auditlib.mpl.rates import Band
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
+from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
 from flows.tasks import TASK_OPTS
 from storage import store
 
@@ -54,10 +52,9 @@ def fdp_coverage_run_id(
     seed: int,
     chunk: int,
 ) -> str:
-    """A stable hash of what determines the numbers and the chunking (not the store or cluster)."""
+    """The run id of what determines the numbers and the chunking (not the store or cluster)."""
     key: list[Any] = ["fdp-coverage", list(mechanisms), [float(p) for p in parameters]]
-    key += [repetitions, n_select, n, float(conf), tests, seed, chunk]
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return run_id_of([*key, repetitions, n_select, n, float(conf), tests, seed, chunk])
 
 
 @task(name="fdp-chunk", **TASK_OPTS)
@@ -117,45 +114,33 @@ def fdp_coverage_flow(
     run_id = fdp_coverage_run_id(
         mechanisms, parameters, repetitions, n_select, n, conf, tests, seed, chunk
     )
-    store.claim_staging(url, run_id)
     shape = (len(mechanisms), len(parameters))
-    n_chunks = -(-repetitions // chunk)
-    total = shape[0] * shape[1] * n_chunks
-    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
-        if PARTS in store.groups(url):
-            store.drop_group(url, PARTS)
-        return {"cells": shape[0] * shape[1], "tasks": total, "computed": 0, "resumed": total}
-    rep, cell = (*shape, len(BANDS), repetitions), (*shape, n_chunks)
-    arrays: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
+    ranges = repetition_chunks(repetitions, chunk)
+    rep, grid = (*shape, len(BANDS), repetitions), (*shape, len(ranges))
+    layout: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
         k: (rep, (1, 1, len(BANDS), chunk), d) for k, d in _PER_REP.items()
     }
-    arrays.update({k: (cell, (1, 1, 1), "float64") for k in _PER_CELL})
-    done = store.chunk_parts(url, PARTS, arrays, cell)
-    futures = []
-    for mi, name in enumerate(mechanisms):
-        for pi, p in enumerate(parameters):
-            for ci, start in enumerate(range(0, repetitions, chunk)):
-                if (mi, pi, ci) in done:
-                    continue
-                stop = min(start + chunk, repetitions)
-                futures.append(
-                    fdp_chunk.with_options(
-                        task_run_name=f"fdp {name} {p:g} reps {start}-{stop - 1}"
-                    ).submit(url, name, p, start, stop, (mi, pi), ci, settings)
-                )
-    for f in futures:
-        f.result()
-    parts = store.read_parts(url, PARTS)
-    if not parts[store.PART_DONE].all():
-        raise StoreError(f"{url!r}: chunks of {PARTS!r} are missing after the run")
-    ds = fdp_coverage_dataset(parts, mechanisms, parameters, settings)
-    store.write_group(url, GROUP, ds)
-    store.drop_group(url, PARTS)
+    layout.update({k: (grid, (1, 1, 1), "float64") for k in _PER_CELL})
+    chunks = [
+        Chunk(
+            (mi, pi, ci),
+            f"fdp {name} {p:g} reps {start}-{stop - 1}",
+            (name, p, start, stop, (mi, pi), ci, settings),
+        )
+        for mi, name in enumerate(mechanisms)
+        for pi, p in enumerate(parameters)
+        for ci, (start, stop) in enumerate(ranges)
+    ]
+
+    def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
+        return fdp_coverage_dataset(parts, mechanisms, parameters, settings)
+
+    run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, fdp_chunk, assemble)
     return {
         "cells": shape[0] * shape[1],
-        "tasks": total,
-        "computed": len(futures),
-        "resumed": len(done),
+        "tasks": run.total,
+        "computed": run.computed,
+        "resumed": run.resumed,
     }
 
 

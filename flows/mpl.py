@@ -12,17 +12,15 @@ layout in ``storage/schema.py``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 from prefect import flow, task
 
-from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
 from auditlib.mpl.fdp_gap import fdp_gap
+from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
 from flows.tasks import TASK_OPTS
 from storage import schema as S
 from storage import store
@@ -47,10 +45,9 @@ def coverage_run_id(
     seed: int,
     chunk: int,
 ) -> str:
-    """A stable hash of what determines the numbers and the chunking (not the store or cluster)."""
+    """The run id of what determines the numbers and the chunking (not the store or cluster)."""
     key = [list(mechanisms), [float(e) for e in epsilons], repetitions, n, n_confidence]
-    key += [float(alpha), seed, chunk]
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return run_id_of([*key, float(alpha), seed, chunk])
 
 
 @task(name="mpl-chunk", **TASK_OPTS)
@@ -104,62 +101,46 @@ def mpl_coverage_flow(
     assembles the ``mpl_coverage`` group and removes the parts."""
     settings = {"n": n, "n_confidence": n_confidence, "alpha": alpha, "seed": seed}
     run_id = coverage_run_id(mechanisms, epsilons, repetitions, n, n_confidence, alpha, seed, chunk)
-    store.claim_staging(url, run_id)
     shape = (len(mechanisms), len(epsilons))
-    n_chunks = -(-repetitions // chunk)
-    total = shape[0] * shape[1] * n_chunks
-    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
-        if PARTS in store.groups(url):
-            store.drop_group(url, PARTS)
-        return {"cells": shape[0] * shape[1], "tasks": total, "computed": 0, "resumed": total}
-    rep, cell = (*shape, repetitions), (*shape, n_chunks)
-    done = store.chunk_parts(
-        url,
-        PARTS,
-        {
-            "lb": (rep, (1, 1, chunk), "float64"),
-            "floor_driven": (rep, (1, 1, chunk), "bool"),
-            "edge": (rep, (1, 1, chunk), "bool"),
-            "epsilon_c": (cell, (1, 1, 1), "float64"),
-            "epsilon": (cell, (1, 1, 1), "float64"),
-            "claimed_epsilon": (cell, (1, 1, 1), "float64"),
-        },
-        cell,
-    )
-    futures = []
-    for mi, name in enumerate(mechanisms):
-        for ei, eps in enumerate(epsilons):
-            for ci, start in enumerate(range(0, repetitions, chunk)):
-                if (mi, ei, ci) in done:
-                    continue
-                stop = min(start + chunk, repetitions)
-                futures.append(
-                    mpl_chunk.with_options(
-                        task_run_name=f"mpl {name} eps={eps:g} reps {start}-{stop - 1}"
-                    ).submit(url, name, eps, start, stop, (mi, ei), ci, settings)
-                )
-    for f in futures:
-        f.result()
-    parts = store.read_parts(url, PARTS)
-    if not parts[store.PART_DONE].all():
-        raise StoreError(f"{url!r}: chunks of {PARTS!r} are missing after the run")
-    results = {}
-    for mi, ei, ci in np.ndindex(cell):
-        start, stop = ci * chunk, min(ci * chunk + chunk, repetitions)
-        results[mi, ei, start] = {
-            "lb": parts["lb"][mi, ei, start:stop],
-            "floor_driven": parts["floor_driven"][mi, ei, start:stop],
-            "edge": parts["edge"][mi, ei, start:stop],
-            **{k: parts[k][mi, ei, ci] for k in ("epsilon_c", "epsilon", "claimed_epsilon")},
-        }
-    ds = coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
-    store.write_group(url, GROUP, ds)
-    store.drop_group(url, PARTS)
+    ranges = repetition_chunks(repetitions, chunk)
+    rep, grid = (*shape, repetitions), (*shape, len(ranges))
+    layout = {
+        "lb": (rep, (1, 1, chunk), "float64"),
+        "floor_driven": (rep, (1, 1, chunk), "bool"),
+        "edge": (rep, (1, 1, chunk), "bool"),
+        "epsilon_c": (grid, (1, 1, 1), "float64"),
+        "epsilon": (grid, (1, 1, 1), "float64"),
+        "claimed_epsilon": (grid, (1, 1, 1), "float64"),
+    }
+    chunks = [
+        Chunk(
+            (mi, ei, ci),
+            f"mpl {name} eps={eps:g} reps {start}-{stop - 1}",
+            (name, eps, start, stop, (mi, ei), ci, settings),
+        )
+        for mi, name in enumerate(mechanisms)
+        for ei, eps in enumerate(epsilons)
+        for ci, (start, stop) in enumerate(ranges)
+    ]
+
+    def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
+        results = {}
+        for mi, ei, ci in np.ndindex(grid):
+            start, stop = ranges[ci]
+            results[mi, ei, start] = {
+                "lb": parts["lb"][mi, ei, start:stop],
+                "floor_driven": parts["floor_driven"][mi, ei, start:stop],
+                "edge": parts["edge"][mi, ei, start:stop],
+                **{k: parts[k][mi, ei, ci] for k in ("epsilon_c", "epsilon", "claimed_epsilon")},
+            }
+        return coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
+
+    run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, mpl_chunk, assemble)
     return {
         "cells": shape[0] * shape[1],
-        "tasks": total,
-        "computed": len(futures),
-        "resumed": len(done),
+        "tasks": run.total,
+        "computed": run.computed,
+        "resumed": run.resumed,
     }
 
 

@@ -11,8 +11,6 @@ returns a few arrays; the flow writes one Zarr group ``accounting_sweep`` with d
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +26,8 @@ from auditlib.allocations import (
     cumulative_components,
     load_allocation,
 )
-from auditlib.exceptions import StoreError
 from auditlib.summaries import account_components
+from flows.chunked import Chunk, run_chunked, run_id_of
 from flows.tasks import TASK_OPTS
 from storage import store
 
@@ -110,7 +108,7 @@ _PER_EPS = ("delta_exact_upper", "delta_bureau")
 def sweep_run_id(
     allocations: list[str], neighbours: list[str], deltas: list[float], eps_grid_points: int
 ) -> str:
-    """A stable hash of what determines the numbers (not the store or the cluster)."""
+    """The run id of what determines the numbers (not the store or the cluster)."""
     key: list[Any] = [
         list(allocations),
         list(neighbours),
@@ -120,7 +118,7 @@ def sweep_run_id(
     digests = [d for a in allocations if a != CUMULATIVE and (d := allocation_digest(a))]
     if digests:  # allocation files: their content counts, not only their paths
         key.append(digests)
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return run_id_of(key)
 
 
 @task(name="account-job", **TASK_OPTS)
@@ -194,33 +192,23 @@ def accounting_sweep_flow(
     jobs = plan_jobs(allocations, neighbours)
     rho_max = max(float(sum(c / (2 * s) for s, c in job_components(j))) for j in jobs)
     grid = np.linspace(0.0, 1.05 * float(bureau_epsilon(rho_max, min(deltas))), eps_grid_points)
-    store.claim_staging(url, sweep_run_id(allocations, neighbours, deltas, eps_grid_points))
     nj, nd, ng = len(jobs), len(deltas), len(grid)
-    if store.group_complete(url, GROUP):  # killed after assembling, before removing the parts
-        if PARTS in store.groups(url):
-            store.drop_group(url, PARTS)
-        return {"jobs": nj, "computed": 0, "resumed": nj}
-    arrays: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
+    layout: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
         k: ((nj,), (1,), dt) for k, dt in {**_SCALARS, "method": "str"}.items()
     }
-    arrays |= {k: ((nj, nd), (1, nd), "float64") for k in _PER_DELTA}
-    arrays |= {k: ((nj, ng), (1, ng), "float64") for k in _PER_EPS}
-    done = store.chunk_parts(url, PARTS, arrays, (nj,))
-    futures = [
-        account_job.with_options(task_run_name=f"account {j.label}").submit(url, i, j, deltas, grid)
-        for i, j in enumerate(jobs)
-        if (i,) not in done
-    ]
-    for f in futures:
-        f.result()
-    parts = store.read_parts(url, PARTS)
-    if not parts[store.PART_DONE].all():
-        raise StoreError(f"{url!r}: jobs of {PARTS!r} are missing after the run")
-    keys = (*_SCALARS, *_PER_DELTA, *_PER_EPS)
-    results = [
-        {"method": str(parts["method"][i]), **{k: parts[k][i] for k in keys}} for i in range(nj)
-    ]
-    ds = sweep_dataset(jobs, results, deltas, grid)
-    store.write_group(url, GROUP, ds)
-    store.drop_group(url, PARTS)
-    return {"jobs": nj, "computed": len(futures), "resumed": len(done)}
+    layout |= {k: ((nj, nd), (1, nd), "float64") for k in _PER_DELTA}
+    layout |= {k: ((nj, ng), (1, ng), "float64") for k in _PER_EPS}
+    chunks = [Chunk((i,), f"account {j.label}", (i, j, deltas, grid)) for i, j in enumerate(jobs)]
+
+    def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
+        keys = (*_SCALARS, *_PER_DELTA, *_PER_EPS)
+        results = [
+            {"method": str(parts["method"][i]), **{k: parts[k][i] for k in keys}} for i in range(nj)
+        ]
+        return sweep_dataset(jobs, results, deltas, grid)
+
+    run_id = sweep_run_id(allocations, neighbours, deltas, eps_grid_points)
+    run = run_chunked(
+        url, run_id, GROUP, PARTS, layout, (nj,), chunks, account_job, assemble, what="jobs"
+    )
+    return {"jobs": nj, "computed": run.computed, "resumed": run.resumed}
