@@ -68,7 +68,7 @@ def group_digests(group: zarr.Group, skip: tuple[str, ...] = ()) -> dict[str, st
     """{array name: hex digest} of every array of a group (as stored), except ``skip``."""
     return {
         name: digest(arr[...]).hex()
-        for name, arr in group.arrays()
+        for name, arr in sorted(group.arrays(), key=lambda na: na[0])  # same bytes every run
         if name not in skip and name not in (S.BLOCK_SHA256, REPLICATE_SHA256)
     }
 
