@@ -17,7 +17,10 @@ os.environ["DPAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpaudit-cache-")
 import pytest  # noqa: E402  (after the environment above, like everything the tests import)
 
 #: how to run each tier: the default run is the fast tier (addopts in pyproject.toml: -m "not slow")
-TIERS = {"fast": ".venv/bin/python -m pytest", "slow": ".venv/bin/python -m pytest -m slow"}
+TIERS = {
+    "fast": ".venv/bin/python -m pytest",
+    "slow": ".venv/bin/python -m pytest -m slow -n 2",
+}
 
 _COLLECTED = pytest.StashKey[dict[str, int]]()
 _SELECTED = pytest.StashKey[dict[str, int]]()
