@@ -42,9 +42,6 @@ is a Spark job.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +51,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+# its sibling modules (however it is loaded), their functions part of this example's API
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from library_audit import black_box, declared_epsilon, dpaudit_run, exact_epsilon, mpl_bound  # noqa: F401
+from tumult_host import run_tumult, tumult_python, tumult_venv  # noqa: F401
 
 #: the real table: plotnine's midwest, counties under states; the count audited
 COUNT = "popamerindian"
@@ -66,9 +68,6 @@ ALPHA = 1e-3
 GEOLEVEL = "County"
 UNIT = "county"
 #: the repository this example lives in; Tumult's own environment and its requirements
-ROOT = Path(__file__).resolve().parents[1]
-TUMULT_REQUIREMENTS = Path(__file__).resolve().with_name("tumult-requirements.txt")
-TUMULT_CLIENT = Path(__file__).resolve().with_name("tumult_client.py")
 
 #: one allocation-file row's noise: (mechanism, noise column, value), e.g. geometric, scale, 1
 Declared = tuple[str, str, Fraction]
@@ -289,61 +288,6 @@ def _state(rng: np.random.Generator) -> np.random.RandomState:
     return np.random.RandomState(int(rng.integers(2**31)))
 
 
-def tumult_venv() -> Path:
-    """Tumult's own environment: ``$DPAUDIT_TUMULT_VENV``, else ``.venv-tumult`` at the root."""
-    return Path(os.environ.get("DPAUDIT_TUMULT_VENV") or ROOT / ".venv-tumult")
-
-
-def tumult_python(venv: Path | None = None) -> Path:
-    """The interpreter of Tumult's environment, made (``python -m venv``, then ``pip install -r
-    examples/tumult-requirements.txt``) when it cannot import ``tmlt.analytics``; a
-    ``RuntimeError`` names the step that failed."""
-    venv = tumult_venv() if venv is None else venv
-    python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import tmlt.analytics"]
-    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-        return python
-    print(f"making Tumult's environment {venv} (pip install -r {TUMULT_REQUIREMENTS.name})")
-    steps = [
-        [sys.executable, "-m", "venv", str(venv)],
-        [str(python), "-m", "pip", "install", "-q", "-r", str(TUMULT_REQUIREMENTS)],
-        probe,
-    ]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"Tumult's environment {venv} could not be made: {' '.join(step)} exited "
-                f"{done.returncode}: {(done.stderr or done.stdout)[-2000:]}"
-            )
-    return python
-
-
-def run_tumult(
-    truth: pd.DataFrame, runs: int, workdir: Path, budget: dict[str, float]
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """``examples/tumult_client.py`` run by Tumult's interpreter on ``truth`` (written to
-    ``workdir/truth.csv``): the table with the published runs ``dp0``, ``dp1``, … and what the
-    client reports (Tumult's own noise description, its run time)."""
-    python = tumult_python()
-    workdir = workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    truth.to_csv(workdir / "truth.csv", index=False)
-    out = workdir / "tumult.csv"
-    (key, value), *_ = budget.items()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark on the loopback address only
-    cmd = [str(python), str(TUMULT_CLIENT), str(workdir / "truth.csv"), str(out)]
-    cmd += [f"--{key}", repr(value), "--runs", str(runs), "--count", COUNT]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-3000:]}")
-    info = json.loads(out.with_suffix(".json").read_text())
-    df = pd.read_csv(out, dtype={"state": str, "county": str})
-    return df, info
-
-
 def tumult_count(epsilon: float, *, zcdp: bool = False) -> LibraryMechanism:
     """Tumult Analytics: a per-county count of person rows (``AddOneRow``), each run with a
     pure-DP budget of ε (documented noise: two-sided geometric of scale 1/ε), or with ``zcdp``
@@ -372,7 +316,7 @@ def tumult_count(epsilon: float, *, zcdp: bool = False) -> LibraryMechanism:
     name = "tumult-count-zcdp" if zcdp else "tumult-count"
 
     def publish_runs(truth: pd.DataFrame, runs: int, workdir: Path) -> pd.DataFrame:
-        df, info = run_tumult(truth, runs, workdir, budget)
+        df, info = run_tumult(truth, runs, workdir, budget, COUNT)
         reported = [(n["mechanism"], n["parameter"]) for n in info["noise"]]
         if len(reported) != 1 or reported[0][0] != noise[0]:
             raise RuntimeError(f"{name}: Tumult reports the noise {reported}, not {noise}")
@@ -470,78 +414,6 @@ def write_observed(
     return spec, df
 
 
-def black_box(mech: LibraryMechanism, kind: str) -> Any:
-    """The library mechanism as :class:`auditlib.mpl.protocol.MechanismUnderTest`: ``n`` releases
-    of the count ``x`` by the library itself."""
-    from auditlib.mpl.protocol import MechanismUnderTest
-
-    publish = mech.publish
-    if publish is None:
-        raise ValueError(f"{mech.name} publishes whole tables only: no black box")
-
-    def sampler(x: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        out = publish(np.full(n, int(x)), rng)
-        return out.astype(np.int64 if kind == "discrete" else np.float64)
-
-    return MechanismUnderTest(mech.name, sampler, kind)  # type: ignore[arg-type]
-
-
-def mpl_bound(
-    mech: LibraryMechanism,
-    seed: int,
-    *,
-    alpha: float = 0.05,
-    n: int = 20_000,
-    delta_epsilons: tuple[float, ...] | None = None,
-) -> Any:
-    """MPL lower confidence bound (level 1 − ``alpha``) on the ε of ``mech`` from its own draws:
-    counts 10 vs 11 and 10 vs 9 (one person added, removed), region the outputs 8..12 (within
-    about two noise scales at ε = 1, where every output is seen often); with ``delta_epsilons``
-    also the hockey-stick δ(ε) lower bounds of (ε, δ) claims."""
-    from auditlib.mpl.dpl import Region
-    from auditlib.mpl.mpl import mpl
-
-    kind = "discrete" if mech.integer else "continuous"
-    region: Any = np.arange(8, 13) if kind == "discrete" else Region.interval(8.0, 12.0)
-    return mpl(
-        black_box(mech, kind),
-        [(10, 11), (10, 9)],
-        n=n,
-        n_confidence=max(50_000, n),
-        region=region,
-        rng=np.random.default_rng(seed),
-        alpha=alpha,
-        delta_epsilons=delta_epsilons,
-    )
-
-
-def exact_epsilon(mech: LibraryMechanism, delta: float) -> Any:
-    """dpaudit's certified ε(δ) bracket of one release of ``mech``."""
-    from auditlib.accounting import PrivacyLossComposition
-
-    return PrivacyLossComposition([mech.loss]).epsilon(delta)
-
-
-def dpaudit_run(spec: Path, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """``dpaudit run SPEC --store STORE`` as a user runs it, in the spec's directory (the paths
-    made absolute first: relative ones name places under the caller's directory)."""
-    spec, store = spec.resolve(), store.resolve()
-    exe = Path(sys.executable).with_name("dpaudit")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "flows.cli"]
-    cmd += ["run", str(spec), "--store", str(store), "--overwrite", *extra]
-    if "--no-report" not in extra and "--report" not in extra:
-        cmd += ["--report", str(store.with_name("report.html"))]
-    return subprocess.run(cmd, cwd=spec.parent, capture_output=True, text=True, timeout=1800)
-
-
-def declared_epsilon(store: Path, delta: float) -> float:
-    """The exact ε (upper end) of the declared allocation's county counts, from the store."""
-    import xarray as xr
-
-    acc = xr.open_zarr(store, group="accounting")
-    return float(acc.eps_exact_upper.sel(geolevel=GEOLEVEL, delta=delta))
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--mechanism", choices=sorted(MECHANISMS), default="opendp-count")
@@ -581,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
     import xarray as xr
 
     mechanism, column, value = mech.declare(claim)
-    declared = declared_epsilon(store, delta)
+    declared = declared_epsilon(store, delta, GEOLEVEL)
     print(
         f"declared in {spec.with_name('allocation.csv')}: {mechanism} {column} = {value} "
         f"-> exact epsilon(delta={delta:g}) {declared:.6f} in the store's accounting"
