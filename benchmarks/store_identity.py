@@ -2,6 +2,7 @@
 of the code leaves every stored value as it was.
 
     python benchmarks/store_identity.py [--tree DIR | --rev REV] [--only NAME,...] [--keep DIR]
+    python benchmarks/store_identity.py --digest DIR   # hash the stores a --keep run left in DIR
 
 Each spec (allocation on synthetic states, TopDown on synthetic states, on a spine state and on a
 table's levels, a production schema's sparse TopDown, geometric GDPC / ADPC of a tree and of a
@@ -30,8 +31,19 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: attributes that change from run to run, not with the numbers
-RUNTIME_ATTRS = {"created_utc", "wall_time_s", "software", "source_commit", "dpaudit_version"}
+#: attributes that change from run to run, not with the numbers: timestamps, wall times, software,
+#: the commit, the Prefect run, and the digests of the metadata documents (they hold the former,
+#: and their checksum maps in the order the blocks finished; the documents' contents are hashed)
+RUNTIME_ATTRS = {
+    "created_utc",
+    "wall_time_s",
+    "software",
+    "source_commit",
+    "dpaudit_version",
+    "prefect_flow_run_id",
+    "dpaudit_metadata_sha256",
+    "dpaudit_root_sha256",
+}
 RUNTIME_WORDS = ("time", "utc", "wall", "software", "commit", "version", "seconds", "host")
 
 TINY_FANOUT = {
@@ -205,8 +217,10 @@ def store_digest(url: str) -> str:
     return h.hexdigest()
 
 
-#: run-time text of a report: timestamps, durations, commits, versions, random element ids
+#: run-time text of a report: its table of the run-time attributes above, timestamps, durations,
+#: commits, versions, random element ids
 MASKS = [
+    re.compile(rf'<th scope="row">({"|".join(sorted(RUNTIME_ATTRS))})</th><td>.*?</td>'),
     re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(\+\d\d:\d\d|Z| UTC)?"),
     re.compile(r"\b[0-9a-f]{40}\b"),
     re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
@@ -251,8 +265,16 @@ def main() -> None:
     ap.add_argument("--rev", help="a git revision: run it in a temporary worktree")
     ap.add_argument("--only", default="", help="comma-separated spec names")
     ap.add_argument("--keep", type=Path, help="directory for the stores (default: temporary)")
+    ap.add_argument("--digest", type=Path, help="only hash the stores a --keep run left in DIR")
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
+    if args.digest:
+        for name in specs():
+            url = args.digest / f"{name}.zarr"
+            if url.exists() and (not only or name in only):
+                got = store_digest(str(url)), report_digest(args.digest / f"{name}.html")
+                print(f"{name:20s} store {got[0]}  report {got[1]}")
+        return
     tmp = Path(tempfile.mkdtemp(prefix="store-identity-"))
     work = args.keep or tmp / "runs"
     work.mkdir(parents=True, exist_ok=True)
