@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+#: where every spec runs, whichever tree's code (the stores hold their tables' absolute paths)
+RUN_DIR = Path(tempfile.gettempdir()) / "dpaudit-store-identity"
 
 #: attributes that change from run to run, not with the numbers: timestamps, wall times, software,
 #: the commit, the Prefect run, and the digests of the metadata documents (they hold the former,
@@ -264,7 +266,7 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose code runs")
     ap.add_argument("--rev", help="a git revision: run it in a temporary worktree")
     ap.add_argument("--only", default="", help="comma-separated spec names")
-    ap.add_argument("--keep", type=Path, help="directory for the stores (default: temporary)")
+    ap.add_argument("--keep", type=Path, help="copy the stores and reports to DIR")
     ap.add_argument("--digest", type=Path, help="only hash the stores a --keep run left in DIR")
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
@@ -276,8 +278,10 @@ def main() -> None:
                 print(f"{name:20s} store {got[0]}  report {got[1]}")
         return
     tmp = Path(tempfile.mkdtemp(prefix="store-identity-"))
-    work = args.keep or tmp / "runs"
-    work.mkdir(parents=True, exist_ok=True)
+    # one run directory for every tree: a table's path is in its store's spec and attributes
+    work = RUN_DIR
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     tree = args.tree.resolve()
     try:
         if args.rev:
@@ -286,6 +290,8 @@ def main() -> None:
             subprocess.run([*git, "add", "--detach", str(tree), args.rev], check=True)
         print(f"tree {tree}")
         run_all(tree, work, only)
+        if args.keep:
+            shutil.copytree(work, args.keep, dirs_exist_ok=True)
     finally:
         if args.rev:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
