@@ -184,7 +184,7 @@ def judge_level(
     name = plan.geolevels[level.table_level]
     declared_eps = epsilon_interval(level.components, delta, 1.0, 1.0)[1]
     if not level.testable:
-        counts = plan.table.counts if plan.table is not None else ()
+        counts = plan.strategy.published_columns(plan)
         cols = ", ".join(c for c, law in zip(counts, level.laws, strict=True) if law is None)
         return dataclasses.asdict(
             Verdict(

@@ -173,7 +173,7 @@ def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, s
     from auditlib.exceptions import InvalidParameterError
     from auditlib.geography import NATIONAL
     from auditlib.geography.schema import schema
-    from auditlib.simulate.direct import Hierarchical, Stratified, TopDown
+    from auditlib.simulate.direct import TopDown
     from auditlib.simulate.neighbours_hist import HistogramDatabase
     from flows.blocks import run_levels, state_population
     from flows.spec.plan import make_plan
@@ -195,10 +195,7 @@ def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, s
         t = plan.table
         assert t is not None
         db = HistogramDatabase.from_table(load_table(t.path, t.counts, t.levels, t.unit))
-        if plan.release in ("sa3", "sa4"):
-            sa = Stratified(plan.release, t.epsilon, t.epsilon_strata)
-            return db, sa, "all"
-        return db, Hierarchical(plan.release, t.epsilon, t.n_runs), "all"
+        return db, plan.strategy.direct_release(plan), "all"
     if plan is None:  # an allocation release: the allocation's measurements of the same population
         plan = make_plan(_topdown_spec(spec))
     states = [s for s in plan.states if s != NATIONAL]
@@ -229,14 +226,7 @@ MAX_DENSE_BYTES = 2 * 2**30
 
 def _state_units(plan: Any, key: int) -> int:
     """Units of every level (blocks included) of state ``key`` of a TopDown plan."""
-    if plan.spine is not None:
-        from auditlib.geography.spine import LEVELS
-        from flows.spine_share import spine_of
-
-        spine = spine_of(plan.spine)
-        return sum(int(spine.units_per_state(g)[key - 1]) for g in LEVELS)
-    h = plan.hierarchy
-    return 1 + sum(h.units_per_state(g) for g in h.below_state)
+    return int(plan.strategy.state_units(plan, key))
 
 
 def check_dense(spec: Any, plan: Any, key: int, label: str) -> None:
@@ -270,7 +260,7 @@ def check_dense(spec: Any, plan: Any, key: int, label: str) -> None:
     if need > MAX_DENSE_BYTES:
         fix = (
             "choose a smaller state (--state) or population.spine_states"
-            if plan.spine is not None
+            if plan.strategy.runs_on_spine
             else "lower population.fanout"
         )
         raise InvalidParameterError(
@@ -354,7 +344,7 @@ def spec_experiment_on(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     (cached per process like :func:`spec_experiment`); ``plan`` ``None``: :func:`spec_experiment`."""
     if plan is None:
         return spec_experiment(p)
-    key = (p, plan.spine.shared if plan.spine is not None else "")
+    key = (p, plan.spine.shared if plan.strategy.runs_on_spine else "")
     if key not in _on_plan:
         if len(_on_plan) >= 4:
             _on_plan.clear()

@@ -173,12 +173,9 @@ def composed_epl_vars(
             "epl_projection": np.nan,
             "dependence_factor": np.nan,
         }
-        how = "sum over measured (geolevel, query); independent noise by construction"
-        if plan.release == "observed":  # the levels above the rows are sums of the same rows
-            how = (
-                "sum over (geolevel, query) of a published release: its levels are sums of the "
-                "same rows, not independent; an upper reading, no estimate of their joint loss"
-            )
+        how = plan.strategy.composed_over(
+            "sum over measured (geolevel, query); independent noise by construction"
+        )
     return {
         "epl_composed": ((), vals["epl_sum"], {"composed_over": how}),
         "epl_composed_ci_low": ((), vals["ci_low"]),

@@ -5,7 +5,7 @@ Prefect tasks (``flows.production_tasks``) call these."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -13,8 +13,10 @@ import xarray as xr
 from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.simulate import ResidualBlock
 from flows import kept_histograms
-from flows.spec.plan import AuditPlan, Block, ProductionParams
 from storage import store
+
+if TYPE_CHECKING:
+    from flows.spec.plan import AuditPlan, Block, ProductionParams
 
 #: the small group that says which query cells a production run stored (``production_dataset``)
 PRODUCTION_GROUP = "production"
@@ -26,9 +28,10 @@ STATE_HISTOGRAMS = "production_state_histograms"
 
 
 def _params(plan: AuditPlan) -> tuple[ProductionParams, Any]:
-    if plan.production is None or plan.topdown is None:
+    prod, td = plan.production, plan.topdown
+    if prod is None or td is None:
         raise ValueError("needs a TopDown plan of a production schema on the spine")
-    return plan.production, plan.topdown
+    return prod, td
 
 
 def _query_ids(plan: AuditPlan) -> dict[str, int]:
@@ -49,9 +52,10 @@ def production_state(
     from flows.spine_share import spine_of
 
     prod, td = _params(plan)
-    if plan.spine is None:
+    params = plan.spine
+    if params is None:
         raise ValueError("needs a TopDown plan of a production schema on the spine")
-    spine = spine_of(plan.spine)
+    spine = spine_of(params)
     st = block.state_key - 1
     hierarchy, _ = spine_state(spine, st)
     pop = spine_state_sparse_population(spine, st, plan.population.seed)

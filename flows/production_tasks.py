@@ -80,7 +80,7 @@ def simulate_production_nation(
 def submit_production(
     url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> dict[int, list[PrefectFuture[Any]]]:
-    """The futures each geolevel's EPL waits for (as ``flows.audit.submit_topdown``): batches of
+    """The futures each geolevel's EPL waits for (as ``flows.submit.submit_topdown``): batches of
     whole states, then the nation (with a national level every state's task runs: a finished
     state's returns its kept histograms, which the nation sums)."""
     top = plan.topdown_top

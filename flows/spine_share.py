@@ -15,12 +15,14 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flows.spec.plan import AuditPlan, SpineParams
 from flows.spec.sources import load_spine
+
+if TYPE_CHECKING:
+    from flows.spec.plan import AuditPlan, SpineParams
 
 PREFIX = "dpaudit-spine"
 
@@ -55,16 +57,17 @@ def _dask_client() -> Any:
 def shared(plan: AuditPlan) -> Iterator[AuditPlan]:
     """``plan`` with its spine published on the flow's Dask cluster (``plan.spine.shared``) while
     the block is running; ``plan`` unchanged if it has no spine or the flow no Dask runner."""
-    client = _dask_client() if plan.spine is not None else None
-    if plan.spine is None or client is None:
+    client = _dask_client() if plan.strategy.runs_on_spine else None
+    params = plan.spine
+    if params is None or client is None:
         yield plan
         return
-    spine = load_spine(plan.spine.seed, plan.spine.region)  # the plan's: generated already
-    name = f"{PREFIX}-{plan.spine.region}-{plan.spine.seed}-{digest(spine)}"
+    spine = load_spine(params.seed, params.region)  # the plan's: generated already
+    name = f"{PREFIX}-{params.region}-{params.seed}-{digest(spine)}"
     future = client.scatter(spine, broadcast=True, hash=False)
     client.publish_dataset(future, name=name, override=True)
     try:
-        yield replace(plan, spine=replace(plan.spine, shared=name))
+        yield replace(plan, spine=replace(params, shared=name))
     finally:
         try:
             client.unpublish_dataset(name)

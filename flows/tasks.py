@@ -23,11 +23,10 @@ from auditlib.epl import (
     lattice_spacing,
 )
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
-from auditlib.simulate.synthetic import simulate_synthetic_block
 from auditlib.simulate.topdown import TRUTH_CLASSES, total_bias_sums
 from flows import kept_histograms
 from flows.account_cache import account_cached
-from flows.blocks import leaf_maps, release_block, topdown_nation, topdown_state
+from flows.blocks import leaf_maps, topdown_nation, topdown_state
 from flows.claims import PublishedLevel, judge_level, judge_post_processed_levels
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan, Block
@@ -84,21 +83,7 @@ TASK_OPTS: dict[str, Any] = {
 def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:
     """Simulate every replicate of one (state, geolevel) block, write its region (data, then its
     checksums: the block's done-marker); return its item count."""
-    if plan.geometric:
-        res = release_block(plan, block)
-        return store.write_residual_block(url, block.state, block.geolevel, res)
-    gname = plan.geolevels[block.geolevel]
-    res = simulate_synthetic_block(
-        hierarchy=plan.hierarchy,
-        params=plan.population,
-        state=block.state_key,
-        geolevel=gname,
-        geolevel_index=block.geolevel,
-        queries=plan.level_queries[block.geolevel],
-        replicates=plan.replicates,
-        noise_seed=plan.noise_seed,
-        postprocess=plan.postprocess,  # type: ignore[arg-type]
-    )
+    res = plan.strategy.simulate_block(plan, block)
     return store.write_residual_block(url, block.state, block.geolevel, res)
 
 
@@ -285,15 +270,14 @@ def epl_geolevel(
     bias_sums, bias_n = np.zeros(k), np.zeros(k, dtype=np.int64)
     for b in blocks:
         r, q = store.read_residuals(url, b.state, b.geolevel)
-        if plan.topdown is not None:
+        if plan.strategy.topdown_bias:
             truth, units = store.read_items(url, b.state, b.geolevel)
             s, c = total_bias_sums(r, q, truth, units)
             bias_sums += s
             bias_n += c
-            if plan.production is not None:  # units left out: true and released totals 0
-                from flows.production import missing_units
-
-                bias_n[0] += plan.replicates * missing_units(plan, b.state, b.geolevel, units)
+            # a sparse release's units left out: true and released totals 0
+            missing = plan.strategy.missing_units(plan, b.state, b.geolevel, units)
+            bias_n[0] += plan.replicates * missing
         _choose_spacings(r, q, spacings, factor, ba)
         hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
         del r
@@ -329,7 +313,7 @@ def epl_geolevel(
     out["floor_reference"] = {
         q: f"declared {law.describe()}" for q, law in (declared or {}).items()
     }
-    if plan.topdown is not None:
+    if plan.strategy.topdown_bias:
         out["total_bias"] = {"sums": bias_sums, "counts": bias_n}
     return out
 
@@ -451,8 +435,8 @@ def epl_composed(
     bias-aware estimate with the spec's knobs (``bias_aware``; default: the library's)."""
     from auditlib.epl.composed import composed_epl
 
-    if not plan.geometric:
-        raise ValueError("epl_composed needs a seed 001 plan (a tree with known paths)")
+    if not plan.strategy.composed_epl:
+        raise ValueError("epl_composed needs a tree release (a tree with known paths)")
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)

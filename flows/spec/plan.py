@@ -7,7 +7,7 @@ need the plan's dataclasses and the shared state/level walk."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,16 +18,29 @@ from auditlib.geography.schema import AttributeSchema
 from auditlib.seeds import seed_sequence
 from auditlib.simulate import QueryPlan
 from auditlib.simulate.noise import NoiseVariance
+from flows.releases import (
+    AllocationRelease,
+    FlaxmanTreeRelease,
+    ObservedRelease,
+    Release,
+    SparseTopDownRelease,
+    SpineTopDownRelease,
+    StratifiedRelease,
+    TableTopDownRelease,
+    TableTreeRelease,
+    TopDownRelease,
+)
 from flows.spec.model import AuditSpec, observed_args, observed_schema
 from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
     load_observed,
     load_spine,
-    load_table,
     spine_geolevels,
     spine_state_indices,
     spine_state_labels,
+    table_hierarchy,
+    table_tree,
     topdown_measured,
 )
 
@@ -140,16 +153,25 @@ class AuditPlan:
     table: TableParams | None = None  # population "table", seed 001 / 003 releases
     table_hierarchy: TableHierarchyParams | None = None  # population "table", release "topdown"
     production: ProductionParams | None = None  # spine TopDown on a production schema (sparse)
+    #: the release kind, chosen once by :func:`make_plan`: what is computed and how
+    strategy: Release = field(default_factory=AllocationRelease)
+    #: the spec's allocation where the plan loaded it (None: not loaded); not sent to the tasks
+    allocation: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The plan as pickled for a task: without its loaded allocation (read where it is made)."""
+        return {k: v for k, v in self.__dict__.items() if k != "allocation"}
 
     @property
     def topdown_top(self) -> int:
         """The geolevel index of the top of each TopDown run: the table's root, else State."""
-        return 0 if self.table_hierarchy is not None else self.geolevels.index("State")
+        return self.strategy.top_geolevel(self)
 
     @property
     def geometric(self) -> bool:
-        """A seed 001 geometric release (GDPC/RDPC/ADPC) of a tree of total counts."""
-        return self.flaxman is not None or self.table is not None
+        """A release of a tree of total counts (seed 001's GDPC/RDPC/ADPC, seed 003's, a published
+        table's): its residuals are not the allocation's simulated noise."""
+        return self.strategy.geometric
 
     def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.geolevel == geolevel)
@@ -265,6 +287,7 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
         replicates=a.replicates,
         noise_seed=int(base_seed[1]),
         postprocess=spec.simulation.postprocess,
+        allocation=alloc,
     )
 
 
@@ -303,6 +326,7 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
         postprocess="none",
         release=r.kind,
         flaxman=params,
+        strategy=FlaxmanTreeRelease(r.kind),
     )
 
 
@@ -323,11 +347,6 @@ def measured_queries(spec: AuditSpec) -> list[list[tuple[str, float]]]:
         a.region,
         on_spine=spec.population.kind == "spine",
     )
-
-
-def table_hierarchy(t: TableHierarchyParams) -> Any:
-    """The table a TopDown plan runs on (``read_counts``: identifiers, the schema's cells)."""
-    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes, unique=True)
 
 
 def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
@@ -369,12 +388,8 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         release="topdown",
         topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         table_hierarchy=params,
+        strategy=TableTopDownRelease(),
     )
-
-
-def table_tree(t: TableParams) -> Any:
-    """The table's tree of total counts: a root over its top level, then every level."""
-    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes).count_tree()
 
 
 def _table_plan(spec: AuditSpec) -> AuditPlan:
@@ -423,6 +438,7 @@ def _table_plan(spec: AuditSpec) -> AuditPlan:
         postprocess="none",
         release=r.kind,
         table=params,
+        strategy=StratifiedRelease(r.kind) if stratified else TableTreeRelease(r.kind),
     )
 
 
@@ -450,6 +466,7 @@ def _observed_plan(spec: AuditSpec, params: TableParams, tree: Any, base_seed: A
         postprocess="none",
         release="observed",
         table=params,
+        strategy=ObservedRelease(),
     )
 
 
@@ -518,6 +535,7 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
         postprocess="topdown",
         release="topdown",
         topdown=TopDownParams(sch.name, by_level(base.geolevels, measured), spec.release.tolerance),
+        strategy=TopDownRelease(),
     )
 
 
@@ -570,6 +588,7 @@ def _spine_plan(spec: AuditSpec) -> AuditPlan:
         topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         spine=SpineParams(pop_seed, a.region),
         production=production,
+        strategy=SpineTopDownRelease() if production is None else SparseTopDownRelease(),
     )
 
 

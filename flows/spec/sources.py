@@ -5,10 +5,13 @@ queries a TopDown release measures."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL
+
+if TYPE_CHECKING:
+    from flows.spec.plan import TableHierarchyParams, TableParams
 
 
 def load_table(
@@ -295,3 +298,13 @@ def load_spine(seed: int, region: str) -> Any:
     global _spines_generated
     _spines_generated += 1
     return generate_spine(seed, regions=(region,))
+
+
+def table_hierarchy(t: TableHierarchyParams) -> Any:
+    """The table a TopDown plan runs on (``read_counts``: identifiers, the schema's cells)."""
+    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes, unique=True)
+
+
+def table_tree(t: TableParams) -> Any:
+    """The table's tree of total counts: a root over its top level, then every level."""
+    return load_table(t.path, t.counts, t.levels, t.unit, t.attributes).count_tree()

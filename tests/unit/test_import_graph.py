@@ -21,6 +21,7 @@ fails when a circle touches one of its modules and prints a shortest cycle throu
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,3 +235,54 @@ def test_no_import_circles(package: str) -> None:
     assert not found, f"import circles touching {package}:\n" + "\n".join(
         describe(c, edges) for c in found
     )
+
+
+#: a test of which release kind a plan is: its kind's name compared, a kind's parameter slot
+#: tested for None or truth, the geometric flag. The kinds are strategies (``flows.releases``);
+#: the rest of ``flows`` asks ``plan.strategy`` instead.
+_SLOTS = r"(?:release|topdown|production|table_hierarchy|flaxman|table|spine)"
+RELEASE_KIND_TEST = re.compile(
+    rf"plan\.{_SLOTS}\s*(?:is\b|==|!=|\bin\b)"
+    rf"|\b(?:if|elif|and|or|not)\s+plan\.{_SLOTS}\s*(?::|\band\b|\bor\b|\belse\b|\))"
+    r"|plan\.geometric\b"
+    r"|\.release\s*(?:==|!=|in\s*\()"
+)
+#: the packages that may test the kind: the strategies themselves, and the report (a store's)
+KIND_TESTS_ALLOWED = ("flows/releases/", "flows/report/")
+
+
+def release_kind_tests(source: str) -> list[tuple[int, str]]:
+    """(line number, line) of every release-kind test in ``source``."""
+    return [
+        (i, line.strip())
+        for i, line in enumerate(source.splitlines(), start=1)
+        if RELEASE_KIND_TEST.search(line)
+    ]
+
+
+def test_the_release_kind_test_is_found() -> None:
+    """The pattern finds the tests the strategies replaced, and not the data a kind reads."""
+    for line in (
+        'if plan.release == "observed":',
+        "elif plan.topdown is not None:",
+        "if plan.production is None",
+        'plan.release in ("sa3", "sa4")',
+        "allocation_release = not plan.geometric",
+        "if plan.spine:",
+        "counts = plan.table.counts if plan.table is not None else ()",
+    ):
+        assert release_kind_tests(line), line
+    for line in ("td = plan.topdown", "sch = schema(plan.topdown.schema)", "plan.strategy.kind"):
+        assert not release_kind_tests(line), line
+
+
+def test_only_the_strategies_test_the_release_kind() -> None:
+    """No module of ``flows`` outside ``flows/releases`` (and the report) tests which release kind
+    a plan is: the kinds are :class:`flows.releases.Release` strategies, asked instead."""
+    found = []
+    for path in sorted((ROOT / "flows").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(KIND_TESTS_ALLOWED):
+            continue
+        found += [f"  {rel}:{i}: {line}" for i, line in release_kind_tests(path.read_text())]
+    assert not found, "release-kind tests outside flows/releases:\n" + "\n".join(found)

@@ -1,0 +1,302 @@
+"""One sha256 per store of small `dpaudit run`s covering every release kind, to show that a change
+of the code leaves every stored value as it was.
+
+    python benchmarks/store_identity.py [--tree DIR | --rev REV] [--only NAME,...] [--keep DIR]
+    python benchmarks/store_identity.py --digest DIR   # hash the stores a --keep run left in DIR
+
+Each spec (allocation on synthetic states, TopDown on synthetic states, on a spine state and on a
+table's levels, a production schema's sparse TopDown, geometric GDPC / ADPC of a tree and of a
+table, stratified SA3 / SA4 of a table, a published release) runs with ``dpaudit run`` of the tree
+``DIR`` (default: this checkout; ``--rev``: a temporary worktree of that revision). Printed per
+store: the sha256 over its arrays (sorted paths, each path's dtype, shape and bytes read through
+zarr) and attributes (sorted JSON, without timestamps, wall times, software versions and the
+commit), and the sha256 of its HTML report with such run-time fields masked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+#: where every spec runs, whichever tree's code (the stores hold their tables' absolute paths)
+RUN_DIR = Path(tempfile.gettempdir()) / "dpaudit-store-identity"
+
+#: attributes that change from run to run, not with the numbers: timestamps, wall times, software,
+#: the commit, the Prefect run, and the digests of the metadata documents (they hold the former,
+#: and their checksum maps in the order the blocks finished; the documents' contents are hashed)
+RUNTIME_ATTRS = {
+    "created_utc",
+    "wall_time_s",
+    "software",
+    "source_commit",
+    "dpaudit_version",
+    "prefect_flow_run_id",
+    "dpaudit_metadata_sha256",
+    "dpaudit_root_sha256",
+}
+RUNTIME_WORDS = ("time", "utc", "wall", "software", "commit", "version", "seconds", "host")
+
+TINY_FANOUT = {
+    "County": 1,
+    "Prim": 1,
+    "Tract_Subset_Group": 1,
+    "Tract_Subset": 1,
+    "Block_Group": 1,
+    "Block": 2,
+}
+SMALL = {"deltas": [1e-10], "eps_grid_points": 20, "composed": False}
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+
+
+def to_toml(spec: dict[str, Any]) -> str:
+    lines = []
+    for name, keys in spec.items():
+        lines.append(f"[{name}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_inputs(d: Path) -> None:
+    """The tables the table specs read (fixed content)."""
+    rows = ["state,county,persons"] + [f"S{i // 20},C{i:02d},{100 + 7 * i}" for i in range(60)]
+    (d / "counties.csv").write_text("\n".join(rows) + "\n")
+    rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
+    (d / "tracts.csv").write_text("\n".join(rows) + "\n")
+    rng = np.random.default_rng(7)
+    p = 1 - np.exp(-0.5)
+    lines = ["State,County,persons," + ",".join(f"dp{r}" for r in range(30))]
+    truth = [100 + 7 * i for i in range(60)]
+    noise = [(rng.geometric(p, 60) - rng.geometric(p, 60)).tolist() for _ in range(30)]
+    for i in range(60):
+        dp = ",".join(str(truth[i] + noise[r][i]) for r in range(30))
+        lines.append(f"S{i // 20},C{i:02d},{truth[i]},{dp}")
+    (d / "published.csv").write_text("\n".join(lines) + "\n")
+    shutil.copy(ROOT / "examples" / "country" / "country.csv", d / "country.csv")
+
+
+def specs() -> dict[str, dict[str, Any]]:
+    spine_state = {"kind": "spine", "seed": 7, "spine_states": ["ST13"]}
+    prod = "pl94_2021_production"
+    flaxman = {"kind": "flaxman", "people": 40_000, "levels": 2, "mean_per_location": 40.0}
+    counties = {"kind": "table", "path": "counties.csv", "counts": ["persons"]}
+    counties |= {"levels": ["state"], "unit": "county"}
+    tracts = {"kind": "table", "path": "tracts.csv", "counts": ["a", "b"]}
+    tracts |= {"levels": ["county"], "unit": "tract"}
+    country_levels = {"US": "All", "State": "region", "County": "district", "Tract": ""}
+    country_levels |= {"Block_Group": "", "Block": "village"}
+    return {
+        "allocation": {
+            "audit": {"replicates": 2, "seed": 11},
+            "population": {"states": 1, "fanout": TINY_FANOUT},
+            "simulation": {"max_cells_per_query": 2},
+            "accounting": SMALL,
+        },
+        "topdown_synthetic": {
+            "audit": {"allocation": prod, "replicates": 3, "seed": 11},
+            "population": {"states": 2, "attributes": "total"}
+            | {"fanout": {"County": 2, "Tract": 2, "Block_Group": 2, "Block": 3}},
+            "release": {"kind": "topdown"},
+            "accounting": SMALL,
+        },
+        "topdown_spine": {
+            "audit": {"allocation": prod, "replicates": 2, "seed": 11},
+            "population": spine_state,
+            "release": {"kind": "topdown"},
+            "accounting": SMALL,
+        },
+        "production_sparse": {
+            "audit": {"allocation": prod, "replicates": 2, "seed": 11},
+            "population": spine_state | {"attributes": "pl94_production"},
+            "release": {"kind": "topdown"},
+            "epl": {"n_boot": 20, "n_null": 20},
+            "accounting": SMALL,
+        },
+        "flaxman_gdpc": {
+            "audit": {"replicates": 20, "seed": 3},
+            "population": flaxman,
+            "release": {"kind": "gdpc", "epsilon": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        },
+        "flaxman_adpc": {
+            "audit": {"replicates": 20, "seed": 3},
+            "population": flaxman,
+            "release": {"kind": "adpc", "epsilon": 0.5, "n_runs": 4},
+            "epl": {"bandwidth_factor": 0.3},
+        },
+        "table_gdpc": {
+            "audit": {"replicates": 20, "seed": 5},
+            "population": counties,
+            "release": {"kind": "gdpc", "epsilon": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        },
+        "table_sa3": {
+            "audit": {"replicates": 20, "seed": 4},
+            "population": tracts,
+            "release": {"kind": "sa3", "epsilon": 0.5, "epsilon_strata": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        },
+        "table_sa4": {
+            "audit": {"replicates": 20, "seed": 4},
+            "population": tracts,
+            "release": {"kind": "sa4", "epsilon": 0.5},
+            "epl": {"bandwidth_factor": 0.3},
+        },
+        "table_topdown": {
+            "audit": {"allocation": prod, "replicates": 3, "seed": 1},
+            "population": {"kind": "table", "path": "country.csv", "unit": "village"}
+            | {"levels": ["region", "district"], "attributes": "pl94"},
+            "release": {"kind": "topdown", "levels": country_levels},
+            "accounting": SMALL,
+        },
+        "observed": {
+            "population": {"kind": "table", "path": "published.csv", "counts": ["persons"]}
+            | {"levels": ["State"], "unit": "County"},
+            "release": {"kind": "observed", "published": [[f"dp{r}"] for r in range(30)]},
+            "accounting": SMALL,
+        },
+    }
+
+
+def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in sorted(attrs.items())
+        if k not in RUNTIME_ATTRS and not any(w in k.lower() for w in RUNTIME_WORDS)
+    }
+
+
+def store_digest(url: str) -> str:
+    """sha256 over every array (sorted paths: dtype, shape, bytes) and the groups' attributes."""
+    import zarr
+
+    root = zarr.open_group(url, mode="r")
+    h = hashlib.sha256()
+    items: list[tuple[str, Any]] = []
+
+    def walk(group: Any, prefix: str) -> None:
+        items.append((prefix or "/", group))
+        for name, member in sorted(group.members()):
+            path = f"{prefix}/{name}"
+            if isinstance(member, zarr.Group):
+                walk(member, path)
+            else:
+                items.append((path, member))
+
+    walk(root, "")
+    for path, node in sorted(items, key=lambda x: x[0]):
+        h.update(path.encode())
+        h.update(json.dumps(_clean(dict(node.attrs)), sort_keys=True, default=str).encode())
+        if not isinstance(node, zarr.Group):
+            data = np.asarray(node[...])
+            h.update(f"{data.dtype}{data.shape}".encode())
+            if data.dtype == object:
+                h.update(json.dumps(data.tolist(), default=str).encode())
+            else:
+                h.update(np.ascontiguousarray(data).tobytes())
+    return h.hexdigest()
+
+
+#: run-time text of a report: its table of the run-time attributes above, timestamps, durations,
+#: commits, versions, random element ids
+MASKS = [
+    re.compile(rf'<th scope="row">({"|".join(sorted(RUNTIME_ATTRS))})</th><td>.*?</td>'),
+    re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(\+\d\d:\d\d|Z| UTC)?"),
+    re.compile(r"\b[0-9a-f]{40}\b"),
+    re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
+    re.compile(r"\d+(\.\d+)?\s?(s|min|h|ms)\b"),
+    re.compile(r'"(python|numpy|scipy|xarray|zarr|dask|distributed|prefect|dpaudit)": "[^"]*"'),
+    re.compile(r"(wall|elapsed|took|version)[^<]{0,80}", re.I),
+]
+
+
+def report_digest(path: Path) -> str:
+    if not path.exists():
+        return "no report"
+    text = path.read_text(encoding="utf-8")
+    for m in MASKS:
+        text = m.sub("#", text)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_all(tree: Path, work: Path, only: list[str]) -> dict[str, tuple[str, str]]:
+    write_inputs(work)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out: dict[str, tuple[str, str]] = {}
+    for name, spec in specs().items():
+        if only and name not in only:
+            continue
+        (work / f"{name}.toml").write_text(to_toml(spec))
+        cmd = [sys.executable, "-m", "flows.cli", "run", f"{name}.toml"]
+        cmd += ["--store", f"{name}.zarr", "--report", f"{name}.html", "--overwrite"]
+        done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"{name}: dpaudit run failed ({done.returncode})\n{done.stderr[-3000:]}")
+            out[name] = ("failed", "failed")
+            continue
+        out[name] = (store_digest(str(work / f"{name}.zarr")), report_digest(work / f"{name}.html"))
+        print(f"{name:20s} store {out[name][0]}  report {out[name][1]}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose code runs")
+    ap.add_argument("--rev", help="a git revision: run it in a temporary worktree")
+    ap.add_argument("--only", default="", help="comma-separated spec names")
+    ap.add_argument("--keep", type=Path, help="copy the stores and reports to DIR")
+    ap.add_argument("--digest", type=Path, help="only hash the stores a --keep run left in DIR")
+    args = ap.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    if args.digest:
+        for name in specs():
+            url = args.digest / f"{name}.zarr"
+            if url.exists() and (not only or name in only):
+                got = store_digest(str(url)), report_digest(args.digest / f"{name}.html")
+                print(f"{name:20s} store {got[0]}  report {got[1]}")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="store-identity-"))
+    # one run directory for every tree: a table's path is in its store's spec and attributes
+    work = RUN_DIR
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    tree = args.tree.resolve()
+    try:
+        if args.rev:
+            tree = tmp / "tree"
+            git = ["git", "-C", str(ROOT), "worktree"]
+            subprocess.run([*git, "add", "--detach", str(tree), args.rev], check=True)
+        print(f"tree {tree}")
+        run_all(tree, work, only)
+        if args.keep:
+            shutil.copytree(work, args.keep, dirs_exist_ok=True)
+    finally:
+        if args.rev:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

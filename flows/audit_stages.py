@@ -1,0 +1,207 @@
+"""The stages of an audit beside the simulation, each submitted or written as one step of
+``flows.audit._audit``: exact accounting, MPL, EPL (per level and composed), claims, the wait for
+every task with its progress, and the groups written from their results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from prefect.futures import PrefectFuture, as_completed, wait
+
+from flows import progress, tasks
+from flows.claims import PublishedLevel, post_processed
+from flows.groups import (
+    ALPHA_GRID,
+    accounting_dataset,
+    accuracy_dataset,
+    calibration_delta_for,
+    composed_epl_vars,
+    epl_dataset,
+)
+from flows.mpl import mpl_task_settings
+from flows.spec import AuditSpec
+from flows.spec.plan import AuditPlan
+from storage import schema as S
+from storage import store
+
+Futures = list[PrefectFuture[Any]]
+
+
+def submit_accounting(spec: AuditSpec, url: str, plan: AuditPlan, grid: np.ndarray) -> Futures:
+    """Exact accounting of the declared allocation's noise, one task per accounted geolevel, the
+    composed level (the longest single task) first; none for a release not accounted (seed 001's
+    geometric releases are pure ε-DP by construction: their nominal ε is in the store's
+    attributes), or when the groups are written already."""
+    release = plan.strategy
+    levels: list[str | None] = list(spec.accounted_geolevels) if release.accounted else []
+    if spec.accounting.composed and release.accounted:
+        levels.insert(0, None)
+    if store.group_complete(url, S.ACCOUNTING) and (
+        store.group_complete(url, S.ACCURACY) or not release.simulates_allocation
+    ):
+        levels = []
+    a = spec.audit
+    return [
+        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
+            a.allocation,
+            a.neighbours,
+            a.universe,
+            a.region,
+            release.measured_as(plan, g),
+            list(spec.accounting.deltas),
+            grid,
+            ALPHA_GRID,
+            calibration_delta_for(spec),
+            label=g,
+            use_cache=spec.accounting.cache,
+        )
+        for g in levels
+    ]
+
+
+def submit_mpl(spec: AuditSpec, url: str, plan: AuditPlan) -> Futures:
+    """Maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)."""
+    mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
+    if store.group_complete(url, S.MPL):
+        mpl_levels = []
+    settings = mpl_task_settings(spec)
+    return [
+        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
+            g, plan.geolevels.index(g), settings
+        )
+        for g in mpl_levels
+    ]
+
+
+def submit_epl(
+    spec: AuditSpec,
+    url: str,
+    plan: AuditPlan,
+    sims: dict[int, Futures],
+    pub_levels: list[PublishedLevel],
+) -> tuple[Futures, Futures]:
+    """EPL per geolevel (after the simulation tasks holding its blocks; a published release's
+    levels with a declared law: the floor of their queries at the declared noise), and the
+    composed EPL of a tree release after them."""
+    if store.group_complete(url, S.EPL):
+        return [], []
+    declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
+    epls = [
+        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
+            url,
+            plan,
+            g,
+            spec.epl.bandwidth_factor,
+            spec.epl.percentiles,
+            range_multiplier=spec.epl.range_multiplier,
+            bias_aware=spec.epl.bias_aware_settings(),
+            declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
+            if g in declared
+            else None,
+            wait_for=sims[g],
+            return_state=False,
+        )
+        for g in sorted(sims)
+    ]
+    composed = [
+        tasks.epl_composed.with_options(task_run_name="epl composed").submit(
+            url,
+            plan,
+            spec.epl.percentiles,
+            spec.epl.bias_aware_settings(),
+            wait_for=epls,
+            return_state=False,
+        )
+        for _ in ([1] if plan.strategy.composed_epl else [])
+    ]
+    return epls, composed
+
+
+def submit_claims(
+    spec: AuditSpec,
+    url: str,
+    plan: AuditPlan,
+    sims: dict[int, Futures],
+    pub_levels: list[PublishedLevel],
+    n_tests: int,
+) -> list[Any]:
+    """The declared claim: a published release's levels tested (each test at α/m); a simulated
+    release holds it by construction (no task). Futures of a verdict (a dict), or of a list."""
+    threshold = spec.accounting.claim_alpha / max(n_tests, 1)
+    delta = spec.accounting.headline_delta
+    if post_processed(spec):  # one reference release, every level tested against it
+        return [
+            tasks.claim_post_processed.with_options(task_run_name="claim post-processed").submit(
+                spec, plan, pub_levels, delta, threshold, return_state=False
+            )
+            for _ in ([1] if pub_levels else [])
+        ]
+    return [
+        tasks.claim_level.with_options(task_run_name=f"claim {lv.geolevel}").submit(
+            url,
+            plan,
+            lv,
+            delta,
+            threshold,
+            wait_for=sims.get(lv.table_level, []),
+            return_state=False,
+        )
+        for lv in pub_levels
+    ]
+
+
+def wait_all(
+    url: str,
+    futures: list[Any],
+    sims: dict[int, Any],
+    named: dict[str, list[Any]],
+    regions: set[tuple[int, int]],
+) -> None:
+    """Every task's result, in the order they finish, with the run's progress (blocks written of
+    ``regions``, simulation tasks of ``sims`` by id, the others by stage); on a failure the others
+    finish first (then the only unfinished task runs left in the API are those whose worker died,
+    and the failure hook can mark them), then it is raised."""
+    stage_of = {id(f): n for n, fs in named.items() for f in fs}
+    tracker = progress.BlockProgress(
+        lambda: len(store.done_blocks(url) & regions),
+        len(regions),
+        len(sims),
+        len(futures) - len(sims),
+        Counter(stage_of.values()),
+    )
+    with tracker:
+        for f in as_completed(futures):
+            try:
+                f.result()  # raises on failure
+            except BaseException:
+                wait(futures)
+                raise
+            tracker.task_done(id(f) in sims, stage_of.get(id(f)))
+
+
+def write_groups(
+    spec: AuditSpec,
+    url: str,
+    plan: AuditPlan,
+    epls: Futures,
+    composed: Futures,
+    accts: Futures,
+    grid: np.ndarray,
+) -> xr.Dataset | None:
+    """The EPL group (with the composed EPL), the accounting group and, for a release of the
+    allocation's simulated noise, the accuracy of its queries; returns the accounting written."""
+    if epls:
+        epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
+        epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
+        store.write_group(url, S.EPL, epl_ds)
+    if not accts:
+        return None
+    deltas = list(spec.accounting.deltas)
+    acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
+    store.write_group(url, S.ACCOUNTING, acct_ds)
+    if plan.strategy.simulates_allocation:  # the errors of the simulated queries
+        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, plan.sigma2_matrix(), acct_ds))
+    return acct_ds

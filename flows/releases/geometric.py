@@ -1,0 +1,111 @@
+"""Seed 001's geometric releases (GDPC / RDPC / ADPC) of a tree of total counts: the regular tree
+of a Flaxman population, or a table's tree (root, its level columns, its rows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from flows.releases.base import Release
+
+if TYPE_CHECKING:
+    from auditlib.simulate import ResidualBlock
+    from flows.spec import AuditSpec
+    from flows.spec.plan import AuditPlan, Block
+
+
+@dataclass(frozen=True)
+class GeometricRelease(Release):
+    """A pure ε-DP release of every level of a tree: not accounted, its composed EPL estimated."""
+
+    variant: str = "gdpc"  # "gdpc" | "rdpc" | "adpc"
+    simulates_allocation: ClassVar[bool] = False
+    accounted: ClassVar[bool] = False
+    geometric: ClassVar[bool] = True
+    composed_epl: ClassVar[bool] = True
+
+    @property
+    def kind(self) -> str:
+        return self.variant
+
+    def source(self, spec: AuditSpec, alloc: Any, label: str) -> str:
+        r = spec.release
+        return f"seed 001 {r.kind.upper()} release at epsilon = {r.epsilon}"
+
+
+@dataclass(frozen=True)
+class FlaxmanTreeRelease(GeometricRelease):
+    """On the regular J-level tree of a Flaxman population (``plan.flaxman``), rebuilt from its
+    seed in each task."""
+
+    def simulate_block(self, plan: AuditPlan, block: Block) -> ResidualBlock:
+        from auditlib.geography.flaxman import generate_population
+        from auditlib.simulate.hierarchical import residual_block
+
+        f = plan.flaxman
+        assert f is not None
+        pop = generate_population(f.people, f.levels, f.mean_per_location, seed=f.seed)
+        return residual_block(
+            pop,
+            self.variant,  # type: ignore[arg-type]
+            f.epsilon,
+            level=block.geolevel,
+            seed=plan.noise_seed,
+            replicates=plan.replicates,
+            n_runs=f.n_runs,
+        )
+
+    def leaf_maps(self, plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
+        from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
+
+        f = plan.flaxman
+        assert f is not None
+        h = FlaxmanHierarchy(f.levels, children_per_unit(f.people, f.levels, f.mean_per_location))
+        leaves = np.arange(h.n_leaves)
+        return h.n_leaves, [h.unit_of_leaf(leaves, g) for g in levels]
+
+
+@dataclass(frozen=True)
+class TableTreeRelease(GeometricRelease):
+    """On a table's tree of total counts (``plan.table``), read again in each task."""
+
+    def simulate_block(self, plan: AuditPlan, block: Block) -> ResidualBlock:
+        from auditlib.simulate.hierarchical import residual_block
+        from flows.spec.sources import table_tree
+
+        t = plan.table
+        assert t is not None
+        return residual_block(
+            table_tree(t),
+            self.variant,  # type: ignore[arg-type]
+            t.epsilon,
+            level=block.geolevel,
+            seed=plan.noise_seed,
+            replicates=plan.replicates,
+            n_runs=t.n_runs,
+        )
+
+    def leaf_maps(self, plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
+        return table_leaf_maps(plan, levels)
+
+    def direct_release(self, plan: AuditPlan) -> Any:
+        from auditlib.simulate.direct import Hierarchical
+
+        t = plan.table
+        assert t is not None
+        return Hierarchical(self.kind, t.epsilon, t.n_runs)  # type: ignore[arg-type]
+
+
+def table_leaf_maps(plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
+    """Leaves (rows) of a table plan's tree and, per level in ``levels``, each row's unit there."""
+    from flows.spec.sources import table_tree
+
+    assert plan.table is not None
+    tree = table_tree(plan.table)
+    n = int(tree.counts[-1].size)
+    up = [np.arange(n)]  # up[k]: each leaf's unit k levels above the leaves
+    for par in reversed(tree.parents):
+        up.append(par[up[-1]])
+    return n, [up[tree.levels - g] for g in levels]
