@@ -60,7 +60,7 @@ def topdown_state(
     those of ``replicate_range`` = [start, stop) (each replicate its own keyed streams, so a range
     is the same rows of the whole run): residual blocks per geolevel index, the State level's
     released histograms (replicates, n_cells) and its true histogram (n_cells,)."""
-    from auditlib.simulate.topdown import level_residuals
+    from auditlib.simulate.topdown_residuals import level_residuals
 
     _, _, matrices, ids = _topdown_inputs(plan)
     gis, runs = _topdown_runs(plan, block, replicate_range)
@@ -117,7 +117,7 @@ def topdown_nation(
     plan: AuditPlan, geolevel: int, state_dp: list[np.ndarray], state_truth: list[np.ndarray]
 ) -> ResidualBlock:
     """The national level: the sum of the states' released (and true) histograms."""
-    from auditlib.simulate.topdown import level_residuals
+    from auditlib.simulate.topdown_residuals import level_residuals
 
     _, _, matrices, ids = _topdown_inputs(plan)
     dp = np.sum(state_dp, axis=0)  # (replicates, n_cells)

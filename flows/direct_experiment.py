@@ -354,7 +354,7 @@ def spec_experiment_on(p: SpecDirectParams, plan: Any) -> SpecExperiment:
 
 def _resolve(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     from auditlib.exceptions import DPAuditError, InvalidParameterError
-    from auditlib.geography.schema import DETAILED
+    from auditlib.geography.attributes import DETAILED
     from flows.spec import parse_spec
 
     try:

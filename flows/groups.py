@@ -12,7 +12,7 @@ import xarray as xr
 
 from auditlib.allocations import allocation_label
 from auditlib.simulate.noise import NoiseVariance
-from auditlib.simulate.topdown import TRUTH_CLASSES
+from auditlib.simulate.topdown_residuals import TRUTH_CLASSES
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan

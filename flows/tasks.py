@@ -23,7 +23,7 @@ from auditlib.epl import (
     lattice_spacing,
 )
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
-from auditlib.simulate.topdown import TRUTH_CLASSES, total_bias_sums
+from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
 from flows import kept_histograms
 from flows.account_cache import account_cached
 from flows.blocks import leaf_maps, topdown_nation, topdown_state

@@ -49,8 +49,8 @@ import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography import census_levels as census
-from auditlib.geography.attributes import DETAILED as DETAILED
 from auditlib.geography.attributes import (
+    DETAILED,
     LABEL_SEPARATOR,
     TOTAL,
     Attribute,

@@ -44,9 +44,7 @@ from auditlib.simulate.release import ResidualBlock, check_block_size
 from auditlib.simulate.rounding import round_controlled
 
 # re-exported for flows/blocks.py, flows/groups.py and flows/tasks.py, which import them from here
-from auditlib.simulate.topdown_residuals import TRUTH_CLASSES as TRUTH_CLASSES
-from auditlib.simulate.topdown_residuals import level_residuals as level_residuals
-from auditlib.simulate.topdown_residuals import total_bias_sums as total_bias_sums
+from auditlib.simulate.topdown_residuals import level_residuals
 from auditlib.simulate.wls import query_matrix, solve_wls_children, solve_wls_normal
 
 if TYPE_CHECKING:
