@@ -51,6 +51,7 @@ def run_flow(tmp_path: Path, name: str, address: str) -> str:
     return url
 
 
+@pytest.mark.slow  # the allocation kind's end-to-end run in the fast tier: test_cli_run.py
 def test_audit_flow_end_to_end(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
     url = run_flow(tmp_path, "a.zarr", dask_address)
 

@@ -123,6 +123,7 @@ def api_env(prefect_harness: None, tmp_path: Path) -> dict[str, str]:
 PREFECT_TIMEOUT = re.compile(r"exceeded timeout of 1\.0 second|Flow run .* CancelledError")
 
 
+@pytest.mark.slow
 def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     api_env: dict[str, str], tmp_path: Path
 ) -> None:

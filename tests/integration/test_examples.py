@@ -111,6 +111,9 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
     "python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5": check_clients_claim,
     "dpaudit run audit.toml": check_country,
 }
+#: modules clients.py runs or imports, checked through its documented commands: Tumult's client
+#: (run by Tumult's own interpreter), its host side, and the library's audit
+CLIENTS_PARTS = ("tumult_client.py", "tumult_host.py", "library_audit.py")
 #: the documented runs that are dpaudit runs (on the session's Prefect API)
 FLOWS = ("python examples/clients.py", "dpaudit run")
 
@@ -118,11 +121,9 @@ FLOWS = ("python examples/clients.py", "dpaudit run")
 def test_every_example_documents_its_commands_and_each_is_checked() -> None:
     scripts = {p.name for p in EXAMPLES.glob("*.py")}
     documented = {
-        p.name
-        for p in EXAMPLES.glob("*.py")
-        if docstring_commands(p) or p.name == "tumult_client.py"
+        p.name for p in EXAMPLES.glob("*.py") if docstring_commands(p) or p.name in CLIENTS_PARTS
     }
-    assert documented == scripts  # tumult_client.py: run through clients.py's tumult-count
+    assert documented == scripts  # the parts of clients.py run through its commands
     assert any(TUMULT in c for c in docstring_commands(EXAMPLES / "clients.py"))
     assert sorted(cmd for _, cmd in example_commands()) == sorted(CHECKS)
 

@@ -186,6 +186,7 @@ def test_false_refutations_of_whole_verdicts_stay_below_alpha() -> None:
     assert refuted / 200 <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / 200), refuted
 
 
+@pytest.mark.slow
 def test_a_mixed_level_is_tested_query_by_query() -> None:
     """A level with a discrete Gaussian query and a geometric one: declared truly, consistent;
     with the geometric query's noise really half its declared scale, refuted."""

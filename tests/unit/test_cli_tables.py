@@ -46,7 +46,7 @@ def _check(text: str, names: list[str], columns: int = 80) -> None:
     "args",
     [
         ["account"],
-        ["account", "--cumulative"],
+        pytest.param(["account", "--cumulative"], marks=pytest.mark.slow),
         ["calibrate"],
         ["account", "-e", "1", "-e", "5"],
     ],
@@ -59,6 +59,7 @@ def test_tables_fit_80_columns_and_keep_level_names(args: list[str]) -> None:
     assert "Tract_Subset_Group" in text or "pl94_2021_production persons+units" in text
 
 
+@pytest.mark.slow
 def test_account_prints_the_certified_digits() -> None:
     text = _invoke(["account", "--delta", "1e-10"])
     state = next(line for line in text.splitlines() if line.startswith("State"))
