@@ -106,7 +106,8 @@ Block,total,1,discrete_gaussian,9,,,add_remove
 """
 
 
-@pytest.mark.parametrize("release", ["allocation", pytest.param("topdown", marks=pytest.mark.slow)])
+@pytest.mark.slow  # an allocation file through the flow in the fast tier: the test above
+@pytest.mark.parametrize("release", ["allocation", "topdown"])
 def test_audit_of_a_mixed_mechanism_file(
     prefect_harness: None, dask_address: str, tmp_path: Path, release: str
 ) -> None:

@@ -29,6 +29,7 @@ def _flow(address: str):  # type: ignore[no-untyped-def]
     return fdp_coverage_flow.with_options(task_runner=DaskTaskRunner(address=address))
 
 
+@pytest.mark.slow
 def test_fdp_coverage_flow_on_dask_with_one_and_two_workers(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from tests.integration.test_resume import array_digests
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow
 def test_resumed_direct_flow_computes_only_the_unfinished_chunks(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ from tests.integration.test_resume import array_digests
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow
 def test_resumed_sweep_accounts_only_the_unfinished_jobs(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:

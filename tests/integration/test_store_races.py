@@ -126,6 +126,7 @@ def _run(target: Any, args: tuple[Any, ...]) -> Counter[str]:
     return total
 
 
+@pytest.mark.slow
 def test_contenders_released_together_never_hold_the_lock_together(tmp_path: Path) -> None:
     url = str(tmp_path / "s.zarr")
     rounds = 300

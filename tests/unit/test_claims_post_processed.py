@@ -82,6 +82,7 @@ def test_the_spec_measures_every_table_level_and_names_its_reference(true_releas
     assert count_tests(spec, plan, published_levels(spec, plan)) == want
 
 
+@pytest.mark.slow  # end to end in the slow tier too: test_observed_flow.py
 def test_true_half_and_conservative_claims(true_release: Path, tmp_path: Path) -> None:
     true, out = verdicts(true_release)
     assert true == dict.fromkeys(("US", "State", "County", "Block"), "consistent"), out
