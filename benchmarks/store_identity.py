@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from flows.spec.toml_writer import dump_toml
+
 ROOT = Path(__file__).resolve().parents[1]
 #: where every spec runs, whichever tree's code (the stores hold their tables' absolute paths)
 RUN_DIR = Path(tempfile.gettempdir()) / "dpaudit-store-identity"
@@ -57,26 +59,6 @@ TINY_FANOUT = {
     "Block": 2,
 }
 SMALL = {"deltas": [1e-10], "eps_grid_points": 20, "composed": False}
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-
-
-def to_toml(spec: dict[str, Any]) -> str:
-    lines = []
-    for name, keys in spec.items():
-        lines.append(f"[{name}]")
-        lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
-    return "\n".join(lines) + "\n"
 
 
 def write_inputs(d: Path) -> None:
@@ -248,7 +230,7 @@ def run_all(tree: Path, work: Path, only: list[str]) -> dict[str, tuple[str, str
     for name, spec in specs().items():
         if only and name not in only:
             continue
-        (work / f"{name}.toml").write_text(to_toml(spec))
+        (work / f"{name}.toml").write_text(dump_toml(spec))
         cmd = [sys.executable, "-m", "flows.cli", "run", f"{name}.toml"]
         cmd += ["--store", f"{name}.zarr", "--report", f"{name}.html", "--overwrite"]
         done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
