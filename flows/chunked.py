@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,28 @@ class ChunkedRun:
 def repetition_chunks(repetitions: int, chunk: int) -> list[tuple[int, int]]:
     """(start, stop) of each chunk of ``chunk`` repetitions (the last may be shorter)."""
     return [(start, min(start + chunk, repetitions)) for start in range(0, repetitions, chunk)]
+
+
+def grid_chunks(
+    mechanisms: Sequence[str],
+    values: Sequence[float],
+    ranges: Sequence[tuple[int, int]],
+    label: Callable[[str, float, int, int], str],
+    settings: Any,
+) -> list[Chunk]:
+    """One chunk per (mechanism, value, repetition range) of a coverage experiment: marker
+    (mechanism, value, range) and task arguments ``(name, value, start, stop, (mi, vi), ci,
+    settings)``; ``label(name, value, start, stop)`` names its task run."""
+    return [
+        Chunk(
+            (mi, vi, ci),
+            label(name, v, start, stop),
+            (name, v, start, stop, (mi, vi), ci, settings),
+        )
+        for mi, name in enumerate(mechanisms)
+        for vi, v in enumerate(values)
+        for ci, (start, stop) in enumerate(ranges)
+    ]
 
 
 def run_chunked(

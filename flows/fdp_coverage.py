@@ -22,7 +22,7 @@ from prefect import flow, task
 
 from auditlib.mpl.rates import Band
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
-from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
+from flows.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
 from flows.tasks import TASK_OPTS
 from storage import store
 
@@ -121,16 +121,13 @@ def fdp_coverage_flow(
         k: (rep, (1, 1, len(BANDS), chunk), d) for k, d in _PER_REP.items()
     }
     layout.update({k: (grid, (1, 1, 1), "float64") for k in _PER_CELL})
-    chunks = [
-        Chunk(
-            (mi, pi, ci),
-            f"fdp {name} {p:g} reps {start}-{stop - 1}",
-            (name, p, start, stop, (mi, pi), ci, settings),
-        )
-        for mi, name in enumerate(mechanisms)
-        for pi, p in enumerate(parameters)
-        for ci, (start, stop) in enumerate(ranges)
-    ]
+    chunks = grid_chunks(
+        mechanisms,
+        parameters,
+        ranges,
+        lambda name, p, start, stop: f"fdp {name} {p:g} reps {start}-{stop - 1}",
+        settings,
+    )
 
     def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
         return fdp_coverage_dataset(parts, mechanisms, parameters, settings)

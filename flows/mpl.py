@@ -20,7 +20,7 @@ from prefect import flow, task
 
 from auditlib.mpl.coverage import coverage_chunk
 from auditlib.mpl.fdp_gap import fdp_gap
-from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
+from flows.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
 from flows.tasks import TASK_OPTS
 from storage import schema as S
 from storage import store
@@ -112,16 +112,13 @@ def mpl_coverage_flow(
         "epsilon": (grid, (1, 1, 1), "float64"),
         "claimed_epsilon": (grid, (1, 1, 1), "float64"),
     }
-    chunks = [
-        Chunk(
-            (mi, ei, ci),
-            f"mpl {name} eps={eps:g} reps {start}-{stop - 1}",
-            (name, eps, start, stop, (mi, ei), ci, settings),
-        )
-        for mi, name in enumerate(mechanisms)
-        for ei, eps in enumerate(epsilons)
-        for ci, (start, stop) in enumerate(ranges)
-    ]
+    chunks = grid_chunks(
+        mechanisms,
+        epsilons,
+        ranges,
+        lambda name, eps, start, stop: f"mpl {name} eps={eps:g} reps {start}-{stop - 1}",
+        settings,
+    )
 
     def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
         results = {}
