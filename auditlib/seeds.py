@@ -18,7 +18,7 @@ EPL_BOOTSTRAP = 5
 #: the fit test's randomized transform of a published level's residuals (auditlib.claims)
 CLAIM_FIT = 6
 #: the reference runs of a release declared post-processed: dpaudit's own simulation of the
-#: declared release, its noise seed drawn from (noise seed, CLAIM_REFERENCE) (flows/claims.py)
+#: declared release, its noise seed drawn from (noise seed, CLAIM_REFERENCE) (flows/audit/claims.py)
 CLAIM_REFERENCE = 7
 
 

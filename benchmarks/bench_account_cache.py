@@ -20,8 +20,8 @@ def main(label: str) -> None:
 
     from auditlib.accounting import bureau_epsilon
     from auditlib.allocations import load_allocation
-    from flows.account_cache import account_cached
-    from flows.groups import ALPHA_GRID
+    from flows.audit.account_cache import account_cached
+    from flows.audit.groups import ALPHA_GRID
 
     alloc = load_allocation("pl94_2021_production")
     levels = alloc.geolevels("persons", "US")

@@ -15,7 +15,7 @@ import numpy as np
 from _machine import machine_info
 
 from auditlib.simulate.direct import released_values
-from flows.direct_experiment import SpecDirectParams, spec_experiment
+from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
 from flows.spec import parse_spec
 
 PL94 = ("County", "Tract", "Block_Group", "Block")

@@ -185,12 +185,12 @@ def _concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str,
 
 def audit_level(states: int, replicates: int, where: str) -> None:
     """Peak traced memory (numpy and zarr buffers) of one level's EPL on a real audit store: the
-    streamed task (flows.tasks.epl_geolevel) against the concatenated residuals it replaced."""
+    streamed task (flows.audit.tasks.epl_geolevel) against the concatenated residuals it replaced."""
     import pathlib
     import shutil
     import tracemalloc
 
-    from flows import tasks
+    from flows.audit import tasks
     from flows.spec import parse_spec
     from flows.spec.plan import make_plan
     from storage import store

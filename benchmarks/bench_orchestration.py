@@ -4,7 +4,7 @@ the full-US spine audit through ``dpaudit run``.
     .venv/bin/python benchmarks/bench_orchestration.py [--states N] [--replicates R] [--repeats K]
         [--tasks-per-worker T] [--mode overhead,speedup,spine]
 
-1. ``overhead``: the audit flow's simulation batches (``flows.batching``: ``2 workers ×
+1. ``overhead``: the audit flow's simulation batches (``flows.audit.batching``: ``2 workers ×
    --tasks-per-worker`` tasks, the spec's default) of a ``--states``-state synthetic spec at
    ``--replicates``, run as ``client.map`` on a 2-process LocalCluster and as Prefect tasks
    (``DaskTaskRunner`` on that cluster, one embedded API server). Overhead per task = (Prefect −
@@ -62,7 +62,7 @@ def run_dask(
     client: Any, url: str, plan: Any, batches: list[Any]
 ) -> tuple[float, float, list[float]]:
     """(wall s, CPU s, seconds inside each task) of the batches as plain Dask tasks."""
-    from flows import tasks
+    from flows.audit import tasks
 
     template(url, plan)
     c0, t0 = cpu_seconds(), time.perf_counter()
@@ -81,7 +81,7 @@ def run_prefect(
     from prefect.futures import wait
     from prefect_dask import DaskTaskRunner
 
-    from flows import tasks
+    from flows.audit import tasks
 
     @flow(name="bench-fan-out", task_runner=DaskTaskRunner(address=address))  # type: ignore[arg-type]
     def fan_out() -> list[dict[str, Any]]:
@@ -121,7 +121,7 @@ def cluster(n: int) -> Any:
 def overhead(tmp: str, plan: Any, per_worker: int, repeats: int) -> tuple[int, float]:
     from distributed import Client
 
-    from flows.batching import batch_blocks
+    from flows.audit.batching import batch_blocks
 
     batches = batch_blocks(plan, list(plan.blocks), 2, per_worker)
     n = len(batches)
@@ -153,7 +153,7 @@ def overhead(tmp: str, plan: Any, per_worker: int, repeats: int) -> tuple[int, f
 def speedup(tmp: str, plan: Any, per_worker: int, repeats: int) -> None:
     from distributed import Client
 
-    from flows.batching import batch_blocks
+    from flows.audit.batching import batch_blocks
 
     walls: dict[int, float] = {}
     cpus: dict[int, float] = {}
@@ -243,10 +243,10 @@ def main() -> None:
     args = ap.parse_args()
     modes = set(args.mode.split(","))
 
-    from flows.runtime import apply_prefect_defaults
+    from flows.runtime.cluster import apply_prefect_defaults
 
     apply_prefect_defaults()
-    from flows.runtime import prefect_api
+    from flows.runtime.cluster import prefect_api
     from flows.spec import load_spec
 
     per_worker = args.tasks_per_worker

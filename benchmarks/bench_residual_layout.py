@@ -1,7 +1,7 @@
 """Size of the residuals group of the full-US spine audit (the spec of ``bench_orchestration.py
 --mode spine``: TopDown, total query, 1 replicate, ``pl94_2021_production``), built in one process
 without Prefect or Dask: the same plan, seeds and block writes as the flow's tasks
-(``flows.blocks.topdown_state`` per state, then the nation), into a fresh store.
+(``flows.audit.blocks.topdown_state`` per state, then the nation), into a fresh store.
 
     .venv/bin/python benchmarks/bench_residual_layout.py [--states N]
 
@@ -35,7 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--states", type=int, default=None, help="the first N states only")
     args = ap.parse_args()
-    from flows.blocks import topdown_nation, topdown_state
+    from flows.audit.blocks import topdown_nation, topdown_state
     from flows.spec import parse_spec
     from flows.spec.plan import make_plan
     from storage import store

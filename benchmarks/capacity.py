@@ -9,7 +9,7 @@ workers, check the prediction against real runs.
 ``measure`` (40 CPU-s of TopDown and 13 GB of padded writes, plus a small audit; 30 min at
 load 15–30 on 2 shared cores; ``--resume`` reuses what an interrupted run measured) runs, each in a fresh process (its own peak RSS, CPU-s by
 ``time.process_time``, one BLAS thread as on a Dask worker), one state of the audit's spine over the
-``pl94`` schema as the flow's task does (``flows.blocks.topdown_state``: histograms, every replicate's
+``pl94`` schema as the flow's task does (``flows.audit.blocks.topdown_state``: histograms, every replicate's
 TopDown, residuals) and writes its regions into a local Zarr store of the audit's layout
 (``storage.store.write_residual_block``); the states span the smallest to the largest. It fits
 CPU-s ≈ a + b·blocks (setup: histograms) and a + b·blocks + c·people (per replicate), peak memory,
@@ -179,7 +179,7 @@ def _peak_rss_mb() -> float:
 def measure_state(data: dict[str, Any], label: str, url: str, write: bool) -> dict[str, Any]:
     """In a fresh process: one state's task of the audit ``data`` (every replicate), and with
     ``write`` its regions written into the store at ``url``."""
-    from flows.blocks import state_population, topdown_state
+    from flows.audit.blocks import state_population, topdown_state
     from storage import store
 
     t, c = time.perf_counter(), time.process_time()
@@ -268,7 +268,7 @@ def orchestration_cost(tmp: str, n: int = 24) -> dict[str, float]:
     from prefect import flow
     from prefect_dask import DaskTaskRunner
 
-    from flows import tasks
+    from flows.audit import tasks
 
     with (
         LocalCluster(
@@ -368,9 +368,9 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
 def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]:
     """CPU-s of the finished audit's EPL task per geolevel and accounting task per geolevel, as
     the flow calls them (with its arguments), in this process; and the residuals per level."""
-    from flows import tasks
-    from flows.audit import eps_grid_for
-    from flows.groups import ALPHA_GRID, calibration_delta_for
+    from flows.audit import tasks
+    from flows.audit.flow import eps_grid_for
+    from flows.audit.groups import ALPHA_GRID, calibration_delta_for
     from flows.spec import parse_spec
 
     spec = parse_spec(data)
@@ -481,7 +481,7 @@ def measure(args: argparse.Namespace) -> None:
                 f"CPU-s, peak RSS {r['peak_rss_mb']:.0f} MB",
                 flush=True,
             )
-        from flows.runtime import apply_prefect_defaults, prefect_api
+        from flows.runtime.cluster import apply_prefect_defaults, prefect_api
 
         if args.resume and ORCH_JSON.exists():
             orch = json.loads(ORCH_JSON.read_text())

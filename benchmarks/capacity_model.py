@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flows.batching import pack  # the flow's own batching: the model packs as it does
+from flows.audit.batching import pack  # the flow's own batching: the model packs as it does
 
 
 def list_schedule(

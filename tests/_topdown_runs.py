@@ -26,7 +26,7 @@ def cells() -> list[str]:
 def published_runs(factor: float, runs: int, seed: int) -> list[pd.DataFrame]:
     """``runs`` releases of the country's villages by TopDown with every measurement's σ² of the
     country example's allocation times ``factor`` (0.25: ε about twice), noise from ``seed``."""
-    from flows.blocks import topdown_histograms
+    from flows.audit.blocks import topdown_histograms
     from flows.spec import load_spec
     from flows.spec.plan import make_plan, table_hierarchy
 

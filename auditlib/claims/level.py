@@ -1,6 +1,6 @@
 """A level's verdict from its residuals held in memory: the two passes of the tests (moments,
 then the fit at the estimated scale), the ε interval and the decision — what the audit flow does
-block by block (``flows/claims.py``), for a notebook or a benchmark.
+block by block (``flows/audit/claims.py``), for a notebook or a benchmark.
 
 >>> import numpy as np
 >>> from auditlib.accounting import GeometricLoss

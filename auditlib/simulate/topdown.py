@@ -43,7 +43,7 @@ from auditlib.simulate.postprocess import round_preserving
 from auditlib.simulate.release import ResidualBlock, check_block_size
 from auditlib.simulate.rounding import round_controlled
 
-# re-exported for flows/blocks.py, flows/groups.py and flows/tasks.py, which import them from here
+# re-exported for flows/audit/blocks.py, flows/audit/groups.py and flows/audit/tasks.py, which import them from here
 from auditlib.simulate.topdown_residuals import level_residuals
 from auditlib.simulate.wls import query_matrix, solve_wls_children, solve_wls_normal
 

@@ -18,7 +18,7 @@ from flows.cli.execute import (
     publish_artifacts,
 )
 from flows.cli.options import OverwriteOption, SchedulerOption
-from flows.runtime import apply_prefect_defaults
+from flows.runtime.cluster import apply_prefect_defaults
 
 
 def check_params(p: object) -> None:
@@ -26,7 +26,7 @@ def check_params(p: object) -> None:
     from auditlib.geography.flaxman import check_population_size, children_per_unit
     from auditlib.simulate.direct import MAX_REPLICATES
     from auditlib.simulate.hierarchical import ALGORITHMS
-    from flows.direct_experiment import DirectParams
+    from flows.experiments.direct_runs import DirectParams
 
     assert isinstance(p, DirectParams)
     if p.algorithm not in ALGORITHMS:
@@ -110,8 +110,8 @@ def _refuse_mixed(values: dict[str, object], spec: bool) -> None:
 
 
 def spec_params(spec_path: str, values: dict[str, object]) -> object:
-    """The :class:`~flows.direct_experiment.SpecDirectParams` of ``--spec`` and the command's options."""
-    from flows.direct_experiment import DEFAULT_STREAM_CHUNK, SpecDirectParams
+    """The :class:`~flows.experiments.direct_runs.SpecDirectParams` of ``--spec`` and the command's options."""
+    from flows.experiments.direct_runs import DEFAULT_STREAM_CHUNK, SpecDirectParams
 
     spec = load_spec(spec_path)  # a table's relative path resolves against the spec's directory
     stream = values["stream_chunk"] or DEFAULT_STREAM_CHUNK
@@ -221,7 +221,7 @@ def direct(
     or removed."""
     values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
-    from flows.direct_experiment import DirectParams, check_spec_params
+    from flows.experiments.direct_runs import DirectParams, check_spec_params
 
     if spec:
         try:
@@ -267,8 +267,8 @@ def direct(
 
 def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
     """Run an experiment into its store and print the estimate."""
-    from flows.artifacts import experiment_artifacts
-    from flows.direct import GROUP, direct_flow, direct_run_id
+    from flows.audit.artifacts import experiment_artifacts
+    from flows.experiments.direct_loss import GROUP, direct_flow, direct_run_id
     from storage import store
 
     run_id = direct_run_id(p)  # type: ignore[arg-type]

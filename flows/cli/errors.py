@@ -20,14 +20,14 @@ from typing import NoReturn
 
 import typer
 
-from flows import rundir
+from flows.runtime import rundir
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 #: where the log files of failed runs go (default: a directory in the system's temp dir)
 LOG_DIR_ENV = rundir.ENV_DIR
-#: set while ``--debug`` is on (read by :mod:`flows.rundir`)
+#: set while ``--debug`` is on (read by :mod:`flows.runtime.rundir`)
 DEBUG_ENV = "DPAUDIT_DEBUG"
 
 
@@ -47,7 +47,7 @@ _DEBUG: ContextVar[bool] = ContextVar("dpaudit_debug", default=False)
 
 def set_debug(on: bool) -> None:
     _DEBUG.set(on)
-    if on:  # read by flows.rundir: with --debug, Prefect's and Dask's logging stay on the terminal
+    if on:  # read by flows.runtime.rundir: with --debug, Prefect's and Dask's logging stay on the terminal
         os.environ[DEBUG_ENV] = "1"
     else:
         os.environ.pop(DEBUG_ENV, None)
@@ -64,7 +64,7 @@ def log_dir() -> Path:
 
 def new_log(what: str) -> Path | None:
     """A new, empty log file named after ``what`` and the time (None if none can be created); the
-    run's log (:func:`flows.rundir.run_log_path`, where Prefect's and Dask's logging already go)
+    run's log (:func:`flows.runtime.rundir.run_log_path`, where Prefect's and Dask's logging already go)
     when it is chosen in this log directory, so a run keeps one log file."""
     run_log = os.environ.get(rundir.ENV_LOG)
     if run_log and Path(run_log).parent == log_dir():

@@ -37,7 +37,7 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
     check_store_target(store_url, overwrite)
     cluster = ClusterSection(scheduler=scheduler)
     if scheduler:
-        from flows.reachability import check_scheduler
+        from flows.runtime.reachability import check_scheduler
 
         check_scheduler(scheduler, cluster.connect_timeout)
     return cluster
@@ -132,23 +132,23 @@ def execute_locked(
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
     import time
 
-    from flows import progress as progress_events
-    from flows.reachability import ClusterUnreachableError, redact_url
-    from flows.runtime import (
+    from flows.runtime import progress as progress_events
+    from flows.runtime.cluster import (
         ClusterConfigError,
         cluster_runner,
         describe_failure,
         prefect_api,
         worker_count,
     )
-    from flows.worker_watch import AllWorkersLostError, run_watched
+    from flows.runtime.reachability import ClusterUnreachableError, redact_url
+    from flows.runtime.worker_watch import AllWorkersLostError, run_watched
     from storage import store
 
     log = None if debug_mode() else new_log(f"run-{run_id}")
     outcome: tuple[str, int] | None = None
     keep_log = False  # only a failure midway keeps its log (the error line names it)
     with captured(log, debug_mode()) as terminal:
-        # a terminal shows a progress bar; a logged run a line per stage (flows/progress.py)
+        # a terminal shows a progress bar; a logged run a line per stage (flows/runtime/progress.py)
         t0 = time.perf_counter()
         try:
             with (
@@ -264,11 +264,11 @@ def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:
 def publish_artifacts(
     api_url: str, embedded: bool, flow_run_id: str, build: Callable[[], list[Any]]
 ) -> None:
-    """The run's artifacts (``flows.artifacts``) on its flow run page; not for an embedded API
+    """The run's artifacts (``flows.audit.artifacts``) on its flow run page; not for an embedded API
     (gone after the run). A failure here leaves the written store alone and says so in one line."""
     if embedded:
         return
-    from flows.artifacts import publish
+    from flows.audit.artifacts import publish
 
     try:
         publish(build(), flow_run_id)

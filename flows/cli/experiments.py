@@ -20,7 +20,7 @@ from flows.cli.execute import (
     publish_artifacts,
 )
 from flows.cli.options import Neighbours, OverwriteOption, SchedulerOption
-from flows.runtime import apply_prefect_defaults
+from flows.runtime.cluster import apply_prefect_defaults
 
 
 def sweep(
@@ -45,8 +45,8 @@ def sweep(
     """Account every allocation × universe × region × level × neighbour relation on Dask."""
     apply_prefect_defaults()
     from auditlib.allocations import list_allocations, load_allocation
-    from flows.artifacts import experiment_artifacts
-    from flows.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
+    from flows.audit.artifacts import experiment_artifacts
+    from flows.experiments.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -122,7 +122,7 @@ def run_coverage(
     """A coverage experiment ``kind`` (``mpl-coverage``, ``fdp-coverage``): ``checks`` and the
     store and scheduler checked (bad input: exit 2), ``flow`` run resumably on Dask with
     ``args(staging)``, the ``table`` of its ``group`` printed, its artifacts and link published."""
-    from flows.artifacts import experiment_artifacts
+    from flows.audit.artifacts import experiment_artifacts
     from storage import store
 
     try:
@@ -201,7 +201,7 @@ def mpl_coverage(
     """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE, check_coverage_sizes
-    from flows.mpl import GROUP, coverage_run_id, mpl_coverage_flow
+    from flows.experiments.mpl_coverage import GROUP, coverage_run_id, mpl_coverage_flow
 
     mechs = mechanism or ["laplace"]
     eps = epsilon or [0.2, 0.7, 1.5]
@@ -299,7 +299,7 @@ def fdp_coverage(
     from auditlib.mpl.protocol import check_sample_size
     from auditlib.mpl.tradeoff_coverage import MAX_TRADEOFF_REPETITIONS, known_tradeoff
     from auditlib.mpl.tradeoff_lower import check_conf, check_tests
-    from flows.fdp_coverage import GROUP, fdp_coverage_flow, fdp_coverage_run_id
+    from flows.experiments.fdp_coverage import GROUP, fdp_coverage_flow, fdp_coverage_run_id
 
     mechs = mechanism or ["gaussian"]
     params = parameter or [0.5, 1.0, 2.0]

@@ -24,7 +24,7 @@ from flows.cli.checks import (
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
 from flows.cli.runlog import StageLog, logged_output, progress_bar
-from flows.runtime import apply_prefect_defaults
+from flows.runtime.cluster import apply_prefect_defaults
 
 
 def run(
@@ -81,7 +81,7 @@ def run(
         if not no_report:
             check_output_file(s.output.report, s.output.overwrite, "report", create=True)
         if s.cluster.scheduler:
-            from flows.reachability import check_scheduler
+            from flows.runtime.reachability import check_scheduler
 
             check_scheduler(s.cluster.scheduler, s.cluster.connect_timeout)
     except DPAuditError as exc:
@@ -98,7 +98,7 @@ def run(
 def finished_run(s: Any, url: str) -> str:
     """The run id of this spec's finished run if the store at ``url`` holds it, else "" (also
     with ``--overwrite``: then the run is done again)."""
-    from flows import audit
+    from flows.audit import flow as audit
     from storage import store
 
     if s.output.overwrite or store.is_remote(url) or not store.is_complete(url):
@@ -146,9 +146,9 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
     ``lines``, when the output is logged)."""
     from prefect import tags
 
-    from flows import audit
-    from flows.artifacts import audit_artifacts
-    from flows.labels import audit_tags
+    from flows.audit import flow as audit
+    from flows.audit.artifacts import audit_artifacts
+    from flows.audit.labels import audit_tags
 
     t0 = time.perf_counter()
     run_id = audit.run_id_for(s)
@@ -193,7 +193,7 @@ def render_with_progress(
     """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
     report's sections (it leaves nothing behind), in a logged run a line when it starts and one
     when the report is written (:mod:`flows.cli.runlog`; ``lines``: the run's, or new ones)."""
-    from flows import progress as events
+    from flows.runtime import progress as events
 
     if lines is None and logged_output():
         lines = StageLog()
@@ -437,8 +437,13 @@ def serve(
     may contain {date} and {time} (UTC), filled in when a run starts.
     """
     apply_prefect_defaults()
-    from flows.reachability import check_reachable, redact_url
-    from flows.serve import build_deployments, check_cron, expand_placeholders, has_placeholder
+    from flows.audit.scheduled import (
+        build_deployments,
+        check_cron,
+        expand_placeholders,
+        has_placeholder,
+    )
+    from flows.runtime.reachability import check_reachable, redact_url
 
     try:
         api = os.environ.get("PREFECT_API_URL", "")

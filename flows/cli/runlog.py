@@ -74,7 +74,7 @@ def stage_lines(message: str, clock: float | None = None) -> list[str]:
 
 
 class StageLog:
-    """The listener of a logged run (:mod:`flows.progress`): each stage as its lines on stdout,
+    """The listener of a logged run (:mod:`flows.runtime.progress`): each stage as its lines on stdout,
     and within a stage the progress (``blocks simulated 5/12, tasks 1/9``) at most every
     :data:`PROGRESS_EVERY_S` seconds. Thread-safe: progress comes from a polling thread too.
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from flows.spec import AuditSpec
     from flows.spec.plan import AuditPlan, Block
 
-#: how a kind's simulation is submitted (``flows.submit.SUBMITTERS``): batches of independent
+#: how a kind's simulation is submitted (``flows.audit.submit.SUBMITTERS``): batches of independent
 #: blocks, TopDown states (a state's geolevels from one run, then the nation), sparse production
 #: states
 BATCHED_BLOCKS = "batched blocks"

@@ -1,4 +1,4 @@
-"""TopDown of a production schema's sparse histograms on spine states (``flows.production``): a
+"""TopDown of a production schema's sparse histograms on spine states (``flows.audit.production``): a
 block's items are the query cells non-zero in the truth or a replicate, so a block's ``n_items``
 is its capacity and the run counts what it stored."""
 
@@ -25,12 +25,16 @@ class SparseTopDownRelease(SpineTopDownRelease):
     def missing_units(
         self, plan: AuditPlan, state: int, geolevel: int, unit_index: np.ndarray
     ) -> int:
-        from flows.production import missing_units
+        from flows.audit.production import missing_units
 
         return missing_units(plan, state, geolevel, unit_index)
 
     def finish(self, url: str, plan: AuditPlan) -> None:
-        from flows.production import PRODUCTION_GROUP, drop_state_histograms, production_dataset
+        from flows.audit.production import (
+            PRODUCTION_GROUP,
+            drop_state_histograms,
+            production_dataset,
+        )
         from storage import store
 
         drop_state_histograms(url)  # every block is written: the states' kept histograms go
@@ -38,6 +42,6 @@ class SparseTopDownRelease(SpineTopDownRelease):
             store.write_group(url, PRODUCTION_GROUP, production_dataset(url, plan))
 
     def stored_residuals(self, url: str, plan: AuditPlan) -> int:
-        from flows.production import stored_residuals
+        from flows.audit.production import stored_residuals
 
         return stored_residuals(url, plan)  # a block's n_items is its capacity

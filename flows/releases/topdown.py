@@ -50,7 +50,7 @@ class TopDownRelease(Release):
         return 1 + sum(h.units_per_state(g) for g in h.below_state)
 
     def finish(self, url: str, plan: AuditPlan) -> None:
-        from flows import kept_histograms
+        from flows.audit import kept_histograms
 
         kept_histograms.drop(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
 
@@ -67,7 +67,7 @@ class SpineTopDownRelease(TopDownRelease):
         from auditlib.geography.populations import spine_state_histograms
         from auditlib.geography.schema import schema
         from auditlib.simulate.topdown import spine_state
-        from flows.spine_share import spine_of
+        from flows.audit.spine_share import spine_of
 
         assert plan.topdown is not None and plan.spine is not None
         sch = schema(plan.topdown.schema)
@@ -83,7 +83,7 @@ class SpineTopDownRelease(TopDownRelease):
 
     def state_units(self, plan: AuditPlan, key: int) -> int:
         from auditlib.geography.spine import LEVELS
-        from flows.spine_share import spine_of
+        from flows.audit.spine_share import spine_of
 
         assert plan.spine is not None
         spine = spine_of(plan.spine)

@@ -1,5 +1,5 @@
 """The f-DP coverage section, when the store holds an ``fdp_coverage`` group (``dpaudit
-fdp-coverage``, flows/fdp_coverage.py): per mechanism × claimed parameter × band the true μ or ε,
+fdp-coverage``, flows/experiments/fdp_coverage.py): per mechanism × claimed parameter × band the true μ or ε,
 the coverage of the certified points and of the plug-in points, the median lower bound and the
 share of repetitions refuting the claim; and the empirical CDFs of the lower bounds
 (:func:`fdp_coverage_figure`).
@@ -23,7 +23,7 @@ from flows.report.figures import ReportFigure, to_data_uri
 from flows.report.format import fmt_num
 from flows.report.store_data import str_values
 
-#: how each band certifies the points (flows/fdp_coverage.py BANDS)
+#: how each band certifies the points (flows/experiments/fdp_coverage.py BANDS)
 BAND_WORDS = {"clopper-pearson": "Clopper–Pearson, Bonferroni", "dkw": "DKW"}
 
 

@@ -17,7 +17,7 @@ Figures are drawn with matplotlib's Agg canvas on :class:`matplotlib.figure.Figu
 are never registered with pyplot, so rendering is headless, thread-safe and leaks no figures, and
 the process-wide backend of the caller is left untouched. Every figure is embedded as a base64
 PNG; the page has inline CSS and no external resources. Its progress, section by section, goes
-to :mod:`flows.progress` (the CLI's bar).
+to :mod:`flows.runtime.progress` (the CLI's bar).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from flows import progress
 from flows.report.accounting import accounting_section
 from flows.report.accuracy import accuracy_section
 from flows.report.claims import read_claims
@@ -56,6 +55,7 @@ from flows.report.store_data import (
     str_values,
 )
 from flows.report.summary import summary_section
+from flows.runtime import progress
 
 __all__ = ["render_report"]
 
@@ -198,7 +198,7 @@ def render_report(
     return out
 
 
-#: the steps of a report whose progress :func:`render_report` reports (:mod:`flows.progress`)
+#: the steps of a report whose progress :func:`render_report` reports (:mod:`flows.runtime.progress`)
 _STEPS = 7
 
 

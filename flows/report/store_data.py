@@ -23,9 +23,9 @@ from storage.schema import CLAIMS
 
 #: Optional groups of a result store, in report order.
 GROUPS: tuple[str, ...] = ("accounting", "accuracy", "epl", "mpl", "residuals")
-#: Group written by ``dpaudit mpl-coverage`` (flows/mpl.py); rendered on its own or beside MPL.
+#: Group written by ``dpaudit mpl-coverage`` (flows/experiments/mpl_coverage.py); rendered on its own or beside MPL.
 COVERAGE_GROUP = "mpl_coverage"
-#: Group written by ``dpaudit fdp-coverage`` (flows/fdp_coverage.py); rendered on its own.
+#: Group written by ``dpaudit fdp-coverage`` (flows/experiments/fdp_coverage.py); rendered on its own.
 FDP_COVERAGE_GROUP = "fdp_coverage"
 #: The claim verdict per accounted level (storage/schema.py; absent from older stores).
 CLAIMS_GROUP = CLAIMS

@@ -80,7 +80,7 @@ class TopDownParams:
 
 @dataclass(frozen=True)
 class ProductionParams:
-    """TopDown on a production schema's sparse histograms (``flows.production``): a block's items
+    """TopDown on a production schema's sparse histograms (``flows.audit.production``): a block's items
     are the query cells non-zero in the truth or a replicate's release
     (``auditlib.simulate.sparse_release``), so a block's ``n_items`` is its capacity, not its
     count; ``units[state][geolevel]``: the block's geounits (its query ``q`` has ``units × n_q``
@@ -97,7 +97,7 @@ class SpineParams:
 
     seed: int
     region: str
-    #: the name it is published under on the run's Dask cluster (``flows.spine_share``); "": none
+    #: the name it is published under on the run's Dask cluster (``flows.audit.spine_share``); "": none
     shared: str = ""
 
 

@@ -328,7 +328,7 @@ class EPLSection(Strict):
         return v
 
     def bias_aware_settings(self) -> BiasAwareSettings:
-        """The bias-aware estimate's knobs, as :func:`flows.tasks.epl_geolevel` takes them."""
+        """The bias-aware estimate's knobs, as :func:`flows.audit.tasks.epl_geolevel` takes them."""
         p = self.bias_aware_percentiles
         return BiasAwareSettings(
             bandwidth=self.bias_aware_bandwidth,

@@ -286,7 +286,7 @@ _spines_generated = 0
 
 def spines_generated() -> int:
     """How many spines this process has generated: a run generates its spine once, in the flow's
-    process, and shares it with its workers (``flows.spine_share``)."""
+    process, and shares it with its workers (``flows.audit.spine_share``)."""
     return _spines_generated
 
 

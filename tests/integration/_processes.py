@@ -88,7 +88,7 @@ class AuditRun:
 def audit_run(tmp_path: Path, data: dict[str, Any]) -> AuditRun:
     """The run of the spec mapping ``data`` (written to ``tmp_path/spec.toml``) into
     ``tmp_path/out/a.zarr``."""
-    from flows.audit import run_id_for
+    from flows.audit.flow import run_id_for
     from flows.spec import parse_spec
     from flows.spec.toml_writer import dump_toml
     from storage import store

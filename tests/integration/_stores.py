@@ -38,7 +38,7 @@ def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]
     and finalize that store; the flow's summary."""
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=address))
     summary: dict[str, Any] = flow(spec, url, run_id_for(spec))

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.sweep import ALL_UNIVERSES, COMPOSED, CUMULATIVE, GROUP, job_components, plan_jobs
+from flows.experiments.sweep import (
+    ALL_UNIVERSES,
+    COMPOSED,
+    CUMULATIVE,
+    GROUP,
+    job_components,
+    plan_jobs,
+)
 from storage import store
 
 pytestmark = pytest.mark.integration
@@ -41,7 +48,7 @@ def test_sweep_flow_writes_reference_numbers(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.sweep import accounting_sweep_flow
+    from flows.experiments.sweep import accounting_sweep_flow
 
     url = str(tmp_path / "sweep.zarr")
     flow = accounting_sweep_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))

@@ -44,7 +44,7 @@ def test_audit_of_an_allocation_file(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     (tmp_path / "allocs").mkdir()
     (tmp_path / "allocs" / "mine.csv").write_text(MINE, encoding="utf-8")
@@ -116,7 +116,7 @@ def test_audit_of_a_mixed_mechanism_file(
     why in the store and the report."""
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     (tmp_path / "mixed.csv").write_text(MIXED, encoding="utf-8")
     spec_dict = {

@@ -40,7 +40,7 @@ BUREAU = {("State", 1e-5): 7.787, ("State", 1e-10): 10.598, ("US", 1e-10): 2.666
 def run_flow(tmp_path: Path, name: str, address: str) -> str:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     spec = parse_spec(TINY)
     url = str(tmp_path / name)

@@ -29,7 +29,7 @@ TOPDOWN = {
 def run(tmp_path: Path, name: str, data: dict[str, Any], address: str, per_worker: int) -> Any:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     s = parse_spec({**data, "cluster": {"n_workers": 2, "tasks_per_worker": per_worker}})
     url = str(tmp_path / name)

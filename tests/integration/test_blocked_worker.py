@@ -4,7 +4,7 @@ Dask's ``distributed.comm.timeouts.tcp`` (30 s) is also the kernel's TCP_USER_TI
 connections. A task that holds the GIL (an exact accounting on a busy machine) keeps the worker
 from reading its connection; with data queued for it, the kernel aborts the connection after 30 s,
 the scheduler drops the worker, the worker shuts down, and a run with no worker left waits until its
-timeout. The clusters a run starts take ``flows.dask_tcp.DASK_TCP_TIMEOUT`` instead; this test holds
+timeout. The clusters a run starts take ``flows.runtime.dask_tcp.DASK_TCP_TIMEOUT`` instead; this test holds
 a real worker's GIL for about 45 s while 320 MB are queued for it, on a real local cluster.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
-from flows import runtime
+from flows.runtime import cluster as runtime
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

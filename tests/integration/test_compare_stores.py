@@ -61,7 +61,7 @@ def stores(
     store was finalized (as a reader sees a store a run is still writing)."""
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     tmp = tmp_path_factory.mktemp("compare")
     flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=inproc_dask))
@@ -303,7 +303,7 @@ def test_bad_input_exits_2_naming_the_store(
     else:
         from prefect_dask import DaskTaskRunner
 
-        from flows.mpl import mpl_coverage_flow
+        from flows.experiments.mpl_coverage import mpl_coverage_flow
 
         flow = mpl_coverage_flow.with_options(task_runner=DaskTaskRunner(address=inproc_dask))
         flow(bad, ["laplace"], [0.7], 4, chunk=4, n=2_000, n_confidence=5_000, alpha=0.05, seed=5)

@@ -44,8 +44,8 @@ def check_no_empty_field(head: str, meta: dict[str, str]) -> None:
 def test_coverage_stores_name_what_they_hold_in_the_header(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from flows.fdp_coverage import GROUP as FDP_GROUP
-    from flows.mpl import GROUP as MPL_GROUP
+    from flows.experiments.fdp_coverage import GROUP as FDP_GROUP
+    from flows.experiments.mpl_coverage import GROUP as MPL_GROUP
 
     url = str(tmp_path / "mpl.zarr")
     invoke(

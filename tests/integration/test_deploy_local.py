@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.dask_tcp import tcp_timeout_warning
+from flows.runtime.dask_tcp import tcp_timeout_warning
 from tests.integration._processes import free_port, wait_workers
 from tests.integration.test_serve import wait_for
 

@@ -39,8 +39,8 @@ def row(lines: list[str], event: str) -> list[str]:
 def test_a_vacuous_direct_bound_reads_0_vacuous(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from flows.artifacts import direct_rows
-    from flows.direct import GROUP
+    from flows.audit.artifacts import direct_rows
+    from flows.experiments.direct_loss import GROUP
     from flows.report.mpl_bound import NOTE, VACUOUS
 
     # ε = 0.05 and 400 runs a side: no kept event's interval excludes a log-ratio of 0

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 def test_direct_flow_on_dask(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.direct import GROUP, direct_flow
-    from flows.direct_experiment import DirectParams, neighbour_pair
+    from flows.experiments.direct_loss import GROUP, direct_flow
+    from flows.experiments.direct_runs import DirectParams, neighbour_pair
 
     eps = 1.0
     p = DirectParams(

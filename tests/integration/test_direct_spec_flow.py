@@ -52,9 +52,9 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
     from auditlib.simulate.direct import TopDown, release_samples
-    from flows.blocks import state_population
-    from flows.direct import GROUP
-    from flows.direct_experiment import SpecDirectParams, spec_experiment
+    from flows.audit.blocks import state_population
+    from flows.experiments.direct_loss import GROUP
+    from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
     from flows.spec import load_spec
     from flows.spec.plan import make_plan
 
@@ -102,7 +102,7 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
 ) -> None:
     from auditlib.epl.direct import direct_log_ratio
     from auditlib.simulate.direct import Hierarchical, release_samples
-    from flows.direct import GROUP
+    from flows.experiments.direct_loss import GROUP
 
     spec = write_table(tmp_path)
     url = str(tmp_path / "g.zarr")
@@ -131,7 +131,7 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
     assert 0.6 * EPS < ds.attrs["epl_lower_ge"] <= EPS
     assert abs(ds.attrs["epl_ge"] - EPS) < band
     # power: the same statistic of a GDPC at 0.35 or 0.65 falls outside the band around 0.5
-    from flows.direct_experiment import SpecDirectParams, spec_experiment
+    from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
 
     e = spec_experiment(SpecDirectParams(spec=_spec_text(spec), change="move", from_block=0,
                                          to_block=5, replicates=6000))  # fmt: skip

@@ -24,7 +24,7 @@ def _generated() -> int:
 
 
 def _fetched() -> list[str]:
-    from flows import spine_share
+    from flows.audit import spine_share
 
     return sorted(spine_share._fetched)
 
@@ -36,8 +36,8 @@ def test_direct_flow_shares_the_spine_and_stores_the_same_errors(
     from prefect_dask import DaskTaskRunner
 
     from auditlib.simulate.direct import release_range
-    from flows.direct import direct_flow
-    from flows.direct_experiment import SpecDirectParams
+    from flows.experiments.direct_loss import direct_flow
+    from flows.experiments.direct_runs import SpecDirectParams
 
     spec = parse_spec(
         {
@@ -80,7 +80,7 @@ def test_direct_flow_shares_the_spine_and_stores_the_same_errors(
     )
     np.testing.assert_array_equal(shared, local)
     # and the library's released values of that experiment, minus the truth of D
-    from flows.direct_experiment import spec_experiment
+    from flows.experiments.direct_runs import spec_experiment
 
     e = spec_experiment(params)
     d, dp = release_range(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import typer
 
-from flows import audit
+from flows.audit import flow as audit
 from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import store

@@ -24,7 +24,7 @@ BANDS = ("clopper-pearson", "dkw")
 def _flow(address: str):  # type: ignore[no-untyped-def]
     from prefect_dask import DaskTaskRunner
 
-    from flows.fdp_coverage import fdp_coverage_flow
+    from flows.experiments.fdp_coverage import fdp_coverage_flow
 
     return fdp_coverage_flow.with_options(task_runner=DaskTaskRunner(address=address))
 
@@ -35,7 +35,7 @@ def test_fdp_coverage_flow_on_dask_with_one_and_two_workers(
 ) -> None:
     from distributed import LocalCluster
 
-    from flows.fdp_coverage import GROUP
+    from flows.experiments.fdp_coverage import GROUP
 
     mechs, params, reps, chunk = ["gaussian", "gaussian_broken"], [1.0], 30, 10
     kw = {"n_select": 2_000, "n": 10_000, "conf": 0.95, "tests": 16, "seed": 7}
@@ -89,7 +89,7 @@ def test_resumed_fdp_flow_computes_only_the_unfinished_chunks(
 ) -> None:
     """A chunk marked done holds sentinel bounds (99): a resumed run keeps them (it did not
     recompute that chunk) and computes the others, which match the pure function."""
-    from flows.fdp_coverage import GROUP, PARTS, fdp_coverage_run_id
+    from flows.experiments.fdp_coverage import GROUP, PARTS, fdp_coverage_run_id
 
     kw = {"n_select": 1_000, "n": 5_000, "conf": 0.9, "tests": 8, "seed": 3}
     url = str(tmp_path / "fdp.zarr")
@@ -140,7 +140,7 @@ def test_resumed_fdp_flow_computes_only_the_unfinished_chunks(
 def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from flows.fdp_coverage import PARTS, fdp_coverage_run_id
+    from flows.experiments.fdp_coverage import PARTS, fdp_coverage_run_id
 
     mechs, params, reps, chunk, n_chunks = ["gaussian", "laplace"], [1.0], 60, 10, 12
     n_select, n, conf, tests, seed = 20_000, 100_000, 0.95, 32, 11  # ~0.6 s a chunk: killed midway
@@ -182,7 +182,7 @@ def test_report_of_an_fdp_coverage_store_shows_its_coverage(
     import base64
     import re
 
-    from flows.fdp_coverage import GROUP
+    from flows.experiments.fdp_coverage import GROUP
     from flows.report.render import render_report
 
     mechs, params, reps = ["gaussian", "laplace_broken"], [1.0], 10

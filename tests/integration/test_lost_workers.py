@@ -186,11 +186,11 @@ def test_a_worker_its_nanny_restarts_is_no_alarm(
 def test_a_served_run_whose_workers_all_die_fails_in_the_grace_period(
     tmp_path: Path, env: dict[str, str], scheduler: str, workers: Workers
 ) -> None:
-    """`dpaudit serve` runs each scheduled run as ``flows.serve.scheduled_audit`` with the spec's
+    """`dpaudit serve` runs each scheduled run as ``flows.audit.scheduled.scheduled_audit`` with the spec's
     sections as parameters: here that flow, called so, on the external cluster whose every worker
     and nanny is killed midway. It ends Failed, naming the lost workers, within the grace period
     (its subflow's ``cluster.timeout_s`` is far longer), and publishes nothing."""
-    from flows.serve import scheduled_audit, spec_parameters
+    from flows.audit.scheduled import scheduled_audit, spec_parameters
     from flows.spec import parse_spec
 
     out = tmp_path / "out"

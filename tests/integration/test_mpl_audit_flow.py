@@ -11,7 +11,7 @@ import pytest
 
 from auditlib.allocations import load_allocation
 from auditlib.mpl.audit import mpl_geolevel
-from flows.mpl import mpl_task_settings
+from flows.experiments.mpl_coverage import mpl_task_settings
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
@@ -37,7 +37,7 @@ def test_audit_flow_writes_the_mpl_group(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     spec = parse_spec(SPEC)
     url = str(tmp_path / "a.zarr")

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def test_coverage_flow_on_dask(prefect_harness: None, dask_address: str, tmp_path: Path) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.mpl import GROUP, mpl_coverage_flow
+    from flows.experiments.mpl_coverage import GROUP, mpl_coverage_flow
 
     url = str(tmp_path / "mpl.zarr")
     flow = mpl_coverage_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))

@@ -33,7 +33,7 @@ def test_audit_stores_and_draws_the_empirical_tradeoff_points(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
     from flows.report.render import render_report
 
     spec = parse_spec(SPEC)

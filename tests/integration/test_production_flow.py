@@ -73,7 +73,7 @@ def test_pl94_production_state_through_the_flow(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     spine = load_spine(SEED, "US")
     st = int(np.argmin(spine.populations()["State"]))

@@ -76,7 +76,7 @@ def default_report(
     population and all ("literal": what `dpaudit run` with no spec writes, about a minute more)."""
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
     from flows.report.render import render_report
     from storage import store
 

@@ -69,7 +69,7 @@ def tiny_store(
 ) -> Iterator[tuple[str, pathlib.Path]]:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
     from flows.report.render import render_report
 
     spec = parse_spec(TINY)

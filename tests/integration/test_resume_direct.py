@@ -22,8 +22,8 @@ def test_resumed_direct_flow_computes_only_the_unfinished_chunks(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.direct import GROUP, PARTS, direct_flow, direct_run_id
-    from flows.direct_experiment import DirectParams
+    from flows.experiments.direct_loss import GROUP, PARTS, direct_flow, direct_run_id
+    from flows.experiments.direct_runs import DirectParams
 
     p = DirectParams(
         people=5_000, levels=2, mean_per_location=20.0, algorithm="gdpc", epsilon=1.0,

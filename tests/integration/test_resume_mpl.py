@@ -31,7 +31,7 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
     from flows.cli.app import (
         app,
     )  # imported before the run starts: the second run is refused quickly
-    from flows.mpl import PARTS, coverage_run_id, mpl_coverage_flow
+    from flows.experiments.mpl_coverage import PARTS, coverage_run_id, mpl_coverage_flow
 
     n, big_n, alpha, seed = 40_000, 100_000, 0.05, 11  # ~0.5-1 s per chunk: killed midway
     run_id = coverage_run_id(MECHS, EPS, REPS, n, big_n, alpha, seed, CHUNK)
@@ -77,7 +77,7 @@ def test_resumed_flow_computes_only_the_unfinished_chunks(
     recompute that chunk) and computes the others, which match the pure function."""
     from prefect_dask import DaskTaskRunner
 
-    from flows.mpl import GROUP, PARTS, coverage_run_id, mpl_coverage_flow
+    from flows.experiments.mpl_coverage import GROUP, PARTS, coverage_run_id, mpl_coverage_flow
 
     kw = {"n": 2_000, "n_confidence": 5_000, "alpha": 0.05, "seed": 3}
     url = str(tmp_path / "mpl.zarr")

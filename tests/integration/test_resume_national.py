@@ -56,7 +56,7 @@ def done_units(staging: Path, plan) -> set[tuple[int, int]]:  # type: ignore[no-
 def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from flows.kept_histograms import TOPDOWN_STATE_HISTOGRAMS
+    from flows.audit.kept_histograms import TOPDOWN_STATE_HISTOGRAMS
     from flows.spec.plan import make_plan
 
     run = audit_run(tmp_path, SPEC)

@@ -20,7 +20,7 @@ def test_resumed_sweep_accounts_only_the_unfinished_jobs(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.sweep import GROUP, PARTS, accounting_sweep_flow, sweep_run_id
+    from flows.experiments.sweep import GROUP, PARTS, accounting_sweep_flow, sweep_run_id
 
     args = (["dhcp_20220825_paper"], ["add_remove"], [1e-5, 1e-10], 30)
     flow = accounting_sweep_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))

@@ -20,11 +20,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SCRIPT = textwrap.dedent(
     """
     import json, os
-    from flows.runtime import apply_prefect_defaults
+    from flows.runtime.cluster import apply_prefect_defaults
     apply_prefect_defaults()  # as the CLI does, before Prefect is imported
     from prefect import flow
-    from flows import rundir, tasks
-    from flows.runtime import prefect_api
+    from flows.runtime import rundir
+    from flows.audit import tasks
+    from flows.runtime.cluster import prefect_api
 
     @flow(name="failing", validate_parameters=False)
     def failing() -> None:

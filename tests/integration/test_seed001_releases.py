@@ -28,7 +28,7 @@ def spec(kind: str, eps: float) -> dict:
 def run(tmp_path: Path, name: str, data: dict, address: str) -> str:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     s = parse_spec(data)
     url = str(tmp_path / name)

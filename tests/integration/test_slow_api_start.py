@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from flows.runtime import embedded_server_class
+from flows.runtime.cluster import embedded_server_class
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

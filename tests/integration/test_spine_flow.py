@@ -24,7 +24,7 @@ def test_smallest_spine_state_through_the_flow(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     spine = generate_spine(SEED)
     blocks = spine.units_per_state("Block")

@@ -22,7 +22,7 @@ def _generated() -> int:
 
 
 def _fetched() -> list[str]:
-    from flows import spine_share
+    from flows.audit import spine_share
 
     return sorted(spine_share._fetched)
 
@@ -33,7 +33,7 @@ def test_workers_read_the_flows_spine_and_never_generate_it(
     from distributed import Client, LocalCluster
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     s = parse_spec(
         {

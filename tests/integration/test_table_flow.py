@@ -35,7 +35,7 @@ def test_gdpc_of_a_csv_through_the_flow(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     s = load_spec(write_table(tmp_path))  # the relative path: next to the spec file
     url = str(tmp_path / "t.zarr")
@@ -81,7 +81,7 @@ def test_sa3_of_a_csv_through_the_flow(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
     from flows.spec import parse_spec
 
     rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]
@@ -120,7 +120,7 @@ def test_sa4_of_a_csv_through_the_flow(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
     from flows.spec import parse_spec
 
     rows = ["county,tract,a,b"] + [f"C{i // 10},T{i:02d},{20 + i},{3 * i}" for i in range(40)]

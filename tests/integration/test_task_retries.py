@@ -1,4 +1,4 @@
-"""The tasks' retry policy (``flows.tasks.TASK_OPTS``) on Prefect's test harness: a transient error
+"""The tasks' retry policy (``flows.audit.tasks.TASK_OPTS``) on Prefect's test harness: a transient error
 (an S3 read timing out, a lost connection) gets another attempt and the same result; an error in the
 input fails at once, never recomputed."""
 
@@ -20,7 +20,7 @@ class CommClosedError(OSError):
 def _flaky_flow(first_error: BaseException, fail_times: int) -> tuple[Any, int]:
     from prefect import flow, task
 
-    from flows.tasks import TASK_OPTS
+    from flows.audit.tasks import TASK_OPTS
 
     attempts: list[int] = []
 
@@ -57,7 +57,7 @@ def test_a_transient_error_is_retried_with_the_same_result(
 
 
 def test_transient_errors_stop_after_the_stated_retries(prefect_harness: None) -> None:
-    from flows.tasks import RETRIES
+    from flows.audit.tasks import RETRIES
 
     state, attempts = _flaky_flow(TimeoutError("S3 read timed out"), fail_times=99)
     assert state.is_failed()

@@ -34,7 +34,7 @@ def spec(replicates_per_task: int) -> dict[str, Any]:
 def run(tmp_path: Path, name: str, per_task: int, address: str) -> str:
     from prefect_dask import DaskTaskRunner
 
-    from flows.audit import audit_flow, run_id_for
+    from flows.audit.flow import audit_flow, run_id_for
 
     s = parse_spec(spec(per_task))
     url = str(tmp_path / name)

@@ -19,7 +19,7 @@ import typer
 import xarray as xr
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from flows import audit
+from flows.audit import flow as audit
 from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import schema as S
@@ -80,7 +80,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     with (
         # a task is given up (KilledWorker) after 2 worker deaths instead of 4: the same path, faster
-        # and the TCP timeout every cluster a run starts takes (flows/dask_tcp.py): a worker busy in
+        # and the TCP timeout every cluster a run starts takes (flows/runtime/dask_tcp.py): a worker busy in
         # an accounting task on a loaded machine is not dropped by the kernel after 30 s
         dask.config.set(
             {

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from distributed import Client, LocalCluster
 
-from flows.worker_watch import WorkerWatch, track_client
+from flows.runtime.worker_watch import WorkerWatch, track_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import pytest
 from auditlib.accounting import _memo
 from auditlib.allocations import load_allocation
 from auditlib.summaries import account_components
-from flows.account_cache import account_cached, account_key
+from flows.audit.account_cache import account_cached, account_key
 from storage import result_cache
 
 # two levels of exact rational variances (exact-lattice accounting, a fraction of a second)
@@ -210,7 +210,7 @@ def test_concurrent_writers_leave_a_valid_entry(cache_root: Path) -> None:
 
 
 def test_the_audit_account_task_reuses_its_stored_result(alloc_path: str, cache_root: Path) -> None:
-    from flows import tasks
+    from flows.audit import tasks
 
     def task(use_cache: bool) -> dict:
         return tasks.account.fn(

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flows.batching import (
+from flows.audit.batching import (
     Batch,
     batch_blocks,
     batch_label,
@@ -126,7 +126,7 @@ def test_labels_read_as_state_ranges() -> None:
 
 
 def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
-    from flows import tasks
+    from flows.audit import tasks
     from storage import store
 
     plan = plan_of(tiny=True, states=1)
@@ -151,7 +151,7 @@ def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
 def test_block_progress_counts_blocks_from_the_store_and_other_tasks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows import progress
+    from flows.runtime import progress
 
     seen: list[tuple[int, int, str]] = []
     finished = iter(

@@ -1,4 +1,4 @@
-"""The shared chunked run (``flows.chunked``) where it submits no task: a run killed after writing
+"""The shared chunked run (``flows.experiments.chunked``) where it submits no task: a run killed after writing
 its group, before removing the parts, and parts with a chunk not marked done."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from auditlib.exceptions import StoreError
-from flows.chunked import Chunk, ChunkedRun, repetition_chunks, run_chunked
+from flows.experiments.chunked import Chunk, ChunkedRun, repetition_chunks, run_chunked
 from storage import store
 
 LAYOUT = {"x": ((4,), (2,), "float64")}

@@ -15,12 +15,12 @@ import pytest
 
 from auditlib.claims.two_sample import size_class
 from auditlib.exceptions import SpecError
-from flows.claims import (
+from flows.audit.claims import (
     judge_post_processed_levels,
     published_levels,
     reference_plan,
 )
-from flows.claims import tests_run as count_tests
+from flows.audit.claims import tests_run as count_tests
 from flows.spec import load_spec
 from flows.spec.plan import make_plan
 from tests._topdown_runs import COUNTRY, write_release

@@ -76,7 +76,7 @@ def test_local_cluster_listens_on_loopback_only_and_on_free_ports() -> None:
     import psutil
     from distributed import LocalCluster
 
-    from flows.runtime import task_runner
+    from flows.runtime.cluster import task_runner
 
     def listening() -> set[tuple[str, int]]:
         procs = [psutil.Process(), *psutil.Process().children(recursive=True)]

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from flows.serve import check_cron
+from flows.audit.scheduled import check_cron
 from flows.spec import load_spec
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

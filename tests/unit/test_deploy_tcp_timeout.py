@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from flows.dask_tcp import DASK_TCP_TIMEOUT, TCP_TIMEOUT_FIX
+from flows.runtime.dask_tcp import DASK_TCP_TIMEOUT, TCP_TIMEOUT_FIX
 from flows.spec import load_spec
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

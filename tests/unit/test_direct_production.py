@@ -178,7 +178,7 @@ def test_direct_allocation_release_of_a_production_schema(
     the labelled cell; the released cell's truth is the brute-force sum of D's block histograms and
     its noise the allocation's sigma2 of that query there (its file's rho)."""
     from auditlib.simulate.direct import release_range
-    from flows.direct_experiment import SpecDirectParams, check_spec_params
+    from flows.experiments.direct_runs import SpecDirectParams, check_spec_params
 
     sch = schema(name)
     cell = int(np.ravel_multi_index(
@@ -224,7 +224,7 @@ def test_what_the_direct_route_cannot_hold_is_refused_before_any_store(tmp_path:
     from typer.testing import CliRunner
 
     from flows.cli.app import app
-    from flows.direct_experiment import SpecDirectParams, check_spec_params
+    from flows.experiments.direct_runs import SpecDirectParams, check_spec_params
 
     topdown = SpecDirectParams(
         spec=_spec("dhc_production", "topdown", check=False), change="add", to_block=0

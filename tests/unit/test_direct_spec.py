@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auditlib.simulate.neighbours_hist import HistogramDatabase
-from flows.blocks import state_population, topdown_state
+from flows.audit.blocks import state_population, topdown_state
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
 from tests.integration._specs import to_toml
@@ -73,7 +73,7 @@ def table_spec(tmp_path: Path, kind: str = "gdpc") -> Path:
 
 def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
     from auditlib.simulate.direct import Allocation, Hierarchical, Stratified, TopDown
-    from flows.direct_experiment import SpecDirectParams, check_spec_params
+    from flows.experiments.direct_runs import SpecDirectParams, check_spec_params
 
     def run(data: dict[str, Any], **kw: Any) -> Any:
         return check_spec_params(SpecDirectParams(spec=parse_spec(data).to_toml(), **kw))
@@ -180,7 +180,7 @@ def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path
 
 
 def test_spine_spec_database_is_the_spine_state() -> None:
-    from flows.direct_experiment import SpecDirectParams, spec_experiment
+    from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
     from flows.spec.sources import load_spine
 
     data = {"audit": {"allocation": "pl94_2021_production", "region": "PR", "seed": 4},
@@ -205,7 +205,7 @@ def test_runs_drawn_at_once_are_bounded_before_any_store() -> None:
     """A stream chunk whose runs would need more than MAX_RELEASE_BYTES is refused by the check
     made before the store (naming --stream-chunk), not by a worker's MemoryError midway."""
     from auditlib.exceptions import InvalidParameterError
-    from flows.direct_experiment import SpecDirectParams, check_spec_params
+    from flows.experiments.direct_runs import SpecDirectParams, check_spec_params
 
     spec = parse_spec(topdown_spec("pl94")).to_toml()
     kw: dict[str, Any] = {"change": "add", "to_block": 0, "geolevel": "County"}

@@ -24,7 +24,7 @@ import pytest
 
 from auditlib import seeds
 from auditlib.summaries import epl_by_query
-from flows import tasks
+from flows.audit import tasks
 from flows.spec import parse_spec
 from flows.spec.plan import AuditPlan, make_plan
 from storage import store

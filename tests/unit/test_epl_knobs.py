@@ -22,8 +22,8 @@ import pytest
 from auditlib import seeds
 from auditlib.epl import BiasAwareSettings, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
-from flows import tasks
-from flows.groups import epl_dataset
+from flows.audit import tasks
+from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.plan import AuditPlan
 from storage import store
@@ -369,7 +369,7 @@ def test_settings_refuse_bad_values(kwargs: dict[str, Any], error: type, pattern
 def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
     """Seed 001's composed EPL: default knobs give the library's defaults; a knob reaches it."""
     from auditlib.epl.composed import composed_epl
-    from flows.blocks import leaf_maps
+    from flows.audit.blocks import leaf_maps
 
     data = {
         "audit": {"replicates": 10, "seed": 5},

@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl.audit import mpl_geolevel
 from auditlib.mpl.coverage import coverage_chunk
-from flows.mpl import coverage_dataset, mpl_dataset, mpl_task_settings
+from flows.experiments.mpl_coverage import coverage_dataset, mpl_dataset, mpl_task_settings
 from flows.report.figures_mpl import coverage_ecdf_figure, loss_curve_figure
 from flows.spec import parse_spec
 

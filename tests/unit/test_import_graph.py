@@ -206,7 +206,7 @@ def test_the_graph_is_read() -> None:
     pairs = {(e.source, e.target) for e in edges}
     assert {"auditlib", "storage", "flows"} <= set(modules)
     assert ("auditlib.mpl", "auditlib.mpl.hockey") in pairs  # the package re-exports
-    assert ("flows.tasks", "auditlib.mpl.audit") in pairs
+    assert ("flows.audit.tasks", "auditlib.mpl.audit") in pairs
     assert any(e.deferred for e in edges)  # imports inside functions are read
     # `from pkg import submodule` points at the submodule, not the package
     assert _resolve("auditlib.mpl.hockey", False, 1, None) == "auditlib.mpl"

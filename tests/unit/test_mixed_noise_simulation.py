@@ -144,7 +144,7 @@ def test_sweep_of_a_mixed_file(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from flows.cli.app import app
-    from flows.sweep import job_components, plan_jobs, sweep_dataset
+    from flows.experiments.sweep import job_components, plan_jobs, sweep_dataset
 
     path = tmp_path / "mine.csv"
     path.write_text(MIXED, encoding="utf-8")
@@ -173,7 +173,7 @@ def test_direct_estimate_draws_the_files_noise(
     """`dpaudit direct --spec` of an allocation release: the released cell carries the noise
     its query declares (County: geometric of scale 3; Block: Gaussian of σ = 1.5)."""
     from auditlib.simulate.direct import Allocation, TopDown, released_values
-    from flows.direct_experiment import SpecDirectParams, spec_experiment
+    from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
 
     (tmp_path / "mine.csv").write_text(MIXED, encoding="utf-8")
     spec = tmp_path / "spec.toml"

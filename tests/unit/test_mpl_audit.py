@@ -9,7 +9,7 @@ import pytest
 
 from auditlib.exceptions import SpecError
 from auditlib.mpl.audit import mpl_geolevel
-from flows.mpl import mpl_dataset, mpl_task_settings
+from flows.experiments.mpl_coverage import mpl_dataset, mpl_task_settings
 from flows.spec import load_spec, parse_spec
 from storage import schema as S
 

@@ -39,7 +39,7 @@ def test_mpl_of_a_production_schema_agrees_with_the_accounting(
     attributes: str, allocation: str, geolevel: str
 ) -> None:
     from auditlib.mpl.audit import mpl_geolevel
-    from flows.mpl import mpl_task_settings
+    from flows.experiments.mpl_coverage import mpl_task_settings
 
     spec = _spec(attributes, allocation)
     r = mpl_geolevel(geolevel, spec.geolevels.index(geolevel), **mpl_task_settings(spec))

@@ -157,7 +157,7 @@ def test_mpl_coverage_help_lists_the_catalogue() -> None:
 
 
 def test_coverage_dataset_keeps_the_claim_and_the_edge_flag() -> None:
-    from flows.mpl import coverage_dataset
+    from flows.experiments.mpl_coverage import coverage_dataset
     from flows.report.figures_mpl import coverage_ecdf_figure
 
     settings = {"n": 2_000, "n_confidence": 5_000, "alpha": 0.05, "seed": 9}

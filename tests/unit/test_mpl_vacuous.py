@@ -23,7 +23,7 @@ from tests.unit.test_report import _between, build_store
 
 def _real_mpl_group(levels: tuple[str, ...] = ("US", "State"), seed: int = 2026) -> xr.Dataset:
     from auditlib.mpl.audit import mpl_geolevel
-    from flows.mpl import mpl_dataset, mpl_task_settings
+    from flows.experiments.mpl_coverage import mpl_dataset, mpl_task_settings
     from flows.spec import parse_spec
 
     spec = parse_spec(
@@ -107,7 +107,7 @@ def test_loss_curve_figure_draws_a_vacuous_bound_at_0(mpl: xr.Dataset) -> None:
 def test_at_a_glance_artifact_shows_a_vacuous_bound(
     mpl: xr.Dataset, tmp_path: pathlib.Path
 ) -> None:
-    from flows.artifacts import at_a_glance_rows
+    from flows.audit.artifacts import at_a_glance_rows
 
     rows, _ = at_a_glance_rows(str(_audit_store(tmp_path / "a.zarr", mpl)))
     by_level = {r["level"]: r["MPL bound"] for r in rows}
@@ -148,7 +148,7 @@ def test_compare_reads_a_negative_bound_as_0_vacuous(
 
 def _coverage_group() -> xr.Dataset:
     from auditlib.mpl.coverage import coverage_chunk
-    from flows.mpl import coverage_dataset
+    from flows.experiments.mpl_coverage import coverage_dataset
 
     settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
     mechs, eps = ["geometric_count"], [0.2, 0.7]
@@ -163,9 +163,9 @@ def _coverage_group() -> xr.Dataset:
 
 
 def test_coverage_report_and_cli_table_show_a_vacuous_median(tmp_path: pathlib.Path) -> None:
-    from flows.artifacts import coverage_rows
+    from flows.audit.artifacts import coverage_rows
     from flows.cli.experiments import mpl_coverage_table
-    from flows.mpl import GROUP
+    from flows.experiments.mpl_coverage import GROUP
     from flows.report.figures_mpl import coverage_ecdf_figure
 
     ds = _coverage_group()

@@ -14,7 +14,7 @@ def _spec(**sections: dict[str, object]) -> object:
 
 
 def test_tags_name_allocation_release_population_and_neighbours() -> None:
-    from flows.labels import audit_tags
+    from flows.audit.labels import audit_tags
 
     spec = _spec(audit={"neighbours": "bounded", "tags": ["nightly", "dpaudit", "nightly"]})
     assert audit_tags(spec) == [
@@ -28,7 +28,7 @@ def test_tags_name_allocation_release_population_and_neighbours() -> None:
 
 
 def test_a_geometric_release_has_no_allocation_tag_and_names_its_epsilon() -> None:
-    from flows.labels import audit_run_name, audit_tags
+    from flows.audit.labels import audit_run_name, audit_tags
 
     spec = _spec(population={"kind": "flaxman", "people": 1000}, release={"kind": "gdpc"})
     assert not [t for t in audit_tags(spec) if t.startswith("allocation:")]
@@ -37,7 +37,7 @@ def test_a_geometric_release_has_no_allocation_tag_and_names_its_epsilon() -> No
 
 
 def test_tags_do_not_change_the_run_id() -> None:
-    from flows.audit import run_id_for
+    from flows.audit.flow import run_id_for
 
     assert run_id_for(_spec(audit={"tags": ["a", "b"]})) == run_id_for(_spec())
     assert run_id_for(_spec(audit={"seed": 1})) != run_id_for(_spec())
@@ -50,7 +50,7 @@ def test_bad_tags_are_refused_naming_the_key(tags: object) -> None:
 
 
 def test_artifact_keys_follow_prefects_rule() -> None:
-    from flows.artifacts import artifact_key
+    from flows.audit.artifacts import artifact_key
 
     assert artifact_key("audit", "3F9C00aa", "at-a-glance") == "audit-3f9c00aa-at-a-glance"
     with pytest.raises(ValueError, match="lowercase"):
@@ -58,7 +58,7 @@ def test_artifact_keys_follow_prefects_rule() -> None:
 
 
 def test_store_markdown_says_ok_or_lists_the_problems() -> None:
-    from flows.artifacts import store_markdown
+    from flows.audit.artifacts import store_markdown
 
     ok = store_markdown("/r/a.zarr", [], 12, 4)
     assert "verify: ok" in ok and "12 arrays and 4 blocks" in ok and "`/r/a.zarr`" in ok
@@ -98,7 +98,7 @@ class CommClosedError(OSError):
     ],
 )
 def test_only_transient_errors_are_retried(error: BaseException, retried: bool) -> None:
-    from flows.tasks import TASK_OPTS, is_transient
+    from flows.audit.tasks import TASK_OPTS, is_transient
 
     assert is_transient(error) is retried
     assert TASK_OPTS["retries"] == 2 and TASK_OPTS["retry_condition_fn"] is not None
@@ -107,8 +107,8 @@ def test_only_transient_errors_are_retried(error: BaseException, retried: bool) 
 def test_sweep_table_reads_each_job_at_the_headline_delta() -> None:
     import numpy as np
 
-    from flows.artifacts import sweep_rows
-    from flows.sweep import Job, sweep_dataset
+    from flows.audit.artifacts import sweep_rows
+    from flows.experiments.sweep import Job, sweep_dataset
 
     jobs = [Job("a1", "persons", "US", "add_remove", g) for g in ("US", "composed")]
     deltas = [1e-5, 1e-10]
@@ -146,7 +146,7 @@ def test_coverage_and_direct_tables_read_the_stored_values() -> None:
     import numpy as np
     import xarray as xr
 
-    from flows.artifacts import coverage_rows, direct_rows
+    from flows.audit.artifacts import coverage_rows, direct_rows
 
     cov = xr.Dataset(
         {

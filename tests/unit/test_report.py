@@ -570,7 +570,7 @@ def test_mpl_loss_curves_and_flags_in_words(full: tuple[pathlib.Path, str]) -> N
 def _real_mpl_group() -> xr.Dataset:
     """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
     from auditlib.mpl.audit import mpl_geolevel
-    from flows.mpl import mpl_dataset, mpl_task_settings
+    from flows.experiments.mpl_coverage import mpl_dataset, mpl_task_settings
     from flows.spec import parse_spec
 
     spec = parse_spec(
@@ -613,7 +613,7 @@ def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
 def _coverage_store(path: pathlib.Path) -> tuple[pathlib.Path, xr.Dataset]:
     """A store as ``dpaudit mpl-coverage`` writes it, from the real coverage chunks."""
     from auditlib.mpl.coverage import coverage_chunk
-    from flows.mpl import GROUP, coverage_dataset
+    from flows.experiments.mpl_coverage import GROUP, coverage_dataset
 
     settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
     mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]

@@ -218,7 +218,7 @@ def test_a_published_release_shows_its_refuted_claim(observed: tuple[pathlib.Pat
 
 
 def test_the_artifact_says_the_claim(tmp_path: pathlib.Path) -> None:
-    from flows.artifacts import at_a_glance, glance_description
+    from flows.audit.artifacts import at_a_glance, glance_description
 
     obs = at_a_glance(str(observed_store(tmp_path / "o.zarr")))
     county = next(r for r in obs.rows if r["level"] == "County")

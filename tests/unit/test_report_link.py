@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.artifacts import report_link
+from flows.audit.artifacts import report_link
 from flows.spec import parse_spec
 
 

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 from auditlib.allocations import allocation_label
-from flows.audit import run_id_for
-from flows.direct import direct_run_id
-from flows.direct_experiment import SpecDirectParams
+from flows.audit.flow import run_id_for
+from flows.experiments.direct_loss import direct_run_id
+from flows.experiments.direct_runs import SpecDirectParams
 from flows.spec import load_spec
 
 TRUTH = "state,county,total\nB,b1,300\nA,a1,120\nB,b2,50\nA,a2,80\nB,b3,10\n"

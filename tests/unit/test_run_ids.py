@@ -1,5 +1,5 @@
 """Every run id a store records is the same string as before the run ids shared one function
-(``flows.chunked.run_id_of``): a store left by an interrupted run still resumes. Each id is
+(``flows.experiments.chunked.run_id_of``): a store left by an interrupted run still resumes. Each id is
 computed here the way its flow computed it on its own: the first 16 hex digits of the sha256 of the
 JSON of its parameters, in the flow's order (a list) or keys sorted (a dict); the coverage and sweep
 ids are also pinned as the strings the old functions returned."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flows.chunked import run_id_of
+from flows.experiments.chunked import run_id_of
 
 ALLOC = (
     "geolevel,query,mechanism,sigma2,neighbours\n"
@@ -40,7 +40,7 @@ def old_dict_id(key: dict[str, Any], default: Any = None) -> str:
     ],
 )  # fmt: skip
 def test_mpl_coverage_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) -> None:
-    from flows.mpl import coverage_run_id
+    from flows.experiments.mpl_coverage import coverage_run_id
 
     mechs, eps, reps, n, big_n, alpha, seed, chunk = args
     old = old_list_id([mechs, [float(e) for e in eps], reps, n, big_n, float(alpha), seed, chunk])
@@ -55,7 +55,7 @@ def test_mpl_coverage_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) 
     ],
 )  # fmt: skip
 def test_fdp_coverage_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) -> None:
-    from flows.fdp_coverage import fdp_coverage_run_id
+    from flows.experiments.fdp_coverage import fdp_coverage_run_id
 
     mechs, params, reps, n_select, n, conf, tests, seed, chunk = args
     key = ["fdp-coverage", mechs, [float(p) for p in params], reps, n_select, n, float(conf)]
@@ -70,7 +70,7 @@ def test_fdp_coverage_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) 
     ],
 )  # fmt: skip
 def test_sweep_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) -> None:
-    from flows.sweep import sweep_run_id
+    from flows.experiments.sweep import sweep_run_id
 
     allocs, nbs, deltas, points = args
     old = old_list_id([allocs, nbs, [float(d) for d in deltas], points])
@@ -78,7 +78,7 @@ def test_sweep_run_ids_are_unchanged(args: tuple[Any, ...], pinned: str) -> None
 
 
 def test_a_sweep_of_an_allocation_file_counts_its_bytes(tmp_path: Path) -> None:
-    from flows.sweep import sweep_run_id
+    from flows.experiments.sweep import sweep_run_id
 
     path = tmp_path / "mine.csv"
     path.write_text(ALLOC, encoding="utf-8")
@@ -89,8 +89,8 @@ def test_a_sweep_of_an_allocation_file_counts_its_bytes(tmp_path: Path) -> None:
 
 
 def test_direct_run_ids_are_unchanged(tmp_path: Path) -> None:
-    from flows.direct import direct_run_id
-    from flows.direct_experiment import DirectParams, SpecDirectParams
+    from flows.experiments.direct_loss import direct_run_id
+    from flows.experiments.direct_runs import DirectParams, SpecDirectParams
     from flows.spec.digests import content_addressed
 
     for p in (
@@ -122,7 +122,7 @@ def test_direct_run_ids_are_unchanged(tmp_path: Path) -> None:
 
 
 def test_audit_run_ids_are_unchanged(tmp_path: Path) -> None:
-    from flows.audit import run_id_for
+    from flows.audit.flow import run_id_for
     from flows.spec import load_spec, parse_spec
     from flows.spec.digests import content_addressed
 

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from flows.runtime import ClusterConfigError, cluster_class_kwargs, cluster_runner
+from flows.runtime.cluster import ClusterConfigError, cluster_class_kwargs, cluster_runner
 from flows.spec.cluster import ClusterSection
 
 
@@ -103,9 +103,9 @@ def test_a_kwarg_no_worker_takes_is_named_with_the_class() -> None:
 CONSOLE = textwrap.dedent(
     """
     import sys
-    from flows.runtime import apply_prefect_defaults
+    from flows.runtime.cluster import apply_prefect_defaults
     apply_prefect_defaults()  # as the CLI does, before Prefect and Dask are imported
-    from flows.runtime import ClusterConfigError, cluster_runner
+    from flows.runtime.cluster import ClusterConfigError, cluster_runner
     from flows.spec.cluster import ClusterSection
 
     section = ClusterSection.model_validate(

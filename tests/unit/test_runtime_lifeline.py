@@ -1,4 +1,4 @@
-"""A server started under flows.lifeline ends when the process that started it is killed (SIGKILL):
+"""A server started under flows.runtime.lifeline ends when the process that started it is killed (SIGKILL):
 by the kernel's parent-death signal when the main thread started it, by its parent watch when
 another thread did (which may end long before the process). Without the wrapper it lives on."""
 
@@ -18,8 +18,7 @@ import pytest
 PARENT = textwrap.dedent(
     """
     import subprocess, sys, threading, time
-    from flows import lifeline
-
+    from flows.runtime import lifeline
     port, how = sys.argv[1], sys.argv[2]
     argv = ["-m", "http.server", "--bind", "127.0.0.1", port]
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flows.reachability import ClusterUnreachableError, check_scheduler
-from flows.runtime import task_runner
+from flows.runtime.cluster import task_runner
+from flows.runtime.reachability import ClusterUnreachableError, check_scheduler
 
 TIMEOUT = 2.0
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from auditlib.exceptions import InvalidParameterError
+from flows.audit.scheduled import check_cron, expand_placeholders
 from flows.cli.app import app
-from flows.serve import check_cron, expand_placeholders
 
 runner = CliRunner()
 

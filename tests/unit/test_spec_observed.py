@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.blocks import release_block
+from flows.audit.blocks import release_block
 from flows.spec import load_spec, parse_spec
 from flows.spec.plan import make_plan
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.blocks import leaf_maps
+from flows.audit.blocks import leaf_maps
 from flows.spec import load_spec, parse_spec
 from flows.spec.plan import make_plan, table_tree
 
@@ -158,7 +158,7 @@ STRATA = "state,county,a,b,c\nA,a1,30,5,0\nA,a2,12,40,3\nB,b1,7,7,7\nB,b2,50,0,9
 
 
 def stratified(tmp_path: Path, kind: str, **release: object) -> tuple:
-    from flows.blocks import stratified_block
+    from flows.audit.blocks import stratified_block
 
     p = tmp_path / "strata.csv"
     p.write_text(STRATA)

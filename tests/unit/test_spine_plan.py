@@ -14,7 +14,7 @@ import pytest
 
 from auditlib.exceptions import SpecError
 from auditlib.geography.spine import Spine, generate_spine
-from flows.blocks import topdown_state
+from flows.audit.blocks import topdown_state
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
 

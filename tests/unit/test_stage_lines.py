@@ -1,4 +1,4 @@
-"""The stages of a run (flows/progress.py) and the plain lines a logged run prints of them
+"""The stages of a run (flows/runtime/progress.py) and the plain lines a logged run prints of them
 (flows/cli/runlog.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from flows import progress
 from flows.cli.runlog import WIDTH, StageLog, stage_lines
+from flows.runtime import progress
 
 
 def test_block_progress_announces_each_stage_once_when_its_last_task_ends(

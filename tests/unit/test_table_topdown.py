@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from auditlib.exceptions import SpecError
-from flows.blocks import topdown_state
+from flows.audit.blocks import topdown_state
 from flows.spec import load_spec, parse_spec
 from flows.spec.plan import make_plan
 from flows.spec.sources import load_spine
@@ -310,7 +310,7 @@ def test_the_cli_exits_2_naming_the_fault_and_writes_nothing(
 
 
 def test_the_direct_estimate_runs_on_the_tables_own_levels() -> None:
-    from flows.direct_experiment import _spec_database
+    from flows.experiments.direct_runs import _spec_database
 
     db, release, label = _spec_database(load_spec(COUNTRY / "audit.toml"), "")
     assert (label, db.levels, db.n_blocks) == ("all", ("All", "region", "district", "village"), 201)

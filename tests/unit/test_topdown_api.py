@@ -87,7 +87,7 @@ def test_plan_measurements_are_keyed_by_level_name():
 
 def test_synthetic_state_is_the_audits_population():
     """One library call builds the state an audit of the same hierarchy runs TopDown on."""
-    from flows.blocks import state_population
+    from flows.audit.blocks import state_population
     from flows.spec.plan import make_plan
 
     spec = _pl94_spec(mean_block_population=12.0, empty_block_share=0.3)

@@ -12,9 +12,9 @@ from auditlib import seeds
 from auditlib.geography import NATIONAL
 from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
 from auditlib.simulate.topdown_residuals import total_bias_sums
-from flows import tasks
-from flows.blocks import state_population
-from flows.groups import epl_dataset
+from flows.audit import tasks
+from flows.audit.blocks import state_population
+from flows.audit.groups import epl_dataset
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
 from storage import store

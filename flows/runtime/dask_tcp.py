@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from flows.reachability import CONNECT_TIMEOUT_S, redact_url
+from flows.runtime.reachability import CONNECT_TIMEOUT_S, redact_url
 
 #: Dask's ``distributed.comm.timeouts.tcp`` for the clusters a run starts (a cluster it joins keeps
 #: its own and is checked: :func:`tcp_timeout_warning`). Dask's 30 s is also the kernel's

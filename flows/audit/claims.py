@@ -138,7 +138,7 @@ def judge_post_processed_levels(
     """The verdicts (as dicts of :class:`~auditlib.claims.Verdict`'s fields) of the levels of a
     release declared post-processed: each level's published cells against the same cells of
     :func:`reference_plan`'s runs, by size class of true counts."""
-    from flows.blocks import topdown_histograms
+    from flows.audit.blocks import topdown_histograms
 
     ref = reference_plan(spec, plan)
     hists = topdown_histograms(ref, ref.blocks[0])  # the table's one run, every level

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks of a TopDown run on a production schema (``flows.production``), and how the
+"""Thin Prefect tasks of a TopDown run on a production schema (``flows.audit.production``), and how the
 audit flow submits them: batches of whole spine states, then the nation from their State-level
 histograms. Each state's blocks are written with their checksums (the resume marker); a re-run
 skips states whose every block is done (with a national level it reads their State-level
@@ -12,16 +12,16 @@ from typing import Any
 from prefect import task
 from prefect.futures import PrefectFuture
 
-from flows.batching import batch_states
-from flows.production import (
+from flows.audit.batching import batch_states
+from flows.audit.production import (
     create_state_histograms,
     load_state_histograms,
     production_nation,
     production_state,
     save_state_histograms,
 )
+from flows.audit.tasks import TASK_OPTS
 from flows.spec.plan import AuditPlan, Block
-from flows.tasks import TASK_OPTS
 from storage import store
 
 
@@ -80,7 +80,7 @@ def simulate_production_nation(
 def submit_production(
     url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> dict[int, list[PrefectFuture[Any]]]:
-    """The futures each geolevel's EPL waits for (as ``flows.submit.submit_topdown``): batches of
+    """The futures each geolevel's EPL waits for (as ``flows.audit.submit.submit_topdown``): batches of
     whole states, then the nation (with a national level every state's task runs: a finished
     state's returns its kept histograms, which the nation sums)."""
     top = plan.topdown_top

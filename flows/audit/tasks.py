@@ -24,10 +24,10 @@ from auditlib.epl import (
 )
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
-from flows import kept_histograms
-from flows.account_cache import account_cached
-from flows.blocks import leaf_maps, topdown_nation, topdown_state
-from flows.claims import PublishedLevel, judge_level, judge_post_processed_levels
+from flows.audit import kept_histograms
+from flows.audit.account_cache import account_cached
+from flows.audit.blocks import leaf_maps, topdown_nation, topdown_state
+from flows.audit.claims import PublishedLevel, judge_level, judge_post_processed_levels
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan, Block
 from storage import store
@@ -159,7 +159,7 @@ def simulate_topdown_states(
     A (state, range) whose every block is marked done for that range is not simulated again: with
     a ``nation`` (which sums the states' State-level histograms, :func:`simulate_topdown_nation`)
     its histograms are read back from the staging store (kept there before its blocks were
-    written, ``flows.kept_histograms``; a range finished without them runs again).
+    written, ``flows.audit.kept_histograms``; a range finished without them runs again).
     """
     t0 = time.perf_counter()
     units = list(zip(blocks, ranges or [(0, plan.replicates)] * len(blocks), strict=True))
@@ -375,7 +375,7 @@ def account(
     """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
     ``calibration_delta`` also seed 004's reduced noise at that δ. ``label``: the name the result
     is stored under (default: ``geolevel``; a table's level measured as that geolevel).
-    ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.account_cache`)."""
+    ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.audit.account_cache`)."""
     # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
     comps = load_allocation(allocation).accounting_components(
         neighbours, universe, region, geolevel
@@ -401,7 +401,7 @@ def account(
 def claim_level(
     url: str, plan: AuditPlan, level: PublishedLevel, delta: float, threshold: float
 ) -> dict[str, Any]:
-    """The verdict on a published level's declared claim (:func:`flows.claims.judge_level`)."""
+    """The verdict on a published level's declared claim (:func:`flows.audit.claims.judge_level`)."""
     return judge_level(url, plan, level, delta=delta, threshold=threshold)
 
 
@@ -414,7 +414,7 @@ def claim_post_processed(
     threshold: float,
 ) -> list[dict[str, Any]]:
     """The verdicts on the levels of a release declared post-processed: one reference
-    simulation, every level tested against it (:func:`flows.claims.judge_post_processed_levels`)."""
+    simulation, every level tested against it (:func:`flows.audit.claims.judge_post_processed_levels`)."""
     return judge_post_processed_levels(spec, plan, levels, delta=delta, threshold=threshold)
 
 

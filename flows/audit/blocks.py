@@ -1,6 +1,6 @@
 """One block of an audit plan, computed: the residuals of a seed 001 / seed 003 release level, a
 state's TopDown replicates and the nation's sum, and the population a TopDown state runs on.
-Prefect tasks (``flows.tasks``) and the direct estimate (``flows.direct``) call these."""
+Prefect tasks (``flows.audit.tasks``) and the direct estimate (``flows.experiments.direct_loss``) call these."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from auditlib.allocations import (
     load_allocation,
 )
 from auditlib.summaries import account_components
-from flows.chunked import Chunk, run_chunked, run_id_of
-from flows.tasks import TASK_OPTS
+from flows.audit.tasks import TASK_OPTS
+from flows.experiments.chunked import Chunk, run_chunked, run_id_of
 from storage import store
 
 GROUP = "accounting_sweep"

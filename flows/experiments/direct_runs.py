@@ -3,7 +3,7 @@
 :class:`DirectParams` — seed 001's person-level population and GDPC/RDPC/ADPC, one person moved,
 added or removed; :class:`SpecDirectParams` — an audit spec's population and release with D′ from D
 by a change of one (block, cell), resolved (and checked) into a :class:`SpecExperiment`. The flow
-that runs them is ``flows.direct``."""
+that runs them is ``flows.experiments.direct_loss``."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def _topdown_spec(spec: Any) -> Any:
 def spine_plan(p: SpecDirectParams) -> Any:
     """The plan of an experiment on the US spine (``population.kind = "spine"``), made where it is
     called (generating the spine there): the flow makes it once and shares its spine with the
-    workers (:mod:`flows.spine_share`), which then read it (:func:`spec_experiment_on`); ``None``
+    workers (:mod:`flows.audit.spine_share`), which then read it (:func:`spec_experiment_on`); ``None``
     for any other population."""
     from flows.spec import parse_spec
     from flows.spec.plan import make_plan
@@ -175,7 +175,7 @@ def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, s
     from auditlib.geography.schema import schema
     from auditlib.simulate.direct import TopDown
     from auditlib.simulate.neighbours_hist import HistogramDatabase
-    from flows.blocks import run_levels, state_population
+    from flows.audit.blocks import run_levels, state_population
     from flows.spec.plan import make_plan
     from flows.spec.sources import load_table
 

@@ -3,7 +3,7 @@ them: per state (or per (state, replicate range)), the State level's released hi
 truth, written before the blocks whose markers say the state (or range) is finished. A resumed
 run reads a finished one's back instead of simulating it again; the group is dropped once every
 block is written, before the store is published. The dense TopDown keeps its own here
-(:func:`save_range`, :func:`load_range`); ``flows.production`` keeps its sparse ones with
+(:func:`save_range`, :func:`load_range`); ``flows.audit.production`` keeps its sparse ones with
 :func:`save` and :func:`load`."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _range_key(state: int, r0: int) -> str:
 def save_range(
     url: str, state: int, r0: int, state_dp: np.ndarray, state_truth: np.ndarray
 ) -> None:
-    """Keep a dense TopDown (state, range)'s State-level histograms (``flows.blocks.topdown_state``:
+    """Keep a dense TopDown (state, range)'s State-level histograms (``flows.audit.blocks.topdown_state``:
     released (replicates of the range, n_cells), true (n_cells,)); before its blocks' ranges."""
     save(
         url, TOPDOWN_STATE_HISTOGRAMS, _range_key(state, r0), {"dp": state_dp, "truth": state_truth}

@@ -5,7 +5,7 @@ nannies killed with them, an external cluster whose workers all left, a Slurm jo
 time, workers dropped by the scheduler), the flow would wait for ``cluster.timeout_s``.
 
 :class:`WorkerWatch` is a thread of the run's process, beside the flow. It asks the scheduler of the
-flow's Dask client (its task runner's: flows/watched_runner.py) for its workers every
+flow's Dask client (its task runner's: flows/runtime/watched_runner.py) for its workers every
 :data:`POLL_S` seconds. Once it has seen a worker, a cluster with none for ``grace_s`` seconds is
 lost: the watch cancels the client's futures (the flow fails at once: the tasks it waits for raise
 ``CancelledError``) and :attr:`WorkerWatch.lost` says what happened. A nanny restarting a killed
@@ -157,7 +157,7 @@ _clients: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def track_client(client: Any) -> None:
-    """Watch ``client`` (a task runner's, flows/watched_runner.py) while it runs."""
+    """Watch ``client`` (a task runner's, flows/runtime/watched_runner.py) while it runs."""
     _clients.add(client)
 
 
@@ -196,7 +196,7 @@ def _cancel_all(client: Any, reason: str) -> None:
 def run_watched(flow: Any, args: tuple[Any, ...], cluster: Any) -> Any:
     """The final state of ``flow(*args)``, its cluster's workers watched: :class:`AllWorkersLostError`
     if none was left for ``cluster.lost_workers_grace_s`` seconds (``cluster``: a
-    ``ClusterSection``). What ``dpaudit run`` and its kin and a served run (flows/serve.py) call."""
+    ``ClusterSection``). What ``dpaudit run`` and its kin and a served run (flows/audit/scheduled.py) call."""
     state = None
     with WorkerWatch(cluster.lost_workers_grace_s, enabled=watched(cluster)) as watch:
         try:

@@ -7,7 +7,7 @@ value ends the run at once, Failed, with the CLI's one-line message). The servin
 scheduled or manually triggered run: the audit flow as a subflow on the spec's cluster, into a staging
 copy that is published only when complete, exactly like ``dpaudit run``; a run whose cluster has
 no worker left for ``cluster.lost_workers_grace_s`` fails then, Failed with the lost workers named
-(flows/worker_watch.py), and leaves no store.
+(flows/runtime/worker_watch.py), and leaves no store.
 
 ``output.store`` and ``output.report`` may contain ``{date}`` (UTC ``YYYYMMDD``) and ``{time}``
 (UTC ``HHMMSS``), filled in when a run starts, so that a nightly schedule writes one store per night.
@@ -24,7 +24,7 @@ from prefect import flow
 from pydantic import BaseModel
 
 from auditlib.exceptions import DPAuditError, InvalidParameterError
-from flows.runtime import fail_orphaned_task_runs
+from flows.runtime.cluster import fail_orphaned_task_runs
 from flows.spec import AuditSpec, parse_spec
 from flows.spec.cluster import ClusterSection
 from flows.spec.sections import (
@@ -98,8 +98,8 @@ def scheduled_run_name() -> str:
     """``scheduled audit <what> · <run id>`` from the run's parameters (as the audit's own name)."""
     from prefect.runtime import flow_run
 
-    from flows.audit import run_id_for
-    from flows.labels import audit_run_name
+    from flows.audit.flow import run_id_for
+    from flows.audit.labels import audit_run_name
 
     params = {k: v for k, v in flow_run.parameters.items() if k in SECTIONS}
     try:
@@ -147,11 +147,11 @@ def scheduled_audit(
     from prefect import get_run_logger, tags
     from prefect.states import Failed
 
-    from flows import audit as audit_mod
-    from flows.artifacts import audit_artifacts, publish
-    from flows.labels import audit_tags, retag_current_run
-    from flows.runtime import cluster_runner, worker_count
-    from flows.worker_watch import run_watched
+    from flows.audit import flow as audit_mod
+    from flows.audit.artifacts import audit_artifacts, publish
+    from flows.audit.labels import audit_tags, retag_current_run
+    from flows.runtime.cluster import cluster_runner, worker_count
+    from flows.runtime.worker_watch import run_watched
     from storage import store
 
     sections = dict(zip(SECTIONS, (audit, population, release, simulation, epl, accounting, mpl,
@@ -240,7 +240,7 @@ def build_deployments(
     from prefect.deployments.runner import EntrypointType
     from prefect.schedules import Cron
 
-    from flows.labels import audit_tags
+    from flows.audit.labels import audit_tags
 
     names = [deployment_name(p, s) for p, s in specs]
     if len(set(names)) != len(names):

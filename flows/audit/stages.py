@@ -1,5 +1,5 @@
 """The stages of an audit beside the simulation, each submitted or written as one step of
-``flows.audit._audit``: exact accounting, MPL, EPL (per level and composed), claims, the wait for
+``flows.audit.flow._audit``: exact accounting, MPL, EPL (per level and composed), claims, the wait for
 every task with its progress, and the groups written from their results."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import xarray as xr
 from prefect.futures import PrefectFuture, as_completed, wait
 
-from flows import progress, tasks
-from flows.claims import PublishedLevel, post_processed
-from flows.groups import (
+from flows.audit import tasks
+from flows.audit.claims import PublishedLevel, post_processed
+from flows.audit.groups import (
     ALPHA_GRID,
     accounting_dataset,
     accuracy_dataset,
@@ -21,7 +21,8 @@ from flows.groups import (
     composed_epl_vars,
     epl_dataset,
 )
-from flows.mpl import mpl_task_settings
+from flows.experiments.mpl_coverage import mpl_task_settings
+from flows.runtime import progress
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan
 from storage import schema as S

@@ -1,5 +1,5 @@
 """Coverage of the empirical f-DP points as a flow: mechanisms × parameters × repetition chunks
-fanned out on Dask, resumable like the MPL coverage flow (:mod:`flows.mpl`).
+fanned out on Dask, resumable like the MPL coverage flow (:mod:`flows.experiments.mpl_coverage`).
 
 Each task runs one chunk of repetitions of one (mechanism, parameter) cell of
 :data:`auditlib.mpl.tradeoff_coverage.TRADEOFF_CATALOGUE` with both bands on the same draws
@@ -22,8 +22,8 @@ from prefect import flow, task
 
 from auditlib.mpl.rates import Band
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
-from flows.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
-from flows.tasks import TASK_OPTS
+from flows.audit.tasks import TASK_OPTS
+from flows.experiments.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
 from storage import store
 
 GROUP = "fdp_coverage"

@@ -1,7 +1,7 @@
 """TopDown on a production schema (``population.attributes = "pl94_production" |
 "dhc_production"``) of spine states, computed: a state's sparse releases cut into residual blocks
 (``auditlib.simulate.sparse_release``), the nation's sum, and the cells each block left out.
-Prefect tasks (``flows.production_tasks``) call these."""
+Prefect tasks (``flows.audit.production_tasks``) call these."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import xarray as xr
 
 from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.simulate import ResidualBlock
-from flows import kept_histograms
+from flows.audit import kept_histograms
 from storage import store
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def production_state(
     from auditlib.simulate.sparse_release import sparse_level_residuals
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
-    from flows.blocks import run_levels
-    from flows.spine_share import spine_of
+    from flows.audit.blocks import run_levels
+    from flows.audit.spine_share import spine_of
 
     prod, td = _params(plan)
     params = plan.spine

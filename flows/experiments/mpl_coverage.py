@@ -20,8 +20,8 @@ from prefect import flow, task
 
 from auditlib.mpl.coverage import coverage_chunk
 from auditlib.mpl.fdp_gap import fdp_gap
-from flows.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
-from flows.tasks import TASK_OPTS
+from flows.audit.tasks import TASK_OPTS
+from flows.experiments.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
 from storage import schema as S
 from storage import store
 

@@ -33,12 +33,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def command(module_argv: list[str]) -> list[str]:
-    """``[python, -m, flows.lifeline, PARENT, MAIN, -m, module, args...]`` for
+    """``[python, -m, flows.runtime.lifeline, PARENT, MAIN, -m, module, args...]`` for
     ``module_argv = [-m, module, args...]``, the parent being this process."""
     if module_argv[:1] != ["-m"] or len(module_argv) < 2:
         raise ValueError(f"expected ['-m', module, ...], got {module_argv[:2]!r}")
     main = "1" if threading.current_thread() is threading.main_thread() else "0"
-    return [sys.executable, "-m", "flows.lifeline", str(os.getpid()), main, *module_argv]
+    return [sys.executable, "-m", "flows.runtime.lifeline", str(os.getpid()), main, *module_argv]
 
 
 def _set_death_signal() -> bool:
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> None:
     parent, main_thread, flag, module, *rest = argv
     if flag != "-m":
         raise SystemExit(
-            f"usage: python -m flows.lifeline PARENT MAIN -m module [args...], got {argv}"
+            f"usage: python -m flows.runtime.lifeline PARENT MAIN -m module [args...], got {argv}"
         )
     guard(int(parent), death_signal=main_thread == "1")
     sys.argv = [module, *rest]

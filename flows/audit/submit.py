@@ -10,9 +10,9 @@ from typing import Any
 
 from prefect.futures import PrefectFuture
 
-from flows import kept_histograms, tasks
-from flows.batching import batch_blocks, batch_label, n_batches, pack
-from flows.production_tasks import submit_production
+from flows.audit import kept_histograms, tasks
+from flows.audit.batching import batch_blocks, batch_label, n_batches, pack
+from flows.audit.production_tasks import submit_production
 from flows.releases import BATCHED_BLOCKS, SPARSE_STATES, TOPDOWN_STATES
 from flows.spec.plan import AuditPlan, Block
 from storage import store
@@ -56,7 +56,7 @@ def submit_topdown(
     the ranges are the store's replicate chunks, ``cluster.replicates_per_task`` when it was
     created), then the nation from the states. With a national level every range of every state
     has its task (the nation sums their histograms: a finished range's task returns those kept in
-    the staging store, ``flows.kept_histograms``); without one, only ranges with an unfinished
+    the staging store, ``flows.audit.kept_histograms``); without one, only ranges with an unfinished
     block."""
     top = plan.topdown_top
     nation = [b for b in plan.blocks if b.state_key == 0]

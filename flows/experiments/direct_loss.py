@@ -8,7 +8,7 @@ and compare one unit's error frequencies. Two kinds of experiment:
 - :class:`SpecDirectParams` — the population and release of an audit spec (synthetic or spine
   states, a table; allocation, TopDown, GDPC/RDPC/ADPC, SA3/SA4) with D′ from D by a change of one
   (block, cell) (:mod:`auditlib.simulate.neighbours_hist`); D is the very population the audit of
-  that spec simulates (``flows.blocks.state_population``), and the released values come from
+  that spec simulates (``flows.audit.blocks.state_population``), and the released values come from
   ``auditlib.simulate.direct.release_range``.
 
 Each task computes one chunk of replicates (keyed streams: the chunking and the workers do not
@@ -32,9 +32,10 @@ import xarray as xr
 from prefect import flow, task
 
 from auditlib.epl.direct import EVENTS, direct_chunk, direct_log_ratio
-from flows import spine_share
-from flows.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
-from flows.direct_experiment import (
+from flows.audit import spine_share
+from flows.audit.tasks import TASK_OPTS
+from flows.experiments.chunked import Chunk, repetition_chunks, run_chunked, run_id_of
+from flows.experiments.direct_runs import (
     DirectParams,
     SpecDirectParams,
     neighbour_pair,
@@ -44,7 +45,6 @@ from flows.direct_experiment import (
 )
 from flows.spec.digests import content_addressed, path_free
 from flows.spec.toml_writer import dump_toml
-from flows.tasks import TASK_OPTS
 from storage import store
 
 GROUP = "direct"
@@ -181,7 +181,7 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
     the ``direct`` group and removes the parts.
 
     A spine population's spine is generated once, here, and shared with the workers of the flow's
-    Dask cluster (:mod:`flows.spine_share`), as the audit flow does."""
+    Dask cluster (:mod:`flows.audit.spine_share`), as the audit flow does."""
     raw = asdict(params)
     plan = spine_plan(params) if isinstance(params, SpecDirectParams) else None
     if isinstance(params, SpecDirectParams):

@@ -1,7 +1,7 @@
 """prefect_dask's ``DaskTaskRunner`` whose Dask client, once started, the worker watch can find
-(flows/worker_watch.py): Prefect keeps a runner's client out of Dask's registry of clients.
+(flows/runtime/worker_watch.py): Prefect keeps a runner's client out of Dask's registry of clients.
 
-Imports Prefect: import it only where the runtime's settings are in place (flows/runtime.py). A
+Imports Prefect: import it only where the runtime's settings are in place (flows/runtime/cluster.py). A
 module-level class, so that what Prefect sends to the workers refers to it by name.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from prefect_dask import DaskTaskRunner
 
-from flows.worker_watch import track_client
+from flows.runtime.worker_watch import track_client
 
 
 class WatchedDaskTaskRunner(DaskTaskRunner):

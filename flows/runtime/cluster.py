@@ -1,18 +1,18 @@
 """Where the flow runs: the Prefect API it reports to and the Dask cluster its tasks run on.
 (Over 400 lines: the settings applied before Prefect and Dask are imported, the API and the cluster
-share one import order. The reachability checks are in flows/reachability.py, Dask's TCP timeout of
-a run's clusters in flows/dask_tcp.py.)
+share one import order. The reachability checks are in flows/runtime/reachability.py, Dask's TCP timeout of
+a run's clusters in flows/runtime/dask_tcp.py.)
 
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
   Dask worker process reports to it (instead of each starting its own); logs are drained before it
-  stops. The server ends with this process however it ends, ``kill -9`` included (flows/lifeline.py).
+  stops. The server ends with this process however it ends, ``kill -9`` included (flows/runtime/lifeline.py).
 - ``cluster.scheduler`` empty: a local Dask cluster of processes; otherwise that scheduler, checked
   within ``cluster.connect_timeout`` seconds to answer as a Dask scheduler before anything is written
-  (:func:`~flows.reachability.check_scheduler`). ``cluster.class``: that cluster class (by import
+  (:func:`~flows.runtime.reachability.check_scheduler`). ``cluster.class``: that cluster class (by import
   path) built with ``cluster.kwargs`` before the flow starts, so a class that cannot start is a
   configuration error; its servers listen on loopback unless the kwargs say otherwise
   (:func:`cluster_class_kwargs`).
-- Prefect's and Dask's logging goes to the run's log file, not the console (flows/rundir.py).
+- Prefect's and Dask's logging goes to the run's log file, not the console (flows/runtime/rundir.py).
 - A failed flow run leaves no task run Running in the API (:func:`fail_orphaned_task_runs`): a task
   whose worker died on every attempt (Dask's ``KilledWorker``) never reports its end to Prefect.
 """
@@ -28,10 +28,17 @@ from typing import Any
 from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
-from flows.dask_tcp import apply_dask_defaults, tcp_timeout_warning
-from flows.reachability import CONNECT_TIMEOUT_S, check_reachable, check_scheduler, redact_url
-from flows.rundir import route_logs
-from flows.rundir import run_log_path as run_log_path  # the CLI names it in a failed run's line
+from flows.runtime.dask_tcp import apply_dask_defaults, tcp_timeout_warning
+from flows.runtime.reachability import (
+    CONNECT_TIMEOUT_S,
+    check_reachable,
+    check_scheduler,
+    redact_url,
+)
+from flows.runtime.rundir import route_logs
+from flows.runtime.rundir import (
+    run_log_path as run_log_path,  # the CLI names it in a failed run's line
+)
 
 #: settings that must be in place before Prefect is imported (see docs/stack.md)
 PREFECT_DEFAULTS = {
@@ -101,7 +108,7 @@ def embedded_server_class() -> type:
     """Prefect's ``SubprocessASGIServer`` whose uvicorn process ends with this process.
 
     The command is Prefect 3.8.8's (prefect/server/api/server.py, ``_run_uvicorn_command``), run
-    under :mod:`flows.lifeline`: after a ``kill -9`` of the run the server would otherwise keep
+    under :mod:`flows.runtime.lifeline`: after a ``kill -9`` of the run the server would otherwise keep
     its port and the ``PREFECT_HOME`` database for ever. Its own instance registry keeps it apart
     from servers Prefect starts (a test harness's).
     """
@@ -114,7 +121,7 @@ def embedded_server_class() -> type:
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import get_current_settings
 
-    from flows import lifeline
+    from flows.runtime import lifeline
 
     class EmbeddedAPIServer(SubprocessASGIServer):
         _instances: dict[int | None, SubprocessASGIServer] = {}  # noqa: RUF012 (Prefect's)
@@ -211,7 +218,7 @@ def task_runner(
     apply_dask_defaults()
     if scheduler:
         check_scheduler(scheduler, connect_timeout)
-    from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
+    from flows.runtime.watched_runner import WatchedDaskTaskRunner as runner_cls
 
     if scheduler:
         return runner_cls(address=scheduler, client_kwargs={"timeout": connect_timeout})
@@ -311,12 +318,12 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
 
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
-    goes to the run's log file (flows/rundir.py), not the console. An external scheduler whose
+    goes to the run's log file (flows/runtime/rundir.py), not the console. An external scheduler whose
     processes keep Dask's 30 s TCP timeout is named to ``warn``
-    (:func:`~flows.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on
+    (:func:`~flows.runtime.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on
     stderr).
     """
-    from flows.watched_runner import WatchedDaskTaskRunner as runner_cls
+    from flows.runtime.watched_runner import WatchedDaskTaskRunner as runner_cls
 
     apply_dask_defaults()
     adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None

@@ -1,7 +1,7 @@
 """The audit flow: simulate releases per (state, geolevel) on Dask, then EPL and exact accounting.
 
 Fan-out: the blocks still to do packed into ``workers × cluster.tasks_per_worker`` simulation tasks
-(``flows/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
+(``flows/audit/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
 batches of whole states, then the nation), one EPL task per geolevel (after the batches holding
 that level's blocks), one accounting task per geolevel plus one for all levels composed (submitted
 first). Simulation tasks write their own Zarr regions, block by block; EPL and accounting return
@@ -22,8 +22,10 @@ from prefect.futures import PrefectFuture
 
 import auditlib
 from auditlib.allocations import allocation_label, load_allocation
-from flows import spine_share, tasks
-from flows.audit_stages import (
+from flows.audit import spine_share, tasks
+from flows.audit.claims import claims_dataset, published_levels, tests_run
+from flows.audit.labels import audit_flow_run_name
+from flows.audit.stages import (
     submit_accounting,
     submit_claims,
     submit_epl,
@@ -31,16 +33,14 @@ from flows.audit_stages import (
     wait_all,
     write_groups,
 )
-from flows.chunked import run_id_of
-from flows.claims import claims_dataset, published_levels, tests_run
-from flows.labels import audit_flow_run_name
-from flows.mpl import mpl_dataset, written_accounting
-from flows.runtime import fail_orphaned_task_runs, planned_workers
+from flows.audit.submit import submit_simulation
+from flows.experiments.chunked import run_id_of
+from flows.experiments.mpl_coverage import mpl_dataset, written_accounting
+from flows.runtime.cluster import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
 from flows.spec.digests import content_addressed, path_free
 from flows.spec.plan import AuditPlan, make_plan
 from flows.spec.toml_writer import dump_toml
-from flows.submit import submit_simulation
 from storage import schema as S
 from storage import store
 
