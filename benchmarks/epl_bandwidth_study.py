@@ -21,13 +21,12 @@ often the basic and the percentile interval cover the true loss, 0.8Ã— and 1.25Ã
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import where, write_rows
 
 from auditlib.epl import epl
 from auditlib.epl.default import estimate_epl
@@ -115,16 +114,7 @@ def run(reps: int, out: Path, seed: int = 20260) -> None:
                     }
                 )
             print(f"{kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 COVERAGE_NOISES: tuple[tuple[str, float], ...] = (
@@ -172,12 +162,7 @@ def coverage(sets: int, out: Path, seed: int = 9090) -> None:
                 row["mean_width_over_truth"] = float(np.mean((v[:, 1] - v[:, 0]) / truth))
                 rows.append(row)
             print(f"coverage {kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(f"{len(rows)} rows -> {out}")
+    print(write_rows(out, rows))
 
 
 def main() -> None:

@@ -26,14 +26,13 @@ often the lower end is above the exact loss and the upper end below it, and the 
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import where, write_rows
 
 from auditlib.epl import estimate_epl
 from auditlib.epl.exact import adpc_pmf, windowed_loss
@@ -111,16 +110,7 @@ def run(release: str, reps: int, out: Path, seed: int) -> None:
                 + f" ({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 def main() -> None:

@@ -24,13 +24,13 @@ and for broken entries the detection rate (a bound above the claim).
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 from _machine import machine_info
+from _results import since, write_rows
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 
@@ -96,13 +96,7 @@ def run(reps: int, out: Path, seed: int) -> None:
             + f" ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s")
+    print(f"{write_rows(out, rows)}; {since(t0)}")
 
 
 def main() -> None:

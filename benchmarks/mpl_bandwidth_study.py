@@ -24,13 +24,12 @@ P(LB ≤ ε*_C) with its binomial standard error, the median and mean LB / ε*_C
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import where, write_rows
 
 from auditlib import seeds
 from auditlib.mpl import mpl
@@ -146,16 +145,7 @@ def run(reps: int, out: Path, seed: int) -> None:
                 "mean_bandwidth": math.nan,
             }
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 def main() -> None:
