@@ -48,8 +48,8 @@ from auditlib.mpl.protocol import (
     MechanismUnderTest,
     OutputKind,
     check_kind,
+    check_sample_pair,
     check_sample_size,
-    check_samples,
 )
 
 SPARSE_COUNT = 20  # fewer draws than this at t̂ (discrete): the normal approximation is doubtful
@@ -106,10 +106,7 @@ def confidence_bound(
     kind = check_kind(kind)
     alpha = check_alpha(alpha)
     tau = check_tau(tau)
-    x0 = np.asarray(samples_x)
-    dim = 1 if x0.ndim <= 1 else int(x0.shape[1])
-    x = check_samples(samples_x, kind=kind, dim=dim, name="samples_x")
-    y = check_samples(samples_x_prime, kind=kind, dim=dim, name="samples_x_prime")
+    x, y, dim = check_sample_pair(samples_x, samples_x_prime, kind)
     big_n = int(x.shape[0])
     if y.shape[0] != big_n:
         raise InvalidParameterError(
