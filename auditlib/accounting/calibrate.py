@@ -168,14 +168,16 @@ def calibrate_factor(
     if ladder and method == "exact" and not ({"grid", "split_grid", "refine"} & settings.keys()):
         return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
     return _calibrate(
-        lambda c: composition(_scaled(comps, c), **settings),
-        comps,
-        d,
-        target,
-        method,
-        rtol,
-        max_evaluations,
+        _scaled_composition(comps, settings), comps, d, target, method, rtol, max_evaluations
     )
+
+
+def _scaled_composition(
+    comps: tuple[tuple[Fraction, int], ...], settings: dict[str, Any]
+) -> Callable[[float], Any]:
+    """``c ->`` the accountant (:func:`composition`, keywords ``settings``) of ``comps`` with
+    every variance times ``c``."""
+    return lambda c: composition(_scaled(comps, c), **settings)
 
 
 def _calibrate_ladder(
@@ -216,13 +218,7 @@ def _calibrate_ladder(
     plan = {k: settings[k] for k in ("mode", "max_lattice", "max_work") if k in settings}
     if planned_method(comps, **plan) == "exact-lattice":
         return _calibrate(
-            lambda c: composition(_scaled(comps, c), **settings),
-            comps,
-            d,
-            target,
-            method,
-            rtol,
-            max_evaluations,
+            _scaled_composition(comps, settings), comps, d, target, method, rtol, max_evaluations
         )
 
     def affordable(rung: int, c: float) -> bool:
