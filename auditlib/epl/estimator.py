@@ -37,6 +37,7 @@ from auditlib.epl.bandwidth import check_percentiles
 from auditlib.epl.default import BIAS_AWARE_FACTOR, estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
+    finite_positive,
     integer_view,
     lattice_kde_logpdf,
     mixture_logpdf,
@@ -93,16 +94,11 @@ class EPLResult:
 
 
 def _check_factor(bandwidth_factor: object) -> float:
-    try:
-        f = float(bandwidth_factor)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        f = math.nan
-    if not math.isfinite(f) or f <= 0.0:
-        raise InvalidParameterError(
-            f"Invalid bandwidth_factor: {bandwidth_factor!r}; pass a finite number > 0 "
-            "(0.1 reproduces Flaxman & Petti)."
-        )
-    return f
+    return finite_positive(
+        "bandwidth_factor",
+        bandwidth_factor,
+        "pass a finite number > 0 (0.1 reproduces Flaxman & Petti).",
+    )
 
 
 def _empty(

@@ -58,16 +58,20 @@ def as_residuals(residuals: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return r
 
 
-def _check_bandwidth(bandwidth: object) -> float:
+def finite_positive(name: str, value: object, hint: str) -> float:
+    """``value`` as a float, or :class:`InvalidParameterError` ``"Invalid <name>: <value>; <hint>"``
+    unless it is a finite number > 0."""
     try:
-        h = float(bandwidth)  # type: ignore[arg-type]
+        x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        h = math.nan
-    if not math.isfinite(h) or h <= 0.0:
-        raise InvalidParameterError(
-            f"Invalid bandwidth: {bandwidth!r}; pass a finite absolute bandwidth h > 0."
-        )
-    return h
+        x = math.nan
+    if not math.isfinite(x) or x <= 0.0:
+        raise InvalidParameterError(f"Invalid {name}: {value!r}; {hint}")
+    return x
+
+
+def _check_bandwidth(bandwidth: object) -> float:
+    return finite_positive("bandwidth", bandwidth, "pass a finite absolute bandwidth h > 0.")
 
 
 def is_integer_valued(r: npt.NDArray[np.float64]) -> bool:
