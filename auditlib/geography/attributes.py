@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,23 @@ def _check_unique(what: str, kind: str, names: Sequence[str]) -> None:
         raise InvalidParameterError(
             f"Invalid {what} {duplicates} repeated; {kind} names must be unique"
         )
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_NamedT = TypeVar("_NamedT", bound=_Named)
+
+
+def _by_name(items: Sequence[_NamedT], name: str, unknown: str) -> _NamedT:
+    """The item of ``items`` called ``name``; else an error ``"Unknown <unknown>; choose one of
+    <the names>"``."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise UnknownNameError(f"Unknown {unknown}; choose one of {[i.name for i in items]}")
 
 
 @dataclass(frozen=True)
@@ -142,10 +160,4 @@ class Attribute:
 
     def recode(self, name: str) -> Recode:
         """The recode called ``name``."""
-        for r in self.recodes:
-            if r.name == name:
-                return r
-        raise UnknownNameError(
-            f"Unknown recode {name!r} of attribute {self.name!r}; choose one of "
-            f"{[r.name for r in self.recodes]}"
-        )
+        return _by_name(self.recodes, name, f"recode {name!r} of attribute {self.name!r}")

@@ -55,6 +55,7 @@ from auditlib.geography.attributes import (
     TOTAL,
     Attribute,
     Recode,
+    _by_name,
     _check_name,
     _check_unique,
 )
@@ -106,13 +107,7 @@ class AttributeSchema:
 
     def attribute(self, name: str) -> Attribute:
         """The attribute called ``name``."""
-        for a in self.attributes:
-            if a.name == name:
-                return a
-        raise UnknownNameError(
-            f"Unknown attribute {name!r} in schema {self.name!r}; "
-            f"choose one of {list(self.attribute_names)}"
-        )
+        return _by_name(self.attributes, name, f"attribute {name!r} in schema {self.name!r}")
 
     # -- queries ---------------------------------------------------------------------------------
     @cached_property
