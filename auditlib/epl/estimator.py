@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.bandwidth import check_percentiles
+from auditlib.epl.bandwidth import check_percentiles, check_positive
 from auditlib.epl.default import BIAS_AWARE_FACTOR, estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
-    finite_positive,
     integer_view,
     lattice_kde_logpdf,
     mixture_logpdf,
@@ -94,7 +93,7 @@ class EPLResult:
 
 
 def _check_factor(bandwidth_factor: object) -> float:
-    return finite_positive(
+    return check_positive(
         "bandwidth_factor",
         bandwidth_factor,
         "pass a finite number > 0 (0.1 reproduces Flaxman & Petti).",

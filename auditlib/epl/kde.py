@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
+from auditlib.epl.bandwidth import check_positive
 from auditlib.exceptions import InvalidParameterError
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -58,20 +59,8 @@ def as_residuals(residuals: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return r
 
 
-def finite_positive(name: str, value: object, hint: str) -> float:
-    """``value`` as a float, or :class:`InvalidParameterError` ``"Invalid <name>: <value>; <hint>"``
-    unless it is a finite number > 0."""
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        x = math.nan
-    if not math.isfinite(x) or x <= 0.0:
-        raise InvalidParameterError(f"Invalid {name}: {value!r}; {hint}")
-    return x
-
-
 def _check_bandwidth(bandwidth: object) -> float:
-    return finite_positive("bandwidth", bandwidth, "pass a finite absolute bandwidth h > 0.")
+    return check_positive("bandwidth", bandwidth, "pass a finite absolute bandwidth h > 0.")
 
 
 def is_integer_valued(r: npt.NDArray[np.float64]) -> bool:
