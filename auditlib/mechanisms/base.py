@@ -88,6 +88,16 @@ def check_probabilities(q: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return arr
 
 
+def infinite_ends(
+    out: npt.NDArray[np.float64], q: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Quantiles ``out`` of levels ``q`` with −inf at level 0 and +inf at level 1 (as in scipy);
+    ``out`` is changed in place and returned."""
+    out[q == 0.0] = -np.inf
+    out[q == 1.0] = np.inf
+    return out
+
+
 def as_integer_points(k: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Return ``k`` as floats and a mask of entries that are integers (the support).
 

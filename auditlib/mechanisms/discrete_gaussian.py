@@ -36,6 +36,7 @@ from auditlib.mechanisms.base import (
     as_integer_points,
     check_probabilities,
     check_rng,
+    infinite_ends,
     positive_finite,
 )
 
@@ -226,9 +227,7 @@ class DiscreteGaussian:
         ks = np.arange(-r, r + 1, dtype=np.float64)
         idx = np.searchsorted(self.cdf(ks), qq, side="left")
         out = np.asarray(ks[0] + idx, dtype=np.float64)
-        out[qq == 0.0] = -np.inf
-        out[qq == 1.0] = np.inf
-        return out
+        return infinite_ends(out, qq)
 
     def mean(self) -> float:
         """0 (symmetric)."""

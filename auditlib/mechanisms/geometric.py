@@ -23,6 +23,7 @@ from auditlib.mechanisms.base import (
     as_integer_points,
     check_probabilities,
     check_rng,
+    infinite_ends,
     positive_finite,
 )
 
@@ -114,9 +115,7 @@ class TwoSidedGeometric:
             out = np.where(fin & (c < qq), out + 1.0, out)
             out = np.where(fin & (c_prev >= qq), out - 1.0, out)
         out = np.array(out + 0.0, dtype=np.float64)  # no negative zeros
-        out[qq == 0.0] = -np.inf
-        out[qq == 1.0] = np.inf
-        return out
+        return infinite_ends(out, qq)
 
     def mean(self) -> float:
         """0 (symmetric)."""
