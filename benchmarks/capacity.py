@@ -60,7 +60,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _machine import machine_info  # noqa: E402
+from _machine import commit, machine_info  # noqa: E402
+from _results import write_rows  # noqa: E402
 from capacity_model import (  # noqa: E402
     Audit,
     Costs,
@@ -531,7 +532,7 @@ def measure(args: argparse.Namespace) -> None:
     out = {
         "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "commit": _commit(),
+        "commit": commit(),
         "states": rows,
         "orchestration": orch,
         "small_audit": {**run, **ea, "states": small_states},
@@ -612,16 +613,6 @@ def fit(
 #: the composed accounting of ``pl94_2021_production`` (all levels) without a cached result:
 #: benchmarks/README.md, "Composed accounting off the critical path" (60.9 CPU-s cold)
 COMPOSED_ACCOUNT_S = 60.9
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def load_costs() -> tuple[Costs, dict[str, Any]]:
@@ -712,7 +703,7 @@ def predict_mode(args: argparse.Namespace) -> None:
     workers = [int(x) for x in args.workers.split(",")]
     reps = [int(x) for x in args.replicates.split(",")]
     rows = predict_rows(costs, workers, reps, args.tasks_per_worker, args.worker_gb)
-    _write_csv(PREDICT_CSV, rows)
+    write_rows(PREDICT_CSV, rows)
     for r in rows:
         print(
             f"{r['replicates']:>5} replicates, {r['variant']:<38} {r['workers']:>4} workers: "
@@ -753,7 +744,7 @@ def check(args: argparse.Namespace) -> None:
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_csv(CHECK_RUNS_CSV, rows)
+    write_rows(CHECK_RUNS_CSV, rows)
     render()
 
 
@@ -832,20 +823,11 @@ def check_rows(costs: Costs) -> list[dict[str, Any]]:
                 "load_after": float(r["load_after"]),
             }
         )
-    _write_csv(CHECK_CSV, out)
+    write_rows(CHECK_CSV, out)
     return out
 
 
 # ----------------------------------------------------------------------------------------- output
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-
-
 def _read_csv(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
@@ -1261,8 +1243,8 @@ def production_mode(args: argparse.Namespace) -> None:
     reps = [int(x) for x in args.replicates.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
     pred, need = production_rows(states, reps, workers, args.deadline_h * 3600, fixed)
-    _write_csv(PRODUCTION_CSV, pred)
-    _write_csv(PRODUCTION_WORKERS_CSV, need)
+    write_rows(PRODUCTION_CSV, pred)
+    write_rows(PRODUCTION_WORKERS_CSV, need)
     run = {k: v for k, v in summary.items() if k != "per_state"}
     if not run["store_bytes"]:  # a run that did not end: its states' directories
         run["store_bytes"] = sum(
