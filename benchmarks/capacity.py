@@ -46,7 +46,6 @@ import csv
 import json
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -311,6 +310,7 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     """``dpaudit run`` of ``data`` (no report) in a subprocess: wall, flow wall, CPU of the whole
     process tree (sampled), load averages before and after."""
     import psutil
+    from bench_orchestration import run_sampled
 
     from flows.spec.toml_writer import dump_toml
     from storage import store
@@ -320,33 +320,23 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     out = Path(tmp) / f"{name}.zarr"
     dpaudit = Path(sys.executable).with_name("dpaudit")
     load0 = os.getloadavg()
-    t0 = time.perf_counter()
     cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report", "--overwrite"]
-    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu: dict[int, float] = {}
-    role: dict[int, str] = {proc.pid: "flow"}
-    peak = 0
-    loads = []
-    while proc.poll() is None:
-        loads.append(os.getloadavg()[0])
-        rss = 0
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                with p.oneshot():
-                    t = p.cpu_times()
-                    rss += p.memory_info().rss
-                    if p.pid not in role:
-                        line = " ".join(p.cmdline())
-                        role[p.pid] = "server" if "uvicorn" in line else "workers"
-                cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                continue
-        peak = max(peak, rss)
-        time.sleep(0.2)
-    wall = time.perf_counter() - t0
-    text = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"dpaudit run failed ({proc.returncode}):\n{text[-3000:]}")
+    role: dict[int, str] = {}
+    loads: list[float] = []
+
+    def sample(p: psutil.Process, root: bool) -> int:
+        t = p.cpu_times()
+        rss = int(p.memory_info().rss)
+        if root:
+            role[p.pid] = "flow"
+        elif p.pid not in role:
+            line = " ".join(p.cmdline())
+            role[p.pid] = "server" if "uvicorn" in line else "workers"
+        cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
+        return rss
+
+    wall, peak, _ = run_sampled(cmd, sample, lambda: loads.append(os.getloadavg()[0]))
     attrs = store.root_attrs(str(out))
     return {
         "url": str(out),
