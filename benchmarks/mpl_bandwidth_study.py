@@ -27,6 +27,7 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _results import where, write_rows
@@ -73,6 +74,17 @@ def one_rep(e, rng: np.random.Generator) -> list[tuple[float, float]]:
     return out
 
 
+def _rule_columns(rule: str) -> dict[str, Any]:
+    """A row's columns of a bandwidth rule: its name, beta, gamma and the rate exponent."""
+    beta, gamma = RULES[rule]
+    return {
+        "rule": rule,
+        "beta": beta,
+        "gamma": gamma,
+        "exponent": 1.0 / (2.0 * beta + 1.0) + gamma,
+    }
+
+
 def run(reps: int, out: Path, seed: int) -> None:
     rows = []
     t0 = time.perf_counter()
@@ -103,10 +115,7 @@ def run(reps: int, out: Path, seed: int) -> None:
                         "mechanism": name,
                         "epsilon0": eps,
                         "epsilon_c": e.epsilon_c,
-                        "rule": rule,
-                        "beta": RULES[rule][0],
-                        "gamma": RULES[rule][1],
-                        "exponent": 1.0 / (2.0 * RULES[rule][0] + 1.0) + RULES[rule][1],
+                        **_rule_columns(rule),
                         "reps": reps,
                         "coverage": p,
                         "coverage_se": math.sqrt(max(p * (1.0 - p), 1e-12) / reps),
@@ -133,10 +142,7 @@ def run(reps: int, out: Path, seed: int) -> None:
                 "mechanism": "pooled",
                 "epsilon0": math.nan,
                 "epsilon_c": math.nan,
-                "rule": rule,
-                "beta": RULES[rule][0],
-                "gamma": RULES[rule][1],
-                "exponent": 1.0 / (2.0 * RULES[rule][0] + 1.0) + RULES[rule][1],
+                **_rule_columns(rule),
                 "reps": total,
                 "coverage": cov,
                 "coverage_se": math.sqrt(cov * (1.0 - cov) / total),
