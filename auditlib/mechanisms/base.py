@@ -9,6 +9,7 @@ explicit :class:`numpy.random.Generator` passed to ``rvs``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -88,13 +89,16 @@ def check_probabilities(q: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return arr
 
 
-def infinite_ends(
-    out: npt.NDArray[np.float64], q: npt.NDArray[np.float64]
+def quantiles(
+    q: npt.ArrayLike,
+    search: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
 ) -> npt.NDArray[np.float64]:
-    """Quantiles ``out`` of levels ``q`` with −inf at level 0 and +inf at level 1 (as in scipy);
-    ``out`` is changed in place and returned."""
-    out[q == 0.0] = -np.inf
-    out[q == 1.0] = np.inf
+    """A ppf: ``search`` of the levels ``q`` (checked by :func:`check_probabilities`; it returns a
+    new array), with −inf at level 0 and +inf at level 1 as in scipy."""
+    qq = check_probabilities(q)
+    out = search(qq)
+    out[qq == 0.0] = -np.inf
+    out[qq == 1.0] = np.inf
     return out
 
 
