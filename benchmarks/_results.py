@@ -1,7 +1,9 @@
-"""What the studies share: their CSV tables, the closing line of a run and the best-of timer."""
+"""What the studies share: their command line, CSV tables, the closing line of a run and the best-of
+timer."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import platform
 import time
@@ -10,6 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def study_parser(
+    doc: str | None, *, reps: int, seed: int, out: Path | None
+) -> argparse.ArgumentParser:
+    """A study's command line, described by the first line of ``doc``: ``--reps``, ``--seed`` and
+    ``--out`` (its CSV table), with these defaults."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--out", type=Path, default=out)
+    return ap
 
 
 def write_rows(out: Path, rows: list[dict[str, Any]]) -> str:

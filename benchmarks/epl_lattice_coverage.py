@@ -25,14 +25,13 @@ often the lower end is above the exact loss and the upper end below it, and the 
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _results import where, write_rows
+from _results import study_parser, where, write_rows
 
 from auditlib.epl import estimate_epl
 from auditlib.epl.exact import adpc_pmf, windowed_loss
@@ -114,11 +113,8 @@ def run(release: str, reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_parser(__doc__, reps=100, seed=2020, out=None)
     ap.add_argument("--release", choices=("adpc", "gdpc"), required=True)
-    ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=2020)
-    ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     out = a.out or Path(__file__).parent / "results" / f"epl_lattice_coverage_{a.release}.csv"
     run(a.release, a.reps, out, a.seed)

@@ -23,14 +23,13 @@ and for broken entries the detection rate (a bound above the claim).
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 from _machine import machine_info
-from _results import since, write_rows
+from _results import since, study_parser, write_rows
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 
@@ -100,12 +99,8 @@ def run(reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "fdp_coverage.csv"
-    )
+    out = Path(__file__).parent / "results" / "fdp_coverage.csv"
+    ap = study_parser(__doc__, reps=400, seed=2026, out=out)
     a = ap.parse_args()
     run(a.reps, a.out, a.seed)
 

@@ -26,14 +26,13 @@ fresh draws per input.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _machine import machine_info
-from _results import since, write_rows
+from _results import since, study_parser, write_rows
 
 from auditlib import seeds
 from auditlib.mpl.coverage import known_mechanism
@@ -174,12 +173,8 @@ def _report(rows: list[dict[str, Any]], t0: float) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "fdp_sequential.csv"
-    )
+    out = Path(__file__).parent / "results" / "fdp_sequential.csv"
+    ap = study_parser(__doc__, reps=200, seed=2026, out=out)
     ap.add_argument("--modes", default="curve,mpl", help="comma-separated: curve, mpl")
     ap.add_argument(
         "--methods",

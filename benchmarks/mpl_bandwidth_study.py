@@ -23,14 +23,13 @@ P(LB ≤ ε*_C) with its binomial standard error, the median and mean LB / ε*_C
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _results import where, write_rows
+from _results import study_parser, where, write_rows
 
 from auditlib import seeds
 from auditlib.mpl import mpl
@@ -155,12 +154,8 @@ def run(reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=800)
-    ap.add_argument("--seed", type=int, default=2022)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "mpl_bandwidth_study.csv"
-    )
+    out = Path(__file__).parent / "results" / "mpl_bandwidth_study.csv"
+    ap = study_parser(__doc__, reps=800, seed=2022, out=out)
     a = ap.parse_args()
     run(a.reps, a.out, a.seed)
 
