@@ -13,17 +13,28 @@ from typing import Any
 
 import numpy as np
 
+RESULTS = Path(__file__).parent / "results"
+"""The folder of the studies' tables."""
+
 
 def study_parser(
-    doc: str | None, *, reps: int, seed: int, out: Path | None
+    doc: str | None, *, reps: int, seed: int, table: str | None
 ) -> argparse.ArgumentParser:
     """A study's command line, described by the first line of ``doc``: ``--reps``, ``--seed`` and
-    ``--out`` (its CSV table), with these defaults."""
+    ``--out`` (its CSV table, by default ``table`` in :data:`RESULTS`), with these defaults."""
     ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     ap.add_argument("--reps", type=int, default=reps)
     ap.add_argument("--seed", type=int, default=seed)
-    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--out", type=Path, default=RESULTS / table if table else None)
     return ap
+
+
+def run_study(
+    run: Callable[[int, Path, int], None], doc: str | None, *, reps: int, seed: int, table: str
+) -> None:
+    """``run(reps, out, seed)`` as the study's command line (:func:`study_parser`) sets them."""
+    a = study_parser(doc, reps=reps, seed=seed, table=table).parse_args()
+    run(a.reps, a.out, a.seed)
 
 
 def write_rows(out: Path, rows: list[dict[str, Any]]) -> str:

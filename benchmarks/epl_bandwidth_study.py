@@ -171,8 +171,7 @@ def coverage(sets: int, out: Path, seed: int = 9090) -> None:
 
 
 def main() -> None:
-    out = Path(__file__).parent / "results" / "epl_bandwidth_study.csv"
-    ap = study_parser(__doc__, reps=200, seed=20260, out=out)
+    ap = study_parser(__doc__, reps=200, seed=20260, table="epl_bandwidth_study.csv")
     ap.add_argument("--coverage-sets", type=int, default=150)
     a = ap.parse_args()
     run(a.reps, a.out, a.seed)

@@ -113,7 +113,7 @@ def run(release: str, reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    ap = study_parser(__doc__, reps=100, seed=2020, out=None)
+    ap = study_parser(__doc__, reps=100, seed=2020, table=None)
     ap.add_argument("--release", choices=("adpc", "gdpc"), required=True)
     a = ap.parse_args()
     out = a.out or Path(__file__).parent / "results" / f"epl_lattice_coverage_{a.release}.csv"

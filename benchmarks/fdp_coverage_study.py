@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from _machine import machine_info
-from _results import since, study_parser, write_rows
+from _results import run_study, since, write_rows
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 
@@ -99,10 +99,7 @@ def run(reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    out = Path(__file__).parent / "results" / "fdp_coverage.csv"
-    ap = study_parser(__doc__, reps=400, seed=2026, out=out)
-    a = ap.parse_args()
-    run(a.reps, a.out, a.seed)
+    run_study(run, __doc__, reps=400, seed=2026, table="fdp_coverage.csv")
 
 
 if __name__ == "__main__":

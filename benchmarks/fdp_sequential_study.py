@@ -173,8 +173,7 @@ def _report(rows: list[dict[str, Any]], t0: float) -> None:
 
 
 def main() -> None:
-    out = Path(__file__).parent / "results" / "fdp_sequential.csv"
-    ap = study_parser(__doc__, reps=200, seed=2026, out=out)
+    ap = study_parser(__doc__, reps=200, seed=2026, table="fdp_sequential.csv")
     ap.add_argument("--modes", default="curve,mpl", help="comma-separated: curve, mpl")
     ap.add_argument(
         "--methods",

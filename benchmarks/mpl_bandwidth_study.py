@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _results import study_parser, where, write_rows
+from _results import run_study, where, write_rows
 
 from auditlib import seeds
 from auditlib.mpl import mpl
@@ -154,10 +154,7 @@ def run(reps: int, out: Path, seed: int) -> None:
 
 
 def main() -> None:
-    out = Path(__file__).parent / "results" / "mpl_bandwidth_study.csv"
-    ap = study_parser(__doc__, reps=800, seed=2022, out=out)
-    a = ap.parse_args()
-    run(a.reps, a.out, a.seed)
+    run_study(run, __doc__, reps=800, seed=2022, table="mpl_bandwidth_study.csv")
 
 
 if __name__ == "__main__":
