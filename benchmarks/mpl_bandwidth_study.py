@@ -32,10 +32,9 @@ import numpy as np
 from _results import run_study, where, write_rows
 
 from auditlib import seeds
-from auditlib.mpl import mpl
 from auditlib.mpl.catalogue import continuous_noisy_max, exponential_mechanism, laplace_mechanism
 from auditlib.mpl.dpl import DEFAULT_TAU, as_region, dpl_from_samples
-from auditlib.mpl.mpl import confidence_bound
+from auditlib.mpl.mpl import confidence_bound, mpl_known
 
 RULES: dict[str, tuple[float, float]] = {
     "beta1": (1.0, 0.05),
@@ -94,17 +93,8 @@ def run(reps: int, out: Path, seed: int) -> None:
                 [one_rep(e, seeds.rng(seed, mi, ei, r)) for r in range(reps)]
             )  # reps × rules × (lb, h)
             for k, (beta, gamma) in enumerate(RULES.values()):  # the same numbers as mpl()
-                ref = mpl(
-                    e.mechanism,
-                    e.pairs,
-                    n=N_STEP1,
-                    n_confidence=N_CONF,
-                    region=e.region,
-                    rng=seeds.rng(seed, mi, ei, 0),
-                    alpha=ALPHA,
-                    beta=beta,
-                    gamma=gamma,
-                )
+                g = seeds.rng(seed, mi, ei, 0)
+                ref = mpl_known(e, N_STEP1, N_CONF, g, alpha=ALPHA, beta=beta, gamma=gamma)
                 assert ref.lb == vals[0, k, 0], (name, eps, beta, gamma)
             for k, rule in enumerate(RULES):
                 lb = vals[:, k, 0] / e.epsilon_c

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -423,4 +423,34 @@ def mpl(
         edge=results[best].edge,
         sparse_support=conf.sparse_support,
         hockey_stick=hs,
+    )
+
+
+class _Entry(Protocol):
+    """A mechanism under test with its pairs and region (a catalogue or census entry)."""
+
+    @property
+    def mechanism(self) -> MechanismUnderTest: ...
+
+    @property
+    def pairs(self) -> Sequence[tuple[Any, Any]]: ...
+
+    @property
+    def region(self) -> Any: ...
+
+
+def mpl_known(
+    entry: _Entry, n: int, n_confidence: int, rng: np.random.Generator, **options: Any
+) -> MPLResult:
+    """:func:`mpl` of an entry (:class:`~auditlib.mpl.catalogue.KnownMechanism`, a census
+    release's) on its own pairs and region: ``n`` and ``n_confidence`` draws per input,
+    ``options`` the rest of :func:`mpl`'s arguments."""
+    return mpl(
+        entry.mechanism,
+        entry.pairs,
+        n=n,
+        n_confidence=n_confidence,
+        region=entry.region,
+        rng=rng,
+        **options,
     )
