@@ -23,6 +23,7 @@ from auditlib.accounting.tradeoff import tradeoff, zcdp_tradeoff
 from auditlib.accuracy import CountAccuracy, count_accuracy
 from auditlib.epl import SURFACE_POINTS, epl_surface, estimate_epl
 from auditlib.epl import epl as epl_estimate
+from auditlib.epl.rows import bias_aware_row, epl_row
 from auditlib.simulate.noise import law_variance
 
 #: why the zCDP conversions of a composition with pure ε-DP (geometric, Laplace) noise are n/a
@@ -228,26 +229,11 @@ def epl_by_query(
         res = epl_estimate(
             r, method=method, bandwidth_factor=bandwidth_factor, percentiles=percentiles
         )
-        row: dict[str, Any] = {
-            "epl": float(res.epl),
-            "status": res.status,
-            "n": int(res.n),
-            "bandwidth": float(res.bandwidth),
-            "x": np.asarray(res.x, dtype=float),
-            "epl_x": np.asarray(res.epl_x, dtype=float),
-        }
+        row = epl_row(res)
         if uncertainty_seed is not None:
             seq = np.random.SeedSequence(uncertainty_seed, spawn_key=(q,))
             est = estimate_epl(r, percentiles=percentiles, seed=seq)
-            row.update(
-                {
-                    "bias_aware": float(est.epl),
-                    "ci_low": float(est.ci_low),
-                    "ci_high": float(est.ci_high),
-                    "null_upper": float(est.null_upper),
-                    "inv_sigma2_hat": float(est.inv_sigma2_hat),
-                }
-            )
+            row.update(bias_aware_row(est))
         if surface_seed is not None:
             seq = np.random.SeedSequence(surface_seed, spawn_key=(q,))
             surf = epl_surface(r, percentiles=percentiles, max_points=surface_points, seed=seq)

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from _results import best_of
 
 from auditlib.accounting import DiscreteGaussianComposition, bureau_epsilon, cks_epsilon
 
@@ -33,16 +34,6 @@ DELTAS = [1e-5, 1e-10, 1e-11]
 
 def sigma2(share: int) -> Fraction:
     return Fraction(10) / (2 * Fraction(share, 1000) * RHO)
-
-
-def best_of(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
-    """Smallest wall time over ``repeat`` runs (seconds) and the last result."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def machine() -> None:

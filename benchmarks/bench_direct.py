@@ -20,7 +20,8 @@ from _machine import machine_info
 
 from auditlib.allocations import load_allocation
 from auditlib.geography.spine import LEVELS, generate_spine
-from auditlib.mpl import mpl, topdown_count
+from auditlib.mpl import topdown_count
+from auditlib.mpl.mpl import mpl_known
 from auditlib.simulate.direct import (
     Allocation,
     Hierarchical,
@@ -82,14 +83,7 @@ def main() -> None:
             )
     e = topdown_count()
     t = time.perf_counter()
-    res = mpl(
-        e.mechanism,
-        e.pairs,
-        n=20_000,
-        n_confidence=50_000,
-        region=e.region,
-        rng=np.random.default_rng(0),
-    )
+    res = mpl_known(e, 20_000, 50_000, np.random.default_rng(0))
     print(
         f"MPL of topdown_count() at n = 2e4, N = 5e4: {time.perf_counter() - t:.2f} s; {res.summary()}"
     )

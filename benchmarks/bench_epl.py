@@ -28,18 +28,10 @@ from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _results import best_of
 
 from auditlib.epl import epl, flaxman_petti_reference
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
-
-
-def timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main() -> None:
@@ -76,27 +68,27 @@ def main() -> None:
         ("DiscreteGaussian(456.62)", DiscreteGaussian(456.62)),
         ("TwoSidedGeometric(0.05)", TwoSidedGeometric(0.05)),
     ]:
-        dt, _ = timed(lambda m=mech: m.rvs(10**7, rng))
+        dt, _ = best_of(lambda m=mech: m.rvs(10**7, rng))  # type: ignore[misc]
         tv = getattr(mech, "sampler_tv_bound", 0.0)
         print(f"{name:26s} {1e7 / dt / 1e6:7.1f} M samples/s   TV bound {tv:.1e}")
 
     # Flaxman & Petti's setting at ε = 0.05 (p = ε/2), but with n residuals
     mech = TwoSidedGeometric.from_success_probability(0.025)
     r = mech.rvs(n, rng)
-    dt_lat, res = timed(lambda: epl(r))
+    dt_lat, res = best_of(lambda: epl(r))
     print(f"\n# EPL, n = {n:,}, grid {res.x.size + 1} points, factor 0.1, window 5-95 %")
     print(f"lattice KDE : {dt_lat:8.3f} s   EPL = {res.epl:.5f} (true loss {mech.epsilon:.5f})")
 
     sub = r[:n_sub]
-    dt_sp, (_, _, ref_epl_x) = timed(lambda: flaxman_petti_reference(sub), repeat=1)
-    dt_sub, res_sub = timed(lambda: epl(sub))
+    dt_sp, (_, _, ref_epl_x) = best_of(lambda: flaxman_petti_reference(sub), repeat=1)
+    dt_sub, res_sub = best_of(lambda: epl(sub))
     agree = float(np.max(np.abs(res_sub.epl_x - ref_epl_x)))
     est = dt_sp * n / n_sub
     print(f"scipy KDE   : {dt_sp:8.3f} s on n = {n_sub:,} -> ~{est:.1f} s estimated at {n:,}")
     print(f"lattice KDE : {dt_sub:8.3f} s on n = {n_sub:,}; max |EPL(x) diff| = {agree:.1e}")
     print(f"speed-up at n = {n:,}: ~{est / dt_lat:,.0f}x (scipy time scaled linearly in n)")
     if args.scipy_full:
-        dt_full, (full_epl, _, _) = timed(lambda: flaxman_petti_reference(r), repeat=1)
+        dt_full, (full_epl, _, _) = best_of(lambda: flaxman_petti_reference(r), repeat=1)
         print(
             f"scipy KDE   : {dt_full:8.3f} s measured at n = {n:,} (EPL {full_epl:.5f}); "
             f"speed-up {dt_full / dt_lat:,.0f}x"

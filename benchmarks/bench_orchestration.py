@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,36 @@ def cpu_seconds() -> float:
             continue
         total += t.user + t.system
     return total
+
+
+def run_sampled(
+    cmd: list[str], sample: Callable[[Any, bool], int], tick: Callable[[], None] = lambda: None
+) -> tuple[float, int, str]:
+    """Run ``dpaudit`` ``cmd`` in a subprocess; every 0.2 s ``tick()``, then ``sample(p, root)``
+    (inside ``p.oneshot()``; ``root``: ``p`` is the command's own process) of each process ``p`` of
+    its tree, which returns its resident bytes (a process gone meanwhile is skipped). Wall seconds,
+    the largest sampled resident bytes of the tree and the output; exits if the run fails."""
+    import psutil
+
+    t0 = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = 0
+    while proc.poll() is None:
+        tick()
+        rss = 0
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                with p.oneshot():
+                    rss += sample(p, p is proc)
+            except psutil.Error:
+                continue
+        peak = max(peak, rss)
+        time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    text = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"dpaudit run failed ({proc.returncode}):\n{text[-3000:]}")
+    return wall, peak, text
 
 
 def template(url: str, plan: Any) -> None:
@@ -200,26 +231,15 @@ def spine(tmp: str) -> None:
     out = Path(tmp) / "spine.zarr"
     dpaudit = Path(sys.executable).with_name("dpaudit")
     cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report"]
-    t0 = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = 0
     cpu: dict[int, float] = {}  # last CPU time seen of every process of the tree
-    while proc.poll() is None:
-        rss = 0
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                with p.oneshot():
-                    rss += p.memory_info().rss
-                    t = p.cpu_times()
-                cpu[p.pid] = t.user + t.system
-            except psutil.Error:
-                continue
-        peak = max(peak, rss)
-        time.sleep(0.2)
-    wall = time.perf_counter() - t0
-    text = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"dpaudit run failed ({proc.returncode}):\n{text[-3000:]}")
+
+    def sample(p: psutil.Process, root: bool) -> int:
+        rss = int(p.memory_info().rss)
+        t = p.cpu_times()
+        cpu[p.pid] = t.user + t.system
+        return rss
+
+    wall, peak, text = run_sampled(cmd, sample)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     from storage import store
 

@@ -357,10 +357,6 @@ def main() -> None:
         f"load {load_before[0]:.1f} / {summary['load_mean']} / {summary['load_after']:.1f}",
         flush=True,
     )
-    out = (
-        Path(args.out) if args.out else RESULTS / f"production_{args.states.replace(',', '_')}.json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     print(f"wrote {out}")
     if tmp and not args.keep_store:

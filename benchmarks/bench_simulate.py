@@ -14,11 +14,10 @@ import argparse
 import resource
 import time
 import tracemalloc
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _results import best_of
 
 from auditlib.geography.flaxman import generate_population
 from auditlib.geography.spine import LEVELS, generate_spine
@@ -30,15 +29,6 @@ from auditlib.simulate.hierarchical import (
     release,
     simulate_residuals,
 )
-
-
-def timed(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main() -> None:
@@ -55,10 +45,10 @@ def main() -> None:
     print(machine_info())
 
     n = int(args.n)
-    t, pop = timed(
+    t, pop = best_of(
         lambda: generate_population(n, args.levels, args.mu, seed=args.seed), args.repeat
     )
-    tt, tree = timed(lambda: CountTree.from_population(pop), args.repeat)
+    tt, tree = best_of(lambda: CountTree.from_population(pop), args.repeat)
     h = pop.hierarchy
     print(
         f"\nseed 001 setting: N = {n:,}, J = {args.levels}, μ = {args.mu:g} -> C = {h.children}, "
@@ -76,8 +66,8 @@ def main() -> None:
         def chunk(a: Algorithm = algo) -> None:
             simulate_residuals(tree, a, args.epsilon, seed=1, replicates=500, n_runs=4)
 
-        tr, _ = timed(runs, args.repeat)
-        tr500, _ = timed(chunk, 1)
+        tr, _ = best_of(runs, args.repeat)
+        tr500, _ = best_of(chunk, 1)
         print(
             f"  {algo.upper()}: {tr / args.runs * 1e3:7.3f} ms per run;  500 keyed replicates "
             f"with residuals {tr500:6.3f} s"
@@ -91,7 +81,7 @@ def main() -> None:
         ("discrete Gaussian σ² = 1e6", DiscreteGaussian(1e6)),
         ("two-sided geometric ε = 0.1", TwoSidedGeometric(0.1)),
     ):
-        ts, _ = timed(lambda m=mech: m.rvs(10_000_000, g), args.repeat)  # type: ignore[misc]
+        ts, _ = best_of(lambda m=mech: m.rvs(10_000_000, g), args.repeat)  # type: ignore[misc]
         print(f"  {name:32s} {1e7 / ts / 1e6:7.1f} M draws/s")
 
     if args.no_spine:
@@ -103,7 +93,7 @@ def main() -> None:
     ts = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    tsp, _ = timed(lambda: generate_spine(args.seed, puerto_rico=True), args.repeat)
+    tsp, _ = best_of(lambda: generate_spine(args.seed, puerto_rico=True), args.repeat)
     print(
         f"  generation {tsp:6.2f} s (first call {ts:.2f} s); arrays {spine.nbytes / 1e6:.0f} MB; "
         f"peak traced {peak / 1e6:.0f} MB; process max RSS "
@@ -117,9 +107,9 @@ def main() -> None:
         f"{np.percentile(b, 50):.0f}/{np.percentile(b, 99):.0f}/{b.max()}; states "
         f"{pops['State'][:51].min():,}..{pops['State'][:51].max():,}"
     )
-    tt, stree = timed(lambda: CountTree.from_spine(spine), 1)
-    tr, _ = timed(lambda: release(stree, "rdpc", 1.0, np.random.default_rng(0)), args.repeat)
-    tg, _ = timed(lambda: release(stree, "gdpc", 1.0, np.random.default_rng(0)), args.repeat)
+    tt, stree = best_of(lambda: CountTree.from_spine(spine), 1)
+    tr, _ = best_of(lambda: release(stree, "rdpc", 1.0, np.random.default_rng(0)), args.repeat)
+    tg, _ = best_of(lambda: release(stree, "gdpc", 1.0, np.random.default_rng(0)), args.repeat)
     print(
         f"  count tree {tt:.2f} s; one RDPC run on the spine (6 levels) {tr:.2f} s; "
         f"GDPC on the blocks {tg:.2f} s"

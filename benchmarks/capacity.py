@@ -46,7 +46,6 @@ import csv
 import json
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +59,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _machine import machine_info  # noqa: E402
+from _machine import commit, machine_info  # noqa: E402
+from _results import write_rows  # noqa: E402
 from capacity_model import (  # noqa: E402
     Audit,
     Costs,
@@ -310,6 +310,7 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     """``dpaudit run`` of ``data`` (no report) in a subprocess: wall, flow wall, CPU of the whole
     process tree (sampled), load averages before and after."""
     import psutil
+    from bench_orchestration import run_sampled
 
     from flows.spec.toml_writer import dump_toml
     from storage import store
@@ -319,33 +320,23 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
     out = Path(tmp) / f"{name}.zarr"
     dpaudit = Path(sys.executable).with_name("dpaudit")
     load0 = os.getloadavg()
-    t0 = time.perf_counter()
     cmd = [str(dpaudit), "run", str(spec), "--store", str(out), "--no-report", "--overwrite"]
-    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu: dict[int, float] = {}
-    role: dict[int, str] = {proc.pid: "flow"}
-    peak = 0
-    loads = []
-    while proc.poll() is None:
-        loads.append(os.getloadavg()[0])
-        rss = 0
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                with p.oneshot():
-                    t = p.cpu_times()
-                    rss += p.memory_info().rss
-                    if p.pid not in role:
-                        line = " ".join(p.cmdline())
-                        role[p.pid] = "server" if "uvicorn" in line else "workers"
-                cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                continue
-        peak = max(peak, rss)
-        time.sleep(0.2)
-    wall = time.perf_counter() - t0
-    text = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"dpaudit run failed ({proc.returncode}):\n{text[-3000:]}")
+    role: dict[int, str] = {}
+    loads: list[float] = []
+
+    def sample(p: psutil.Process, root: bool) -> int:
+        t = p.cpu_times()
+        rss = int(p.memory_info().rss)
+        if root:
+            role[p.pid] = "flow"
+        elif p.pid not in role:
+            line = " ".join(p.cmdline())
+            role[p.pid] = "server" if "uvicorn" in line else "workers"
+        cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
+        return rss
+
+    wall, peak, _ = run_sampled(cmd, sample, lambda: loads.append(os.getloadavg()[0]))
     attrs = store.root_attrs(str(out))
     return {
         "url": str(out),
@@ -531,7 +522,7 @@ def measure(args: argparse.Namespace) -> None:
     out = {
         "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "commit": _commit(),
+        "commit": commit(),
         "states": rows,
         "orchestration": orch,
         "small_audit": {**run, **ea, "states": small_states},
@@ -612,16 +603,6 @@ def fit(
 #: the composed accounting of ``pl94_2021_production`` (all levels) without a cached result:
 #: benchmarks/README.md, "Composed accounting off the critical path" (60.9 CPU-s cold)
 COMPOSED_ACCOUNT_S = 60.9
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def load_costs() -> tuple[Costs, dict[str, Any]]:
@@ -712,7 +693,7 @@ def predict_mode(args: argparse.Namespace) -> None:
     workers = [int(x) for x in args.workers.split(",")]
     reps = [int(x) for x in args.replicates.split(",")]
     rows = predict_rows(costs, workers, reps, args.tasks_per_worker, args.worker_gb)
-    _write_csv(PREDICT_CSV, rows)
+    write_rows(PREDICT_CSV, rows)
     for r in rows:
         print(
             f"{r['replicates']:>5} replicates, {r['variant']:<38} {r['workers']:>4} workers: "
@@ -753,7 +734,7 @@ def check(args: argparse.Namespace) -> None:
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_csv(CHECK_RUNS_CSV, rows)
+    write_rows(CHECK_RUNS_CSV, rows)
     render()
 
 
@@ -832,20 +813,11 @@ def check_rows(costs: Costs) -> list[dict[str, Any]]:
                 "load_after": float(r["load_after"]),
             }
         )
-    _write_csv(CHECK_CSV, out)
+    write_rows(CHECK_CSV, out)
     return out
 
 
 # ----------------------------------------------------------------------------------------- output
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-
-
 def _read_csv(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
@@ -1261,8 +1233,8 @@ def production_mode(args: argparse.Namespace) -> None:
     reps = [int(x) for x in args.replicates.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
     pred, need = production_rows(states, reps, workers, args.deadline_h * 3600, fixed)
-    _write_csv(PRODUCTION_CSV, pred)
-    _write_csv(PRODUCTION_WORKERS_CSV, need)
+    write_rows(PRODUCTION_CSV, pred)
+    write_rows(PRODUCTION_WORKERS_CSV, need)
     run = {k: v for k, v in summary.items() if k != "per_state"}
     if not run["store_bytes"]:  # a run that did not end: its states' directories
         run["store_bytes"] = sum(

@@ -60,7 +60,6 @@ import csv
 import dataclasses
 import json
 import math
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -71,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _machine import machine_info
+from _machine import commit, machine_info
 from scipy import stats
 from scipy.ndimage import maximum_filter1d
 
@@ -427,16 +426,6 @@ def rho80(power: dict[float, float]) -> tuple[str, float]:
     a, b = rs[best], rs[best + 1]
     pa, pb = power[a], power[b]
     return f"{a:g}", a + (pa - POWER) / (pa - pb) * (b - a)
-
-
-def commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def nearest(at: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:

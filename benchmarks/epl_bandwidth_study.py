@@ -20,14 +20,14 @@ often the basic and the percentile interval cover the true loss, 0.8Ã— and 1.25Ã
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
-import platform
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from _results import study_parser, where, write_rows
 
 from auditlib.epl import epl
 from auditlib.epl.default import estimate_epl
@@ -56,75 +56,74 @@ def _true_loss(kind: str, param: float, x: np.ndarray) -> float:
     return float(np.max(np.abs(2.0 * x + 1.0)) / (2.0 * param))
 
 
+def _cells(
+    noises: Sequence[tuple[str, float]], sizes: Sequence[int], seed: int
+) -> Iterator[tuple[str, float, Any, int, np.random.Generator]]:
+    """``(kind, param, noise, n, rng)`` for each noise law and each size n, the generators spawned
+    from ``seed`` by law, then by size."""
+    root = np.random.SeedSequence(seed)
+    for (kind, param), ss in zip(noises, root.spawn(len(noises)), strict=True):
+        noise = TwoSidedGeometric(param) if kind == "geometric" else DiscreteGaussian(param)
+        for n, ss_n in zip(sizes, ss.spawn(len(sizes)), strict=True):
+            yield kind, param, noise, n, np.random.default_rng(ss_n)
+
+
 def run(reps: int, out: Path, seed: int = 20260) -> None:
     rows = []
     t0 = time.perf_counter()
-    root = np.random.SeedSequence(seed)
-    for (kind, param), ss in zip(NOISES, root.spawn(len(NOISES)), strict=True):
-        noise = TwoSidedGeometric(param) if kind == "geometric" else DiscreteGaussian(param)
-        for n, ss_n in zip(SIZES, ss.spawn(len(SIZES)), strict=True):
-            rng = np.random.default_rng(ss_n)
-            r_n = reps if n <= 10_000 else (reps // 2 if n <= 100_000 else max(reps // 5, 10))
-            labels = [f"factor={f:g}" for f in FACTORS] + list(RULES) + ["flaxman_petti"]
-            est = {lab: np.empty(r_n) for lab in labels}
-            tru = {lab: np.empty(r_n) for lab in labels}
-            hs = {lab: np.empty(r_n) for lab in labels}
-            for i in range(r_n):
-                r = noise.rvs(n, rng)
-                for f in FACTORS:
-                    e = estimate_epl(r, bandwidth=f, n_boot=None, n_null=None)
-                    lab = f"factor={f:g}"
-                    est[lab][i], tru[lab][i], hs[lab][i] = (
-                        e.epl,
-                        _true_loss(kind, param, e.x),
-                        e.bandwidth,
-                    )
-                for rule in RULES:
-                    e = estimate_epl(r, bandwidth_kind=rule, n_boot=None, n_null=None)
-                    est[rule][i], tru[rule][i], hs[rule][i] = (
-                        e.epl,
-                        _true_loss(kind, param, e.x),
-                        e.bandwidth,
-                    )
-                fp = epl(r)
-                lab = "flaxman_petti"
+    for kind, param, noise, n, rng in _cells(NOISES, SIZES, seed):
+        r_n = reps if n <= 10_000 else (reps // 2 if n <= 100_000 else max(reps // 5, 10))
+        labels = [f"factor={f:g}" for f in FACTORS] + list(RULES) + ["flaxman_petti"]
+        est = {lab: np.empty(r_n) for lab in labels}
+        tru = {lab: np.empty(r_n) for lab in labels}
+        hs = {lab: np.empty(r_n) for lab in labels}
+        for i in range(r_n):
+            r = noise.rvs(n, rng)
+            for f in FACTORS:
+                e = estimate_epl(r, bandwidth=f, n_boot=None, n_null=None)
+                lab = f"factor={f:g}"
                 est[lab][i], tru[lab][i], hs[lab][i] = (
-                    fp.epl,
-                    _true_loss(kind, param, fp.x),
-                    fp.bandwidth,
+                    e.epl,
+                    _true_loss(kind, param, e.x),
+                    e.bandwidth,
                 )
-            for lab in labels:
-                err = est[lab] - tru[lab]
-                rel = est[lab] / tru[lab]
-                rows.append(
-                    {
-                        "noise": kind,
-                        "param": param,
-                        "n": n,
-                        "estimator": "flaxman_petti" if lab == "flaxman_petti" else "bias_aware",
-                        "bandwidth": "factor=0.1" if lab == "flaxman_petti" else lab,
-                        "reps": r_n,
-                        "h_mean": float(hs[lab].mean()),
-                        "true_loss_mean": float(tru[lab].mean()),
-                        "epl_mean": float(est[lab].mean()),
-                        "epl_sd": float(est[lab].std(ddof=1)),
-                        "bias": float(err.mean()),
-                        "rmse": float(math.sqrt(np.mean(err * err))),
-                        "ratio_mean": float(rel.mean()),
-                        "rel_rmse": float(math.sqrt(np.mean((rel - 1.0) ** 2))),
-                    }
+            for rule in RULES:
+                e = estimate_epl(r, bandwidth_kind=rule, n_boot=None, n_null=None)
+                est[rule][i], tru[rule][i], hs[rule][i] = (
+                    e.epl,
+                    _true_loss(kind, param, e.x),
+                    e.bandwidth,
                 )
-            print(f"{kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+            fp = epl(r)
+            lab = "flaxman_petti"
+            est[lab][i], tru[lab][i], hs[lab][i] = (
+                fp.epl,
+                _true_loss(kind, param, fp.x),
+                fp.bandwidth,
+            )
+        for lab in labels:
+            err = est[lab] - tru[lab]
+            rel = est[lab] / tru[lab]
+            rows.append(
+                {
+                    "noise": kind,
+                    "param": param,
+                    "n": n,
+                    "estimator": "flaxman_petti" if lab == "flaxman_petti" else "bias_aware",
+                    "bandwidth": "factor=0.1" if lab == "flaxman_petti" else lab,
+                    "reps": r_n,
+                    "h_mean": float(hs[lab].mean()),
+                    "true_loss_mean": float(tru[lab].mean()),
+                    "epl_mean": float(est[lab].mean()),
+                    "epl_sd": float(est[lab].std(ddof=1)),
+                    "bias": float(err.mean()),
+                    "rmse": float(math.sqrt(np.mean(err * err))),
+                    "ratio_mean": float(rel.mean()),
+                    "rel_rmse": float(math.sqrt(np.mean((rel - 1.0) ** 2))),
+                }
+            )
+        print(f"{kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 COVERAGE_NOISES: tuple[tuple[str, float], ...] = (
@@ -138,56 +137,42 @@ COVERAGE_NOISES: tuple[tuple[str, float], ...] = (
 def coverage(sets: int, out: Path, seed: int = 9090) -> None:
     rows = []
     t0 = time.perf_counter()
-    root = np.random.SeedSequence(seed)
-    for (kind, param), ss in zip(COVERAGE_NOISES, root.spawn(len(COVERAGE_NOISES)), strict=True):
-        noise = TwoSidedGeometric(param) if kind == "geometric" else DiscreteGaussian(param)
-        for n, ss_n in zip((2663, 20_000), ss.spawn(2), strict=True):
-            rng = np.random.default_rng(ss_n)
-            ci = {k: np.empty((sets, 2)) for k in ("basic", "percentile")}
-            truth = np.empty(sets)
-            est = np.empty(sets)
-            for i in range(sets):
-                r = noise.rvs(n, rng)
-                for k in ci:
-                    e = estimate_epl(r, ci_kind=k, n_null=None, seed=i)
-                    ci[k][i] = e.ci_low, e.ci_high
-                truth[i] = _true_loss(kind, param, e.x)
-                est[i] = e.epl
-            for k, v in ci.items():
-                row: dict[str, object] = {
-                    "noise": kind,
-                    "param": param,
-                    "n": n,
-                    "ci_kind": k,
-                    "sets": sets,
-                    "epl_over_truth": float(np.mean(est / truth)),
-                }
-                for name, mult in (
-                    ("cover_truth", 1.0),
-                    ("cover_0.8x", 0.8),
-                    ("cover_1.25x", 1.25),
-                ):
-                    t = mult * truth
-                    row[name] = float(np.mean((v[:, 0] <= t) & (t <= v[:, 1])))
-                row["mean_width_over_truth"] = float(np.mean((v[:, 1] - v[:, 0]) / truth))
-                rows.append(row)
-            print(f"coverage {kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(f"{len(rows)} rows -> {out}")
+    for kind, param, noise, n, rng in _cells(COVERAGE_NOISES, (2663, 20_000), seed):
+        ci = {k: np.empty((sets, 2)) for k in ("basic", "percentile")}
+        truth = np.empty(sets)
+        est = np.empty(sets)
+        for i in range(sets):
+            r = noise.rvs(n, rng)
+            for k in ci:
+                e = estimate_epl(r, ci_kind=k, n_null=None, seed=i)
+                ci[k][i] = e.ci_low, e.ci_high
+            truth[i] = _true_loss(kind, param, e.x)
+            est[i] = e.epl
+        for k, v in ci.items():
+            row: dict[str, object] = {
+                "noise": kind,
+                "param": param,
+                "n": n,
+                "ci_kind": k,
+                "sets": sets,
+                "epl_over_truth": float(np.mean(est / truth)),
+            }
+            for name, mult in (
+                ("cover_truth", 1.0),
+                ("cover_0.8x", 0.8),
+                ("cover_1.25x", 1.25),
+            ):
+                t = mult * truth
+                row[name] = float(np.mean((v[:, 0] <= t) & (t <= v[:, 1])))
+            row["mean_width_over_truth"] = float(np.mean((v[:, 1] - v[:, 0]) / truth))
+            rows.append(row)
+        print(f"coverage {kind} {param:g} n={n}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(write_rows(out, rows))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=20260)
+    ap = study_parser(__doc__, reps=200, seed=20260, table="epl_bandwidth_study.csv")
     ap.add_argument("--coverage-sets", type=int, default=150)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "epl_bandwidth_study.csv"
-    )
     a = ap.parse_args()
     run(a.reps, a.out, a.seed)
     coverage(a.coverage_sets, a.out.parent / "epl_bootstrap_coverage.csv")

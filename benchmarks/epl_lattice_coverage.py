@@ -25,15 +25,13 @@ often the lower end is above the exact loss and the upper end below it, and the 
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import study_parser, where, write_rows
 
 from auditlib.epl import estimate_epl
 from auditlib.epl.exact import adpc_pmf, windowed_loss
@@ -111,24 +109,12 @@ def run(release: str, reps: int, out: Path, seed: int) -> None:
                 + f" ({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_parser(__doc__, reps=100, seed=2020, table=None)
     ap.add_argument("--release", choices=("adpc", "gdpc"), required=True)
-    ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=2020)
-    ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     out = a.out or Path(__file__).parent / "results" / f"epl_lattice_coverage_{a.release}.csv"
     run(a.release, a.reps, out, a.seed)

@@ -20,12 +20,12 @@ Writes ``benchmarks/results/epl_smoothing_bias.csv`` (each loss divided by the e
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import write_rows
 
 from auditlib.epl.exact import adpc_pmf, windowed_loss
 from auditlib.epl.extrapolate import MULTIPLIERS
@@ -88,13 +88,7 @@ def main() -> None:
                 f"({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    with a.out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    print(f"{len(rows)} rows -> {a.out}")
+    print(write_rows(a.out, rows))
 
 
 if __name__ == "__main__":

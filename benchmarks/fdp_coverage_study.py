@@ -23,14 +23,13 @@ and for broken entries the detection rate (a bound above the claim).
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 from _machine import machine_info
+from _results import run_study, since, write_rows
 
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 
@@ -96,24 +95,11 @@ def run(reps: int, out: Path, seed: int) -> None:
             + f" ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s")
+    print(f"{write_rows(out, rows)}; {since(t0)}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "fdp_coverage.csv"
-    )
-    a = ap.parse_args()
-    run(a.reps, a.out, a.seed)
+    run_study(run, __doc__, reps=400, seed=2026, table="fdp_coverage.csv")
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ fresh draws per input.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _results import since, study_parser, write_rows
 
 from auditlib import seeds
 from auditlib.mpl.coverage import known_mechanism
@@ -159,13 +158,7 @@ def run(reps: int, out: Path, seed: int, modes: list[str], methods: list[str]) -
             ]
             rows.append(_row("mpl", name, method, name.endswith("broken"), res))
         _report(rows, t0)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s")
+    print(f"{write_rows(out, rows)}; {since(t0)}")
 
 
 def _report(rows: list[dict[str, Any]], t0: float) -> None:
@@ -180,12 +173,7 @@ def _report(rows: list[dict[str, Any]], t0: float) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "fdp_sequential.csv"
-    )
+    ap = study_parser(__doc__, reps=200, seed=2026, table="fdp_sequential.csv")
     ap.add_argument("--modes", default="curve,mpl", help="comma-separated: curve, mpl")
     ap.add_argument(
         "--methods",

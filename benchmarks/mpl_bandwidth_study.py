@@ -23,20 +23,18 @@ P(LB ≤ ε*_C) with its binomial standard error, the median and mean LB / ε*_C
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
-import platform
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from _results import run_study, where, write_rows
 
 from auditlib import seeds
-from auditlib.mpl import mpl
 from auditlib.mpl.catalogue import continuous_noisy_max, exponential_mechanism, laplace_mechanism
 from auditlib.mpl.dpl import DEFAULT_TAU, as_region, dpl_from_samples
-from auditlib.mpl.mpl import confidence_bound
+from auditlib.mpl.mpl import confidence_bound, mpl_known
 
 RULES: dict[str, tuple[float, float]] = {
     "beta1": (1.0, 0.05),
@@ -74,6 +72,17 @@ def one_rep(e, rng: np.random.Generator) -> list[tuple[float, float]]:
     return out
 
 
+def _rule_columns(rule: str) -> dict[str, Any]:
+    """A row's columns of a bandwidth rule: its name, beta, gamma and the rate exponent."""
+    beta, gamma = RULES[rule]
+    return {
+        "rule": rule,
+        "beta": beta,
+        "gamma": gamma,
+        "exponent": 1.0 / (2.0 * beta + 1.0) + gamma,
+    }
+
+
 def run(reps: int, out: Path, seed: int) -> None:
     rows = []
     t0 = time.perf_counter()
@@ -84,17 +93,8 @@ def run(reps: int, out: Path, seed: int) -> None:
                 [one_rep(e, seeds.rng(seed, mi, ei, r)) for r in range(reps)]
             )  # reps × rules × (lb, h)
             for k, (beta, gamma) in enumerate(RULES.values()):  # the same numbers as mpl()
-                ref = mpl(
-                    e.mechanism,
-                    e.pairs,
-                    n=N_STEP1,
-                    n_confidence=N_CONF,
-                    region=e.region,
-                    rng=seeds.rng(seed, mi, ei, 0),
-                    alpha=ALPHA,
-                    beta=beta,
-                    gamma=gamma,
-                )
+                g = seeds.rng(seed, mi, ei, 0)
+                ref = mpl_known(e, N_STEP1, N_CONF, g, alpha=ALPHA, beta=beta, gamma=gamma)
                 assert ref.lb == vals[0, k, 0], (name, eps, beta, gamma)
             for k, rule in enumerate(RULES):
                 lb = vals[:, k, 0] / e.epsilon_c
@@ -104,10 +104,7 @@ def run(reps: int, out: Path, seed: int) -> None:
                         "mechanism": name,
                         "epsilon0": eps,
                         "epsilon_c": e.epsilon_c,
-                        "rule": rule,
-                        "beta": RULES[rule][0],
-                        "gamma": RULES[rule][1],
-                        "exponent": 1.0 / (2.0 * RULES[rule][0] + 1.0) + RULES[rule][1],
+                        **_rule_columns(rule),
                         "reps": reps,
                         "coverage": p,
                         "coverage_se": math.sqrt(max(p * (1.0 - p), 1e-12) / reps),
@@ -134,10 +131,7 @@ def run(reps: int, out: Path, seed: int) -> None:
                 "mechanism": "pooled",
                 "epsilon0": math.nan,
                 "epsilon_c": math.nan,
-                "rule": rule,
-                "beta": RULES[rule][0],
-                "gamma": RULES[rule][1],
-                "exponent": 1.0 / (2.0 * RULES[rule][0] + 1.0) + RULES[rule][1],
+                **_rule_columns(rule),
                 "reps": total,
                 "coverage": cov,
                 "coverage_se": math.sqrt(cov * (1.0 - cov) / total),
@@ -146,27 +140,11 @@ def run(reps: int, out: Path, seed: int) -> None:
                 "mean_bandwidth": math.nan,
             }
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    print(
-        f"{len(rows)} rows -> {out}; {time.perf_counter() - t0:.0f} s on {platform.machine()}, "
-        f"{platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"{write_rows(out, rows)}; {where(t0)}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=800)
-    ap.add_argument("--seed", type=int, default=2022)
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "mpl_bandwidth_study.csv"
-    )
-    a = ap.parse_args()
-    run(a.reps, a.out, a.seed)
+    run_study(run, __doc__, reps=800, seed=2022, table="mpl_bandwidth_study.csv")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -126,6 +126,17 @@ class Calibration:
         }
 
 
+class _Goal(NamedTuple):
+    """What a search is after: ``eps(delta) = target`` by ``method``, to the relative width
+    ``rtol``, in at most ``max_evaluations`` accountants."""
+
+    delta: float
+    target: float
+    method: str
+    rtol: float
+    max_evaluations: int
+
+
 def _scaled(components: Sequence[tuple[Fraction, int]], c: float) -> list[tuple[Fraction, int]]:
     fc = Fraction(c)
     return [(s * fc, m) for s, m in components]
@@ -165,32 +176,30 @@ def calibrate_factor(
         target = _check_target(target_epsilon)
     _check_rtol(rtol)
     settings = dict(composition_kwargs)
+    goal = _Goal(d, target, method, rtol, max_evaluations)
     if ladder and method == "exact" and not ({"grid", "split_grid", "refine"} & settings.keys()):
-        return _calibrate_ladder(comps, settings, rho, d, target, method, rtol, max_evaluations)
-    return _calibrate(
-        lambda c: composition(_scaled(comps, c), **settings),
-        comps,
-        d,
-        target,
-        method,
-        rtol,
-        max_evaluations,
-    )
+        return _calibrate_ladder(comps, settings, rho, goal)
+    return _calibrate(_scaled_composition(comps, settings), comps, goal)
+
+
+def _scaled_composition(
+    comps: tuple[tuple[Fraction, int], ...], settings: dict[str, Any]
+) -> Callable[[float], Any]:
+    """``c ->`` the accountant (:func:`composition`, keywords ``settings``) of ``comps`` with
+    every variance times ``c``."""
+    return lambda c: composition(_scaled(comps, c), **settings)
 
 
 def _calibrate_ladder(
     comps: tuple[tuple[Fraction, int], ...],
     settings: dict[str, Any],
     rho: float,
-    d: float,
-    target: float,
-    method: str,
-    rtol: float,
-    max_evaluations: int,
+    goal: _Goal,
 ) -> Calibration:
     """The coarse-to-fine search (:mod:`auditlib.accounting._ladder`) of a bracket-mode
     composition (``method="exact"``); an exact-lattice one (judged at ``c = 1``) takes the
     single-accountant search."""
+    d, target, method, rtol, max_evaluations = goal
     rungs = len(RUNGS) + 1
     evaluations = 0
     modes: set[str] = set()
@@ -215,15 +224,7 @@ def _calibrate_ladder(
 
     plan = {k: settings[k] for k in ("mode", "max_lattice", "max_work") if k in settings}
     if planned_method(comps, **plan) == "exact-lattice":
-        return _calibrate(
-            lambda c: composition(_scaled(comps, c), **settings),
-            comps,
-            d,
-            target,
-            method,
-            rtol,
-            max_evaluations,
-        )
+        return _calibrate(_scaled_composition(comps, settings), comps, goal)
 
     def affordable(rung: int, c: float) -> bool:
         split = RUNGS[rung]["split_grid"] if rung < rungs - 1 else settings.get("split_grid")
@@ -288,11 +289,7 @@ def calibrate_mixed(
     return _calibrate(
         lambda c: PrivacyLossComposition(scale_components(comps, c), **composition_kwargs),
         (),
-        d,
-        target,
-        "exact",
-        rtol,
-        max_evaluations,
+        _Goal(d, target, "exact", rtol, max_evaluations),
     )
 
 
@@ -314,13 +311,10 @@ def _check_rtol(rtol: float) -> None:
 def _calibrate(
     build: Callable[[float], Any],
     comps: tuple[tuple[Fraction, int], ...],
-    d: float,
-    target: float,
-    method: str,
-    rtol: float,
-    max_evaluations: int,
+    goal: _Goal,
 ) -> Calibration:
     """The certified search on ``c`` (module docstring); ``build(c)`` is the scaled accountant."""
+    d, target, method, rtol, max_evaluations = goal
     evaluations = 0
     modes: set[str] = set()
 

@@ -14,6 +14,8 @@ against :func:`tail_probability`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from auditlib.accounting._floats import ABSOLUTE_SLACK, U_LOG, blocked_sum, widen
@@ -74,24 +76,11 @@ def paper_bound_epsilon(
     lo, hi = 0.0, composition._upper.loss_max + 1.0
     if upper_fn(hi) > d:
         raise AccountingError(f"delta={d!r} is below what the truncated lattice can certify")
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if upper_fn(mid) > d:
-            lo = mid
-        else:
-            hi = mid
-    eps_upper = hi
-    lo2, hi2 = 0.0, eps_upper
+    eps_upper = _bisect(lambda e: upper_fn(e) > d, lo, hi, tol)[1]
     if lower_fn(0.0) <= d:
         eps_lower = 0.0
     else:
-        while hi2 - lo2 > tol:
-            mid = 0.5 * (lo2 + hi2)
-            if lower_fn(mid) > d:
-                lo2 = mid
-            else:
-                hi2 = mid
-        eps_lower = lo2
+        eps_lower = _bisect(lambda e: lower_fn(e) > d, 0.0, eps_upper, tol)[0]
     return Bracket(
         eps_lower,
         eps_upper,
@@ -100,3 +89,16 @@ def paper_bound_epsilon(
         composition.truncated_mass,
         composition.grid,
     )
+
+
+def _bisect(
+    above: Callable[[float], bool], lo: float, hi: float, tol: float
+) -> tuple[float, float]:
+    """``[lo, hi]`` halved until narrower than ``tol``, keeping ``above(lo)`` and not ``above(hi)``."""
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if above(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.bandwidth import check_percentiles
+from auditlib.epl.bandwidth import check_percentiles, check_positive
 from auditlib.epl.default import BIAS_AWARE_FACTOR, estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
@@ -93,16 +93,11 @@ class EPLResult:
 
 
 def _check_factor(bandwidth_factor: object) -> float:
-    try:
-        f = float(bandwidth_factor)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        f = math.nan
-    if not math.isfinite(f) or f <= 0.0:
-        raise InvalidParameterError(
-            f"Invalid bandwidth_factor: {bandwidth_factor!r}; pass a finite number > 0 "
-            "(0.1 reproduces Flaxman & Petti)."
-        )
-    return f
+    return check_positive(
+        "bandwidth_factor",
+        bandwidth_factor,
+        "pass a finite number > 0 (0.1 reproduces Flaxman & Petti).",
+    )
 
 
 def _empty(

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
+from auditlib.epl.bandwidth import check_positive
 from auditlib.exceptions import InvalidParameterError
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -59,15 +60,7 @@ def as_residuals(residuals: npt.ArrayLike) -> npt.NDArray[np.float64]:
 
 
 def _check_bandwidth(bandwidth: object) -> float:
-    try:
-        h = float(bandwidth)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        h = math.nan
-    if not math.isfinite(h) or h <= 0.0:
-        raise InvalidParameterError(
-            f"Invalid bandwidth: {bandwidth!r}; pass a finite absolute bandwidth h > 0."
-        )
-    return h
+    return check_positive("bandwidth", bandwidth, "pass a finite absolute bandwidth h > 0.")
 
 
 def is_integer_valued(r: npt.NDArray[np.float64]) -> bool:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from auditlib.epl.default import estimate_epl
-from auditlib.epl.estimator import epl
+from auditlib.epl.default import EPLEstimate, estimate_epl
+from auditlib.epl.estimator import EPLResult, epl
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.epl.surface import SURFACE_POINTS, epl_surface
@@ -56,14 +56,7 @@ def epl_rows(
             percentiles=percentiles,
             range_multiplier=range_multiplier,
         )
-        row: dict[str, Any] = {
-            "epl": float(res.epl),
-            "status": res.status,
-            "n": int(res.n),
-            "bandwidth": float(res.bandwidth),
-            "x": np.asarray(res.x, dtype=float),
-            "epl_x": np.asarray(res.epl_x, dtype=float),
-        }
+        row = epl_row(res)
         widths = [res.bandwidth]
         if uncertainty_seed is not None:
             seq = np.random.SeedSequence(uncertainty_seed, spawn_key=(q,))
@@ -72,15 +65,7 @@ def epl_rows(
                 hist, seed=seq, null_reference=ref, **ba.estimate_kwargs(percentiles)
             )
             widths.append(est.bandwidth)
-            row.update(
-                {
-                    "bias_aware": float(est.epl),
-                    "ci_low": float(est.ci_low),
-                    "ci_high": float(est.ci_high),
-                    "null_upper": float(est.null_upper),
-                    "inv_sigma2_hat": float(est.inv_sigma2_hat),
-                }
-            )
+            row.update(bias_aware_row(est))
         if surface_seed is not None:
             seq = np.random.SeedSequence(surface_seed, spawn_key=(q,))
             surf = epl_surface(
@@ -91,6 +76,29 @@ def epl_rows(
         row["kde_error"] = _kde_error(hist, widths)
         out.append(row)
     return out
+
+
+def epl_row(res: EPLResult) -> dict[str, Any]:
+    """A query's row of its EPL estimate: the EPL, its status, n, the bandwidth and the curve."""
+    return {
+        "epl": float(res.epl),
+        "status": res.status,
+        "n": int(res.n),
+        "bandwidth": float(res.bandwidth),
+        "x": np.asarray(res.x, dtype=float),
+        "epl_x": np.asarray(res.epl_x, dtype=float),
+    }
+
+
+def bias_aware_row(est: EPLEstimate) -> dict[str, float]:
+    """The bias-aware estimate's entries of a row: the EPL, its interval, floor and 1/σ² estimate."""
+    return {
+        "bias_aware": float(est.epl),
+        "ci_low": float(est.ci_low),
+        "ci_high": float(est.ci_high),
+        "null_upper": float(est.null_upper),
+        "inv_sigma2_hat": float(est.inv_sigma2_hat),
+    }
 
 
 def _kde_error(hist: LatticeHistogram, widths: Sequence[float]) -> float:

@@ -12,8 +12,9 @@ The schemas built from them, and their queries, are in :mod:`auditlib.geography.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,38 @@ def _check_unique(what: str, kind: str, names: Sequence[str]) -> None:
         raise InvalidParameterError(
             f"Invalid {what} {duplicates} repeated; {kind} names must be unique"
         )
+
+
+_T = TypeVar("_T")
+
+
+def _tuple_of(
+    cls: type[_T], items: Iterable[object], what: str, owner: str, usage: str
+) -> tuple[_T, ...]:
+    """``items`` as a tuple of ``cls``; else an error ``"Invalid <what> <item> of <owner>; give
+    <usage>"`` for the first that is not one."""
+    out = tuple(items)
+    for item in out:
+        if not isinstance(item, cls):
+            raise InvalidParameterError(f"Invalid {what} {item!r} of {owner}; give {usage}")
+    return out  # type: ignore[return-value]
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_NamedT = TypeVar("_NamedT", bound=_Named)
+
+
+def _by_name(items: Sequence[_NamedT], name: str, unknown: str) -> _NamedT:
+    """The item of ``items`` called ``name``; else an error ``"Unknown <unknown>; choose one of
+    <the names>"``."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise UnknownNameError(f"Unknown {unknown}; choose one of {[i.name for i in items]}")
 
 
 @dataclass(frozen=True)
@@ -126,14 +159,10 @@ class Attribute:
         for level in levels:
             _check_name(f"level (of attribute {self.name!r})", level)
         _check_unique(f"levels of attribute {self.name!r}:", "level", levels)
-        recodes = tuple(self.recodes)
+        owner = f"attribute {self.name!r}"
+        recodes = _tuple_of(Recode, self.recodes, "recode", owner, "Recode(name, groups, labels)")
         object.__setattr__(self, "recodes", recodes)
         for r in recodes:
-            if not isinstance(r, Recode):
-                raise InvalidParameterError(
-                    f"Invalid recode {r!r} of attribute {self.name!r}; give Recode(name, groups, "
-                    "labels)"
-                )
             r.level_map(len(levels))
 
     @property
@@ -142,10 +171,4 @@ class Attribute:
 
     def recode(self, name: str) -> Recode:
         """The recode called ``name``."""
-        for r in self.recodes:
-            if r.name == name:
-                return r
-        raise UnknownNameError(
-            f"Unknown recode {name!r} of attribute {self.name!r}; choose one of "
-            f"{[r.name for r in self.recodes]}"
-        )
+        return _by_name(self.recodes, name, f"recode {name!r} of attribute {self.name!r}")

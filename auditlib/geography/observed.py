@@ -68,13 +68,7 @@ class ObservedRelease:
         pop = self.population
         if level is None:
             return self.published.sum(axis=1, keepdims=True)
-        i = pop.levels.index(pop._check_level(level))
-        h = self.published
-        for lo in reversed(pop.levels[i + 1 :]):
-            p = pop.parents[lo]
-            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
-            h = np.add.reduceat(h, starts, axis=1)
-        return h
+        return pop.sum_rows(self.published, level, axis=1)
 
     def level_truth(self, level: str | None) -> npt.NDArray[np.int64]:
         """True counts ``(n_units(level), cells)`` (``None``: the root)."""

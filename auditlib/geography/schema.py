@@ -55,8 +55,10 @@ from auditlib.geography.attributes import (
     TOTAL,
     Attribute,
     Recode,
+    _by_name,
     _check_name,
     _check_unique,
+    _tuple_of,
 )
 from auditlib.geography.census_levels import RecodeSpec
 
@@ -77,13 +79,11 @@ class AttributeSchema:
 
     def __post_init__(self) -> None:
         _check_name("schema", self.name)
-        attributes = tuple(self.attributes)
+        owner = f"schema {self.name!r}"
+        attributes = _tuple_of(
+            Attribute, self.attributes, "attribute", owner, "Attribute(name, levels)"
+        )
         object.__setattr__(self, "attributes", attributes)
-        for a in attributes:
-            if not isinstance(a, Attribute):
-                raise InvalidParameterError(
-                    f"Invalid attribute {a!r} of schema {self.name!r}; give Attribute(name, levels)"
-                )
         names = [n for a in attributes for n in (a.name, *a.aliases, *(r.name for r in a.recodes))]
         _check_unique(
             f"schema {self.name!r}: attributes and recodes", "attribute and recode", names
@@ -106,13 +106,7 @@ class AttributeSchema:
 
     def attribute(self, name: str) -> Attribute:
         """The attribute called ``name``."""
-        for a in self.attributes:
-            if a.name == name:
-                return a
-        raise UnknownNameError(
-            f"Unknown attribute {name!r} in schema {self.name!r}; "
-            f"choose one of {list(self.attribute_names)}"
-        )
+        return _by_name(self.attributes, name, f"attribute {name!r} in schema {self.name!r}")
 
     # -- queries ---------------------------------------------------------------------------------
     @cached_property

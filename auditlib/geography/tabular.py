@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -65,13 +66,17 @@ class TabularPopulation:
 
     def level_histograms(self, level: str) -> IntArray:
         """Histograms ``(n_units(level), n_cells)`` of a level: exact sums of its rows."""
+        return self.sum_rows(self.histograms, level)
+
+    def sum_rows(self, rows: npt.NDArray[Any], level: str, axis: int = 0) -> npt.NDArray[Any]:
+        """``rows`` (one entry a row along ``axis``) summed to the units of ``level``."""
         i = self.levels.index(self._check_level(level))
-        h = self.histograms
+        h = rows
         for lo in reversed(self.levels[i + 1 :]):
             # children are contiguous and every unit has one: sum runs of equal parents
             p = self.parents[lo]
             starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
-            h = np.add.reduceat(h, starts, axis=0)
+            h = np.add.reduceat(h, starts, axis=axis)
         return h
 
     def path(self, level: str, index: int) -> tuple[str, ...]:

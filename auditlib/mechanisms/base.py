@@ -9,6 +9,7 @@ explicit :class:`numpy.random.Generator` passed to ``rvs``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -86,6 +87,19 @@ def check_probabilities(q: npt.ArrayLike) -> npt.NDArray[np.float64]:
         bad = arr[~((arr >= 0.0) & (arr <= 1.0))].ravel()[0]
         raise InvalidParameterError(f"Invalid q: {bad!r}; quantile levels must lie in [0, 1].")
     return arr
+
+
+def quantiles(
+    q: npt.ArrayLike,
+    search: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
+) -> npt.NDArray[np.float64]:
+    """A ppf: ``search`` of the levels ``q`` (checked by :func:`check_probabilities`; it returns a
+    new array), with −inf at level 0 and +inf at level 1 as in scipy."""
+    qq = check_probabilities(q)
+    out = search(qq)
+    out[qq == 0.0] = -np.inf
+    out[qq == 1.0] = np.inf
+    return out
 
 
 def as_integer_points(k: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:

@@ -34,9 +34,9 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import (
     Size,
     as_integer_points,
-    check_probabilities,
     check_rng,
     positive_finite,
+    quantiles,
 )
 
 #: Mass allowed outside the support radius (two-sided, upper bound).
@@ -221,14 +221,13 @@ class DiscreteGaussian:
         Searches the support ``[−K, K]``: levels with ``q ≤ P(X ≤ −K)`` (< 1e-30) return −K and
         levels above ``cdf(K)`` return K + 1.
         """
-        qq = check_probabilities(q)
+        return quantiles(q, self._search)
+
+    def _search(self, qq: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         r = self._radius
         ks = np.arange(-r, r + 1, dtype=np.float64)
         idx = np.searchsorted(self.cdf(ks), qq, side="left")
-        out = np.asarray(ks[0] + idx, dtype=np.float64)
-        out[qq == 0.0] = -np.inf
-        out[qq == 1.0] = np.inf
-        return out
+        return np.asarray(ks[0] + idx, dtype=np.float64)
 
     def mean(self) -> float:
         """0 (symmetric)."""

@@ -21,9 +21,9 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import (
     Size,
     as_integer_points,
-    check_probabilities,
     check_rng,
     positive_finite,
+    quantiles,
 )
 
 
@@ -96,7 +96,9 @@ class TwoSidedGeometric:
 
     def ppf(self, q: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Smallest integer k with cdf(k) ≥ q (float; ±inf at q = 0, 1 as in scipy)."""
-        qq = check_probabilities(q)
+        return quantiles(q, self._search)
+
+    def _search(self, qq: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         eps, a1 = self.epsilon, 1.0 + self.alpha
         out = np.empty(qq.shape, dtype=np.float64)
         with np.errstate(divide="ignore"):
@@ -113,10 +115,7 @@ class TwoSidedGeometric:
             fin = np.isfinite(out)
             out = np.where(fin & (c < qq), out + 1.0, out)
             out = np.where(fin & (c_prev >= qq), out - 1.0, out)
-        out = np.array(out + 0.0, dtype=np.float64)  # no negative zeros
-        out[qq == 0.0] = -np.inf
-        out[qq == 1.0] = np.inf
-        return out
+        return np.array(out + 0.0, dtype=np.float64)  # no negative zeros
 
     def mean(self) -> float:
         """0 (symmetric)."""

@@ -23,7 +23,7 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.census import allocation_query_count, gdpc_count
 from auditlib.mpl.hockey import hockey_stick_exact
-from auditlib.mpl.mpl import mpl
+from auditlib.mpl.mpl import mpl_known
 from auditlib.mpl.tradeoff_lower import tradeoff_lower
 
 MPL_AUDIT = 21  # stream id: (MPL_AUDIT, geolevel index)
@@ -83,16 +83,8 @@ def mpl_geolevel(
     """Run MPL on the geolevel's census release; return the numbers and curves the store keeps."""
     e = geolevel_mechanism(geolevel=geolevel, **mechanism)
     rng = seeds.rng(seed, MPL_AUDIT, geolevel_index)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=n,
-        n_confidence=n_confidence,
-        region=e.region,
-        rng=rng,
-        alpha=alpha,
-        tau=tau,
-        delta_epsilons=list(delta_epsilons),
+    r = mpl_known(
+        e, n, n_confidence, rng, alpha=alpha, tau=tau, delta_epsilons=list(delta_epsilons)
     )
     c = r.confidence
     hs = r.hockey_stick

@@ -35,7 +35,7 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
 from auditlib.mechanisms.base import positive_finite
 from auditlib.mpl.dpl import Region
-from auditlib.mpl.protocol import MechanismUnderTest
+from auditlib.mpl.protocol import MechanismUnderTest, OutputKind
 
 LossFunction = Callable[[Any, Any, npt.NDArray[Any]], npt.NDArray[np.float64]]
 
@@ -70,6 +70,52 @@ def _sup_over(
     return np.array([float(np.max(loss(a, b, points))) for a, b in pairs])
 
 
+def _known_mechanism(
+    name: str,
+    sampler: Any,
+    kind: OutputKind,
+    pairs: tuple[tuple[Any, Any], ...],
+    region: Region,
+    claimed: float,
+    epsilon: float,
+    loss: LossFunction,
+    *,
+    sup_points: npt.NDArray[Any] | None = None,
+    log_pmf: Callable[[Any, npt.NDArray[Any]], npt.NDArray[np.float64]] | None = None,
+) -> KnownMechanism:
+    """The entry of ``sampler`` (output ``kind``) on ``pairs`` and ``region``: ``epsilon_c_pairs``
+    the sup of ``loss`` over ``sup_points`` (default: the region's points)."""
+    points = region.points if sup_points is None else sup_points
+    return KnownMechanism(
+        mechanism=MechanismUnderTest(name, sampler, kind),
+        pairs=pairs,
+        region=region,
+        claimed_epsilon=claimed,
+        epsilon=epsilon,
+        epsilon_c_pairs=_sup_over(loss, pairs, points),
+        loss=loss,
+        log_pmf=log_pmf,
+    )
+
+
+def _table_loss(pmf: Callable[[tuple[float, ...]], npt.NDArray[np.float64]]) -> LossFunction:
+    """The exact loss ``|ln p_q(t) − ln p_q′(t)|`` of a mechanism with finitely many outputs
+    ``0, 1, ...``, ``pmf(q)`` its output law at the query vector ``q`` (one table a vector, cached)."""
+    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
+
+    def logpmf(q: Any) -> npt.NDArray[np.float64]:
+        key = tuple(float(v) for v in q)
+        if key not in cache:
+            cache[key] = np.log(pmf(key))
+        return cache[key]
+
+    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        idx = np.asarray(t, dtype=np.int64)
+        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
+
+    return loss
+
+
 def _continuous_sup_points(region: Region, kinks: list[float]) -> npt.NDArray[np.float64]:
     lo, hi = region.bounds[0]
     fine = np.linspace(lo, hi, 20_001)
@@ -85,6 +131,16 @@ def _laplace(
     out -= rng.standard_exponential(size)
     out *= scale
     return out
+
+
+def _plus_laplace(
+    q: Any, scale: float, n: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
+    """``n`` rows of the entries of ``q`` plus i.i.d. Lap(scale) noise."""
+    qa = np.asarray(q, dtype=np.float64)
+    noisy = _laplace(rng, scale, (n, qa.size))
+    noisy += qa
+    return noisy
 
 
 # -- Laplace ------------------------------------------------------------------------------------
@@ -117,14 +173,9 @@ def laplace_mechanism(
         return np.asarray(np.abs(np.abs(tt - float(s2)) - np.abs(tt - float(s))) / b)
 
     pts = _continuous_sup_points(region, [0.0] + [p[1] for p in pairs])
-    return KnownMechanism(
-        mechanism=MechanismUnderTest("laplace", LaplaceSampler(b), "continuous"),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=eps0,
-        epsilon=1.0 / b,
-        epsilon_c_pairs=_sup_over(loss, pairs, pts),
-        loss=loss,
+    sampler = LaplaceSampler(b)
+    return _known_mechanism(
+        "laplace", sampler, "continuous", pairs, region, eps0, 1.0 / b, loss, sup_points=pts
     )
 
 
@@ -152,10 +203,7 @@ class NoisyMaxSampler:
     scale: float
 
     def __call__(self, q: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        qa = np.asarray(q, dtype=np.float64)
-        noisy = _laplace(rng, self.scale, (n, qa.size))
-        noisy += qa
-        return np.argmax(noisy, axis=1).astype(np.int64)
+        return np.argmax(_plus_laplace(q, self.scale, n, rng), axis=1).astype(np.int64)
 
 
 def noisy_max_pmf(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
@@ -201,27 +249,11 @@ def report_noisy_max(epsilon: float) -> KnownMechanism:
     """
     eps0 = positive_finite("epsilon", epsilon)
     scale = 2.0 / eps0
-    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
-
-    def logpmf(q: Any) -> npt.NDArray[np.float64]:
-        key = tuple(float(v) for v in q)
-        if key not in cache:
-            cache[key] = np.log(noisy_max_pmf(key, scale))
-        return cache[key]
-
-    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-        idx = np.asarray(t, dtype=np.int64)
-        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
-
+    loss = _table_loss(lambda q: noisy_max_pmf(q, scale))
     region = Region.integers((0, 5))
-    return KnownMechanism(
-        mechanism=MechanismUnderTest("report_noisy_max", NoisyMaxSampler(scale), "discrete"),
-        pairs=RNM_PATTERNS,
-        region=region,
-        claimed_epsilon=eps0,
-        epsilon=eps0,
-        epsilon_c_pairs=_sup_over(loss, RNM_PATTERNS, region.points),
-        loss=loss,
+    sampler = NoisyMaxSampler(scale)
+    return _known_mechanism(
+        "report_noisy_max", sampler, "discrete", RNM_PATTERNS, region, eps0, eps0, loss
     )
 
 
@@ -235,10 +267,7 @@ class ContinuousMaxSampler:
     scale: float
 
     def __call__(self, v: Any, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
-        va = np.asarray(v, dtype=np.float64)
-        noisy = _laplace(rng, self.scale, (n, va.size))
-        noisy += va
-        return np.asarray(noisy.max(axis=1), dtype=np.float64)
+        return np.asarray(_plus_laplace(v, self.scale, n, rng).max(axis=1), dtype=np.float64)
 
 
 def continuous_max_logpdf(
@@ -275,16 +304,17 @@ def continuous_noisy_max(epsilon: float, *, k: int = 3, grid_size: int = 201) ->
         )
 
     pts = _continuous_sup_points(region, [0.0] + [p[1][0] for p in pairs])
-    return KnownMechanism(
-        mechanism=MechanismUnderTest(
-            "continuous_noisy_max", ContinuousMaxSampler(scale), "continuous"
-        ),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=eps0,
-        epsilon=eps0,
-        epsilon_c_pairs=_sup_over(loss, pairs, pts),
-        loss=loss,
+    sampler = ContinuousMaxSampler(scale)
+    return _known_mechanism(
+        "continuous_noisy_max",
+        sampler,
+        "continuous",
+        pairs,
+        region,
+        eps0,
+        eps0,
+        loss,
+        sup_points=pts,
     )
 
 
@@ -343,14 +373,10 @@ def exponential_mechanism(epsilon: float, *, grid_size: int = 201) -> KnownMecha
         )
 
     pts = _continuous_sup_points(region, [0.0, 1.0, 2.0] + [p[1] for p in pairs])
-    return KnownMechanism(
-        mechanism=MechanismUnderTest("exponential", ExponentialSampler(lam), "continuous"),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=eps0,
-        epsilon=exponential_epsilon(lam),
-        epsilon_c_pairs=_sup_over(loss, pairs, pts),
-        loss=loss,
+    sampler = ExponentialSampler(lam)
+    eps = exponential_epsilon(lam)
+    return _known_mechanism(
+        "exponential", sampler, "continuous", pairs, region, eps0, eps, loss, sup_points=pts
     )
 
 
@@ -379,14 +405,8 @@ def _count_entry(
         tt = np.asarray(t, dtype=np.int64)
         return np.asarray(np.abs(noise.logpmf(tt - int(c)) - noise.logpmf(tt - int(c2))))
 
-    return KnownMechanism(
-        mechanism=MechanismUnderTest(name, CountSampler(noise), "discrete"),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=claimed,
-        epsilon=epsilon,
-        epsilon_c_pairs=_sup_over(loss, pairs, region.points),
-        loss=loss,
+    return _known_mechanism(
+        name, CountSampler(noise), "discrete", pairs, region, claimed, epsilon, loss
     )
 
 

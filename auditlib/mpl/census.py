@@ -45,9 +45,8 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.flaxman import FlaxmanHierarchy, FlaxmanPopulation
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
 from auditlib.mechanisms.base import positive_finite
-from auditlib.mpl.catalogue import KnownMechanism
+from auditlib.mpl.catalogue import KnownMechanism, _known_mechanism
 from auditlib.mpl.dpl import Region
-from auditlib.mpl.protocol import MechanismUnderTest
 from auditlib.simulate.hierarchical import gdpc
 from auditlib.simulate.neighbours import add_person, move_person, remove_person
 from auditlib.simulate.release import QueryPlan, simulate_block
@@ -186,15 +185,15 @@ def _entry(
         tt = np.asarray(t, dtype=np.int64)
         return np.asarray(np.abs(logpmf_of(tt, count_of(a)) - logpmf_of(tt, count_of(b))))
 
-    eps_pairs = np.array([float(np.max(loss(a, b, region.points))) for a, b in pairs])
-    return KnownMechanism(
-        mechanism=MechanismUnderTest(name, sampler, "discrete"),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=claimed,
-        epsilon=epsilon,
-        epsilon_c_pairs=eps_pairs,
-        loss=loss,
+    return _known_mechanism(
+        name,
+        sampler,
+        "discrete",
+        pairs,
+        region,
+        claimed,
+        epsilon,
+        loss,
         log_pmf=lambda db, t: logpmf_of(np.asarray(t, dtype=np.int64), count_of(db)),
     )
 

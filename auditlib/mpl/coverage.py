@@ -24,7 +24,7 @@ from auditlib.mpl.catalogue import (
 )
 from auditlib.mpl.census import allocation_count, gdpc_count
 from auditlib.mpl.census_hist import adpc_count
-from auditlib.mpl.mpl import mpl
+from auditlib.mpl.mpl import mpl_known
 from auditlib.mpl.protocol import check_sample_size
 from auditlib.mpl.randomized_response import randomized_response, rr_keep_probability
 from auditlib.mpl.svt import svt2, svt4, svt5, svt6
@@ -143,15 +143,7 @@ def coverage_chunk(
     edge = np.zeros(stop - start, dtype=bool)
     for i, r in enumerate(range(start, stop)):
         g = seeds.rng(seed, MPL_COVERAGE, cell[0], cell[1], r)
-        res = mpl(
-            e.mechanism,
-            e.pairs,
-            n=n,
-            n_confidence=n_confidence,
-            region=e.region,
-            rng=g,
-            alpha=alpha,
-        )
+        res = mpl_known(e, n, n_confidence, g, alpha=alpha)
         lb[i], floor[i], edge[i] = res.lb, res.floor_driven, res.edge
     return {
         "lb": lb,

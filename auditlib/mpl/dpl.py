@@ -30,8 +30,8 @@ from auditlib.mpl.protocol import (
     MechanismUnderTest,
     OutputKind,
     check_kind,
+    check_sample_pair,
     check_sample_size,
-    check_samples,
 )
 
 DEFAULT_TAU = 1e-3  # the floor of seed 002 §V for n = 2·10⁴
@@ -228,10 +228,7 @@ def dpl_from_samples(
     """
     kind = check_kind(kind)
     tau = check_tau(tau)
-    x0 = np.asarray(samples_x)
-    dim = 1 if x0.ndim <= 1 else int(x0.shape[1])
-    x = check_samples(samples_x, kind=kind, dim=dim, name="samples_x")
-    y = check_samples(samples_x_prime, kind=kind, dim=dim, name="samples_x_prime")
+    x, y, dim = check_sample_pair(samples_x, samples_x_prime, kind)
     reg = as_region(region, kind, dim)
     if not (reg.contains(x).any() or reg.contains(y).any()):
         raise InvalidParameterError(

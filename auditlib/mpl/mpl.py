@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -48,8 +48,8 @@ from auditlib.mpl.protocol import (
     MechanismUnderTest,
     OutputKind,
     check_kind,
+    check_sample_pair,
     check_sample_size,
-    check_samples,
 )
 
 SPARSE_COUNT = 20  # fewer draws than this at t̂ (discrete): the normal approximation is doubtful
@@ -106,10 +106,7 @@ def confidence_bound(
     kind = check_kind(kind)
     alpha = check_alpha(alpha)
     tau = check_tau(tau)
-    x0 = np.asarray(samples_x)
-    dim = 1 if x0.ndim <= 1 else int(x0.shape[1])
-    x = check_samples(samples_x, kind=kind, dim=dim, name="samples_x")
-    y = check_samples(samples_x_prime, kind=kind, dim=dim, name="samples_x_prime")
+    x, y, dim = check_sample_pair(samples_x, samples_x_prime, kind)
     big_n = int(x.shape[0])
     if y.shape[0] != big_n:
         raise InvalidParameterError(
@@ -426,4 +423,34 @@ def mpl(
         edge=results[best].edge,
         sparse_support=conf.sparse_support,
         hockey_stick=hs,
+    )
+
+
+class _Entry(Protocol):
+    """A mechanism under test with its pairs and region (a catalogue or census entry)."""
+
+    @property
+    def mechanism(self) -> MechanismUnderTest: ...
+
+    @property
+    def pairs(self) -> Sequence[tuple[Any, Any]]: ...
+
+    @property
+    def region(self) -> Any: ...
+
+
+def mpl_known(
+    entry: _Entry, n: int, n_confidence: int, rng: np.random.Generator, **options: Any
+) -> MPLResult:
+    """:func:`mpl` of an entry (:class:`~auditlib.mpl.catalogue.KnownMechanism`, a census
+    release's) on its own pairs and region: ``n`` and ``n_confidence`` draws per input,
+    ``options`` the rest of :func:`mpl`'s arguments."""
+    return mpl(
+        entry.mechanism,
+        entry.pairs,
+        n=n,
+        n_confidence=n_confidence,
+        region=entry.region,
+        rng=rng,
+        **options,
     )

@@ -105,6 +105,18 @@ def check_samples(
     return out
 
 
+def check_sample_pair(
+    samples_x: npt.ArrayLike, samples_x_prime: npt.ArrayLike, kind: OutputKind
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], int]:
+    """Draws at x and at x′ through :func:`check_samples`, both of the dimension of ``samples_x``;
+    and that dimension."""
+    x0 = np.asarray(samples_x)
+    dim = 1 if x0.ndim <= 1 else int(x0.shape[1])
+    x = check_samples(samples_x, kind=kind, dim=dim, name="samples_x")
+    y = check_samples(samples_x_prime, kind=kind, dim=dim, name="samples_x_prime")
+    return x, y, dim
+
+
 @dataclass(frozen=True)
 class MechanismUnderTest:
     """A black-box mechanism: its batched sampler, output kind and output dimension.

@@ -18,9 +18,8 @@ import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms.base import positive_finite
-from auditlib.mpl.catalogue import KnownMechanism, _sup_over
+from auditlib.mpl.catalogue import KnownMechanism, _known_mechanism
 from auditlib.mpl.dpl import Region
-from auditlib.mpl.protocol import MechanismUnderTest
 
 # -- randomized response (Warner 1965; k-ary "generalized" RR) ---------------------------------
 
@@ -110,13 +109,7 @@ def randomized_response(
         return np.asarray(np.abs(log_pmf(x, t) - log_pmf(x2, t)))
 
     default = "randomized_response" if kk == 2 else f"randomized_response_k{kk}"
-    return KnownMechanism(
-        mechanism=MechanismUnderTest(name or default, RandomizedResponseSampler(kk, g), "discrete"),
-        pairs=pairs,
-        region=region,
-        claimed_epsilon=eps0,
-        epsilon=true_eps,
-        epsilon_c_pairs=_sup_over(loss, pairs, region.points),
-        loss=loss,
-        log_pmf=log_pmf,
+    sampler = RandomizedResponseSampler(kk, g)
+    return _known_mechanism(
+        name or default, sampler, "discrete", pairs, region, eps0, true_eps, loss, log_pmf=log_pmf
     )

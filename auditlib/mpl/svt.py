@@ -19,9 +19,14 @@ import numpy.typing as npt
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mechanisms import Laplace
 from auditlib.mechanisms.base import positive_finite
-from auditlib.mpl.catalogue import KnownMechanism, LossFunction, _laplace, _sup_over
+from auditlib.mpl.catalogue import (
+    KnownMechanism,
+    LossFunction,
+    _known_mechanism,
+    _laplace,
+    _table_loss,
+)
 from auditlib.mpl.dpl import Region
-from auditlib.mpl.protocol import MechanismUnderTest
 
 # -- Sparse Vector Technique (Lyu, Su & Li 2017, Algorithms 2, 4, 5) ------------------------------
 
@@ -164,31 +169,13 @@ def _svt_entry(
     kq = len(SVT_PATTERNS[0][0])
     size = kq + 1 if sampler.first_above else 1 << kq
     region = Region.integers((0, size - 1))
-    return KnownMechanism(
-        mechanism=MechanismUnderTest(name, sampler, "discrete"),
-        pairs=SVT_PATTERNS,
-        region=region,
-        claimed_epsilon=claimed,
-        epsilon=epsilon,
-        epsilon_c_pairs=_sup_over(loss, SVT_PATTERNS, region.points),
-        loss=loss,
-    )
+    return _known_mechanism(name, sampler, "discrete", SVT_PATTERNS, region, claimed, epsilon, loss)
 
 
-def _first_above_loss(sampler: SVTSampler) -> LossFunction:
-    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
-
-    def logpmf(q: Any) -> npt.NDArray[np.float64]:
-        key = tuple(float(v) for v in q)
-        if key not in cache:
-            cache[key] = np.log(svt_first_above_pmf(key, sampler.rho_scale, sampler.nu_scale))
-        return cache[key]
-
-    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-        idx = np.asarray(t, dtype=np.int64)
-        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
-
-    return loss
+def _exact_loss(sampler: SVTSampler) -> LossFunction:
+    """The exact loss from the output law of ``sampler``: the first-⊤ index or the bit vector."""
+    pmf = svt_first_above_pmf if sampler.first_above else svt_bits_pmf
+    return _table_loss(lambda q: pmf(q, sampler.rho_scale, sampler.nu_scale))
 
 
 def svt2(epsilon: float) -> KnownMechanism:
@@ -198,7 +185,7 @@ def svt2(epsilon: float) -> KnownMechanism:
     """
     eps0 = positive_finite("epsilon", epsilon)
     s = SVTSampler(rho_scale=2.0 / eps0, nu_scale=4.0 / eps0, first_above=True)
-    return _svt_entry("svt2", s, eps0, eps0, _first_above_loss(s))
+    return _svt_entry("svt2", s, eps0, eps0, _exact_loss(s))
 
 
 def svt4(epsilon: float) -> KnownMechanism:
@@ -211,7 +198,7 @@ def svt4(epsilon: float) -> KnownMechanism:
     nominal = 4.0 * eps0 / 7.0
     e1 = nominal / 4.0
     s = SVTSampler(rho_scale=1.0 / e1, nu_scale=1.0 / (nominal - e1), first_above=True)
-    return _svt_entry("svt4", s, eps0, eps0, _first_above_loss(s))
+    return _svt_entry("svt4", s, eps0, eps0, _exact_loss(s))
 
 
 def svt6(epsilon: float) -> KnownMechanism:
@@ -223,19 +210,7 @@ def svt6(epsilon: float) -> KnownMechanism:
     """
     eps0 = positive_finite("epsilon", epsilon)
     s = SVTSampler(rho_scale=2.0 / eps0, nu_scale=2.0 / eps0, first_above=False)
-    cache: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}
-
-    def logpmf(q: Any) -> npt.NDArray[np.float64]:
-        key = tuple(float(v) for v in q)
-        if key not in cache:
-            cache[key] = np.log(svt_bits_pmf(key, s.rho_scale, s.nu_scale))
-        return cache[key]
-
-    def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-        idx = np.asarray(t, dtype=np.int64)
-        return np.asarray(np.abs(logpmf(q)[idx] - logpmf(q2)[idx]))
-
-    return _svt_entry("svt6", s, eps0, math.inf, loss)
+    return _svt_entry("svt6", s, eps0, math.inf, _exact_loss(s))
 
 
 def svt5(epsilon: float) -> KnownMechanism:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -135,11 +135,7 @@ class HistogramDatabase:
 
     # -- checks ------------------------------------------------------------------------------------
     def check_block(self, block: object) -> int:
-        if (
-            isinstance(block, bool)
-            or not isinstance(block, int | np.integer)
-            or not 0 <= int(block) < self.n_blocks
-        ):
+        if not _is_index(block, self.n_blocks):
             raise InvalidParameterError(
                 f"Unknown block {block!r}; the database has blocks 0..{self.n_blocks - 1} "
                 f"(of {self.levels[-1]!r})"
@@ -161,11 +157,7 @@ class HistogramDatabase:
                     f"0..{sch.n_cells - 1})"
                 )
             return found
-        if (
-            isinstance(cell, bool)
-            or not isinstance(cell, int | np.integer)
-            or not 0 <= int(cell) < sch.n_cells
-        ):
+        if not _is_index(cell, sch.n_cells):
             raise InvalidParameterError(
                 f"Unknown cell {cell!r} of schema {sch.name!r}; allowed 0.."
                 f"{sch.n_cells - 1} or a label such as {cell_label(sch, sch.n_cells - 1)!r}"
@@ -176,11 +168,7 @@ class HistogramDatabase:
     def state(self, top_unit: int) -> tuple[HistogramDatabase, IntArray]:
         """The top-level unit ``top_unit`` (a state) as its own database (``n_top`` = 1), and the
         index in this database of each of its blocks (its blocks keep their order)."""
-        if (
-            isinstance(top_unit, bool)
-            or not isinstance(top_unit, int | np.integer)
-            or not 0 <= int(top_unit) < self.n_top
-        ):
+        if not _is_index(top_unit, self.n_top):
             raise InvalidParameterError(
                 f"Invalid state {top_unit!r}; the top level {self.levels[0]!r} has units "
                 f"0..{self.n_top - 1}"
@@ -325,6 +313,13 @@ class HistogramPair:
             )
         kind: ChangeKind = "move" if src and tgt else "add" if tgt else "remove"
         return HistogramPair(sub_d, sub_p, HistogramChange(kind, src, tgt))
+
+
+def _is_index(value: object, n: int) -> TypeGuard[int | np.integer[Any]]:
+    """Whether ``value`` is an integer (not a bool) in ``0..n-1``."""
+    return (
+        not isinstance(value, bool) and isinstance(value, int | np.integer) and 0 <= int(value) < n
+    )
 
 
 def _with(db: HistogramDatabase, hist: IntArray) -> HistogramDatabase:

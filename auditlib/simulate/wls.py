@@ -137,12 +137,7 @@ def solve_wls_normal(
     ``½ xᵀ H x − bᵀx`` per unit. Measurements need not be kept: ``b`` accumulates query by query.
 
     ``b`` may be overwritten (pass a copy to keep it)."""
-    h = np.asarray(hessian, dtype=np.float64)
-    bb = np.asarray(b, dtype=np.float64)
-    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
-        raise InvalidParameterError(
-            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
-        )
+    h, bb = _normal_equations(hessian, b)
     n_units, n_cells = bb.shape
     seg = np.asarray(segment, dtype=np.int64)
     if seg.shape != (n_units, n_cells):
@@ -168,12 +163,7 @@ def solve_wls_children(
     cell``, without building them (the same result, bit for bit).
 
     ``b`` may be overwritten (pass a copy to keep it)."""
-    h = np.asarray(hessian, dtype=np.float64)
-    bb = np.asarray(b, dtype=np.float64)
-    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
-        raise InvalidParameterError(
-            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
-        )
+    h, bb = _normal_equations(hessian, b)
     par = np.asarray(parent, dtype=np.int64).ravel()
     if par.size != bb.shape[0]:
         raise InvalidParameterError(
@@ -182,6 +172,17 @@ def solve_wls_children(
     if not tol > 0:
         raise InvalidParameterError(f"Invalid tol: {tol}; must be > 0")
     return _solve(h, bb, ChildSegments(par, parent_hist), tol, max_iter)
+
+
+def _normal_equations(hessian: npt.ArrayLike, b: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """``hessian`` (c, c) and ``b`` (n, c) as float arrays, or an error naming their shapes."""
+    h = np.asarray(hessian, dtype=np.float64)
+    bb = np.asarray(b, dtype=np.float64)
+    if h.ndim != 2 or h.shape[0] != h.shape[1] or bb.ndim != 2 or bb.shape[1] != h.shape[0]:
+        raise InvalidParameterError(
+            f"Invalid normal equations: hessian {h.shape} and b {bb.shape}; need (c, c) and (n, c)"
+        )
+    return h, bb
 
 
 #: units a children solve iterates on at a time (:func:`_solve`): a run's arrays stay in cache
