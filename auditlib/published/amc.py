@@ -113,7 +113,7 @@ def amc_replicates(
     seed: int | np.random.SeedSequence,
     *,
     queries: Sequence[str] | None = None,
-    areas: Areas | None = None,
+    areas: Areas | AreaMap | None = None,
     keep_bottom: bool = False,
     tol: float = 1e-3,
     rounding: Rounding = "controlled",

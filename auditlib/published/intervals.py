@@ -166,11 +166,7 @@ def area_moments(
         raise InvalidParameterError(
             f"Invalid replicates of shape {reps.shape}; need (R, {p.shape[0]}, {p.shape[1]})"
         )
-    amap = areas if isinstance(areas, AreaMap) else area_map(areas, p.shape[0])
-    if amap.n_units != p.shape[0]:
-        raise InvalidParameterError(
-            f"Invalid areas: built for {amap.n_units} units, the counts have {p.shape[0]}"
-        )
+    amap = area_map(areas, p.shape[0])
     if reps.shape[0] < 2:
         raise InvalidParameterError(
             f"Invalid replicates: {reps.shape[0]}; a variance needs at least 2 (the Bureau ran 25–50)"

@@ -184,12 +184,19 @@ class AreaMap:
         return np.asarray(out, dtype=np.float64).reshape(self.n_areas, k)
 
 
-def area_map(areas: Areas, n_units: int) -> AreaMap:
+def area_map(areas: Areas | AreaMap, n_units: int) -> AreaMap:
     """Check a mapping of ``n_units`` bottom-level units to areas and return its :class:`AreaMap`.
 
     ``areas`` is an integer array of length ``n_units`` (unit ``i`` is in area ``areas[i]``; areas
     are ``0..max``, named by their index) or a mapping of area names to the unit indices of each
-    area (areas may overlap; a unit listed twice in one area counts twice)."""
+    area (areas may overlap; a unit listed twice in one area counts twice). An :class:`AreaMap`
+    is returned as it is if it was built for ``n_units`` units."""
+    if isinstance(areas, AreaMap):
+        if areas.n_units != n_units:
+            raise InvalidParameterError(
+                f"Invalid areas: built for {areas.n_units} units; the counts have {n_units}"
+            )
+        return areas
     if isinstance(areas, Mapping):
         if not areas:
             raise InvalidParameterError("Invalid areas: the mapping is empty; name at least one")
