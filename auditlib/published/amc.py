@@ -58,6 +58,35 @@ class AMCResult:
     area_names: tuple[str, ...] = ()
     bottom: dict[str, npt.NDArray[np.int32]] = field(default_factory=dict)
 
+    def merge(self, other: AMCResult) -> AMCResult:
+        """This run's replicates and ``other``'s (another range of replicates of the same
+        published release, queries and areas) as one result; kept bottom counts are concatenated
+        in that order."""
+        if (other.level_names, other.queries, other.area_names) != (
+            self.level_names,
+            self.queries,
+            self.area_names,
+        ):
+            raise InvalidParameterError(
+                "Inconsistent AMC results: merged runs need the same levels, queries and areas"
+            )
+        if bool(self.bottom) != bool(other.bottom):
+            raise InvalidParameterError(
+                "Inconsistent AMC results: one run kept its bottom counts and the other did not"
+            )
+        return AMCResult(
+            self.level_names,
+            self.queries,
+            self.n_replicates + other.n_replicates,
+            {
+                lv: {q: m.merge(other.levels[lv][q]) for q, m in by_q.items()}
+                for lv, by_q in self.levels.items()
+            },
+            {q: m.merge(other.areas[q]) for q, m in self.areas.items()},
+            self.area_names,
+            {q: np.concatenate([b, other.bottom[q]]) for q, b in self.bottom.items()},
+        )
+
 
 def replicate_rngs(
     seed: int | np.random.SeedSequence, replicate: int, n_levels: int
@@ -115,6 +144,7 @@ def amc_replicates(
     queries: Sequence[str] | None = None,
     areas: Areas | AreaMap | None = None,
     keep_bottom: bool = False,
+    first_replicate: int = 0,
     tol: float = 1e-3,
     rounding: Rounding = "controlled",
     sampler: DGSampler = "table",
@@ -129,7 +159,9 @@ def amc_replicates(
     the generators :func:`replicate_rngs` ``(seed, r, levels)``. ``areas`` maps the bottom-level
     units to areas (:func:`~auditlib.published.moments.area_map`). ``keep_bottom`` keeps the
     bottom level's replicate counts (``R × n_units × query cells`` int32) in
-    :attr:`AMCResult.bottom`."""
+    :attr:`AMCResult.bottom`. ``first_replicate`` runs replicates ``first_replicate ..
+    first_replicate + n_replicates − 1`` (each keeps its own generators), so ranges run apart
+    (each of at least 2 replicates) and merged (:meth:`AMCResult.merge`) are one run's."""
     if isinstance(n_replicates, bool) or not isinstance(n_replicates, int | np.integer):
         raise InvalidParameterError(f"Invalid n_replicates: {n_replicates!r}; need an integer")
     if n_replicates < 2:
@@ -137,6 +169,10 @@ def amc_replicates(
             f"Invalid n_replicates: {n_replicates}; a variance needs at least 2 replicates "
             "(the Bureau ran 25–50)"
         )
+    if isinstance(first_replicate, bool) or not isinstance(first_replicate, int | np.integer):
+        raise InvalidParameterError(f"Invalid first_replicate: {first_replicate!r}; an integer")
+    if first_replicate < 0:
+        raise InvalidParameterError(f"Invalid first_replicate: {first_replicate}; need >= 0")
     p_bottom = check_counts(published)
     n_levels = len(hierarchy.levels)
     n_bottom = hierarchy.n_units(n_levels - 1)
@@ -158,7 +194,8 @@ def amc_replicates(
     kept: npt.NDArray[np.int32] | None = (
         np.empty((n_replicates, n_bottom, stack.shape[0]), dtype=np.int32) if keep_bottom else None
     )
-    for r in range(int(n_replicates)):
+    for j in range(int(n_replicates)):
+        r = int(first_replicate) + j
         rel = topdown(
             hierarchy,
             p_bottom,
@@ -175,7 +212,7 @@ def amc_replicates(
         if area_acc is not None and amap is not None:
             area_acc.add(amap.sums(bottom))
         if kept is not None:
-            kept[r] = bottom
+            kept[j] = bottom
     level_moments = {
         name: {q: acc.moments().columns(s) for q, s in slices.items()}
         for name, acc in zip(hierarchy.levels, accs, strict=True)

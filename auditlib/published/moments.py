@@ -117,6 +117,23 @@ class Moments:
     def rmse(self) -> FloatArray:
         return np.sqrt(self.mse)
 
+    def merge(self, other: Moments) -> Moments:
+        """The moments of both sets of replicates (of the same published counts): the sums add,
+        so replicates run in ranges on several workers merge into those of one run."""
+        if other.published.shape != self.published.shape or not np.array_equal(
+            other.published, self.published
+        ):
+            raise InvalidParameterError(
+                "Inconsistent moments: merged replicates must be of the same published counts "
+                f"(shapes {self.published.shape} and {other.published.shape})"
+            )
+        return Moments(
+            self.published,
+            self.sum_dev + other.sum_dev,
+            self.sum_sq_dev + other.sum_sq_dev,
+            self.n_replicates + other.n_replicates,
+        )
+
     def columns(self, cols: slice) -> Moments:
         """The moments of a range of columns (one query's cells)."""
         return Moments(

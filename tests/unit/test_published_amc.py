@@ -134,6 +134,30 @@ def test_amc_is_deterministic_given_the_seed() -> None:
     assert replicate_rngs(11, 3, 2)[0].integers(1 << 62) != g1.integers(1 << 62)
 
 
+def test_replicate_ranges_merge_into_one_run() -> None:
+    h = StateHierarchy.from_fanouts(("State", "County", "Block"), (2, 3))
+    p = np.array([[5], [0], [9], [2], [40], [1]])
+    meas = [[("total", 1.0)], [("total", 2.0)], [("total", 3.0)]]
+    areas = {"a": [0, 4], "b": [1, 2, 3]}
+    kw = {"areas": areas, "keep_bottom": True}
+    whole = amc_replicates(h, p, TOTAL_QUERIES, meas, 6, 8, **kw)  # type: ignore[arg-type]
+    first = amc_replicates(h, p, TOTAL_QUERIES, meas, 2, 8, **kw)  # type: ignore[arg-type]
+    rest = amc_replicates(h, p, TOTAL_QUERIES, meas, 4, 8, first_replicate=2, **kw)  # type: ignore[arg-type]
+    merged = first.merge(rest)
+    assert merged.n_replicates == 6
+    np.testing.assert_array_equal(merged.bottom["total"], whole.bottom["total"])
+    for lv in h.levels:
+        np.testing.assert_array_equal(
+            merged.levels[lv]["total"].sum_sq_dev, whole.levels[lv]["total"].sum_sq_dev
+        )
+    np.testing.assert_array_equal(merged.areas["total"].sum_dev, whole.areas["total"].sum_dev)
+    other = amc_replicates(h, p + 1, TOTAL_QUERIES, meas, 2, 8)
+    with pytest.raises(InvalidParameterError, match="same published counts"):
+        other.levels["Block"]["total"].merge(first.levels["Block"]["total"])
+    with pytest.raises(InvalidParameterError, match="same levels, queries and areas"):
+        other.merge(first)
+
+
 def test_area_moments_are_those_of_per_replicate_area_sums() -> None:
     h = StateHierarchy.from_fanouts(("State", "County", "Block"), (3, 5))
     p = (np.arange(30, dtype=np.int64).reshape(15, 2) * 3) % 17
