@@ -161,8 +161,10 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]
     queries = {q: sch.query_matrix(q) for q in sch.query_names}
     stack = np.concatenate([queries[q] for q in sch.query_names]).astype(np.int64)
     measured = measured_for(args.neighbours)
-    h = SyntheticHierarchy(LEVELS, FANOUTS, 1)
-    hier, truth = synthetic_state(h, PopulationParams(seed=args.seed), 1, sch)
+    fanouts = tuple(int(x) for x in args.fanouts.split(","))
+    h = SyntheticHierarchy(LEVELS, fanouts, 1)
+    pop = PopulationParams(seed=args.seed, mean_block_population=args.block_population)
+    hier, truth = synthetic_state(h, pop, 1, sch)
     n_blocks = truth.shape[0]
     g = np.random.default_rng([args.seed, AMC_STREAM])
     areas = {
@@ -200,6 +202,8 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]
         "alpha": args.alpha,
         "neighbours": args.neighbours,
         "seed": args.seed,
+        "fanouts": args.fanouts,
+        "block_population": args.block_population,
         "blocks": n_blocks,
         "people": int(truth.sum()),
         "areas": args.areas,
@@ -252,6 +256,14 @@ def main() -> None:
     ap.add_argument("--areas", type=int, default=20, help="random areas of blocks")
     ap.add_argument("--area-blocks", type=int, default=100, help="blocks per area")
     ap.add_argument("--seed", type=int, default=2020)
+    ap.add_argument(
+        "--fanouts",
+        default=",".join(map(str, FANOUTS)),
+        help="children per County, Tract, Block group, Block (default: the audit's 3,6,3,8)",
+    )
+    ap.add_argument(
+        "--block-population", type=float, default=30.0, help="mean people per non-empty block"
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/amc_coverage.csv"))
     args = ap.parse_args()
     print(machine_info(), flush=True)
