@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -285,3 +288,36 @@ def test_bad_areas_are_refused() -> None:
     np.testing.assert_array_equal(amap.sums(np.array([[1], [2], [3], [4]])), [[2], [8]])
     with pytest.raises(InvalidParameterError, match=r"replicates of shape \(2, 3, 1\)"):
         area_moments(p, np.zeros((2, 3, 1)), amap)
+
+
+# ---------------------------------------------------------------- the stored study
+
+
+def test_coverage_table_is_the_stored_study() -> None:
+    root = Path(__file__).resolve().parents[2]
+    with (root / "benchmarks" / "results" / "amc_coverage.csv").open(encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["queries"] == "all" or r["target"] == "areas"]
+    doc = (root / "docs" / "published_error_bars.md").read_text(encoding="utf-8").splitlines()
+    start = doc.index(
+        "| level | true count | counts | ct | t | bct | cz | z_sd | bias: true / AMC "
+        "| AMC variance ÷ true |"
+    )
+    table = []
+    for line in doc[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        table.append([c.strip() for c in line.strip("|").split("|")])
+    assert len(table) == len(rows)
+    for cells, r in zip(table, rows, strict=True):
+        target = "areas (totals)" if r["queries"] == "total" else r["target"]
+        assert cells == [
+            target,
+            r["size_bin"],
+            r["counts"],
+            *(f"{float(r[f'coverage_{k}']):.3f}" for k in ("ct", "t", "bct", "cz", "z_sd")),
+            f"{float(r['bias_true']):+.2f} / {float(r['bias_amc']):+.2f}",
+            f"{float(r['var_ratio']):.2f}",
+        ], cells
+    # the stored study is the documented size, and the Bureau's interval reaches 90 % in it
+    assert all(int(r["published"]) >= 200 and int(r["replicates"]) == 25 for r in rows)
+    assert min(float(r["coverage_ct"]) for r in rows) >= 0.9
