@@ -113,8 +113,9 @@ def replicate_rngs(
 
 def _query_stack(
     query_matrices: Mapping[str, npt.ArrayLike], queries: Sequence[str], n_cells: int
-) -> tuple[npt.NDArray[np.int64], dict[str, slice]]:
-    """The queries' matrices stacked (query cells × histogram cells) and each query's rows."""
+) -> tuple[npt.NDArray[np.float64], dict[str, slice]]:
+    """The queries' 0/1 matrices stacked (query cells × histogram cells), as float64 — marginals
+    are BLAS products, exact for counts below 2⁵³ — and each query's rows."""
     mats, slices, lo = [], {}, 0
     for q in queries:
         if q not in query_matrices:
@@ -127,7 +128,7 @@ def _query_stack(
                 f"Invalid query matrix for {q!r}: {m.shape[1]} columns, the published "
                 f"histograms have {n_cells} cells"
             )
-        mats.append(np.rint(m).astype(np.int64))
+        mats.append(m)
         slices[q] = slice(lo, lo + m.shape[0])
         lo += m.shape[0]
     return np.concatenate(mats, axis=0), slices
@@ -186,11 +187,20 @@ def amc_replicates(
         raise InvalidParameterError("Invalid queries: none given; name at least one")
     stack, slices = _query_stack(query_matrices, qnames, p_bottom.shape[1])
     amap: AreaMap | None = None if areas is None else area_map(areas, n_bottom)
+    if keep_bottom and rounding == "none":
+        raise InvalidParameterError(
+            "Invalid keep_bottom with rounding 'none': the kept replicates are integer counts; "
+            "keep them of a rounded release"
+        )
     if keep_bottom:
         check_block_size(n_replicates, n_bottom * stack.shape[0], 4)
     published_levels = hierarchy.aggregate(p_bottom)
-    accs = [MomentAccumulator(h @ stack.T) for h in published_levels]
-    area_acc = None if amap is None else MomentAccumulator(amap.sums(p_bottom @ stack.T))
+    accs = [MomentAccumulator(h.astype(np.float64) @ stack.T) for h in published_levels]
+    area_acc = (
+        None
+        if amap is None
+        else MomentAccumulator(amap.sums(p_bottom.astype(np.float64) @ stack.T))
+    )
     kept: npt.NDArray[np.int32] | None = (
         np.empty((n_replicates, n_bottom, stack.shape[0]), dtype=np.int32) if keep_bottom else None
     )
@@ -206,9 +216,10 @@ def amc_replicates(
             rounding=rounding,
             sampler=sampler,
         )
-        for i, acc in enumerate(accs):
-            acc.add(rel.dp[i] @ stack.T)
-        bottom = rel.dp[-1] @ stack.T
+        for dp, acc in zip(rel.dp, accs, strict=True):
+            marginals = np.asarray(dp, dtype=np.float64) @ stack.T
+            acc.add(marginals)
+        bottom = marginals  # the bottom level's
         if area_acc is not None and amap is not None:
             area_acc.add(amap.sums(bottom))
         if kept is not None:
