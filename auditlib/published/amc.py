@@ -168,7 +168,7 @@ def amc_replicates(
     if n_replicates < 2:
         raise InvalidParameterError(
             f"Invalid n_replicates: {n_replicates}; a variance needs at least 2 replicates "
-            "(the Bureau ran 25–50)"
+            "(the Bureau runs 25)"
         )
     if isinstance(first_replicate, bool) or not isinstance(first_replicate, int | np.integer):
         raise InvalidParameterError(f"Invalid first_replicate: {first_replicate!r}; an integer")

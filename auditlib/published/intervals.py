@@ -169,7 +169,7 @@ def area_moments(
     amap = area_map(areas, p.shape[0])
     if reps.shape[0] < 2:
         raise InvalidParameterError(
-            f"Invalid replicates: {reps.shape[0]}; a variance needs at least 2 (the Bureau ran 25–50)"
+            f"Invalid replicates: {reps.shape[0]}; a variance needs at least 2 (the Bureau runs 25)"
         )
     acc = MomentAccumulator(amap.sums(p))
     for r in reps:

@@ -79,7 +79,7 @@ class Moments:
         if self.n_replicates < 2:
             raise InvalidParameterError(
                 f"Invalid n_replicates: {self.n_replicates}; a variance needs at least 2 "
-                "replicates (the Bureau ran 25–50)"
+                "replicates (the Bureau runs 25)"
             )
         if not (self.published.shape == self.sum_dev.shape == self.sum_sq_dev.shape):
             raise InvalidParameterError(
