@@ -97,7 +97,8 @@ def critical_value(alpha: float, distribution: Distribution = "t", df: float = T
 
 
 def bias_correction_applies(m: Moments) -> npt.NDArray[np.bool_]:
-    """The Bureau's rule for subtracting the estimated bias (see the module docstring)."""
+    """The Bureau's rule for subtracting the estimated bias (see the module docstring); a bias of
+    exactly zero is not counted as corrected."""
     p, b = m.published, m.bias
     return (
         (p > MIN_PUBLISHED)
