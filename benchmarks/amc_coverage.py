@@ -34,7 +34,8 @@ true values. Every row carries the run's size and the machine.
 The stored ``benchmarks/results/amc_coverage.csv`` was run at ``--published 200 --replicates 25``
 (the defaults: 5,200 TopDown runs, 26 ms of CPU each, 4.5 min of wall clock on a loaded 2-core
 machine); ``amc_coverage_large.csv`` at the same size with ``--fanouts 4,8,3,10
---block-population 100`` (960 blocks, 31 ms per run). Each has a JSON sidecar with the CPU
+--block-population 100`` (960 blocks, 31 ms per run); ``amc_coverage_r10.csv`` the default state
+with ``--replicates 10``. Each has a JSON sidecar with the CPU
 seconds per published seed, the projection to 200 × 25 and the machine.
 """
 
