@@ -194,10 +194,12 @@ def test_area_moments_are_those_of_per_replicate_area_sums() -> None:
 
 
 def test_intervals_cover_large_counts_and_catch_narrow_ones() -> None:
-    """A state of 8 counties of 21 blocks: one block of 2,000 people and 20 empty ones each; the
+    """A state of 8 counties of 41 blocks: one block of 2,000 people and 40 empty ones each; the
     empty blocks' non-negativity pushes them up and, the county's total held, the large block
-    down by about 1.5 sd. T → P = TopDown(T) → AMC(P, R = 10), 20 times."""
-    c, b, n_p, r = 8, 21, 20, 10
+    down by about 1.8 sd (−13.8 ± 7.8 over 300 releases). T → P = TopDown(T) → AMC(P, R = 10),
+    20 times. (Over five other seed bases: ct 0.97–1.00, variance only 0.64–0.71, too narrow
+    0.46–0.59.)"""
+    c, b, n_p, r = 8, 41, 20, 10
     h = StateHierarchy.from_fanouts(("State", "County", "Block"), (c, b))
     truth = np.zeros((c * b, 1), dtype=np.int64)
     truth[::b] = 2000
@@ -216,10 +218,10 @@ def test_intervals_cover_large_counts_and_catch_narrow_ones() -> None:
         for kind, kw in kinds.items():
             covered[kind].append(amc_interval(m, 0.1, **kw).covers(truth)[large, 0])  # type: ignore[arg-type]
     cover = {k: float(np.mean(v)) for k, v in covered.items()}
-    # 160 intervals: the binomial sd of a coverage near 0.9 is 0.024, near 0.75 0.034
+    # 160 intervals: the binomial sd of a coverage near 0.9 is 0.024, near 0.7 0.036
     assert cover["ct"] >= 0.85, cover
-    assert cover["variance only"] <= 0.82, cover
-    assert cover["too narrow"] <= 0.75, cover
+    assert cover["variance only"] <= 0.80, cover
+    assert cover["too narrow"] <= 0.70, cover
 
 
 # ---------------------------------------------------------------- bad input
