@@ -159,7 +159,6 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
             url,
             s.cluster,
             run_id,
-            resume=True,
             overwrite=s.output.overwrite,
             lines=lines,
         )
