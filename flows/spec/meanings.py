@@ -57,7 +57,6 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("release", "epsilon_strata"): "sa3 only: ε₂ of each row's counts (the strata); unset: epsilon",
     ("population", "unit"): "table only: the column labelling the rows (unset: the row number)",
     ("population", "mean_per_location"): "flaxman only: mean people per leaf location",
-    ("epl", "method"): "the EPL estimator (Flaxman & Petti's kernel log-ratio)",
     ("accounting", "deltas"): "δ values of the ε(δ) table; the smallest is δ* of the reduced noise "
     "(seed 004 Table 1 uses 1e-11)",
     ("accounting", "eps_grid_points"): "points of the ε grid of the stored δ(ε) curves",

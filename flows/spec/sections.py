@@ -270,7 +270,6 @@ class SimulationSection(Strict):
 
 
 class EPLSection(Strict):
-    method: Literal["flaxman_petti"] = "flaxman_petti"
     bandwidth_factor: Annotated[float, Field(gt=0, le=100)] = 0.1
     percentiles: tuple[float, float] = (5.0, 95.0)
     range_multiplier: Annotated[float, Field(gt=0, le=100)] = 1.0

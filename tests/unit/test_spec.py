@@ -35,6 +35,8 @@ def test_default_spec_is_valid_and_round_trips() -> None:
         ({"epl": {"percentiles": [95, 5]}}, r"epl\.percentiles.*0 <= lower < upper <= 100"),
         ({"audit": {"universe": "units"}}, r"audit\.universe = 'units' is not in allocation"),
         ({"bogus": {}}, r"bogus: unknown key"),
+        # a key the spec no longer takes says why and what to do
+        ({"epl": {"method": "flaxman_petti"}}, r"epl\.method: no longer a key \(.*\); drop it"),
         ({"cluster": {"memory_limit": "lots"}}, r"cluster\.memory_limit = 'lots': must be a size"),
         # sizes are positive; integers are integers (no bool, no quoted or decimal number)
         ({"cluster": {"memory_limit": "-4GiB"}}, r"memory_limit = '-4GiB': must be a positive"),
