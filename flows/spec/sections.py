@@ -7,7 +7,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -21,7 +21,8 @@ from pydantic import (
 
 from auditlib.allocation_file import is_allocation_path
 from auditlib.allocations import ALLOCATION_FILES, load_allocation
-from auditlib.epl.settings import BiasAwareSettings
+from auditlib.epl.settings import DEFAULTS as EPL_DEFAULTS
+from auditlib.epl.settings import MAX_DRAWS, BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
 from flows.spec.meanings import describe_schema
 
@@ -269,20 +270,26 @@ class SimulationSection(Strict):
         return _named_some(v, 'query, e.g. ["total"]')
 
 
+#: the spec's bootstrap and reference sizes by default: the estimate's (set, never None in a spec)
+EPL_N_BOOT = cast(int, EPL_DEFAULTS.n_boot)
+EPL_N_NULL = cast(int, EPL_DEFAULTS.n_null)
+
+
 class EPLSection(Strict):
     bandwidth_factor: Annotated[float, Field(gt=0, le=100)] = 0.1
     percentiles: tuple[float, float] = (5.0, 95.0)
-    range_multiplier: Annotated[float, Field(gt=0, le=100)] = 1.0
-    # the bias-aware estimate (auditlib.epl.estimate_epl) and the EPL(x) surfaces
+    range_multiplier: Annotated[float, Field(gt=0, le=100)] = EPL_DEFAULTS.range_multiplier
+    # the bias-aware estimate (auditlib.epl.estimate_epl) and the EPL(x) surfaces: defaults from
+    # auditlib.epl.settings.DEFAULTS, the one place they are set
     bias_aware_bandwidth: Annotated[float, Field(gt=0, le=1e6)] | None = None
     bandwidth_kind: Literal["factor", "absolute", "scott", "silverman"] = "factor"
     bias_aware_percentiles: Literal["percentiles"] | tuple[float, float] = "percentiles"
-    shift: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    n_boot: Annotated[StrictInt, Field(gt=0, le=100_000)] = 200
-    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.9
+    shift: Annotated[float, Field(gt=0, le=1000)] = EPL_DEFAULTS.shift
+    n_boot: Annotated[StrictInt, Field(gt=0, le=MAX_DRAWS)] = EPL_N_BOOT
+    confidence: Annotated[float, Field(gt=0, lt=1)] = EPL_DEFAULTS.confidence
     ci_kind: Literal["basic", "percentile"] = "basic"
-    n_null: Annotated[StrictInt, Field(gt=0, le=100_000)] = 100
-    null_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    n_null: Annotated[StrictInt, Field(gt=0, le=MAX_DRAWS)] = EPL_N_NULL
+    null_quantile: Annotated[float, Field(gt=0, lt=1)] = EPL_DEFAULTS.null_quantile
 
     @field_validator("percentiles")
     @classmethod

@@ -130,3 +130,23 @@ def test_people_bounded_by_what_a_population_can_hold() -> None:
     pop = {"kind": "flaxman", "people": MAX_PEOPLE + 1}
     with pytest.raises(SpecError, match=r"population\.people = 400000001"):
         parse_spec({"release": {"kind": "gdpc"}, "population": pop})
+
+
+def test_the_bias_aware_knobs_default_in_one_place() -> None:
+    """The spec's [epl] knobs of the bias-aware estimate, estimate_epl's keywords and
+    epl_surface's default to auditlib.epl.settings.DEFAULTS: a literal default anywhere fails."""
+    import inspect
+
+    from auditlib.epl import epl_surface, estimate_epl
+    from auditlib.epl.settings import DEFAULTS
+    from flows.spec.sections import EPLSection
+
+    assert EPLSection().bias_aware_settings() == DEFAULTS
+    assert load_spec().epl.bias_aware_settings() == DEFAULTS  # the shipped spec sets none
+    sig = inspect.signature(estimate_epl).parameters
+    knobs = ("bandwidth_kind", "range_multiplier", "shift", "n_boot", "confidence", "ci_kind")
+    for name in (*knobs, "n_null", "null_quantile"):
+        assert sig[name].default == getattr(DEFAULTS, name), name
+    surface = inspect.signature(epl_surface).parameters
+    assert surface["n_boot"].default == DEFAULTS.n_boot
+    assert surface["confidence"].default == DEFAULTS.confidence
