@@ -130,7 +130,7 @@ def execute_locked(
         ClusterConfigError,
         cluster_runner,
         describe_failure,
-        prefect_api,
+        starting_prefect_api,
         worker_count,
     )
     from flows.runtime.reachability import ClusterUnreachableError, redact_url
@@ -145,15 +145,11 @@ def execute_locked(
         t0 = time.perf_counter()
         try:
             with (
-                prefect_api() as api_url,
+                starting_prefect_api() as (api_url, api_ready),
                 progress_bar(terminal) as progress,
             ):
                 bar = progress.add_task("starting cluster", total=None)
                 embedded = os.environ.get("DPAUDIT_EMBEDDED_API") == api_url
-                if lines is not None:
-                    took = progress_events.seconds(time.perf_counter() - t0)
-                    where = "embedded" if embedded else redact_url(api_url)
-                    lines.stage(f"Prefect API ready ({where}, {took})")
 
                 def hook(done: int, total: int, what: str) -> None:
                     progress.update(bar, completed=done, total=total, description=what)
@@ -175,7 +171,13 @@ def execute_locked(
                         soft_wrap=True, markup=False, highlight=False, emoji=False,
                     )  # fmt: skip
 
+                # a local cluster starts while an embedded API boots; the flow waits for both
                 with cluster_runner(cluster, warn) as runner:
+                    api_ready()
+                    if lines is not None:
+                        took = progress_events.seconds(time.perf_counter() - t0)
+                        where = "embedded" if embedded else redact_url(api_url)
+                        lines.stage(f"Prefect API ready ({where}, {took})")
                     flow = flow_fn.with_options(
                         task_runner=runner, timeout_seconds=cluster.timeout_s
                     )

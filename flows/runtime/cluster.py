@@ -94,6 +94,20 @@ def startup_timeout_s() -> float:
 def prefect_api(startup_timeout: float | None = None) -> Iterator[str]:
     """Yield the Prefect API URL: the configured one, or one embedded server for this process
     (started within ``startup_timeout`` seconds, default :func:`startup_timeout_s`)."""
+    with starting_prefect_api(startup_timeout) as (url, ready):
+        ready()
+        yield url
+
+
+@contextmanager
+def starting_prefect_api(
+    startup_timeout: float | None = None,
+) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Yield the Prefect API URL and a ``ready()`` that returns once the API answers: the
+    configured API (checked reachable first; ``ready`` returns at once), or an embedded server
+    whose process is launched here and its URL exported, so that what starts meanwhile (a local
+    Dask cluster's workers) reports to it, while it boots; ``ready`` waits for its health check
+    within ``startup_timeout`` seconds of the launch (default :func:`startup_timeout_s`)."""
     from prefect.settings import get_current_settings
 
     # the environment, the active Prefect profile or an enclosing test harness may name an API
@@ -106,20 +120,30 @@ def prefect_api(startup_timeout: float | None = None) -> Iterator[str]:
             f"Prefect API (PREFECT_API_URL={redact_url(url)})",
             "start it (`prefect server start`) or unset PREFECT_API_URL to use an embedded one",
         )
-        yield url
+        yield url, lambda: None
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    timeout = startup_timeout_s() if startup_timeout is None else startup_timeout
     server = embedded_server_class()()
-    server.start(timeout=startup_timeout_s() if startup_timeout is None else startup_timeout)
+    deadline = time.monotonic() + timeout
+    server.launch()
+    answered: list[bool] = []
+
+    def ready() -> None:
+        if not answered:
+            wait_healthy(server, deadline)
+            answered.append(True)
+
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ["DPAUDIT_EMBEDDED_API"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             try:
-                yield server.api_url
+                yield server.api_url, ready
             finally:
-                _drain()  # flush logs and events while the server still listens
+                if answered:
+                    _drain()  # flush logs and events while the server still listens
     finally:
         os.environ.pop("PREFECT_API_URL", None)
         os.environ.pop("DPAUDIT_EMBEDDED_API", None)
@@ -137,6 +161,7 @@ def embedded_server_class() -> type:
     global _EmbeddedServer
     if _EmbeddedServer is not None:
         return _EmbeddedServer
+    import atexit
     import subprocess
 
     import prefect
@@ -162,6 +187,17 @@ def embedded_server_class() -> type:
             except httpx.TimeoutException:
                 pass
             wait_healthy(self, deadline)
+
+        def launch(self) -> None:
+            """Start the server's process on a free port and return at once (Prefect's start
+            without its wait: :func:`wait_healthy` waits)."""
+            if self.running:
+                return
+            if self.port is None:
+                self.port = self.find_available_port()
+            self.running = True
+            self.server_process = self._run_uvicorn_command()
+            atexit.register(self.stop)
 
         def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
             server_env = {
@@ -359,13 +395,22 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
             cluster.memory_limit,
             connect_timeout,
         )
-        if adapt and not cluster.scheduler:
-            runner.adapt_kwargs = adapt
         if cluster.scheduler:
             message = tcp_timeout_warning(cluster.scheduler, connect_timeout)
             if message:
                 (warn or _print_warning)(message)
-        yield runner
+            yield runner
+            return
+        # a local cluster starts here, not at the flow's first task: while an embedded API boots
+        from distributed import LocalCluster
+
+        local = LocalCluster(**runner.cluster_kwargs)
+        try:
+            if adapt:
+                local.adapt(**adapt)
+            yield runner_cls(cluster=local)
+        finally:
+            local.close()
         return
     from flows.spec.cluster import import_cluster_class
 
