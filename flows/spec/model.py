@@ -136,16 +136,7 @@ class AuditSpec(Strict):
             return self
         alloc = load_allocation(self.audit.allocation)
         a = self.audit
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         levels = self.geolevels
         below_state = [g for g in levels if g not in ("US", "State")]
         for g in self.population.fanout:
@@ -242,16 +233,7 @@ class AuditSpec(Strict):
         table's levels (``release.levels``), its queries expressible in the schema."""
         a = self.audit
         alloc = load_allocation(a.allocation)
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         measured = self.table_measured_geolevels
         try:
             topdown_measured(

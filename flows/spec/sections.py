@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from auditlib.allocation_file import is_allocation_path
-from auditlib.allocations import ALLOCATION_FILES, load_allocation
+from auditlib.allocations import ALLOCATION_FILES, Allocation, load_allocation
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
 from flows.spec.meanings import describe_schema
@@ -113,6 +113,19 @@ class AuditSection(Strict):
         alloc = load_allocation(self.allocation)
         alloc.check_relation(self.neighbours)
         return self
+
+    def check_scope(self, alloc: Allocation) -> None:
+        """``universe`` and ``region`` are among those of ``alloc`` (this section's allocation)."""
+        if self.universe not in alloc.universes():
+            raise ValueError(
+                f"audit.universe = {self.universe!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.universes())}"
+            )
+        if self.region not in alloc.regions(self.universe):
+            raise ValueError(
+                f"audit.region = {self.region!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.regions(self.universe))}"
+            )
 
 
 class PopulationSection(Strict):
@@ -342,6 +355,15 @@ class EPLSection(Strict):
             n_null=self.n_null,
             null_quantile=self.null_quantile,
         )
+
+    def task_settings(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`flows.audit.tasks.epl_geolevel` this section sets."""
+        return {
+            "bandwidth_factor": self.bandwidth_factor,
+            "percentiles": self.percentiles,
+            "range_multiplier": self.range_multiplier,
+            "bias_aware": self.bias_aware_settings(),
+        }
 
     def store_attrs(self) -> dict[str, Any]:
         """Attributes of the ``epl`` group that describe the bias-aware estimate, its surfaces
