@@ -19,19 +19,18 @@ from pydantic import (
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
+from flows.spec.mpl_section import MPLSection
 from flows.spec.production import production_combination
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
     OBSERVED_ONLY,
     RELEASES_OF,
-    SYNTHETIC_ONLY,
     TABLE_ONLY,
     TABLE_ROOT,
     AccountingSection,
     AuditSection,
     EPLSection,
-    MPLSection,
     OutputSection,
     PopulationSection,
     ReleaseSection,
@@ -172,12 +171,7 @@ class AuditSpec(Strict):
 
     def _check_table(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; a table has its "
-                'own units and counts: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("a table has its own units and counts")
         if isinstance(p.levels, int):
             raise ValueError(
                 f"population.levels = {p.levels!r}: a table names its hierarchy columns, "
@@ -360,12 +354,7 @@ class AuditSpec(Strict):
 
     def _check_spine(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "
-                'its own units and people: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("the spine has its own units and people")
         spine_state_indices(self.audit.region, p.spine_states)  # names the bad state
 
     @model_validator(mode="after")

@@ -1,5 +1,6 @@
 """The sections of an audit spec, each a strict pydantic model with its bounds: audit, population,
-release, simulation, epl, accounting, mpl, output (the cluster's in ``flows.spec.cluster``)."""
+release, simulation, epl, accounting, output (the mpl section's in ``flows.spec.mpl_section``, the
+cluster's in ``flows.spec.cluster``)."""
 
 from __future__ import annotations
 
@@ -176,6 +177,16 @@ class PopulationSection(Strict):
         """Those of ``keys`` whose value is not the default (a spec written back out sets them all)."""
         default = PopulationSection()
         return [k for k in keys if getattr(self, k) != getattr(default, k)]
+
+    def refuse_synthetic_settings(self, own: str) -> None:
+        """Refuse a setting of the synthetic hierarchy for a population that has its ``own`` units
+        (``"a table has its own units and counts"``)."""
+        given = self.changed(SYNTHETIC_ONLY)
+        if given:
+            raise ValueError(
+                f"population.{given[0]} is a setting of the synthetic hierarchy; {own}: drop it, "
+                'or use population.kind = "synthetic"'
+            )
 
     @field_validator("path")
     @classmethod
@@ -435,43 +446,6 @@ class AccountingSection(Strict):
                 self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
             )
         return self
-
-
-MPLPair = Literal["add", "remove", "move"]
-
-
-def _all_pairs() -> list[MPLPair]:
-    return ["add", "remove", "move"]
-
-
-class MPLSection(Strict):
-    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
-    enabled: bool = False
-    geolevels: Literal["all"] | list[str] = "all"
-    query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
-    count: Annotated[StrictInt, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
-    pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
-    n: Annotated[StrictInt, Field(ge=100, le=10**7)] = 20_000
-    n_confidence: Annotated[StrictInt, Field(ge=100, le=10**7)] = 50_000
-    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
-    tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
-    radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0
-    delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
-        default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
-    )
-    fdp: bool = True  # also the empirical f-DP points of the count (own draws, n + n_confidence)
-
-    @field_validator("geolevels")
-    @classmethod
-    def _some_geolevels(cls, v: Any) -> Any:
-        return _named_some(v, 'geolevel, e.g. ["County"]')
-
-    @field_validator("pairs")
-    @classmethod
-    def _distinct(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("must not repeat a pair kind")
-        return v
 
 
 class OutputSection(Strict):
