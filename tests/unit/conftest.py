@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import xarray as xr
 
 from auditlib.geography.tabular import read_counts
 from auditlib.simulate.neighbours_hist import HistogramDatabase
@@ -24,4 +25,28 @@ def histograms() -> HistogramDatabase:
     )
     return HistogramDatabase.from_table(
         read_counts(frame, ["white", "black"], levels=["state", "county"], unit="block")
+    )
+
+
+@pytest.fixture(scope="session")
+def real_mpl_group() -> xr.Dataset:
+    """An audit's mpl group from the real per-geolevel MPL runs at State and County (small n);
+    read only."""
+    from auditlib.mpl.audit import mpl_geolevel
+    from flows.mpl import mpl_dataset, mpl_task_settings
+    from flows.spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "mpl": {
+                "enabled": True,
+                "geolevels": ["State", "County"],
+                "n": 2000,
+                "n_confidence": 4000,
+            }
+        }
+    )
+    s = mpl_task_settings(spec)
+    return mpl_dataset(
+        [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
     )

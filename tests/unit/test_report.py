@@ -567,30 +567,10 @@ def test_mpl_loss_curves_and_flags_in_words(full: tuple[pathlib.Path, str]) -> N
     assert 'id="mpl-coverage"' not in html
 
 
-def _real_mpl_group() -> xr.Dataset:
-    """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
-    from auditlib.mpl.audit import mpl_geolevel
-    from flows.mpl import mpl_dataset, mpl_task_settings
-    from flows.spec import parse_spec
-
-    spec = parse_spec(
-        {
-            "mpl": {
-                "enabled": True,
-                "geolevels": ["State", "County"],
-                "n": 2000,
-                "n_confidence": 4000,
-            }
-        }
-    )
-    s = mpl_task_settings(spec)
-    return mpl_dataset(
-        [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
-    )
-
-
-def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
-    ds = _real_mpl_group()
+def test_mpl_section_from_a_real_mpl_group(
+    tmp_path: pathlib.Path, real_mpl_group: xr.Dataset
+) -> None:
+    ds = real_mpl_group
     store = build_store(tmp_path / "s.zarr", ())
     ds.to_zarr(store, group="mpl", mode="w", zarr_format=3, consolidated=True)
     html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
