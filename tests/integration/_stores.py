@@ -1,10 +1,12 @@
-"""Comparing stores in the integration tests: every array's digest, two stores' equality, and the
-store an undisturbed audit writes (the reference a resumed run must equal)."""
+"""Comparing stores in the integration tests: every array's digest, two stores' equality, the
+store an undisturbed audit writes (the reference a resumed run must equal), and the smallest
+finished dpaudit store (what the store-safety tests replace, delete or stage)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import zarr
 
 from storage import checksums, store
@@ -44,3 +46,20 @@ def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]
     summary: dict[str, Any] = flow(spec, url, run_id_for(spec))
     store.finalize(url)
     return summary
+
+
+def finished_store(url: str, run_id: str = "abc") -> None:
+    """A finished dpaudit store at ``url`` (a path or an ``s3://`` URL) of run ``run_id``: the
+    residual template of one empty block at US, finalized."""
+    store.create_residual_template(
+        url,
+        states=["US"],
+        geolevels=["US"],
+        replicates=1,
+        n_items=2,
+        queries=["q"],
+        sigma2=np.full((1, 1), 4.0),
+        attrs={"run_id": run_id},
+    )
+    store.write_residual_block(url, 0, 0, None)
+    store.finalize(url)
