@@ -50,3 +50,20 @@ def real_mpl_group() -> xr.Dataset:
     return mpl_dataset(
         [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
     )
+
+
+@pytest.fixture(scope="session")
+def real_coverage_group() -> xr.Dataset:
+    """The group ``dpaudit mpl-coverage`` writes, from real coverage chunks: laplace and
+    gdpc_count at ε₀ 0.7 and 1.5, six repetitions each (small n); read only."""
+    from auditlib.mpl.coverage import coverage_chunk
+    from flows.mpl import coverage_dataset
+
+    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
+    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
+    results = {
+        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
+        for mi, m in enumerate(mechs)
+        for ei, e in enumerate(eps)
+    }
+    return coverage_dataset(results, mechs, eps, 6, settings)

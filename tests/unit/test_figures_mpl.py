@@ -10,8 +10,6 @@ import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.mpl.coverage import coverage_chunk
-from flows.mpl import coverage_dataset
 from flows.report.figures_mpl import coverage_ecdf_figure, loss_curve_figure
 
 
@@ -22,15 +20,8 @@ def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
     return buf.getvalue()
 
 
-def test_coverage_ecdf_figure_renders() -> None:
-    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
-    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
-    results = {
-        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
-        for mi, m in enumerate(mechs)
-        for ei, e in enumerate(eps)
-    }
-    ds = coverage_dataset(results, mechs, eps, 6, settings)
+def test_coverage_ecdf_figure_renders(real_coverage_group: xr.Dataset) -> None:
+    ds = real_coverage_group
     fig = coverage_ecdf_figure(ds)
     axes = [a for a in fig.axes if a.get_visible()]
     assert len(axes) == 2 and axes[0].get_title() == "laplace"
