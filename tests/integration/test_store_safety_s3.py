@@ -5,7 +5,6 @@ left by a killed run at once, exactly one gets it."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import socket
@@ -21,13 +20,10 @@ import pytest
 from auditlib.exceptions import StoreError
 from storage import store, targets
 from tests.integration._stores import finished_store
-from tests.integration.test_store_races import _child
+from tests.integration.test_store_races import CONTENDERS, CTX, _run
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-CONTENDERS = 16
-CTX = mp.get_context("fork")
 
 
 def fs_of(s3: S3) -> Any:  # noqa: F811
@@ -171,18 +167,9 @@ def test_runs_taking_over_a_killed_runs_lock_at_once_get_it_once(
 
     rounds = 6
     start = CTX.Barrier(CONTENDERS, action=leave_stale_lock)
-    out = CTX.Queue()
     marker = str(tmp_path / "holder")
-    args = (url, s3.endpoint, int(dead.stdout), marker, start, go, rounds, out)
-    procs = [CTX.Process(target=_child, args=(_take_over, *args)) for _ in range(CONTENDERS)]
-    for p in procs:
-        p.start()
-    total: Counter[str] = Counter()
-    for _ in procs:
-        total.update(out.get(timeout=120))
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    # CONTENDERS forked contenders (test_store_races's, as many as the barrier's parties)
+    total = _run(_take_over, (url, s3.endpoint, int(dead.stdout), marker, start, go, rounds))
     assert total["overlap"] == 0, total
     assert set(total) <= {"held", "refused"}, total
     assert total["held"] >= rounds and total["held"] + total["refused"] == rounds * CONTENDERS
@@ -208,7 +195,7 @@ def test_a_publish_cut_short_leaves_a_recognisable_unfinished_store(
     monkeypatch.undo()
     # the old store is gone, the new one not yet there: an unfinished dpaudit store, which a run
     # with --overwrite replaces (without it, prepare_remote refuses it)
-    assert store.is_finished_store(url) and not store.is_complete(url)
+    assert store.is_dpaudit_store(url) and not store.is_complete(url)
     store.check_target(url, overwrite=True)
     with pytest.raises(StoreError, match="holds an unfinished store; pass --overwrite"):
         store.prepare_remote(url, "r1", overwrite=False)
