@@ -15,32 +15,21 @@ Expectations, none taken from the code under test:
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 from test_epl_seed001 import adpc_exact_loss
+
+from tests.integration._examples import load_example
 
 EPS = 0.5
 
 
-def load_example() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "examples" / "midwest.py"
-    spec = importlib.util.spec_from_file_location("midwest_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def numbers() -> dict:
-    return load_example().seed001_epl(EPS, replicates=100, seed=1990)
+    return load_example("midwest.py", "midwest_example").seed001_epl(EPS, replicates=100, seed=1990)
 
 
 def test_the_table_is_the_1990_census(numbers: dict) -> None:
-    pop = load_example().midwest_population()
+    pop = load_example("midwest.py", "midwest_example").midwest_population()
     assert pop.n_units("county") == 437 and numbers["cells"] == 2_185
     assert int(pop.histograms.sum()) == 42_008_942  # the five states' 1990 populations
     assert numbers["n"] == 100 * 2_185

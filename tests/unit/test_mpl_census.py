@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.mpl import mpl
 from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.census import (
     allocation_count,
@@ -30,6 +29,7 @@ from auditlib.mpl.census import (
     neighbour_pairs,
     unit_count,
 )
+from tests.unit._mpl import lower_bounds
 
 N_SMALL, N_CONF_SMALL = 5_000, 12_500
 
@@ -41,18 +41,7 @@ def _dg_pmf(sigma2: float, k: np.ndarray) -> np.ndarray:
 
 
 def _lbs(e: KnownMechanism, reps: int, seed: int) -> np.ndarray:
-    out = []
-    for child in np.random.SeedSequence(seed).spawn(reps):
-        r = mpl(
-            e.mechanism,
-            e.pairs,
-            n=N_SMALL,
-            n_confidence=N_CONF_SMALL,
-            region=e.region,
-            rng=np.random.default_rng(child),
-        )
-        out.append(r.lb)
-    return np.array(out)
+    return lower_bounds(e, reps, seed, N_SMALL, N_CONF_SMALL)
 
 
 def test_neighbour_databases_move_the_count_by_one() -> None:
