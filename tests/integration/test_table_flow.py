@@ -1,4 +1,4 @@
-"""Real counts from a CSV through the audit flow on Dask: seed 001's GDPC of the rows' totals."""
+"""Real counts from a CSV through the audit flow on Dask: Flaxman's GDPC of the rows' totals."""
 
 from __future__ import annotations
 

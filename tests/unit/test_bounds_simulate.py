@@ -111,7 +111,7 @@ def test_population_sizes_are_checked_without_drawing() -> None:
     assert h.n_leaves <= MAX_PEOPLE
 
 
-def test_seed001_direct_chunks_are_bounded() -> None:
+def test_flaxman_direct_chunks_are_bounded() -> None:
     pair = move_between_areas(generate_population(2_000, 2, 20.0, seed=1), 0, 5)
     refused(
         lambda: direct_chunk(pair, "gdpc", 1.0, level=2, unit=0, start=0, stop=10**12, seed=1),

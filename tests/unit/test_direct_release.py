@@ -1,7 +1,7 @@
 """Direct samples of any release on (D, D′): reproducible, independent between D and D′, with power.
 
 References: the two-sided geometric's exact ratio P(e ≤ 0 | D) / P(e ≤ 0 | D′) = e^ε for a count
-moved by +1 (seed 001 §2.2, P(k) ∝ e^{−ε|k|}); TopDown run state by state with
+moved by +1 (Flaxman 2019 §2.2, P(k) ∝ e^{−ε|k|}); TopDown run state by state with
 :func:`auditlib.simulate.topdown.topdown` itself (the cut to one state must not change the value);
 SA4's invariant (a county of one block releases its true total).
 """

@@ -22,7 +22,7 @@ from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
 
-C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (seed 003)
+C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (Flaxman & Petti's appendix)
 
 
 def _geometric_draws(eps: float, seed: int, sets: int, n: int) -> Iterator[np.ndarray]:

@@ -363,7 +363,7 @@ def test_settings_refuse_bad_values(kwargs: dict[str, Any], error: type, pattern
 
 
 def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
-    """Seed 001's composed EPL: default knobs give the library's defaults; a knob reaches it."""
+    """Flaxman's composed EPL: default knobs give the library's defaults; a knob reaches it."""
     from auditlib.epl.composed import composed_epl
     from flows.audit.blocks import leaf_maps
 

@@ -3,7 +3,7 @@
 References, independent of the code under test: the discrete Gaussian's pmf normalized by direct
 summation (∝ exp(−k²/(2σ²)), |k| ≤ 400), whose log-ratio for a shift by one is the affine
 |(2u − 1)/(2σ²)| (so ε*_C = (2r + 1)/(2σ²) on C = {c − r..c + r}); the two-sided geometric's
-|ln| ratio is ε at every integer (seed 001 §2.2); σ² of the allocation read back from its CSV.
+|ln| ratio is ε at every integer (Flaxman 2019 §2.2); σ² of the allocation read back from its CSV.
 Coverage at fixed seeds at n = 5·10³, N = 1.25·10⁴ (as in test_mpl_estimator.py), with power: the
 bounds exceed the ε*_C of a claim with twice the variance in most runs.
 """

@@ -9,9 +9,9 @@ References, independent of the code under test:
   lower bound (level 1e-6) of the probability of t̂; power: the accounting of a release claiming
   16× the noise is exceeded by the same LB.
 * ADPC: the pmf of the sum of P two-sided geometrics by direct summation of the closed form
-  P(k) = (1 − α)/(1 + α)·α^{|k|}, α = e^{−ε/P} (seed 001 §2.2); far in the tails the loss tends
+  P(k) = (1 − α)/(1 + α)·α^{|k|}, α = e^{−ε/P} (Flaxman 2019 §2.2); far in the tails the loss tends
   to ε (composition of P runs at ε/P).
-* RDPC: ε-DP by the composition of its J + 1 levels at ε/(J + 1) (seed 001 §2.2).
+* RDPC: ε-DP by the composition of its J + 1 levels at ε/(J + 1) (Flaxman 2019 §2.2).
 """
 
 from __future__ import annotations

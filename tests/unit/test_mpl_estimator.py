@@ -1,4 +1,4 @@
-"""DPL (Algorithm 3) and MPL (Algorithm 4) of seed 002: exact targets, coverage and power.
+"""DPL (Algorithm 3) and MPL (Algorithm 4) of Askin, Kutta & Dette: exact targets, coverage and power.
 
 Coverage is measured against the exact ε*_C of the pairs tested (catalogue), at fixed seeds. The
 paper uses n = 2·10⁴, N = 5·10⁴ (§V); to keep this file fast the repetitions use n = 5·10³,
@@ -114,7 +114,7 @@ def test_dpl_multivariate() -> None:
 
 def test_mpl_data_centric_report_noisy_max() -> None:
     # ε_x of q = 0⁶ over its whole neighbourhood q' ∈ {0,1}⁶ \ {0⁶} at ε = 1.5: exact 0.743
-    # (REFERENCE), about half of ε (seed 002, Figure 5); 30 of 30 runs covered, median LB 0.667
+    # (REFERENCE), about half of ε (Askin, Kutta & Dette, Figure 5); 30 of 30 runs covered, median LB 0.667
     e = report_noisy_max(1.5)
     zero = (0,) * 6
     pairs = [(zero, q) for q in itertools.product((0, 1), repeat=6) if any(q)]

@@ -106,7 +106,7 @@ def _accounting() -> xr.Dataset:
     )
     c_rho = float(rho.sum())
     c_exact = np.array([_gauss_eps(d, c_rho) for d in DELTAS])
-    # seed 004's reduced noise: a made-up certified factor per level (rendered, not recomputed)
+    # Su, Su & Wang's reduced noise: a made-up certified factor per level (rendered, not recomputed)
     factor_lo = np.array([0.79, 0.8492, 0.7518])
     factor_hi = factor_lo + 2e-9
     return xr.Dataset(
@@ -144,7 +144,7 @@ def _accounting() -> xr.Dataset:
             "method": "exact-lattice",
             "neighbours": "add_remove",
             "headline_delta": 1e-10,
-            "calibration_delta": 1e-5,  # seed 004's δ*: not the headline δ
+            "calibration_delta": 1e-5,  # Su, Su & Wang's δ*: not the headline δ
         },
     )
 
