@@ -222,9 +222,12 @@ def render_with_progress(
 
 def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
     """Blocks, wall time and the ε (or EPL) table of a finished run, then where it was written."""
+    from flows.cli.published import has_error_bars, print_error_bars_summary
     from storage import schema as S
     from storage import store
 
+    if has_error_bars(url):  # a published table's error bars: their widths and CSV
+        return print_error_bars_summary(url, report, summary, wall)
     if S.ACCOUNTING not in store.groups(url):
         epl = store.open_group(url, S.EPL)
         typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks")
