@@ -73,7 +73,7 @@ def print_error_bars_summary(
         f"{wall:.1f} s"
     )
     frame = error_bars_frame(url)
-    csv = write_error_bars_csv(url, frame)
+    csv = None if store.is_remote(url) else csv_path_for(url)  # run_audit wrote it
     typer.echo(f"{level:g} % intervals of the true counts, widths (upper - lower):")
     for line in width_lines(frame):
         typer.echo(f"  {line}")

@@ -163,6 +163,10 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
             overwrite=s.output.overwrite,
             lines=lines,
         )
+    from flows.cli.published import has_error_bars, write_error_bars_csv
+
+    if has_error_bars(url):  # a published table's intervals, beside the store (the report links it)
+        write_error_bars_csv(url)
     if not no_report:
         try:
             render_with_progress(url, s.output.report, lines)
