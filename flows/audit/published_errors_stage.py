@@ -9,6 +9,7 @@ ranges and the workers."""
 from __future__ import annotations
 
 import functools
+import time
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
@@ -22,6 +23,7 @@ from flows.audit.published_errors import (
     errors_datasets,
     replicate_ranges,
 )
+from flows.runtime import progress
 from storage import store
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -
     ranges = replicate_ranges(plan.replicates, release.replicates_per_task)
     if all(store.group_complete(url, g) for g in groups):
         return {"replicates": plan.replicates, "ranges": 0}
+    t0 = time.perf_counter()
     futures = [
         amc_replicates_task.with_options(task_run_name=f"amc r{a}–{a + n - 1}").submit(plan, a, n)
         for a, n in ranges
@@ -56,4 +59,8 @@ def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -
     merged = functools.reduce(lambda x, y: x.merge(y), results)
     for name, ds in errors_datasets(plan, merged, release.alpha, release.areas).items():
         store.write_group(url, name, ds)
+    progress.stage(
+        f"error bars: {merged.n_replicates} TopDown runs from the published counts in "
+        f"{len(ranges)} range{'s' if len(ranges) != 1 else ''} ({time.perf_counter() - t0:.0f} s)"
+    )
     return {"replicates": merged.n_replicates, "ranges": len(ranges)}
