@@ -189,3 +189,24 @@ def test_published_settings_are_refused_with_other_kinds_and_one_replicate(tmp_p
     data["audit"] = {**data["audit"], "replicates": 1}  # type: ignore[dict-item]
     with pytest.raises(SpecError, match=r"audit.replicates = 1: .*at least 2"):
         parse_spec(data)
+
+
+def test_the_report_section_bins_widths_reads_the_study_and_links_the_csv(tmp_path: Path) -> None:
+    from flows.report.error_bars import STUDY, error_bars_section
+
+    table, areas, _ = write_published(tmp_path)
+    plan = make_plan(parse_spec(spec_data(table, areas)))
+    ds = errors_datasets(plan, amc_range(plan, 0, 2), 0.1, str(areas))
+    out = tmp_path / "reports" / "r.html"
+    sec = error_bars_section(list(ds.values()), str(tmp_path / "e.zarr"), out)
+    assert sec is not None and sec.level == "90" and sec.replicates == 2
+    assert sec.csv_href == "../e.errors.csv" and sec.csv_name == "e.errors.csv"
+    units = ds[UNITS_GROUP]
+    block = (units["level"].values == "block") & (units["published"].values == 0)
+    row = next(r for r in sec.rows if r["level"] == "block" and r["bin"] == "0")
+    assert row["counts"] == f"{int(block.sum()):,}"
+    assert [r["level"] for r in sec.rows][-1] == "areas"
+    if STUDY.is_file():  # the shipped study's figures, read, not written into the code
+        first = STUDY.read_text().splitlines()[2].split(",")
+        assert (sec.coverage[0]["target"], sec.coverage[0]["bin"]) == (first[0], first[2])
+        assert "with fewer than 25" in sec.coverage_note
