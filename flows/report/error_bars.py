@@ -56,6 +56,14 @@ class ErrorBarsSection:
         )
 
 
+def allocation_of(attrs: dict[str, Any]) -> str:
+    """The allocation whose TopDown the error bars rerun (the stored spec's; the store's
+    ``allocation_id`` is an accounted release's only)."""
+    from flows.report.release import _spec
+
+    return str(_spec(attrs).get("audit", {}).get("allocation", "")) or "—"
+
+
 def open_error_bars(store: str, storage_options: dict[str, Any] | None) -> list[xr.Dataset]:
     """The store's error bars groups (units, then areas), loaded; [] for any other store."""
     out = []

@@ -33,7 +33,7 @@ from flows.report.accuracy import accuracy_section
 from flows.report.claims import read_claims
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
-from flows.report.error_bars import error_bars_section, open_error_bars
+from flows.report.error_bars import allocation_of, error_bars_section, open_error_bars
 from flows.report.fdp_coverage import fdp_coverage_section
 from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
@@ -175,6 +175,8 @@ def render_report(
         if coverage_only
         else audit_header(attrs, acc, n_rep, hd, basis)
     )
+    if error_bars is not None:  # the allocation TopDown reran (no accounting of it is stored)
+        header["allocation_id"] = allocation_of(attrs)
 
     _step(6, "writing the page")
     html = render_page(
