@@ -112,6 +112,7 @@ def test_dpaudit_run_of_the_example_prints_the_csv(prefect_harness: None, tmp_pa
         **os.environ,
         "PREFECT_API_URL": str(PREFECT_API_URL.value()),
         "DPAUDIT_LOG_DIR": str(tmp_path / "logs"),
+        "PYTHONPATH": str(COUNTRY.parents[1]),  # this checkout's dpaudit, whatever is installed
     }
     cmd = [sys.executable, "-m", "flows.cli", "run", "error_bars.toml", "--store", "e.zarr",
            "--report", "e.html"]  # fmt: skip
