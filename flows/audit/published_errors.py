@@ -50,10 +50,12 @@ def amc_seed(plan: AuditPlan) -> np.random.SeedSequence:
     return seeds.seed_sequence(plan.noise_seed, AMC_REPLICATES)
 
 
-def replicate_ranges(n: int, per_task: int) -> list[tuple[int, int]]:
-    """``(first, count)`` of the ranges ``n`` replicates run in: ``per_task`` each (0: one
-    range), a short tail joined to the range before it (a variance needs 2 replicates)."""
-    size = n if per_task <= 0 else max(per_task, 2)
+def replicate_ranges(n: int, per_task: int, tasks: int = 1) -> list[tuple[int, int]]:
+    """``(first, count)`` of the ranges ``n`` replicates run in: about ``n / tasks`` each, at most
+    ``per_task`` (0: no limit), a short tail joined to the range before it (a variance needs 2
+    replicates)."""
+    size = -(-n // max(tasks, 1))
+    size = max(min(size, per_task) if per_task > 0 else size, 2)
     out = [(a, min(size, n - a)) for a in range(0, n, size)]
     if len(out) > 1 and out[-1][1] < 2:
         (a, k), (_, tail) = out[-2], out.pop()

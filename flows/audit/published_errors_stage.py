@@ -47,7 +47,7 @@ def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -
     """Submit the ranges, merge their moments, write the groups (skipped when a finished run's
     groups are there already); returns the number of replicates and ranges."""
     groups = [UNITS_GROUP, *([AREAS_GROUP] if release.areas else [])]
-    ranges = replicate_ranges(plan.replicates, release.replicates_per_task)
+    ranges = replicate_ranges(plan.replicates, release.replicates_per_task, release.tasks)
     if all(store.group_complete(url, g) for g in groups):
         return {"replicates": plan.replicates, "ranges": 0}
     t0 = time.perf_counter()

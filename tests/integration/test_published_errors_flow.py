@@ -119,7 +119,8 @@ def test_dpaudit_run_of_the_example_prints_the_csv(prefect_harness: None, tmp_pa
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "csv:    e.errors.csv" in done.stdout
-    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    summary = done.stdout.split("run ", 1)[1].split("report:", 1)[0].splitlines()
+    assert len(summary) >= 8 and max(len(line) for line in summary) <= 80, done.stdout
     header = (tmp_path / "e.errors.csv").read_text().splitlines()[0]
     assert header.startswith("level,unit,query,cell,published,lower,upper")
     html = (tmp_path / "e.html").read_text()

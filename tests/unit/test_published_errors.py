@@ -72,11 +72,14 @@ def test_replicate_ranges_cover_every_replicate_with_at_least_two_each() -> None
     assert replicate_ranges(7, 3) == [(0, 3), (3, 4)]  # the tail of 1 joins the range before
     assert replicate_ranges(6, 2) == [(0, 2), (2, 2), (4, 2)]
     assert replicate_ranges(5, 1) == [(0, 2), (2, 3)]  # a range of 1 has no variance
+    assert replicate_ranges(25, 25, 4) == [(0, 7), (7, 7), (14, 7), (21, 4)]  # every worker
+    assert replicate_ranges(25, 5, 2) == [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]
     for n in range(2, 12):
         for k in range(0, 6):
-            rr = replicate_ranges(n, k)
-            assert sum(c for _, c in rr) == n and all(c >= 2 for _, c in rr)
-            assert [a for a, _ in rr] == [sum(c for _, c in rr[:i]) for i in range(len(rr))]
+            for tasks in (1, 3, 20):
+                rr = replicate_ranges(n, k, tasks)
+                assert sum(c for _, c in rr) == n and all(c >= 2 for _, c in rr)
+                assert [a for a, _ in rr] == [sum(c for _, c in rr[:i]) for i in range(len(rr))]
 
 
 def test_the_plan_has_no_blocks_and_the_strategy_switches_the_audit_stages_off(
@@ -88,7 +91,7 @@ def test_the_plan_has_no_blocks_and_the_strategy_switches_the_audit_stages_off(
     assert r.kind == "published" and plan.release == "published"
     assert plan.blocks == () and plan.empty == ((0, 0), (0, 1), (0, 2))
     assert not (r.accounted or r.simulates_allocation or r.composed_epl or r.published)
-    assert (r.alpha, r.areas, r.replicates_per_task) == (0.05, str(areas), 2)  # type: ignore[attr-defined]
+    assert (r.alpha, r.areas, r.replicates_per_task, r.tasks) == (0.05, str(areas), 2, 4)  # type: ignore[attr-defined]
 
 
 def test_ranges_merge_into_one_run_and_the_rows_are_auditlibs(tmp_path: Path) -> None:
