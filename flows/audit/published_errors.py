@@ -85,6 +85,7 @@ def amc_inputs(plan: AuditPlan) -> dict[str, Any]:
         if areas_file
         else None,
         "tol": td.tol,
+        "queries": getattr(plan.strategy, "queries", ()) or None,  # None: every query
     }
 
 
@@ -99,6 +100,7 @@ def amc_range(plan: AuditPlan, first: int, n: int) -> AMCResult:
         x["measured"],
         n,
         amc_seed(plan),
+        queries=x["queries"],
         areas=x["areas"],
         first_replicate=first,
         tol=x["tol"],

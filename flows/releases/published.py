@@ -24,12 +24,14 @@ class PublishedErrorsRelease(TableTopDownRelease):
     """TopDown runs of a table's hierarchy from its published counts: ``alpha`` the intervals'
     level, ``areas`` the areas file ("" none), ``replicates_per_task`` the most replicates of a
     Dask task's range (0: no limit) and ``tasks`` the ranges wanted (workers × tasks per worker,
-    so that every worker runs some); the replicates' seed is the plan's ``noise_seed``."""
+    so that every worker runs some), ``queries`` the schema's queries with error bars (() all);
+    the replicates' seed is the plan's ``noise_seed``."""
 
     alpha: float = 0.1
     areas: str = ""
     replicates_per_task: int = 25
     tasks: int = 1
+    queries: tuple[str, ...] = ()
 
     simulates_allocation: ClassVar[bool] = False
     accounted: ClassVar[bool] = False
@@ -61,6 +63,8 @@ def published_errors_plan(spec: AuditSpec, plan: AuditPlan) -> AuditPlan:
     r, c = spec.release, spec.cluster
     workers = c.adapt.maximum if c.adapt is not None else c.n_workers  # a scheduler's: n_workers
     tasks = max(1, workers * max(1, c.tasks_per_worker))
-    strategy = PublishedErrorsRelease(r.alpha, r.areas, c.replicates_per_task, tasks)
+    strategy = PublishedErrorsRelease(
+        r.alpha, r.areas, c.replicates_per_task, tasks, tuple(r.queries)
+    )
     empty = tuple((0, gi) for gi in range(len(plan.geolevels)))
     return replace(plan, blocks=(), empty=empty, release="published", strategy=strategy)

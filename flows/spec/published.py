@@ -69,6 +69,15 @@ def check_published(spec: AuditSpec) -> None:
             f"audit.replicates = {r}: error bars need at least 2 TopDown runs from the published "
             "counts (a variance); the Census Bureau runs 25"
         )
+    from auditlib.geography.schema import schema
+
+    known = schema(spec.population.attributes).query_names
+    for q in spec.release.queries:
+        if q not in known:
+            raise ValueError(
+                f"release.queries has unknown query {q!r}; population.attributes = "
+                f"{spec.population.attributes!r} has {', '.join(repr(k) for k in known)}"
+            )
     if spec.release.areas:
         from flows.spec.sources import load_table
 

@@ -249,14 +249,17 @@ class ReleaseSection(Strict):
     areas: str = ""
     #: published: the intervals' level is 1 - alpha (0.1: 90 % intervals)
     alpha: float = 0.1
+    #: published: the schema's queries whose cells get error bars (empty: every query)
+    queries: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _published_keys(self) -> ReleaseSection:
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"release.alpha = {self.alpha!r} is not in (0, 1); e.g. 0.1: 90 %")
-        if self.kind != "published" and (self.areas or self.alpha != 0.1):
+        if self.kind != "published" and (self.areas or self.alpha != 0.1 or self.queries):
+            key = "areas" if self.areas else "alpha" if self.alpha != 0.1 else "queries"
             raise ValueError(
-                f"release.{'areas' if self.areas else 'alpha'} is a setting of error bars of "
+                f"release.{key} is a setting of error bars of "
                 'published counts; drop it or set release.kind = "published"'
             )
         return self

@@ -213,3 +213,15 @@ def test_the_report_section_bins_widths_reads_the_study_and_links_the_csv(tmp_pa
         first = STUDY.read_text().splitlines()[2].split(",")
         assert (sec.coverage[0]["target"], sec.coverage[0]["bin"]) == (first[0], first[2])
         assert "with fewer than 25" in sec.coverage_note
+
+
+def test_release_queries_restrict_the_rows_and_an_unknown_one_is_named(tmp_path: Path) -> None:
+    from flows.spec.files import SpecError
+
+    table, areas, _ = write_published(tmp_path)
+    plan = make_plan(parse_spec(spec_data(table, areas, queries=["total", "votingage"])))
+    ds = errors_datasets(plan, amc_range(plan, 0, 2), 0.1, str(areas))
+    assert set(ds[UNITS_GROUP]["query"].values) == {"total", "votingage"}
+    assert ds[AREAS_GROUP].sizes["row"] == 2 * 3  # 2 districts × (1 + 2 cells)
+    with pytest.raises(SpecError, match=r"release.queries has unknown query 'age'"):
+        parse_spec(spec_data(table, areas, queries=["age"]))
