@@ -20,7 +20,7 @@
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
-from auditlib.epl.default import BIAS_AWARE_FACTOR, CI_KINDS, GRIDS, EPLEstimate, estimate_epl
+from auditlib.epl.default import GRIDS, EPLEstimate, estimate_epl
 from auditlib.epl.estimator import METHODS, MIN_RESIDUALS, STATUSES, EPLResult, epl
 from auditlib.epl.exact import adpc_pmf, windowed_loss
 from auditlib.epl.extrapolate import CI_TARGETS
@@ -33,7 +33,7 @@ from auditlib.epl.kde import (
 from auditlib.epl.lattice import Lattice, residual_lattice
 from auditlib.epl.reference import flaxman_petti_reference
 from auditlib.epl.rows import epl_rows
-from auditlib.epl.settings import BANDWIDTH_RULES, BiasAwareSettings
+from auditlib.epl.settings import BANDWIDTH_RULES, BIAS_AWARE_FACTOR, CI_KINDS, BiasAwareSettings
 from auditlib.epl.stream import (
     LatticeHistogram,
     histogram_of_zarr,

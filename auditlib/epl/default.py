@@ -65,13 +65,17 @@ from auditlib.epl.extrapolate import (
 )
 from auditlib.epl.floor import declared_floor
 from auditlib.epl.kde import as_residuals, weighted_percentiles, weighted_std
+from auditlib.epl.settings import (
+    BIAS_AWARE_FACTOR,
+    CI_KINDS,
+    DEFAULTS,
+    check_draws,
+    check_fraction,
+)
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
-#: Default bandwidth factor of the bias-aware estimate (h = factor × sd); see docs/epl.md.
-BIAS_AWARE_FACTOR = 0.3
-CI_KINDS = ("percentile", "basic")
 #: where EPL(x) is evaluated: the residuals' lattice (ℤ/P for means of P runs), or the integers
 GRIDS = ("lattice", "integers")
 
@@ -187,30 +191,11 @@ def _rngs(seed: Seed) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.default_rng(a_ss), np.random.default_rng(b_ss)
 
 
-#: Most bootstrap resamples (``n_boot``) or reference draws (``n_null``) one estimate takes, as the
-#: spec allows. Each draw is one multinomial histogram and one product with the kernel matrix
-#: (about a millisecond for a few thousand lattice points), so the bound is a couple of minutes.
-MAX_DRAWS = 100_000
-
 #: Most memory the bootstrap's curves (``n_boot`` × query points × bandwidths, float64, about four
 #: copies for the band, the slopes and their quantiles) may take: 4 GiB. A larger ``n_boot`` for
 #: the window at hand is refused before any draw, naming the memory it would need and the largest
 #: allowed.
 MAX_BOOTSTRAP_BYTES = 4 * 2**30
-
-
-def _check_draws(name: str, value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) <= 0:
-        raise InvalidParameterError(
-            f"Invalid {name}: {value!r}; pass an integer ≥ 1 (e.g. 200), or None to skip."
-        )
-    if int(value) > MAX_DRAWS:
-        raise InvalidParameterError(
-            f"Invalid {name}: {value!r}; the largest allowed is {MAX_DRAWS} (MAX_DRAWS)."
-        )
-    return int(value)
 
 
 def _check_boot_memory(draws: int, queries: int) -> None:
@@ -226,33 +211,21 @@ def _check_boot_memory(draws: int, queries: int) -> None:
         )
 
 
-def _check_fraction(name: str, value: object) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        v = math.nan
-    if not (0.0 < v < 1.0):
-        raise InvalidParameterError(
-            f"Invalid {name}: {value!r}; pass a number in (0, 1), e.g. 0.9."
-        )
-    return v
-
-
 def estimate_epl(
     residuals: npt.ArrayLike | LatticeHistogram,
     *,
     bandwidth: float | None = None,
-    bandwidth_kind: str = "factor",
+    bandwidth_kind: str = DEFAULTS.bandwidth_kind,
     percentiles: tuple[float, float] = (5.0, 95.0),
-    range_multiplier: float = 1.0,
-    shift: float = 1.0,
-    n_boot: int | None = 200,
-    confidence: float = 0.9,
-    ci_kind: str = "basic",
+    range_multiplier: float = DEFAULTS.range_multiplier,
+    shift: float = DEFAULTS.shift,
+    n_boot: int | None = DEFAULTS.n_boot,
+    confidence: float = DEFAULTS.confidence,
+    ci_kind: str = DEFAULTS.ci_kind,
     ci_target: str = "auto",
     grid: str = "lattice",
-    n_null: int | None = 100,
-    null_quantile: float = 0.95,
+    n_null: int | None = DEFAULTS.n_null,
+    null_quantile: float = DEFAULTS.null_quantile,
     seed: Seed = None,
     min_residuals: int = 30,
     null_reference: tuple[npt.ArrayLike, npt.ArrayLike] | float | None = None,
@@ -311,10 +284,10 @@ def estimate_epl(
         "range_multiplier", range_multiplier, "pass a finite number > 0 (1 = the percentiles)."
     )
     delta = check_positive("shift", shift, "pass the neighbour shift Δ > 0 (1 for counts).")
-    b = _check_draws("n_boot", n_boot)
-    nn = _check_draws("n_null", n_null)
-    conf = _check_fraction("confidence", confidence)
-    nq = _check_fraction("null_quantile", null_quantile)
+    b = check_draws("n_boot", n_boot)
+    nn = check_draws("n_null", n_null)
+    conf = check_fraction("confidence", confidence)
+    nq = check_fraction("null_quantile", null_quantile)
     n = hist.n if hist is not None else int(r.size)
     meta: dict[str, Any] = {
         "bandwidth_kind": bandwidth_kind,

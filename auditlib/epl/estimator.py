@@ -13,7 +13,7 @@ Methods (``method=``):
 ``"percentile_window"`` — the text's definition on the lattice: integer x with
   ``p_lo ≤ x`` and ``x + 1 ≤ p_hi``.
 ``"bias_aware"`` — the percentile window with a wider kernel, h = 0.3 × sd
-  (:data:`auditlib.epl.default.BIAS_AWARE_FACTOR`), chosen by ``benchmarks/epl_bandwidth_study.py``
+  (:data:`auditlib.epl.settings.BIAS_AWARE_FACTOR`), chosen by ``benchmarks/epl_bandwidth_study.py``
   to cut the small-sample upward bias; :func:`auditlib.epl.default.estimate_epl` adds the
   bootstrap interval, the matched-reference floor, the slope and the remaining knobs.
 
@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.epl.bandwidth import check_percentiles, check_positive
-from auditlib.epl.default import BIAS_AWARE_FACTOR, estimate_epl
+from auditlib.epl.default import estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
     integer_view,
@@ -44,6 +44,7 @@ from auditlib.epl.kde import (
     weighted_percentiles,
     weighted_std,
 )
+from auditlib.epl.settings import BIAS_AWARE_FACTOR
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 

@@ -3,9 +3,11 @@
 :class:`BiasAwareSettings` holds what :func:`auditlib.epl.estimate_epl` and
 :func:`auditlib.epl.epl_surface` take besides the data and the seed: the bandwidth and its kind,
 the window (percentiles and range multiplier), the neighbour shift Δ, the bootstrap size and
-interval, and the matched reference's size and quantile. Its defaults are those of
-:func:`~auditlib.epl.estimate_epl` (h = 0.3 × sd, the 5th–95th percentile window, Δ = 1, 200
-bootstrap resamples, a 90 % basic interval, 100 reference draws, their 95 % quantile).
+interval, and the matched reference's size and quantile. Its defaults (:data:`DEFAULTS`: h = 0.3 ×
+sd, the window of the estimate it accompanies, Δ = 1, 200 bootstrap resamples, a 90 % basic
+interval, 100 reference draws, their 95 % quantile) are set here only: :func:`~auditlib.epl.estimate_epl`,
+:func:`~auditlib.epl.epl_surface` and the audit spec's ``[epl]`` keys take theirs from it; the
+checks of the draws and fractions are here too.
 ``percentiles=None`` means "the window of the estimate it accompanies" (an audit's Flaxman–Petti
 percentiles). Seeds are not settings: an audit keys them from its own seed
 (:mod:`auditlib.seeds`).
@@ -17,9 +19,46 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS, check_percentiles, check_positive
-from auditlib.epl.default import BIAS_AWARE_FACTOR, CI_KINDS, _check_draws, _check_fraction
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+
+#: Default bandwidth factor of the bias-aware estimate (h = factor × sd); see docs/epl.md.
+BIAS_AWARE_FACTOR = 0.3
+CI_KINDS = ("percentile", "basic")
+
+#: Most bootstrap resamples (``n_boot``) or reference draws (``n_null``) one estimate takes, as the
+#: spec allows. Each draw is one multinomial histogram and one product with the kernel matrix
+#: (about a millisecond for a few thousand lattice points), so the bound is a couple of minutes.
+MAX_DRAWS = 100_000
+
+
+def check_draws(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) <= 0:
+        raise InvalidParameterError(
+            f"Invalid {name}: {value!r}; pass an integer ≥ 1 (e.g. 200), or None to skip."
+        )
+    if int(value) > MAX_DRAWS:
+        raise InvalidParameterError(
+            f"Invalid {name}: {value!r}; the largest allowed is {MAX_DRAWS} (MAX_DRAWS)."
+        )
+    return int(value)
+
+
+def check_fraction(name: str, value: object) -> float:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (0.0 < v < 1.0):
+        raise InvalidParameterError(
+            f"Invalid {name}: {value!r}; pass a number in (0, 1), e.g. 0.9."
+        )
+    return v
+
 
 #: bandwidth kinds whose h is a rule of the data (no value)
 BANDWIDTH_RULES = tuple(k for k in BANDWIDTH_KINDS if k not in ("factor", "absolute"))
@@ -72,9 +111,9 @@ class BiasAwareSettings:
         ):
             object.__setattr__(self, name, check_positive(name, getattr(self, name), hint))
         for name in ("n_boot", "n_null"):
-            object.__setattr__(self, name, _check_draws(name, getattr(self, name)))
+            object.__setattr__(self, name, check_draws(name, getattr(self, name)))
         for name in ("confidence", "null_quantile"):
-            object.__setattr__(self, name, _check_fraction(name, getattr(self, name)))
+            object.__setattr__(self, name, check_fraction(name, getattr(self, name)))
         if self.ci_kind not in CI_KINDS:
             raise UnknownNameError(f"Unknown ci_kind {self.ci_kind!r}; choose one of {CI_KINDS}.")
 
@@ -128,3 +167,8 @@ class BiasAwareSettings:
         if self.percentiles is not None:
             out["percentiles"] = list(self.percentiles)
         return out
+
+
+#: the defaults of every bias-aware knob, the one place they are set: :func:`estimate_epl`'s
+#: keywords, :func:`~auditlib.epl.epl_surface`'s and the audit spec's ``[epl]`` keys read them
+DEFAULTS = BiasAwareSettings()

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from auditlib.epl.default import Seed, estimate_epl
+from auditlib.epl.settings import DEFAULTS
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError
+
+#: the bands' bootstrap size by default: the estimate's (set, never None: a surface has bands)
+DEFAULT_N_BOOT = cast(int, DEFAULTS.n_boot)
 
 #: default cap on stored grid points per curve
 SURFACE_POINTS = 101
@@ -74,8 +78,8 @@ def epl_surface(
     residuals: npt.ArrayLike | LatticeHistogram,
     *,
     max_points: int = SURFACE_POINTS,
-    n_boot: int = 200,
-    confidence: float = 0.9,
+    n_boot: int = DEFAULT_N_BOOT,
+    confidence: float = DEFAULTS.confidence,
     seed: Seed = None,
     **kwargs: Any,
 ) -> EPLSurface:

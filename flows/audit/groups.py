@@ -18,6 +18,9 @@ from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan
 from storage import schema as S
 
+#: the estimator the `epl` group's per-level estimates come from (its ``method`` attribute)
+EPL_METHOD = "flaxman_petti"
+
 #: per-level (and composed) keys of seed 004's reduced noise in the accounting group
 CALIBRATION_KEYS = (
     "calibration_target_eps",
@@ -110,7 +113,7 @@ def epl_dataset(plan: AuditPlan, results: list[dict[str, Any]], spec: AuditSpec)
             **({S.TRUTH_CLASS: np.array(TRUTH_CLASSES, dtype=object)} if bias else {}),
         },
         attrs={
-            "method": spec.epl.method,
+            "method": EPL_METHOD,
             "bandwidth_factor": spec.epl.bandwidth_factor,
             "percentiles": ",".join(f"{p:g}" for p in spec.epl.percentiles),
             "pooling": "all replicates and cells of a query at a geolevel; per state and all states",

@@ -95,10 +95,7 @@ def submit_epl(
             url,
             plan,
             g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            range_multiplier=spec.epl.range_multiplier,
-            bias_aware=spec.epl.bias_aware_settings(),
+            **spec.epl.task_settings(),
             declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
             if g in declared
             else None,

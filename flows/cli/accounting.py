@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -135,10 +136,7 @@ def account(
             )
     except DPAuditError as exc:
         fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
-    print_account(result)
+    _show(result, as_json, print_account)
 
 
 def calibrate(
@@ -217,10 +215,15 @@ def calibrate(
             out["composed"] = one(None)
     except DPAuditError as exc:
         fail(str(exc))
+    _show(out, as_json, print_calibration)
+
+
+def _show(result: Any, as_json: bool, print_table: Callable[[Any], None]) -> None:
+    """``result`` as indented JSON (``--json``), else as ``print_table`` prints it."""
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
-        return
-    print_calibration(out)
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        print_table(result)
 
 
 def _calibrate_mixed(comps: list[Any], delta: float, target: float | None, method: str) -> Any:

@@ -50,15 +50,15 @@ def execute(
     cluster: Any,
     run_id: str,
     *,
-    resume: bool = False,
     overwrite: bool = False,
     lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
-    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise). With ``resume``
-    the staging copy of a killed or interrupted run of the same ``run_id`` is continued instead.
+    removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise), but for a
+    killed, interrupted or worker-less run: its staging copy is kept, and a run of the same
+    ``run_id`` continues it (other runs' staging copies of ``url`` are dropped).
     ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
     on its cluster, dropped if it cannot start), or ``None``.
     """
@@ -72,12 +72,8 @@ def execute(
     staging = store.staging_path(target, run_id)
     try:
         with store.exclusive(target):  # one run per store at a time
-            if resume:
-                _prepare_resume(target, staging, run_id, overwrite)
-            else:
-                store.discard(staging, target)  # leftovers of an interrupted run
-                store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
-            return execute_locked(flow_fn, args, cluster, run_id, target, staging, resume, lines)
+            _prepare_resume(target, staging, run_id, overwrite)
+            return execute_locked(flow_fn, args, cluster, run_id, target, staging, lines)
     except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
         fail(str(exc))
 
@@ -108,11 +104,9 @@ def execute_resumable(
     overwrite: bool,
     parts: str,
 ) -> tuple[dict[str, Any], str, bool]:
-    """:func:`execute` with ``resume``, saying how many of the flow's ``parts`` (its summary's
-    ``"tasks"`` chunks or ``"jobs"``) a killed run had finished."""
-    summary, api_url, embedded = execute(
-        flow_fn, args, url, cluster, run_id, resume=True, overwrite=overwrite
-    )
+    """:func:`execute`, saying how many of the flow's ``parts`` (its summary's ``"tasks"`` chunks
+    or ``"jobs"``) a killed run had finished."""
+    summary, api_url, embedded = execute(flow_fn, args, url, cluster, run_id, overwrite=overwrite)
     if summary["resumed"]:
         total = summary["jobs"] if parts == "jobs" else summary["tasks"]
         typer.echo(f"resumed {summary['resumed']} of {total} {parts}")
@@ -126,7 +120,6 @@ def execute_locked(
     run_id: str,
     target: str,
     staging: str,
-    resume: bool = False,
     lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
@@ -219,24 +212,14 @@ def execute_locked(
         except AllWorkersLostError as exc:
             append_trace(log, exc)
             keep_log = True
-            if resume:
-                kept = (
-                    f"the staged store {staging!r} is kept: run the same command again to resume it"
-                )
-            else:
-                store.discard(staging, target)
-                kept = "nothing was written"
+            kept = f"the staged store {staging!r} is kept: run the same command again to resume it"
             outcome = (f"{exc}; {kept}; {where_logged(log)}", EXIT_FAILED)
         except KeyboardInterrupt:
-            if resume:
-                outcome = (
-                    f"interrupted; finished blocks are kept in {staging!r}: run the same command "
-                    "again to resume",
-                    EXIT_FAILED,
-                )
-            else:
-                store.discard(staging, target)
-                outcome = ("interrupted; nothing was written", EXIT_FAILED)
+            outcome = (
+                f"interrupted; finished blocks are kept in {staging!r}: run the same command "
+                "again to resume",
+                EXIT_FAILED,
+            )
         except Exception as exc:
             store.discard(staging, target)
             append_trace(log, exc)

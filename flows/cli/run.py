@@ -23,6 +23,7 @@ from flows.cli.checks import (
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
+from flows.cli.options import OverwriteFileOption
 from flows.cli.runlog import StageLog, logged_output, progress_bar
 from flows.runtime.cluster import apply_prefect_defaults
 
@@ -159,7 +160,6 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
             url,
             s.cluster,
             run_id,
-            resume=True,
             overwrite=s.output.overwrite,
             lines=lines,
         )
@@ -384,9 +384,7 @@ def report(
         str,
         typer.Option("--output", "-o", help="HTML file to write, in an existing directory."),
     ] = "report.html",
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
-    ] = False,
+    overwrite: OverwriteFileOption = False,
     compare_with: Annotated[
         str | None,
         typer.Option(

@@ -214,9 +214,7 @@ def _run(
     )
     attrs = store.group_attrs(url, GROUP) if run.dataset is None else run.dataset.attrs
     return {
-        "tasks": run.total,
-        "computed": run.computed,
-        "resumed": run.resumed,
+        **run.counts(),
         "replicates": reps,
         **{k: attrs[k] for k in ("epl_eq", "epl_lower_eq", "epl_ge", "epl_lower_ge")},
     }

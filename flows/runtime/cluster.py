@@ -65,13 +65,35 @@ def apply_prefect_defaults() -> None:
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
-#: how long an embedded Prefect API may take to answer its first health check
+#: how long an embedded Prefect API may take to answer its first health check, unless
+#: PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS says otherwise (Prefect's own setting: one
+#: knob for its ephemeral servers and dpaudit's embedded one)
 STARTUP_TIMEOUT_S = 120
+STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+
+def startup_timeout_s() -> float:
+    """The embedded API's start-up ceiling in seconds: the environment's setting, else
+    :data:`STARTUP_TIMEOUT_S`."""
+    raw = os.environ.get(STARTUP_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return float(STARTUP_TIMEOUT_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ClusterConfigError(
+            f"Invalid {STARTUP_TIMEOUT_ENV}={raw!r}: the seconds an embedded Prefect API may take "
+            f"to start, a positive number (e.g. {STARTUP_TIMEOUT_S}); set it so or unset it"
+        )
+    return value
 
 
 @contextmanager
-def prefect_api(startup_timeout: int = STARTUP_TIMEOUT_S) -> Iterator[str]:
-    """Yield the Prefect API URL: the configured one, or one embedded server for this process."""
+def prefect_api(startup_timeout: float | None = None) -> Iterator[str]:
+    """Yield the Prefect API URL: the configured one, or one embedded server for this process
+    (started within ``startup_timeout`` seconds, default :func:`startup_timeout_s`)."""
     from prefect.settings import get_current_settings
 
     # the environment, the active Prefect profile or an enclosing test harness may name an API
@@ -89,7 +111,7 @@ def prefect_api(startup_timeout: int = STARTUP_TIMEOUT_S) -> Iterator[str]:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     server = embedded_server_class()()
-    server.start(timeout=startup_timeout)
+    server.start(timeout=startup_timeout_s() if startup_timeout is None else startup_timeout)
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ["DPAUDIT_EMBEDDED_API"] = server.api_url
     try:
@@ -133,7 +155,7 @@ def embedded_server_class() -> type:
             ``timeout``."""
             import httpx
 
-            deadline = time.monotonic() + (timeout or STARTUP_TIMEOUT_S)
+            deadline = time.monotonic() + (timeout or startup_timeout_s())
             try:
                 super().start(timeout=timeout)
                 return

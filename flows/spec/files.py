@@ -15,6 +15,11 @@ from auditlib.exceptions import SpecError
 from flows.spec.model import AuditSpec
 from flows.spec.production import PRODUCTION_SCHEMAS, check_dense_blocks
 
+#: keys a spec no longer takes, and why: said instead of "unknown key"
+REMOVED_KEYS = {
+    "epl.method": "the EPL estimate is Flaxman & Petti's kernel log-ratio, the only one",
+}
+
 
 def _format_error(err: ValidationError) -> str:
     lines = []
@@ -22,7 +27,9 @@ def _format_error(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"])
         typ = e["type"]
         value = e.get("input")
-        if typ == "extra_forbidden":
+        if typ == "extra_forbidden" and loc in REMOVED_KEYS:
+            lines.append(f"{loc}: no longer a key ({REMOVED_KEYS[loc]}); drop it")
+        elif typ == "extra_forbidden":
             lines.append(
                 f"{loc}: unknown key (value {value!r}); check its spelling in the spec reference"
             )

@@ -57,7 +57,6 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("release", "epsilon_strata"): "sa3 only: ε₂ of each row's counts (the strata); unset: epsilon",
     ("population", "unit"): "table only: the column labelling the rows (unset: the row number)",
     ("population", "mean_per_location"): "flaxman only: mean people per leaf location",
-    ("epl", "method"): "the EPL estimator (Flaxman & Petti's kernel log-ratio)",
     ("accounting", "deltas"): "δ values of the ε(δ) table; the smallest is δ* of the reduced noise "
     "(seed 004 Table 1 uses 1e-11)",
     ("accounting", "eps_grid_points"): "points of the ε grid of the stored δ(ε) curves",
@@ -73,6 +72,22 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("cluster", "threads_per_worker"): "local cluster only: threads per worker",
     ("cluster", "memory_limit"): "local cluster only: memory per worker",
     ("cluster", "timeout_s"): "seconds before the flow run times out",
+    # the bias-aware estimate (epl_bias_aware, its interval and floor) and the EPL(x) surfaces;
+    # the shipped spec leaves them at the library's defaults (auditlib.epl.settings.DEFAULTS)
+    ("epl", "bias_aware_bandwidth"): "bias-aware estimate: kind factor: h = value * sd (unset: "
+    "0.3); kind absolute: h in residual units (required); unset for scott / silverman",
+    ("epl", "bandwidth_kind"): "bias-aware estimate: factor | absolute | scott (sd * n^-1/5) | "
+    "silverman (sd * (3n/4)^-1/5)",
+    ("epl", "bias_aware_percentiles"): "percentiles of the bias-aware window; "
+    '"percentiles": the same as percentiles',
+    ("epl", "shift"): "neighbour shift: EPL(x) = log p(x)/p(x + shift)",
+    ("epl", "n_boot"): "bootstrap resamples (multinomial on the lattice counts), keyed from "
+    "audit.seed per geolevel, state and query",
+    ("epl", "confidence"): "level of the interval and of the surfaces' pointwise bands",
+    ("epl", "ci_kind"): "basic (2 EPL - quantiles: removes the max's upward bias) | percentile",
+    ("epl", "n_null"): "draws of the matched discrete-Gaussian reference (the floor), keyed from "
+    "audit.seed",
+    ("epl", "null_quantile"): "quantile of the reference stored as epl_null_upper",
 }
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
+from flows.spec.mpl_section import MPLSection
 from flows.spec.production import production_combination
 from flows.spec.published import check_published
 from flows.spec.sections import (
@@ -21,14 +22,12 @@ from flows.spec.sections import (
     GEOMETRIC_RELEASES,
     OBSERVED_ONLY,
     RELEASES_OF,
-    SYNTHETIC_ONLY,
     TABLE_ONLY,
     TABLE_ROOT,
     TABLE_TOPDOWN_RELEASES,
     AccountingSection,
     AuditSection,
     EPLSection,
-    MPLSection,
     OutputSection,
     PopulationSection,
     ReleaseSection,
@@ -133,16 +132,7 @@ class AuditSpec(Strict):
             return self
         alloc = load_allocation(self.audit.allocation)
         a = self.audit
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         levels = self.geolevels
         below_state = [g for g in levels if g not in ("US", "State")]
         for g in self.population.fanout:
@@ -178,12 +168,7 @@ class AuditSpec(Strict):
 
     def _check_table(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; a table has its "
-                'own units and counts: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("a table has its own units and counts")
         if isinstance(p.levels, int):
             raise ValueError(
                 f"population.levels = {p.levels!r}: a table names its hierarchy columns, "
@@ -241,16 +226,7 @@ class AuditSpec(Strict):
         table's levels (``release.levels``), its queries expressible in the schema."""
         a = self.audit
         alloc = load_allocation(a.allocation)
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         measured = self.table_measured_geolevels
         try:
             topdown_measured(
@@ -377,12 +353,7 @@ class AuditSpec(Strict):
 
     def _check_spine(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "
-                'its own units and people: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("the spine has its own units and people")
         spine_state_indices(self.audit.region, p.spine_states)  # names the bad state
 
     @model_validator(mode="after")

@@ -1,5 +1,6 @@
 """The sections of an audit spec, each a strict pydantic model with its bounds: audit, population,
-release, simulation, epl, accounting, mpl, output (the cluster's in ``flows.spec.cluster``)."""
+release, simulation, epl, accounting, output (the mpl section's in ``flows.spec.mpl_section``, the
+cluster's in ``flows.spec.cluster``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -20,8 +21,9 @@ from pydantic import (
 )
 
 from auditlib.allocation_file import is_allocation_path
-from auditlib.allocations import ALLOCATION_FILES, load_allocation
-from auditlib.epl.settings import BiasAwareSettings
+from auditlib.allocations import ALLOCATION_FILES, Allocation, load_allocation
+from auditlib.epl.settings import DEFAULTS as EPL_DEFAULTS
+from auditlib.epl.settings import MAX_DRAWS, BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
 from flows.spec.meanings import describe_schema
 
@@ -117,6 +119,19 @@ class AuditSection(Strict):
         alloc.check_relation(self.neighbours)
         return self
 
+    def check_scope(self, alloc: Allocation) -> None:
+        """``universe`` and ``region`` are among those of ``alloc`` (this section's allocation)."""
+        if self.universe not in alloc.universes():
+            raise ValueError(
+                f"audit.universe = {self.universe!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.universes())}"
+            )
+        if self.region not in alloc.regions(self.universe):
+            raise ValueError(
+                f"audit.region = {self.region!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.regions(self.universe))}"
+            )
+
 
 class PopulationSection(Strict):
     #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
@@ -166,6 +181,16 @@ class PopulationSection(Strict):
         """Those of ``keys`` whose value is not the default (a spec written back out sets them all)."""
         default = PopulationSection()
         return [k for k in keys if getattr(self, k) != getattr(default, k)]
+
+    def refuse_synthetic_settings(self, own: str) -> None:
+        """Refuse a setting of the synthetic hierarchy for a population that has its ``own`` units
+        (``"a table has its own units and counts"``)."""
+        given = self.changed(SYNTHETIC_ONLY)
+        if given:
+            raise ValueError(
+                f"population.{given[0]} is a setting of the synthetic hierarchy; {own}: drop it, "
+                'or use population.kind = "synthetic"'
+            )
 
     @field_validator("path")
     @classmethod
@@ -294,21 +319,26 @@ class SimulationSection(Strict):
         return _named_some(v, 'query, e.g. ["total"]')
 
 
+#: the spec's bootstrap and reference sizes by default: the estimate's (set, never None in a spec)
+EPL_N_BOOT = cast(int, EPL_DEFAULTS.n_boot)
+EPL_N_NULL = cast(int, EPL_DEFAULTS.n_null)
+
+
 class EPLSection(Strict):
-    method: Literal["flaxman_petti"] = "flaxman_petti"
     bandwidth_factor: Annotated[float, Field(gt=0, le=100)] = 0.1
     percentiles: tuple[float, float] = (5.0, 95.0)
-    range_multiplier: Annotated[float, Field(gt=0, le=100)] = 1.0
-    # the bias-aware estimate (auditlib.epl.estimate_epl) and the EPL(x) surfaces
+    range_multiplier: Annotated[float, Field(gt=0, le=100)] = EPL_DEFAULTS.range_multiplier
+    # the bias-aware estimate (auditlib.epl.estimate_epl) and the EPL(x) surfaces: defaults from
+    # auditlib.epl.settings.DEFAULTS, the one place they are set
     bias_aware_bandwidth: Annotated[float, Field(gt=0, le=1e6)] | None = None
     bandwidth_kind: Literal["factor", "absolute", "scott", "silverman"] = "factor"
     bias_aware_percentiles: Literal["percentiles"] | tuple[float, float] = "percentiles"
-    shift: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    n_boot: Annotated[StrictInt, Field(gt=0, le=100_000)] = 200
-    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.9
+    shift: Annotated[float, Field(gt=0, le=1000)] = EPL_DEFAULTS.shift
+    n_boot: Annotated[StrictInt, Field(gt=0, le=MAX_DRAWS)] = EPL_N_BOOT
+    confidence: Annotated[float, Field(gt=0, lt=1)] = EPL_DEFAULTS.confidence
     ci_kind: Literal["basic", "percentile"] = "basic"
-    n_null: Annotated[StrictInt, Field(gt=0, le=100_000)] = 100
-    null_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    n_null: Annotated[StrictInt, Field(gt=0, le=MAX_DRAWS)] = EPL_N_NULL
+    null_quantile: Annotated[float, Field(gt=0, lt=1)] = EPL_DEFAULTS.null_quantile
 
     @field_validator("percentiles")
     @classmethod
@@ -367,6 +397,15 @@ class EPLSection(Strict):
             n_null=self.n_null,
             null_quantile=self.null_quantile,
         )
+
+    def task_settings(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`flows.audit.tasks.epl_geolevel` this section sets."""
+        return {
+            "bandwidth_factor": self.bandwidth_factor,
+            "percentiles": self.percentiles,
+            "range_multiplier": self.range_multiplier,
+            "bias_aware": self.bias_aware_settings(),
+        }
 
     def store_attrs(self) -> dict[str, Any]:
         """Attributes of the ``epl`` group that describe the bias-aware estimate, its surfaces
@@ -438,43 +477,6 @@ class AccountingSection(Strict):
                 self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
             )
         return self
-
-
-MPLPair = Literal["add", "remove", "move"]
-
-
-def _all_pairs() -> list[MPLPair]:
-    return ["add", "remove", "move"]
-
-
-class MPLSection(Strict):
-    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
-    enabled: bool = False
-    geolevels: Literal["all"] | list[str] = "all"
-    query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
-    count: Annotated[StrictInt, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
-    pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
-    n: Annotated[StrictInt, Field(ge=100, le=10**7)] = 20_000
-    n_confidence: Annotated[StrictInt, Field(ge=100, le=10**7)] = 50_000
-    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
-    tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
-    radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0
-    delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
-        default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
-    )
-    fdp: bool = True  # also the empirical f-DP points of the count (own draws, n + n_confidence)
-
-    @field_validator("geolevels")
-    @classmethod
-    def _some_geolevels(cls, v: Any) -> Any:
-        return _named_some(v, 'geolevel, e.g. ["County"]')
-
-    @field_validator("pairs")
-    @classmethod
-    def _distinct(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("must not repeat a pair kind")
-        return v
 
 
 class OutputSection(Strict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 def prefect_harness() -> Iterator[None]:
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    # the ceiling tests/conftest.py sets for every Prefect API the tests start
+    ceiling = int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"])
+    with prefect_test_harness(server_startup_timeout=ceiling):
         yield
 
 

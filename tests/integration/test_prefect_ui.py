@@ -95,7 +95,6 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
     env.update(
         PREFECT_HOME=str(tmp_path / "prefect-home"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
         PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS="5",  # (default 15 s)
         PREFECT_UI_API_URL=api,  # the UI's API on this port, not Prefect's 4200 (deploy/local.sh)
     )

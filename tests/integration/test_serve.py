@@ -64,7 +64,6 @@ def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
     env.update(
         PREFECT_HOME=str(tmp_path / "prefect-home"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
     )
     (tmp_path / "nightly.toml").write_text(SPEC)
     log_server = (tmp_path / "server.log").open("wb")

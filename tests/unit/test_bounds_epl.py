@@ -11,7 +11,8 @@ import re
 
 import numpy as np
 
-from auditlib.epl.default import MAX_DRAWS, estimate_epl
+from auditlib.epl.default import estimate_epl
+from auditlib.epl.settings import MAX_DRAWS
 from auditlib.mechanisms import DiscreteGaussian
 from tests.unit._bounds import refused
 

@@ -35,6 +35,8 @@ def test_default_spec_is_valid_and_round_trips() -> None:
         ({"epl": {"percentiles": [95, 5]}}, r"epl\.percentiles.*0 <= lower < upper <= 100"),
         ({"audit": {"universe": "units"}}, r"audit\.universe = 'units' is not in allocation"),
         ({"bogus": {}}, r"bogus: unknown key"),
+        # a key the spec no longer takes says why and what to do
+        ({"epl": {"method": "flaxman_petti"}}, r"epl\.method: no longer a key \(.*\); drop it"),
         ({"cluster": {"memory_limit": "lots"}}, r"cluster\.memory_limit = 'lots': must be a size"),
         # sizes are positive; integers are integers (no bool, no quoted or decimal number)
         ({"cluster": {"memory_limit": "-4GiB"}}, r"memory_limit = '-4GiB': must be a positive"),
@@ -128,3 +130,23 @@ def test_people_bounded_by_what_a_population_can_hold() -> None:
     pop = {"kind": "flaxman", "people": MAX_PEOPLE + 1}
     with pytest.raises(SpecError, match=r"population\.people = 400000001"):
         parse_spec({"release": {"kind": "gdpc"}, "population": pop})
+
+
+def test_the_bias_aware_knobs_default_in_one_place() -> None:
+    """The spec's [epl] knobs of the bias-aware estimate, estimate_epl's keywords and
+    epl_surface's default to auditlib.epl.settings.DEFAULTS: a literal default anywhere fails."""
+    import inspect
+
+    from auditlib.epl import epl_surface, estimate_epl
+    from auditlib.epl.settings import DEFAULTS
+    from flows.spec.sections import EPLSection
+
+    assert EPLSection().bias_aware_settings() == DEFAULTS
+    assert load_spec().epl.bias_aware_settings() == DEFAULTS  # the shipped spec sets none
+    sig = inspect.signature(estimate_epl).parameters
+    knobs = ("bandwidth_kind", "range_multiplier", "shift", "n_boot", "confidence", "ci_kind")
+    for name in (*knobs, "n_null", "null_quantile"):
+        assert sig[name].default == getattr(DEFAULTS, name), name
+    surface = inspect.signature(epl_surface).parameters
+    assert surface["n_boot"].default == DEFAULTS.n_boot
+    assert surface["confidence"].default == DEFAULTS.confidence
