@@ -127,12 +127,15 @@ def study_rows(path: pathlib.Path = STUDY) -> list[dict[str, str]]:
 
 def csv_link(store: str, output: pathlib.Path) -> tuple[str, str]:
     """(href relative to the report, file name) of the CSV beside a local store; ("", "") for
-    a remote one (``dpaudit run`` writes it beside local stores only)."""
+    a remote one or none there (``dpaudit run`` writes it beside local stores, before the
+    report)."""
     from flows.audit.published_errors import csv_path_for
 
     if "://" in store:
         return "", ""
     path = csv_path_for(store).resolve()
+    if not path.is_file():
+        return "", ""
     href = os.path.relpath(path, output.resolve().parent)
     return pathlib.PurePath(href).as_posix(), path.name
 

@@ -201,6 +201,9 @@ def test_the_report_section_bins_widths_reads_the_study_and_links_the_csv(tmp_pa
     plan = make_plan(parse_spec(spec_data(table, areas)))
     ds = errors_datasets(plan, amc_range(plan, 0, 2), 0.1, str(areas))
     out = tmp_path / "reports" / "r.html"
+    none_yet = error_bars_section(list(ds.values()), str(tmp_path / "e.zarr"), out)
+    assert none_yet is not None and none_yet.csv_href == ""  # no CSV beside the store: no link
+    (tmp_path / "e.errors.csv").write_text("level\n")  # dpaudit run writes it before the report
     sec = error_bars_section(list(ds.values()), str(tmp_path / "e.zarr"), out)
     assert sec is not None and sec.level == "90" and sec.replicates == 2
     assert sec.csv_href == "../e.errors.csv" and sec.csv_name == "e.errors.csv"
