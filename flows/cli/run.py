@@ -163,6 +163,10 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
             overwrite=s.output.overwrite,
             lines=lines,
         )
+    from flows.cli.published import has_error_bars, write_error_bars_csv
+
+    if has_error_bars(url):  # a published table's intervals, beside the store (the report links it)
+        write_error_bars_csv(url)
     if not no_report:
         try:
             render_with_progress(url, s.output.report, lines)
@@ -222,9 +226,12 @@ def render_with_progress(
 
 def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
     """Blocks, wall time and the ε (or EPL) table of a finished run, then where it was written."""
+    from flows.cli.published import has_error_bars, print_error_bars_summary
     from storage import schema as S
     from storage import store
 
+    if has_error_bars(url):  # a published table's error bars: their widths and CSV
+        return print_error_bars_summary(url, report, summary, wall)
     if S.ACCOUNTING not in store.groups(url):
         epl = store.open_group(url, S.EPL)
         typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks")

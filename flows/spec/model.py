@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
 from flows.spec.mpl_section import MPLSection
 from flows.spec.production import production_combination
+from flows.spec.published import check_published
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
@@ -28,6 +24,7 @@ from flows.spec.sections import (
     RELEASES_OF,
     TABLE_ONLY,
     TABLE_ROOT,
+    TABLE_TOPDOWN_RELEASES,
     AccountingSection,
     AuditSection,
     EPLSection,
@@ -81,12 +78,12 @@ class AuditSpec(Strict):
                 f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
             )
         if self.release.levels and (
-            kind != "table" or self.release.kind not in ("topdown", "observed")
+            kind != "table" or self.release.kind not in (*TABLE_TOPDOWN_RELEASES, "observed")
         ):
             raise ValueError(
                 "release.levels maps the allocation's geolevels onto a table's levels; it is a "
-                'setting of release.kind = "topdown" or "observed" with population.kind = '
-                '"table": drop it'
+                'setting of release.kind = "topdown", "published" or "observed" with '
+                'population.kind = "table": drop it'
             )
         if self.release.kind != "observed":
             named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
@@ -181,7 +178,7 @@ class AuditSpec(Strict):
             raise ValueError(
                 'population.kind = "table" needs population.path (a CSV or Parquet file)'
             )
-        topdown = self.release.kind == "topdown"
+        topdown = self.release.kind in TABLE_TOPDOWN_RELEASES
         if not p.counts and not topdown:
             raise ValueError(
                 'population.kind = "table" needs population.counts, e.g. counts = ["total"]'
@@ -221,6 +218,8 @@ class AuditSpec(Strict):
             raise ValueError(msg if named else f"population.path = {p.path!r}: {msg}") from None
         if topdown:
             self._check_table_topdown()
+        if self.release.kind == "published":
+            check_published(self)
 
     def _check_table_topdown(self) -> None:
         """A TopDown release of a table: the allocation's scope, its geolevels mapped onto the
@@ -249,7 +248,7 @@ class AuditSpec(Strict):
         cells of ``population.attributes`` (e.g. ``"total"``, or pl94's
         ``"under18/not_hispanic/white"``, ...) in the schema's order."""
         p = self.population
-        if p.counts or self.release.kind != "topdown":
+        if p.counts or self.release.kind not in TABLE_TOPDOWN_RELEASES:
             return tuple(p.counts)
         from auditlib.geography.schema import schema
 

@@ -1,8 +1,7 @@
 """What an audit will compute: states, geolevels, queries, block sizes — from the spec alone.
 
 Over 400 lines on purpose: one short builder per population kind (synthetic, seed 001, table,
-TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here; apart, they would each
-need the plan's dataclasses and the shared state/level walk."""
+TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from flows.releases import (
     TableTreeRelease,
     TopDownRelease,
 )
+from flows.releases.published import published_errors_plan
 from flows.spec.model import AuditSpec, observed_args, observed_schema
 from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
 from flows.spec.sources import (
@@ -70,8 +70,7 @@ class FlaxmanParams:
 
 @dataclass(frozen=True)
 class TopDownParams:
-    """A TopDown-style release: schema, measured (schema query, σ²) by geolevel name, solver
-    tolerance."""
+    """A TopDown-style release: schema, measured (schema query, σ²) by level name, tolerance."""
 
     schema: str
     measured: dict[str, tuple[tuple[str, float], ...]]  # geolevel name -> its measurements
@@ -222,7 +221,7 @@ def _state_levels(
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
         return _spine_plan(spec)
-    if spec.population.kind == "table" and spec.release.kind == "topdown":
+    if spec.population.kind == "table" and spec.release.kind in ("topdown", "published"):
         return _table_topdown_plan(spec)
     if spec.population.kind == "table":
         return _table_plan(spec)
@@ -373,7 +372,7 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         for gi, g in enumerate(levels[1:], start=1)
     )
     root = Block(0, 0, 1, f"all/{levels[0]}", sum(q.n_sim for _, q in level_queries[0]))
-    return AuditPlan(
+    plan = AuditPlan(
         states=("all",),
         geolevels=levels,
         queries=queries,
@@ -389,7 +388,8 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         table_hierarchy=params,
         strategy=TableTopDownRelease(),
-    )
+    )  # published counts' error bars: the same runs, from the published counts
+    return published_errors_plan(spec, plan) if spec.release.kind == "published" else plan
 
 
 def _table_plan(spec: AuditSpec) -> AuditPlan:

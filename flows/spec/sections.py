@@ -58,8 +58,11 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
-    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown", "observed"),
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown", "observed", "published"),
 }
+
+#: release kinds running TopDown on a table's hierarchy: of true counts, or of published ones
+TABLE_TOPDOWN_RELEASES = ("topdown", "published")
 
 #: release keys of a published release beside its truth, refused with other release kinds
 OBSERVED_ONLY = ("published", "published_files")
@@ -228,9 +231,12 @@ class ReleaseSection(Strict):
     #: G(epsilon) on each count, the totals of the last levels column invariant
     #: "observed": no simulation; published DP counts beside the table's true counts
     #: (population.kind = "table"; ``published`` or ``published_files``), audited as released
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4", "observed"] = (
-        "allocation"
-    )
+    #: "published": the table holds published TopDown counts (population.kind = "table"); error
+    #: bars for each of them and for ``areas``: audit.replicates further TopDown runs of the
+    #: allocation from the published counts (the approximate Monte Carlo, docs/published_error_bars.md)
+    kind: Literal[
+        "allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4", "observed", "published"
+    ] = "allocation"
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
     epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
     n_runs: Annotated[StrictInt, Field(gt=0, le=1000)] = 4  # P of ADPC
@@ -263,6 +269,25 @@ class ReleaseSection(Strict):
     post_processing: Literal["none", "topdown"] = "none"
     #: observed, post_processing = "topdown": the runs of dpaudit's TopDown drawn as reference
     reference_runs: Annotated[StrictInt, Field(ge=10, le=10_000)] = 100
+    #: published: a CSV file mapping the table's units to areas (e.g. blocks to districts): a
+    #: column named as population.unit and one named "area" (relative: as population.path)
+    areas: str = ""
+    #: published: the intervals' level is 1 - alpha (0.1: 90 % intervals)
+    alpha: float = 0.1
+    #: published: the schema's queries whose cells get error bars (empty: every query)
+    queries: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _published_keys(self) -> ReleaseSection:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"release.alpha = {self.alpha!r} is not in (0, 1); e.g. 0.1: 90 %")
+        if self.kind != "published" and (self.areas or self.alpha != 0.1 or self.queries):
+            key = "areas" if self.areas else "alpha" if self.alpha != 0.1 else "queries"
+            raise ValueError(
+                f"release.{key} is a setting of error bars of "
+                'published counts; drop it or set release.kind = "published"'
+            )
+        return self
 
     @field_validator("published_files")
     @classmethod
