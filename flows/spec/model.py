@@ -363,7 +363,7 @@ class AuditSpec(Strict):
             return self
         if self.population.kind == "table":
             raise ValueError(
-                'mpl.enabled with population.kind = "table": MPL tests synthetic and seed 001 '
+                'mpl.enabled with population.kind = "table": MPL tests synthetic and Flaxman 2019 '
                 "populations; set mpl.enabled = false"
             )
         if self.release.kind not in ("allocation", "gdpc"):

@@ -1,4 +1,4 @@
-"""The ``[mpl]`` section of an audit spec: the maximum privacy loss lower bounds (seed 002) of one
+"""The ``[mpl]`` section of an audit spec: the maximum privacy loss lower bounds (Askin, Kutta & Dette) of one
 released cell count per geolevel, opt-in."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def _all_pairs() -> list[MPLPair]:
 
 
 class MPLSection(Strict):
-    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
+    #: maximum privacy loss (Askin, Kutta & Dette) of one released cell count per geolevel, D vs D′
     enabled: bool = False
     geolevels: Literal["all"] | list[str] = "all"
     query: str = ""  # "": each geolevel's least noisy query (largest rho_q)

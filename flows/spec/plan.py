@@ -1,6 +1,6 @@
 """What an audit will compute: states, geolevels, queries, block sizes — from the spec alone.
 
-Over 400 lines on purpose: one short builder per population kind (synthetic, seed 001, table,
+Over 400 lines on purpose: one short builder per population kind (synthetic, Flaxman 2019, table,
 TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Block:
 
 @dataclass(frozen=True)
 class FlaxmanParams:
-    """Seed 001's setting: N people over a regular J-level tree, a geometric release at ε."""
+    """Flaxman's setting: N people over a regular J-level tree, a geometric release at ε."""
 
     people: int
     levels: int
@@ -103,7 +103,7 @@ class SpineParams:
 @dataclass(frozen=True)
 class TableParams:
     """A table of real counts (``read_counts``): file, count columns, hierarchy columns, unit
-    column; a seed 001 release (``AuditPlan.release``) of the rows' totals at ε."""
+    column; a Flaxman 2019 release (``AuditPlan.release``) of the rows' totals at ε."""
 
     path: str
     counts: tuple[str, ...]
@@ -145,11 +145,11 @@ class AuditPlan:
     replicates: int
     noise_seed: int
     postprocess: str
-    release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (seed 001, needs ``flaxman``)
+    release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (Flaxman 2019, needs ``flaxman``)
     flaxman: FlaxmanParams | None = None
     topdown: TopDownParams | None = None  # release "topdown"
     spine: SpineParams | None = None  # population "spine"
-    table: TableParams | None = None  # population "table", seed 001 / 003 releases
+    table: TableParams | None = None  # population "table", Flaxman 2019 / 003 releases
     table_hierarchy: TableHierarchyParams | None = None  # population "table", release "topdown"
     production: ProductionParams | None = None  # spine TopDown on a production schema (sparse)
     #: the release kind, chosen once by :func:`make_plan`: what is computed and how
@@ -168,7 +168,7 @@ class AuditPlan:
 
     @property
     def geometric(self) -> bool:
-        """A release of a tree of total counts (seed 001's GDPC/RDPC/ADPC, seed 003's, a published
+        """A release of a tree of total counts (Flaxman's GDPC/RDPC/ADPC, Flaxman & Petti's, a published
         table's): its residuals are not the allocation's simulated noise."""
         return self.strategy.geometric
 
@@ -291,7 +291,7 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
 
 
 def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
-    """Seed 001's releases: one tree ("all"), levels L0..LJ, one query (the total count)."""
+    """Flaxman's releases: one tree ("all"), levels L0..LJ, one query (the total count)."""
     from auditlib.geography.flaxman import children_per_unit
 
     a, p, r = spec.audit, spec.population, spec.release
@@ -330,7 +330,7 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
 
 
 def released_levels_of(kind: str, levels: int) -> tuple[int, ...]:
-    """Levels a seed 001 release publishes: all of 0..J for RDPC, the leaves otherwise."""
+    """Levels a Flaxman 2019 release publishes: all of 0..J for RDPC, the leaves otherwise."""
     return tuple(range(levels + 1)) if kind == "rdpc" else (levels,)
 
 
@@ -393,7 +393,7 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
 
 
 def _table_plan(spec: AuditSpec) -> AuditPlan:
-    """Seed 001's releases of a table's totals: one tree ("all"), levels root, columns, rows."""
+    """Flaxman's releases of a table's totals: one tree ("all"), levels root, columns, rows."""
     from auditlib.simulate.hierarchical import released_levels
 
     a, p, r = spec.audit, spec.population, spec.release

@@ -39,7 +39,7 @@ DEFAULT_FANOUT: dict[str, int] = {
 }
 
 
-#: seed 001's geometric releases (population.kind = "flaxman"); the others use the allocation
+#: Flaxman's geometric releases (population.kind = "flaxman"); the others use the allocation
 GEOMETRIC_RELEASES = ("gdpc", "rdpc", "adpc")
 
 
@@ -68,7 +68,7 @@ TABLE_TOPDOWN_RELEASES = ("topdown", "published")
 OBSERVED_ONLY = ("published", "published_files")
 
 
-#: seed 003's stratified releases of a table's rows (count columns = strata)
+#: Flaxman & Petti's stratified releases of a table's rows (count columns = strata)
 STRATIFIED_RELEASES = ("sa3", "sa4")
 
 
@@ -135,7 +135,7 @@ class AuditSection(Strict):
 
 class PopulationSection(Strict):
     #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
-    #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
+    #: "flaxman": Flaxman's N people uniform over a regular J-level tree (``people``, ``levels``,
     #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
     #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
     #: "table": real counts from a CSV or Parquet file (``path``, ``counts``, ``levels``, ``unit``;
@@ -222,11 +222,11 @@ class PopulationSection(Strict):
 
 class ReleaseSection(Strict):
     #: "allocation": discrete Gaussian noise on every query of the allocation at every geounit
-    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": seed 001's geometric
+    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": Flaxman's geometric
     #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
     #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
     #: (``population.attributes``), state totals invariant
-    #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
+    #: "sa3" / "sa4": Flaxman & Petti's stratified releases of a table's rows (population.kind = "table"):
     #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
     #: G(epsilon) on each count, the totals of the last levels column invariant
     #: "observed": no simulation; published DP counts beside the table's true counts
