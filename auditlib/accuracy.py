@@ -1,5 +1,5 @@
 """Accuracy of a noisy count: exact MSE and MAE of discrete-Gaussian noise, with and without
-non-negativity (seed 004, Section 3.4).
+non-negativity (Su, Su & Wang, Section 3.4).
 
 A count ``n`` is released as ``n + Z`` with ``Z ~ N_Z(0, σ²)``, the discrete Gaussian with pmf
 proportional to ``exp(-k²/(2σ²))`` on the integers. Without post-processing the error is ``Z``:

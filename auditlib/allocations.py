@@ -3,7 +3,7 @@
 An allocation gives, per (universe, region, geolevel, query), the query's zCDP budget ρ_q as an exact
 rational. The DAS defines neighbours as *replacing* one record within a state (``bounded``): a marginal
 query's change vector has squared L2 norm 2, so its discrete Gaussian noise has σ² = 1/ρ_q and a record
-change moves two cells. Seed 004 (Su, Su, Wang) reads the same ρ as *add/remove* (``add_remove``):
+change moves two cells. Su, Su & Wang (Su, Su, Wang) reads the same ρ as *add/remove* (``add_remove``):
 sensitivity 1 and σ² = 1/(2ρ_q), half the variance the DAS actually drew. Both are offered; every
 number says which one it used. Provenance of each file: ``auditlib/data/allocations/PROVENANCE.md``.
 

@@ -64,7 +64,7 @@ def account_components(
 
     With ``alpha_grid`` also the f-DP trade-off curves: the exact one's certified lower end (a valid
     guarantee) and the one implied by the Bureau's zCDP accounting. With ``calibration_delta`` also
-    seed 004's reduced noise (Table 1): the certified common factor ``c`` of every σ² at which the
+    Su, Su & Wang's reduced noise (Table 1): the certified common factor ``c`` of every σ² at which the
     exact ε(δ*) equals the Bureau's ε(δ*) of the unscaled composition, and the variance cut ``1 − c``.
 
     ``components`` may instead be loss components of mixed mechanisms (an allocation file with
@@ -140,7 +140,7 @@ def _account_dict(
 
 
 def calibrate(components: Sequence[tuple[Fraction, int]], delta: float) -> dict[str, Any]:
-    """Seed 004's reduced noise of a composition at ``delta`` (keys ``calibration_*``).
+    """Su, Su & Wang's reduced noise of a composition at ``delta`` (keys ``calibration_*``).
 
     The true factor lies in ``[factor_lower, factor_upper]``; ``factor_upper`` is the conservative
     one (more noise, ε(δ*) certainly at most the Bureau's), so the reduced σ² range uses it.

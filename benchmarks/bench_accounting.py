@@ -1,4 +1,4 @@
-"""Timing of the certified discrete-Gaussian accountant on seed 004's setting (not a test).
+"""Timing of the certified discrete-Gaussian accountant on Su, Su & Wang's setting (not a test).
 
 Run: ``python benchmarks/bench_accounting.py``. Prints the machine, then for each geolevel
 (10 i.i.d. queries) and for the 8-level composition: build time, time of eps(delta) at three deltas,

@@ -7,7 +7,7 @@ TopDown runs one state (the one holding the chosen unit: each state is its own r
 ``pl94_2021_production`` total query's σ² per spine level; ``--copies`` runs of D and of D′ are each
 one ``topdown()`` call on that many copies of the state. D′ moves one person into the state's first
 non-empty block from its last one. Also: GDPC, ADPC (P = 4), the allocation measurement and SA3 of
-the same block (vectorised draws), and one MPL run of ``topdown_count()`` at seed 002's sizes.
+the same block (vectorised draws), and one MPL run of ``topdown_count()`` at Askin, Kutta & Dette's sizes.
 """
 
 from __future__ import annotations

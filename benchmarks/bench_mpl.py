@@ -1,4 +1,4 @@
-"""Benchmark: one MPL run at the sizes of seed 002 §V (n = 2·10⁴, N = 5·10⁴, B = 10, τ = 10⁻³;
+"""Benchmark: one MPL run at the sizes of Askin, Kutta & Dette §V (n = 2·10⁴, N = 5·10⁴, B = 10, τ = 10⁻³;
 SVTs: n = 10⁵, N = 5·10⁵, τ = 10⁻⁴).
 
 Times each mechanism of the catalogue (best of ``--repeat`` runs, one core: set the thread count

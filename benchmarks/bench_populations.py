@@ -6,7 +6,7 @@ From the repository root (or with the package installed):
     PYTHONPATH=. python benchmarks/bench_populations.py --state 0
 
 Prints the time, the traced peak memory of the histogram step and the share of empty cells; then
-the time of seed 003's SA4 release (G(0.25) on every block x cell, county totals invariant) and of
+the time of Flaxman & Petti's SA4 release (G(0.25) on every block x cell, county totals invariant) and of
 SA3 (total at 0.25, strata at 0.75, L1 consistency) on those blocks.
 """
 

@@ -1,7 +1,7 @@
 """Timing of the report and of the exact accuracy sums (not a test).
 
 Run: ``python benchmarks/bench_report.py [STORE]``. Prints the machine, then the time of the exact
-MSE/MAE of one count (counts 0..10, with and without clipping) at seed 004's smallest and largest
+MSE/MAE of one count (counts 0..10, with and without clipping) at Su, Su & Wang's smallest and largest
 σ², of the accuracy group of one audit (8 levels × 10 queries × 2 noises), and, given a store (e.g.
 ``results/audit.zarr``), of rendering its HTML report (wall and CPU, after one warm-up
 render) and the report's size.

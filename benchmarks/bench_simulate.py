@@ -1,4 +1,4 @@
-"""Benchmark: seed 001's GDPC/RDPC/ADPC per run, noise sampling rates, the full US spine.
+"""Benchmark: Flaxman's GDPC/RDPC/ADPC per run, noise sampling rates, the full US spine.
 
 From the repository root (or with the package installed):
 
@@ -51,7 +51,7 @@ def main() -> None:
     tt, tree = best_of(lambda: CountTree.from_population(pop), args.repeat)
     h = pop.hierarchy
     print(
-        f"\nseed 001 setting: N = {n:,}, J = {args.levels}, μ = {args.mu:g} -> C = {h.children}, "
+        f"\nFlaxman 2019 setting: N = {n:,}, J = {args.levels}, μ = {args.mu:g} -> C = {h.children}, "
         f"{h.n_leaves:,} leaves"
     )
     print(

@@ -369,15 +369,7 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
     epl, resid, acct = [], [], []
     for g in range(len(plan.geolevels)):
         c = time.process_time()
-        tasks.epl_geolevel.fn(
-            url,
-            plan,
-            g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            range_multiplier=spec.epl.range_multiplier,
-            bias_aware=spec.epl.bias_aware_settings(),
-        )
+        tasks.epl_geolevel.fn(url, plan, g, **spec.epl.task_settings())
         epl.append(time.process_time() - c)
         resid.append(
             float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)

@@ -1,9 +1,9 @@
-"""Coverage of the exact loss by the EPL interval of seed 001's ADPC and GDPC residuals (run by hand).
+"""Coverage of the exact loss by the EPL interval of Flaxman's ADPC and GDPC residuals (run by hand).
 
 ADPC releases the mean of P = 4 GDPC runs at ε/4: residuals on ℤ/4. GDPC adds G(ε): residuals on
 ℤ. Both are drawn with the library's own releases (``auditlib.simulate.hierarchical.adpc`` /
 ``gdpc`` on zero counts: the residual law does not depend on the counts, so a table's cells and
-seed 001's leaves give the same residuals). The target is the *exact* loss over the population's
+Flaxman's leaves give the same residuals). The target is the *exact* loss over the population's
 5–95 % window, from the pmf (``auditlib.epl.exact``): for ADPC 0.568 ε at ε = 0.01 down to 0.495 ε
 at ε = 2; for GDPC ε.
 
@@ -38,7 +38,7 @@ from auditlib.epl.exact import adpc_pmf, windowed_loss
 from auditlib.simulate.hierarchical import adpc, gdpc
 
 EPSILONS = (0.01, 0.1, 0.5, 1.0, 2.0)
-#: Flaxman-Petti's C, seed 001's leaves, a table's cells, 20 replicates of the leaves
+#: Flaxman-Petti's C, Flaxman's leaves, a table's cells, 20 replicates of the leaves
 SIZES = (2_663, 9_261, 40_170, 185_220)
 RUNS = 4
 

@@ -1,6 +1,6 @@
 """The EPL estimator's deterministic errors on the exact pmf of averaged geometric noise (run by hand).
 
-For the mean of P two-sided geometrics G(ε/P) (seed 001's ADPC; P = 1 is GDPC) the pmf is known
+For the mean of P two-sided geometrics G(ε/P) (Flaxman's ADPC; P = 1 is GDPC) the pmf is known
 (``auditlib.epl.exact.adpc_pmf``). On it, with no sampling at all, compare over the population's
 5–95 % window:
 

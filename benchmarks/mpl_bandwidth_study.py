@@ -2,7 +2,7 @@
 
 The rule is h = scale · N^{−1/(2β+1) − γ} (``auditlib.mpl.density.undersmoothed_bandwidth``,
 scale = 0.9·min(sd, IQR/1.34) averaged over the two samples). Rules compared, all admissible
-under (C4) at seed 002's sizes (γ > ν/(6(1+ν)) = 0.014 for n = 2·10⁴, N = 5·10⁴):
+under (C4) at Askin, Kutta & Dette's sizes (γ > ν/(6(1+ν)) = 0.014 for n = 2·10⁴, N = 5·10⁴):
 
 * ``beta1``       β = 1, γ = 0.05 (N^−0.383): the Hölder/Lipschitz rule, the earlier default;
 * ``beta1.5``     β = 1.5, γ = 0.05 (N^−0.300);
@@ -10,7 +10,7 @@ under (C4) at seed 002's sizes (γ > ν/(6(1+ν)) = 0.014 for n = 2·10⁴, N = 
 * ``beta2_g0.02`` β = 2, γ = 0.02 (N^−0.220): barely undersmoothed.
 
 Mechanisms: the catalogue's continuous ones (Laplace, exponential, continuous Noisy Max) at
-ε₀ ∈ {0.2, 0.7, 1.5}, seed 002's sizes (n = 2·10⁴, N = 5·10⁴, B = 10, τ = 10⁻³, α = 0.05). Each
+ε₀ ∈ {0.2, 0.7, 1.5}, Askin, Kutta & Dette's sizes (n = 2·10⁴, N = 5·10⁴, B = 10, τ = 10⁻³, α = 0.05). Each
 repetition runs step 1 once and draws the N confirmation samples once; every rule is applied to
 those same draws (paired), exactly as ``auditlib.mpl.mpl`` would (checked on the first repetition
 of each cell against ``mpl(..., beta, gamma)`` itself).

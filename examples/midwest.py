@@ -1,4 +1,4 @@
-"""The 1990 Midwest county x race counts (plotnine's ``midwest``) under seed 001's releases, and their EPL.
+"""The 1990 Midwest county x race counts (plotnine's ``midwest``) under Flaxman's releases, and their EPL.
 
 Needs plotnine (in the ``test`` and ``examples`` extras). Then, from the repository root:
 
@@ -8,16 +8,16 @@ Needs plotnine (in the ``test`` and ``examples`` extras). Then, from the reposit
 The table (437 counties of IL, IN, MI, OH, WI; columns poptotal, popwhite, popblack, popamerindian,
 popasian, popother) is read into a state -> county hierarchy with a five-level race schema, and seed
 001's tree is root (the Midwest) -> 5 states -> 437 counties -> 2,185 county x race cells (J = 3).
-Each replicate releases it with seed 001's three algorithms (two-sided geometric noise):
+Each replicate releases it with Flaxman's three algorithms (two-sided geometric noise):
 
 * GDPC: the cells with G(epsilon). Its loss is epsilon exactly, so its EPL should be close to epsilon.
 * RDPC: every level with G(epsilon/4), raked top-down. EPL of the cells about epsilon/4, but a
   person is in one count of every level and the levels are nearly uncorrelated: the composed EPL
   (sum over the path, :func:`auditlib.epl.composed.composed_epl`) is about epsilon.
 * ADPC: the mean of 4 GDPC runs at epsilon/4. Its exact loss over the 5-95 % window is 0.55 epsilon
-  (the geometric pmfs convolved; tests/unit/test_epl_seed001.py), not epsilon/2 nor 0.75-0.8 epsilon.
+  (the geometric pmfs convolved; tests/unit/test_epl_flaxman.py), not epsilon/2 nor 0.75-0.8 epsilon.
 
-Then seed 003's SA3 (total at epsilon/4, strata at 3 epsilon/4, L1-consistent non-negative integers)
+Then Flaxman & Petti's SA3 (total at epsilon/4, strata at 3 epsilon/4, L1-consistent non-negative integers)
 and SA4 (strata at epsilon, state totals invariant) on the same cells.
 
 Measured (seed 1990, 100 replicates = 218,500 cell residuals; EPL / epsilon, Flaxman-Petti method):
@@ -58,7 +58,7 @@ def midwest_population() -> TabularPopulation:
 
 
 def midwest_tree(pop: TabularPopulation) -> tuple[CountTree, list[np.ndarray]]:
-    """Seed 001's tree of the counts, root -> state -> county -> county x race cell, and for every
+    """Flaxman's tree of the counts, root -> state -> county -> county x race cell, and for every
     level the unit of each leaf (cell), as :func:`auditlib.epl.composed.composed_epl` takes them."""
     h = pop.histograms
     counties = pop.count_tree()  # root -> state -> county totals
@@ -73,7 +73,7 @@ def midwest_tree(pop: TabularPopulation) -> tuple[CountTree, list[np.ndarray]]:
     return tree, maps
 
 
-def seed001_epl(epsilon: float, replicates: int, seed: int) -> dict[str, Any]:
+def flaxman_epl(epsilon: float, replicates: int, seed: int) -> dict[str, Any]:
     """EPL (Flaxman-Petti method, 5-95 % window, factor 0.1) of the cells under GDPC, RDPC and
     ADPC (P = 4), and RDPC's composed EPL over the four levels a person is counted in."""
     tree, maps = midwest_tree(midwest_population())
@@ -108,8 +108,8 @@ def main() -> None:
     states = pop.level_histograms("state").sum(axis=1)
     print("state totals:", dict(zip(pop.labels["state"], states.tolist(), strict=True)))
     eps = args.epsilon
-    r = seed001_epl(eps, args.replicates, args.seed)
-    print(f"seed 001 releases, epsilon = {eps}: {r['n']:,} cell residuals; EPL / epsilon:")
+    r = flaxman_epl(eps, args.replicates, args.seed)
+    print(f"Flaxman 2019 releases, epsilon = {eps}: {r['n']:,} cell residuals; EPL / epsilon:")
     print(f"  GDPC {r['gdpc'] / eps:.3f}   ADPC (P = 4) {r['adpc'] / eps:.3f}")
     levels = " ".join(f"{v / eps:.3f}" for v in r["rdpc_levels"])
     lo, hi = r["rdpc_composed_ci"]
@@ -118,7 +118,7 @@ def main() -> None:
         f"{r['rdpc_composed'] / eps:.3f} [{lo / eps:.3f}, {hi / eps:.3f}]"
     )
 
-    # seed 003: SA3 (total at epsilon/4, strata at 3 epsilon/4, L1-consistent non-negative integers)
+    # Flaxman & Petti's appendix: SA3 (total at epsilon/4, strata at 3 epsilon/4, L1-consistent non-negative integers)
     # and SA4 (strata at epsilon, state totals invariant)
     county_state = pop.parents["county"]
     sa3 = [

@@ -45,7 +45,7 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``epl_composed_ci_low``/``_ci_high`` (sums of the per-level intervals),
   ``epl_composed_projection`` (EPL of the Gaussian-optimal combination of a path: a lower-bound
   check), ``composed_dependence_factor``; ``level_correlation(geolevel, geolevel_b)`` the
-  cross-level residual correlations along paths leaf → root (seed 001 trees; NaN otherwise).
+  cross-level residual correlations along paths leaf → root (Flaxman 2019 trees; NaN otherwise).
   TopDown releases also store the bias of unit totals conditional on the truth:
   ``total_bias(geolevel, truth_class)``, the mean released − true total of the level's units whose
   true total is 0 (``empty``) or > 0 (``populated``) — and of the populated ones by true total
@@ -56,15 +56,15 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   ``eps_exact_lower``, ``eps_exact_upper``, ``eps_bureau``, ``eps_cks`` (geolevel, delta);
   ``delta_exact_upper``, ``delta_bureau`` (geolevel, eps_grid); f-DP curves ``tradeoff_exact_lower``,
   ``tradeoff_bureau`` (geolevel, alpha); ``composed_*`` (delta, eps_grid, alpha) and ``composed_rho``.
-  Seed 004's reduced noise (Table 1) at δ* = attr ``calibration_delta`` (the spec's smallest δ), per
+  Su, Su & Wang's reduced noise (Table 1) at δ* = attr ``calibration_delta`` (the spec's smallest δ), per
   geolevel and ``composed_*``: ``calibration_target_eps`` (the Bureau's ε(δ*)), the certified factor
   ``calibration_factor_lower``/``_upper`` of every σ², ``variance_cut_lower``/``_upper`` (1 − factor)
   and ``reduced_sigma2_min``/``_max`` (σ² range times the conservative ``calibration_factor_upper``).
-- ``accuracy`` (with ``accounting``): exact errors of one query's count (seed 004 §3.4) under the
+- ``accuracy`` (with ``accounting``): exact errors of one query's count (Su, Su & Wang §3.4) under the
   Bureau's and the reduced noise: ``sigma2``, ``mse``, ``mae`` (geolevel, query, noise) without
   post-processing (the large-count limit); ``mse_clipped``, ``mae_clipped`` (geolevel, query, noise,
   count) of ``max(0, count + noise)``; ``noise`` is ``bureau`` / ``reduced``; NaN: not measured.
-- ``mpl`` (only with ``[mpl] enabled``): maximum privacy loss (seed 002) of one released cell count
+- ``mpl`` (only with ``[mpl] enabled``): maximum privacy loss (Askin, Kutta & Dette) of one released cell count
   per geolevel — the geolevel's least noisy query (largest ρ_q, σ² under the run's neighbours) — on
   D vs D′ (``mpl_pair``: one person added / removed / moved in). Per geolevel: ``query``,
   ``sigma2``, ``count`` (the cell's true count in D), ``lb`` (lower confidence bound on ε*_C, level

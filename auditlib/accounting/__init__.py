@@ -11,7 +11,7 @@
 * :func:`calibrate_factor`, :func:`calibrate_sigma2` -- certified variance factor (or reduced
   sigma2) at which eps(delta*) meets a target (:func:`calibrate_mixed` for mixed compositions);
   :func:`tail_probability` and :func:`paper_bound_epsilon` (:mod:`~auditlib.accounting.paper_bound`)
-  -- seed 004's bound ``delta(eps) <= P[L > eps]``.
+  -- Su, Su & Wang's bound ``delta(eps) <= P[L > eps]``.
 * :class:`PrivacyLossComposition` -- the same brackets for mixed compositions of
   :class:`DiscreteGaussianLoss`, :class:`GeometricLoss`, :class:`LaplaceLoss` and
   :class:`GaussianLoss` components (exact lattice when commensurate, else the bracket grid).

@@ -25,7 +25,7 @@ at ``c = 1`` is exact, on a lattice of the same shape, at every ``c``; one that 
 mode stays in it and is certified through the bracket ends. So no rational rounding of ``c`` is
 needed.
 
-``method="paper-bound"`` reproduces seed 004 (Su, Su, Wang), Appendix A.6 / Section 3.3: it drops
+``method="paper-bound"`` reproduces Su, Su & Wang (Su, Su, Wang), Appendix A.6 / Section 3.3: it drops
 the ``-e^eps Q[...]`` term of ``delta(eps)``, i.e. uses ``delta(eps) <= P[L > eps]`` (a valid but
 loose upper bound on ``delta``; :mod:`auditlib.accounting.paper_bound`). The calibrated ``c`` is
 then certified for *that* bound.

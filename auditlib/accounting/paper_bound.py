@@ -1,6 +1,6 @@
-"""Seed 004's bound on delta(eps) -- certified.
+"""Su, Su & Wang's bound on delta(eps) -- certified.
 
-Su, Su and Wang (seed 004, Appendix A.6 / Section 3.3) drop the ``-e^eps Q[...]`` term of
+Su, Su and Wang (Su, Su & Wang, Appendix A.6 / Section 3.3) drop the ``-e^eps Q[...]`` term of
 ``delta(eps)``, i.e. use ``delta(eps) <= P[L > eps]`` (a valid but loose upper bound on ``delta``):
 
 * :func:`tail_probability` -- a certified bracket on ``P[L > eps]`` of a discrete Gaussian
@@ -27,7 +27,7 @@ from auditlib.exceptions import AccountingError
 
 
 def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -> Bracket:
-    """Certified bracket on ``P[L > eps]``: seed 004's upper bound on ``delta(eps)``.
+    """Certified bracket on ``P[L > eps]``: Su, Su & Wang's upper bound on ``delta(eps)``.
 
     The lower end uses the lattice whose losses err low and keeps only atoms certainly above
     ``eps``; the upper end the lattice whose losses err high, every atom possibly above ``eps`` and
@@ -59,7 +59,7 @@ def tail_probability(composition: DiscreteGaussianComposition, epsilon: float) -
 def paper_bound_epsilon(
     composition: DiscreteGaussianComposition, delta: float, tol: float = 1e-12
 ) -> Bracket:
-    """Bracket on ``inf{eps >= 0 : P[L > eps] <= delta}`` (seed 004's eps for the bound that drops
+    """Bracket on ``inf{eps >= 0 : P[L > eps] <= delta}`` (Su, Su & Wang's eps for the bound that drops
     the negative term). ``P[L > eps]`` is a step function; the ends are verified like
     :meth:`DiscreteGaussianComposition.epsilon`'s: ``P_upper(eps_upper) <= delta`` and
     ``P_lower(eps_lower) > delta``."""

@@ -1,4 +1,4 @@
-"""Direct privacy-loss estimate (seed 001 §2.3): one cell's error under D and D′ over many runs.
+"""Direct privacy-loss estimate (Flaxman 2019 §2.3): one cell's error under D and D′ over many runs.
 
 The algorithm runs R times on D and R times on a neighbour D′ (independent noise); for one unit we
 keep the error ``e = DP − TC_unit(D)`` of every run (both samples against the same reference, so
@@ -6,7 +6,7 @@ an event on the output is the same event under both databases). For an event E,
 ``log P_D(E)/P_D′(E)`` is a lower bound on the loss ε of an ε-DP algorithm, for *every* E.
 
 :func:`direct_log_ratio` estimates it for the events ``{e ∈ [k, k + w)}`` (``event="eq"``; w the
-bin width, 1 for integer errors) or ``{e ≥ k}`` (``event="ge"``, seed 001's tail events, far less
+bin width, 1 for integer errors) or ``{e ≥ k}`` (``event="ge"``, Flaxman's tail events, far less
 noisy), keeping only the k where **both** samples hold at least ``min_events`` events. The
 pointwise band is the Katz log interval of a ratio of two binomial proportions,
 ``log(p̂₁/p̂₂) ± z·√(1/a − 1/n₁ + 1/b − 1/n₂)`` (a, b the event counts). Which way it errs:

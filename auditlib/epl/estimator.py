@@ -1,4 +1,4 @@
-"""Empirical privacy loss (EPL) of residuals, after Flaxman & Petti (2020), seed 003.
+"""Empirical privacy loss (EPL) of residuals, after Flaxman & Petti (2020) and its appendix.
 
 ``EPL(x) = log p̂(x)/p̂(x+1)`` with p̂ a Gaussian KDE of the residuals (DP − true counts), and
 ``EPL = max |EPL(x)|`` over a window of x set by percentiles of the residuals.

@@ -4,7 +4,7 @@ For residuals with pmf P on a lattice, the loss over the window is
 ``max |log P(x)/P(x+Δ)|`` over the lattice points x with x and x+Δ in ``[m·q_lo, m·q_hi]``, where
 q_lo, q_hi are the *population* percentiles (the smallest value whose cdf reaches lo/100, hi/100:
 the limit of the sample percentiles). :func:`windowed_loss` computes it; :func:`adpc_pmf` is the
-pmf of seed 001's ADPC residual, the mean of P two-sided geometrics G(ε/P), on ℤ/P (convolved by
+pmf of Flaxman's ADPC residual, the mean of P two-sided geometrics G(ε/P), on ℤ/P (convolved by
 FFT: its rounding, ≈ 1e-16 of the peak, is far below the pmf inside any 1–99 % window).
 """
 

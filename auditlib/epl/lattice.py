@@ -1,6 +1,6 @@
 """Residuals on their own lattice: detect it, and evaluate the KDE at its points by FFT.
 
-An average of P integer counts (seed 001's ADPC, P runs of GDPC) lives on ℤ/P, not on ℤ: its pmf
+An average of P integer counts (Flaxman's ADPC, P runs of GDPC) lives on ℤ/P, not on ℤ: its pmf
 and its log-ratio ``log P(x)/P(x+1)`` are defined at every x ∈ ℤ/P, and the loss of the release is
 the maximum over *all* of them. Evaluating the EPL curve only at integer x misses the points
 between (at ε = 1, P = 4 the integer points reach 0.929 of the lattice's maximum).

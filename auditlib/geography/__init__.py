@@ -27,7 +27,7 @@ __all__ = [
     "national_population",
     "state_level_populations",
 ]
-__all__ += [  # seed 001's regular hierarchy and the synthetic US spine
+__all__ += [  # Flaxman's regular hierarchy and the synthetic US spine
     "FlaxmanHierarchy",
     "FlaxmanPopulation",
     "Spine",

@@ -1,4 +1,4 @@
-"""Flaxman's synthetic hierarchy (seed 001 §2.1): N people placed uniformly in a regular J-level tree.
+"""Flaxman's synthetic hierarchy (Flaxman 2019 §2.1): N people placed uniformly in a regular J-level tree.
 
 Every areal unit above the bottom level has ``C = ⌊(N/μ)^{1/J}⌋`` children, so level ``j`` (0 = the
 nation, J = the leaves) has ``C^j`` units and a leaf holds μ people on average. Person ``i``'s location
@@ -105,7 +105,7 @@ class FlaxmanHierarchy:
     def from_population(
         cls, n_people: int, levels: int, mean_per_location: float
     ) -> FlaxmanHierarchy:
-        """Seed 001's tree for N people, J levels and μ people per location on average."""
+        """Flaxman's tree for N people, J levels and μ people per location on average."""
         return cls(levels, children_per_unit(n_people, levels, mean_per_location))
 
     def n_units(self, level: int) -> int:
@@ -222,7 +222,7 @@ def generate_population(
     rng: np.random.Generator | None = None,
     seed: int | None = None,
 ) -> FlaxmanPopulation:
-    """Seed 001's database: N people, each uniform over the ``C^J`` leaves of the regular tree.
+    """Flaxman's database: N people, each uniform over the ``C^J`` leaves of the regular tree.
 
     Pass either an explicit ``rng`` or a ``seed`` (then the keyed stream ``FLAXMAN_POPULATION`` is used).
     """

@@ -1,6 +1,6 @@
 """The two-sided geometric ("discrete Laplace") noise G(ε) of the geometric mechanism.
 
-Parameterization (seed 001, G(ε)): ``P(k) = (1 − α)/(1 + α) · α^|k|`` with ``α = e^{−ε}``, so that
+Parameterization (Flaxman 2019, G(ε)): ``P(k) = (1 − α)/(1 + α) · α^|k|`` with ``α = e^{−ε}``, so that
 ``log P(k)/P(k+1) = ±ε``: adding it to a sensitivity-1 count is exactly ε-DP. Everything is in
 closed form; nothing is truncated.
 

@@ -1,4 +1,4 @@
-"""Maximum privacy loss (MPL): statistical lower bounds on ε from samples alone (seed 002).
+"""Maximum privacy loss (MPL): statistical lower bounds on ε from samples alone (Askin, Kutta & Dette).
 
 Askin, Kutta & Dette, "Statistical Quantification of Differential Privacy: A Local Approach"
 (IEEE S&P 2022). By Theorem 1 the privacy loss of a pair (x, x′) is the supremum of the *local*

@@ -2,7 +2,7 @@
 
 The mechanism under test is one released cell count of the geolevel: the least noisy query of the
 allocation at that geolevel (largest ρ_q; or a named query), σ² under the run's neighbour relation,
-optionally clipped at 0 (the run's ``postprocess``) — or seed 001's GDPC leaf count. The pairs are D
+optionally clipped at 0 (the run's ``postprocess``) — or Flaxman's GDPC leaf count. The pairs are D
 vs D′ with one person added to the cell's unit, removed from it, or moved into it
 (:mod:`auditlib.mpl.census`), the region C the integers within ``radius_sd``·σ of the count. The
 result holds everything the store keeps (``storage/schema.py``): LB and its ingredients, the loss

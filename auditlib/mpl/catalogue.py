@@ -1,4 +1,4 @@
-"""Mechanisms with known privacy loss, the test bed of seed 002 §V (and a few census-like counts).
+"""Mechanisms with known privacy loss, the test bed of Askin, Kutta & Dette §V (and a few census-like counts).
 
 Each factory returns a :class:`KnownMechanism`: the black-box mechanism, the B input pairs and the
 region C of the paper's experiment, the ε the mechanism *claims*, its true global ε and the exact
@@ -159,7 +159,7 @@ class LaplaceSampler:
 def laplace_mechanism(
     epsilon: float, *, scale: float | None = None, grid_size: int = 201
 ) -> KnownMechanism:
-    """The Laplace mechanism of seed 002 §V claiming ε; ``scale`` defaults to the correct 1/ε.
+    """The Laplace mechanism of Askin, Kutta & Dette §V claiming ε; ``scale`` defaults to the correct 1/ε.
 
     With another scale it is 1/scale-DP (``epsilon``) while still claiming ε (a broken mechanism).
     """
@@ -181,7 +181,7 @@ def laplace_mechanism(
 
 # -- Report Noisy Max ---------------------------------------------------------------------------
 
-# Patterns of Ding et al. (Table I of seed 002) for 6 counting queries, plus two from q = 0⁶.
+# Patterns of Ding et al. (Table I of Askin, Kutta & Dette) for 6 counting queries, plus two from q = 0⁶.
 RNM_PATTERNS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
     ((1, 1, 1, 1, 1, 1), (2, 1, 1, 1, 1, 1)),  # one above
     ((1, 1, 1, 1, 1, 1), (0, 1, 1, 1, 1, 1)),  # one below
@@ -243,7 +243,7 @@ def noisy_max_pmf(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
 
 
 def report_noisy_max(epsilon: float) -> KnownMechanism:
-    """Report Noisy Max with Lap(2/ε) on 6 queries (seed 002 §V), C = {0, ..., 5}.
+    """Report Noisy Max with Lap(2/ε) on 6 queries (Askin, Kutta & Dette §V), C = {0, ..., 5}.
 
     Claimed and global ε: ε. ``epsilon_c`` of these pairs is below ε (≈ 0.693 at ε = 0.7).
     """
@@ -257,7 +257,7 @@ def report_noisy_max(epsilon: float) -> KnownMechanism:
     )
 
 
-# -- continuous Noisy Max (Example 1 of seed 002) ------------------------------------------------
+# -- continuous Noisy Max (Example 1 of Askin, Kutta & Dette) ------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def continuous_max_logpdf(
 def continuous_noisy_max(epsilon: float, *, k: int = 3, grid_size: int = 201) -> KnownMechanism:
     """Continuous Noisy Max: max_i (v_i + Lap(k/ε)) of v ∈ [0, 1]^k, ε-DP exactly (ε = kλ).
 
-    Pairs v = 0^k vs (j/10)·1^k (j = 1..10), C = [−1, 1] (seed 002 §V, k = 3); the loss
+    Pairs v = 0^k vs (j/10)·1^k (j = 1..10), C = [−1, 1] (Askin, Kutta & Dette §V, k = 3); the loss
     j/10 · ε is attained for t ≤ 0.
     """
     eps0 = positive_finite("epsilon", epsilon)
@@ -322,7 +322,7 @@ def continuous_noisy_max(epsilon: float, *, k: int = 3, grid_size: int = 201) ->
 
 
 def exponential_epsilon(lam: float) -> float:
-    """ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) of the exponential mechanism (seed 002 §V)."""
+    """ε = λ + ln(2 − e^{−2λ}) − ln(2 − e^{−λ}) of the exponential mechanism (Askin, Kutta & Dette §V)."""
     lam = positive_finite("lam", lam)
     return lam + math.log(2.0 - math.exp(-2.0 * lam)) - math.log(2.0 - math.exp(-lam))
 
@@ -361,7 +361,7 @@ def exponential_logpdf(s: float, t: npt.ArrayLike, lam: float) -> npt.NDArray[np
 
 
 def exponential_mechanism(epsilon: float, *, grid_size: int = 201) -> KnownMechanism:
-    """The exponential mechanism of seed 002 §V with λ set so that its exact ε is ``epsilon``."""
+    """The exponential mechanism of Askin, Kutta & Dette §V with λ set so that its exact ε is ``epsilon``."""
     eps0 = positive_finite("epsilon", epsilon)
     lam = exponential_lambda(eps0)
     pairs = tuple((1.0, 1.0 + j / 10.0) for j in range(1, 11))

@@ -1,4 +1,4 @@
-"""Census releases under test: one released count of a database D vs a neighbour D′ (seed 002 on 2020).
+"""Census releases under test: one released count of a database D vs a neighbour D′ (Askin, Kutta & Dette on 2020).
 
 The mechanism under test is the simulation module's release of *one* count — a block (leaf) or a
 tract (any level) of a :class:`~auditlib.geography.flaxman.FlaxmanPopulation` — run ``n`` times on
@@ -8,7 +8,7 @@ the same database:
   one geolevel of a Bureau allocation (:mod:`auditlib.allocations`), drawn by
   :func:`auditlib.simulate.release.simulate_block`; with ``postprocess="nonnegative"`` the released
   count is clipped at 0 (post-processing: the loss can only shrink).
-* ``"gdpc"`` — seed 001's GDPC leaf count, count + G(ε) (:func:`auditlib.simulate.hierarchical.gdpc`).
+* ``"gdpc"`` — Flaxman's GDPC leaf count, count + G(ε) (:func:`auditlib.simulate.hierarchical.gdpc`).
 
 The inputs are databases: D and its neighbours from :mod:`auditlib.simulate.neighbours` — one person
 added to the unit, removed from it, or moved into it from another unit — so the sampler computes the
@@ -26,7 +26,7 @@ two shifted output laws, computed exactly over C by enumeration (:class:`KnownMe
 C is the integers within ``radius`` (default ⌈``radius_sd``·σ⌉ for the DG) of the count of D,
 intersected with the release's support (t ≥ 0 when clipped).
 
-The releases of block-histogram databases (TopDown, seed 001's ADPC and RDPC counts) are in
+The releases of block-histogram databases (TopDown, Flaxman's ADPC and RDPC counts) are in
 :mod:`auditlib.mpl.census_hist`; they reuse :data:`PAIR_KINDS` and the exact-law entry built here.
 """
 
@@ -283,7 +283,7 @@ def gdpc_count(
     pairs: Sequence[str] = PAIR_KINDS,
     radius: int = 5,
 ) -> KnownMechanism:
-    """Seed 001's GDPC block (leaf) count, count + G(ε), under D vs D′: ε*_C = ε exactly."""
+    """Flaxman's GDPC block (leaf) count, count + G(ε), under D vs D′: ε*_C = ε exactly."""
     eps = positive_finite("epsilon", epsilon)
     d = census_database(count) if db is None else db
     lev = d.hierarchy.levels

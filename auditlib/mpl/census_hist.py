@@ -1,4 +1,4 @@
-"""Census releases of block-histogram databases under test: TopDown, seed 001's ADPC and RDPC.
+"""Census releases of block-histogram databases under test: TopDown, Flaxman's ADPC and RDPC.
 
 The databases are :class:`~auditlib.simulate.neighbours_hist.HistogramDatabase` values (one state's
 block histograms, :func:`histogram_database` a small default) and their neighbours; each release's
@@ -9,9 +9,9 @@ count is sampled through :func:`auditlib.simulate.direct.released_values`:
   :class:`AccountedMechanism` whose bound is the certified ε(δ) of the discrete Gaussian measurements
   the move shifts (post-processing cannot increase loss), turned into a pointwise bound on the
   loss at outputs of probability ≥ p_min (:meth:`AccountedMechanism.pointwise_bound`).
-* :func:`adpc_count` — seed 001's ADPC block count, exact law by convolution (a
+* :func:`adpc_count` — Flaxman's ADPC block count, exact law by convolution (a
   :class:`~auditlib.mpl.catalogue.KnownMechanism`; ε*_C < ε on a bounded C).
-* :func:`rdpc_count` — seed 001's RDPC count of any level, rounded; bounded by ε (composition of
+* :func:`rdpc_count` — Flaxman's RDPC count of any level, rounded; bounded by ε (composition of
   the levels), no exact law.
 
 The counts of a :class:`~auditlib.geography.flaxman.FlaxmanPopulation` (allocation, GDPC) are in
@@ -238,7 +238,7 @@ def adpc_count(
     pairs: Sequence[str] = PAIR_KINDS,
     radius: int = 3,
 ) -> KnownMechanism:
-    """Seed 001's ADPC block count (the mean of P = ``n_runs`` GDPC runs at ε/P) under D vs D′.
+    """Flaxman's ADPC block count (the mean of P = ``n_runs`` GDPC runs at ε/P) under D vs D′.
 
     Exact law: released = c + S/P with S the sum of P independent G(ε/P), whose pmf is computed by
     convolution (mass dropped < 1e-30 per term); outputs are encoded as P·released (integers).
@@ -283,7 +283,7 @@ def rdpc_count(
     pairs: Sequence[str] = PAIR_KINDS,
     radius: int = 3,
 ) -> AccountedMechanism:
-    """Seed 001's RDPC count of one unit (raked top-down), rounded to an integer, under D vs D′.
+    """Flaxman's RDPC count of one unit (raked top-down), rounded to an integer, under D vs D′.
 
     No exact law (raking divides by a noisy family sum): the loss is bounded by the composition of
     the levels, J + 1 measurements at ε/(J + 1) of which a person changes one count each — ε-DP,

@@ -1,4 +1,4 @@
-"""Coverage experiments: repeat MPL on catalogue mechanisms with known ε*_C (seed 002 §V).
+"""Coverage experiments: repeat MPL on catalogue mechanisms with known ε*_C (Askin, Kutta & Dette §V).
 
 A chunk of repetitions ``start..stop−1`` of one (mechanism, ε₀) cell is a pure function of
 (seed, cell, repetition): every repetition draws from its own keyed stream, so the experiment is

@@ -1,11 +1,11 @@
-"""Truncated density estimators of seed 002: TDDE (Algorithm 2) and TKDE (Algorithm 1).
+"""Truncated density estimators of Askin, Kutta & Dette: TDDE (Algorithm 2) and TKDE (Algorithm 1).
 
 * :func:`tdde` — relative frequency ``|{i : X_i = t}| / n ∨ τ`` at integer points t.
 * :func:`tkde` — Gaussian kernel density ``(1/(n h^d)) Σ_i K((t − X_i)/h) ∨ τ`` in ℝ^d (scalar
   bandwidth, spherical kernel as in (K1)), evaluated exactly (chunked), or for d = 1 on a fine
   lattice (:func:`tkde_binned`) at a relative cost of ≲ 2e-4 (see there).
 
-Bandwidths (seed 002 §IV):
+Bandwidths (Askin, Kutta & Dette §IV):
 
 * :func:`silverman_bandwidth` — the estimation step (DPL). For d = 1 it is R's ``bw.nrd0``,
   ``0.9 · min(sd, IQR/1.34) · n^{−1/5}`` (the default of the ``kdensity`` package the authors
@@ -175,7 +175,7 @@ def undersmoothed_bandwidth(
 
 
 def kernel_square_integral(dim: int) -> float:
-    """∫K² of the standard Gaussian kernel on ℝ^d: ``(4π)^{−d/2}`` (enters σ̂² of seed 002)."""
+    """∫K² of the standard Gaussian kernel on ℝ^d: ``(4π)^{−d/2}`` (enters σ̂² of Askin, Kutta & Dette)."""
     return float((4.0 * math.pi) ** (-dim / 2.0))
 
 

@@ -1,4 +1,4 @@
-"""Data-specific privacy loss, Algorithm 3 (DPL) of seed 002, and the region C it maximizes over.
+"""Data-specific privacy loss, Algorithm 3 (DPL) of Askin, Kutta & Dette, and the region C it maximizes over.
 
 For one pair of neighbouring inputs (x, x′), draw n outputs at each, estimate both densities on the
 region C (TDDE for discrete outputs, TKDE for continuous ones) and return
@@ -34,7 +34,7 @@ from auditlib.mpl.protocol import (
     check_sample_size,
 )
 
-DEFAULT_TAU = 1e-3  # the floor of seed 002 §V for n = 2·10⁴
+DEFAULT_TAU = 1e-3  # the floor of Askin, Kutta & Dette §V for n = 2·10⁴
 DEFAULT_GRID = 201  # grid points of a 1-D continuous region
 
 #: Most evaluation points of a region C (all axes together: ``grid_size ** d`` for a box, ``hi − lo

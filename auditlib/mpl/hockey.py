@@ -5,7 +5,7 @@ For one pair (x, x′) with output laws P = A(x), Q = A(x′),
     δ_{x,x′}(ε) = max(H_ε(P‖Q), H_ε(Q‖P)),   H_ε(P‖Q) = sup_E P(E) − e^ε Q(E) = E_P[(1 − e^{ε−L})₊]
 
 with L = ln dP/dQ: the smallest δ for which A is (ε, δ)-DP on this pair. From samples, as MPL does
-(seed 002, Algorithm 4), in two steps:
+(Askin, Kutta & Dette, Algorithm 4), in two steps:
 
 1. **Locate** (the n step-1 draws at each input): estimate both pmfs on common cells — the integers
    between the smallest and largest step-1 draw for discrete outputs, equal-width bins (width = the

@@ -1,4 +1,4 @@
-"""Maximum privacy loss, Algorithm 4 (MPL) of seed 002: a one-sided confidence bound [LB, ∞).
+"""Maximum privacy loss, Algorithm 4 (MPL) of Askin, Kutta & Dette: a one-sided confidence bound [LB, ∞).
 
 1. DPL (Algorithm 3) on each of the B pairs with n draws per input; pick the pair with the largest
    ε̂ and its location t̂.

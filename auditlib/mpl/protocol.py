@@ -1,6 +1,6 @@
 """The mechanism under test: a batched black-box sampler and the kind and dimension of its outputs.
 
-MPL (seed 002, Askin, Kutta & Dette) only ever *samples* a mechanism: ``sampler(x, n, rng)`` runs
+MPL (Askin, Kutta & Dette, Askin, Kutta & Dette) only ever *samples* a mechanism: ``sampler(x, n, rng)`` runs
 it ``n`` times on the input ``x`` and returns the ``n`` outputs as one array. Outputs are either
 
 * ``"discrete"`` — integers (a discrete algorithm, output space ⊂ ℤ; vectors of bits or indices are

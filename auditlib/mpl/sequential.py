@@ -5,7 +5,7 @@ Two modes, both with the same look schedule and the same error control under opt
 * :func:`sequential_tradeoff` — the empirical f-DP points of :mod:`~auditlib.mpl.tradeoff_lower`
   against a claimed μ-GDP or (ε, δ)-DP (:class:`Claim`): tests selected once on ``n_select`` draws,
   then certified on a growing fresh sample;
-* :func:`sequential_mpl` — MPL (Algorithm 4 of seed 002): step 1 once, then step 2's N fresh draws at
+* :func:`sequential_mpl` — MPL (Algorithm 4 of Askin, Kutta & Dette): step 1 once, then step 2's N fresh draws at
   the chosen (x, x′, t̂) in batches against a claimed ε.
 
 **Looks.** Fresh draws per input N_1 = ``batch``, N_{j+1} = min(2 N_j, ``max_n``) until ``max_n``:

@@ -1,4 +1,4 @@
-"""The Sparse Vector Technique with known privacy loss (Lyu, Su & Li 2017; seed 002 §V).
+"""The Sparse Vector Technique with known privacy loss (Lyu, Su & Li 2017).
 
 :func:`svt2`, :func:`svt4`, :func:`svt5`, :func:`svt6` — SVT Algorithms 2, 4, 5 and 6 of Lyu et al.,
 T = 1, 10 queries (cutoff 1 for SVT2/4) on the pattern pairs of Ding et al.; SVT4 rescaled to its
@@ -30,7 +30,7 @@ from auditlib.mpl.dpl import Region
 
 # -- Sparse Vector Technique (Lyu, Su & Li 2017, Algorithms 2, 4, 5) ------------------------------
 
-# Patterns of Ding et al. for 10 queries (Table I of seed 002), plus two mirrored ones.
+# Patterns of Ding et al. for 10 queries (Table I of Askin, Kutta & Dette), plus two mirrored ones.
 SVT_PATTERNS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
     ((1,) * 10, (2,) + (1,) * 9),  # one above
     ((1,) * 10, (0,) + (1,) * 9),  # one below
@@ -192,7 +192,7 @@ def svt4(epsilon: float) -> KnownMechanism:
     """SVT, Algorithm 4 of Lyu et al., c = 1, rescaled so that its true ε is ``epsilon``.
 
     As published (ε₁ = ε/4, ρ ~ Lap(1/ε₁), ν ~ Lap(1/(ε − ε₁))) it is (1 + 6c)/4 · ε-DP; here the
-    nominal ε is 4ε/7 (seed 002 §V corrects the scaling the same way).
+    nominal ε is 4ε/7 (Askin, Kutta & Dette §V corrects the scaling the same way).
     """
     eps0 = positive_finite("epsilon", epsilon)
     nominal = 4.0 * eps0 / 7.0
@@ -233,7 +233,7 @@ def svt5(epsilon: float) -> KnownMechanism:
     def loss(q: Any, q2: Any, t: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         idx = np.asarray(t, dtype=np.int64)
         a, b = logpmf(q, idx), logpmf(q2, idx)
-        same = a == b  # includes −inf = −inf: ∞ − ∞ := 0 (seed 002, eq. (2))
+        same = a == b  # includes −inf = −inf: ∞ − ∞ := 0 (Askin, Kutta & Dette, eq. (2))
         with np.errstate(invalid="ignore"):
             return np.asarray(np.where(same, 0.0, np.abs(a - b)))
 

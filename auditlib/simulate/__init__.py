@@ -18,7 +18,7 @@ from auditlib.simulate.release import (
 )
 
 __all__ = ["QueryPlan", "ResidualBlock", "cell_shares", "simulate_block", "true_cell_counts"]
-__all__ += [  # seed 001's GDPC / RDPC / ADPC and neighbouring databases
+__all__ += [  # Flaxman's GDPC / RDPC / ADPC and neighbouring databases
     "CountTree",
     "HierarchicalRelease",
     "NeighbourPair",

@@ -12,10 +12,10 @@ same black box on one database (``n`` runs from one generator), the sampler MPL 
   each state on its own, so the released value of a unit depends on its state only: a database of many
   states (the whole spine) is cut to that state (:meth:`HistogramDatabase.state`) — exact, and the
   only way to afford it. A change in another state leaves the law of the value unchanged.
-* :class:`Hierarchical` — seed 001's GDPC, RDPC or ADPC of the tree of one query cell (a root over
+* :class:`Hierarchical` — Flaxman's GDPC, RDPC or ADPC of the tree of one query cell (a root over
   the top level, then every level, as for a table in ``flows/spec/plan.py``); GDPC and ADPC release the
   blocks, RDPC every level.
-* :class:`Stratified` — seed 003's SA3 (each block's total and its detailed cells as strata) or SA4
+* :class:`Stratified` — Flaxman & Petti's SA3 (each block's total and its detailed cells as strata) or SA4
   (strata summing to the true total of each unit of the level above the blocks, the county); the
   released value is the block's total (query ``"total"``) or a stratum (query ``"detailed"``).
 
@@ -103,8 +103,8 @@ class TopDown:
 
 @dataclass(frozen=True)
 class Hierarchical:
-    """Seed 001's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon``; ADPC needs ``n_runs`` = P
-    (seed 001: 4)."""
+    """Flaxman's ``algorithm`` ("gdpc", "rdpc", "adpc") at ``epsilon``; ADPC needs ``n_runs`` = P
+    (Flaxman 2019: 4)."""
 
     algorithm: Algorithm
     epsilon: float
@@ -114,7 +114,7 @@ class Hierarchical:
         if self.algorithm == "adpc" and self.n_runs is None:
             raise InvalidParameterError(
                 "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass "
-                "Hierarchical('adpc', epsilon, n_runs) (seed 001: 4)"
+                "Hierarchical('adpc', epsilon, n_runs) (Flaxman 2019: 4)"
             )
 
     @property
@@ -124,7 +124,7 @@ class Hierarchical:
 
 @dataclass(frozen=True)
 class Stratified:
-    """Seed 003's ``"sa3"`` (ε₁ = ``epsilon`` on totals, ε₂ = ``epsilon_strata`` or ε on strata)
+    """Flaxman & Petti's ``"sa3"`` (ε₁ = ``epsilon`` on totals, ε₂ = ``epsilon_strata`` or ε on strata)
     or ``"sa4"`` (``epsilon`` on strata, county totals invariant)."""
 
     kind: Literal["sa3", "sa4"]
@@ -250,7 +250,7 @@ def _topdown(
 
 
 def count_tree(db: HistogramDatabase, query: str = TOTAL, cell: int = 0) -> CountTree:
-    """Seed 001's tree of one query cell: a root over the top level, then every level."""
+    """Flaxman's tree of one query cell: a root over the top level, then every level."""
     counts = [np.asarray(db.query_counts(i, query)[:, cell]) for i in range(len(db.levels))]
     root = np.array([counts[0].sum()], dtype=np.int64)
     parents = [np.zeros(db.n_top, dtype=np.int64), *db.parents]

@@ -1,4 +1,4 @@
-"""Seed 001's three ε-DP counting algorithms on a hierarchy: GDPC, RDPC and ADPC (§2.2).
+"""Flaxman's three ε-DP counting algorithms on a hierarchy: GDPC, RDPC and ADPC (§2.2).
 
 All three add two-sided geometric noise G(z), ``P(k) ∝ e^{−z|k|}``
 (:class:`auditlib.mechanisms.TwoSidedGeometric`), to exact total counts (TC):
@@ -12,7 +12,7 @@ All three add two-sided geometric noise G(z), ``P(k) ∝ e^{−z|k|}``
 Raking when the noisy sum of a family is **zero or negative** (the formula's ratio is then undefined or
 flips every sign): the parent's raked count is split *equally* among its children. The children still
 sum to the parent exactly; such families are counted in :attr:`HierarchicalRelease.n_equal_splits`
-(with seed 001's sizes they essentially never happen: a family's noisy sum is ≈ C·μ ≫ its noise). A
+(with Flaxman's sizes they essentially never happen: a family's noisy sum is ≈ C·μ ≫ its noise). A
 positive but small noisy sum is raked by the formula, however large the factor.
 
 Everything is vectorized over units: a level's family sums are one ``np.bincount`` of the children's
@@ -58,7 +58,7 @@ FloatArray = npt.NDArray[np.float64]
 class CountTree:
     """Exact counts of a hierarchy: ``counts[j]`` per unit of level j (0 = one root unit) and
     ``parents[j − 1]`` the index (at level j − 1) of the parent of every unit of level j ≥ 1;
-    ``names[j]`` names level j (default ``"L0"``, ``"L1"``, …, as seed 001 numbers them)."""
+    ``names[j]`` names level j (default ``"L0"``, ``"L1"``, …, as Flaxman 2019 numbers them)."""
 
     counts: tuple[IntArray, ...]
     parents: tuple[IntArray, ...]
@@ -98,7 +98,7 @@ class CountTree:
 
     @classmethod
     def from_population(cls, population: FlaxmanPopulation) -> CountTree:
-        """TC of every level of seed 001's database and the regular tree's parents (``u // C``)."""
+        """TC of every level of Flaxman's database and the regular tree's parents (``u // C``)."""
         h = population.hierarchy
         return cls(
             tuple(population.total_counts()),
@@ -165,7 +165,7 @@ def _epsilon(epsilon: float) -> float:
 def _n_runs(n_runs: int | None) -> int:
     if n_runs is None:
         raise InvalidParameterError(
-            "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass n_runs (seed 001: 4)"
+            "Missing P (n_runs) of ADPC: it averages P runs at ε/P; pass n_runs (Flaxman 2019: 4)"
         )
     if isinstance(n_runs, bool) or not isinstance(n_runs, int | np.integer) or n_runs < 1:
         raise InvalidParameterError(f"Invalid P (n_runs): {n_runs!r}; it must be an integer >= 1")
@@ -295,7 +295,7 @@ def simulate_residuals(
     n_runs: int | None = None,
     dtype: type[np.floating] = np.float32,
 ) -> dict[str, npt.NDArray[np.floating]]:
-    """Residuals DP − TC of independent replicates: level name (``tree.names``; seed 001's
+    """Residuals DP − TC of independent replicates: level name (``tree.names``; Flaxman's
     population: ``"L0"``…``"LJ"``) -> array (replicates, units), for the levels the algorithm
     releases (RDPC: all; GDPC, ADPC: the leaves). ADPC needs ``n_runs`` = P.
 

@@ -1,4 +1,4 @@
-"""Neighbouring databases of seed 001's person-level database, for the *direct* privacy-loss estimate.
+"""Neighbouring databases of Flaxman's person-level database, for the *direct* privacy-loss estimate.
 
 ``D′`` differs from ``D`` in one person: moved to another leaf (bounded DP, "replace one row"; seed
 001 moves someone from area 0 to area 1001), added, or removed (unbounded DP). The hierarchy (``C``,
@@ -11,7 +11,7 @@ the two databases. :func:`direct_samples` returns the released counts of one uni
 ``D′``; replicate ``r`` of database ``b`` (0 = D, 1 = D′) uses the keyed stream
 ``(NEIGHBOUR_NOISE, algorithm, b, r)``.
 
-Block-histogram populations (synthetic, spine, tables; TopDown, SA3/SA4 and seed 001's releases of a
+Block-histogram populations (synthetic, spine, tables; TopDown, SA3/SA4 and Flaxman's releases of a
 table) have their own neighbours in :mod:`auditlib.simulate.neighbours_hist` and direct samples of
 any release in :mod:`auditlib.simulate.direct`.
 """
@@ -107,7 +107,7 @@ def move_person(pop: FlaxmanPopulation, person: int, to_leaf: int) -> NeighbourP
 def move_between_areas(
     pop: FlaxmanPopulation, from_leaf: int = 0, to_leaf: int = 1001
 ) -> NeighbourPair:
-    """Seed 001's D′: the first person living in leaf ``from_leaf`` moved to leaf ``to_leaf``."""
+    """Flaxman's D′: the first person living in leaf ``from_leaf`` moved to leaf ``to_leaf``."""
     frm = _check_leaf(pop, from_leaf)
     _check_leaf(pop, to_leaf)
     idx = np.flatnonzero(pop.leaf == frm)

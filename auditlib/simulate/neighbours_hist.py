@@ -1,7 +1,7 @@
 """Neighbouring databases of block-histogram populations: D′ from D by moving, adding or removing one
 person.
 
-A *histogram database* (:class:`HistogramDatabase`) is what TopDown, seed 003's SA3/SA4 and seed 001's
+A *histogram database* (:class:`HistogramDatabase`) is what TopDown, Flaxman & Petti's SA3/SA4 and Flaxman's
 releases of a table run on: the detailed histogram of every block over the cells of an attribute
 schema (:mod:`auditlib.geography.schema`) and the hierarchy above the blocks (levels top first, one
 parent-index array per level below the top). A person is one unit of one (block, detailed cell):

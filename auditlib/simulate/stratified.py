@@ -1,4 +1,4 @@
-"""Seed 003's stratified releases: noisy totals and strata made consistent by L1 optimization.
+"""Flaxman & Petti's stratified releases: noisy totals and strata made consistent by L1 optimization.
 
 * **SA3** (:func:`stratified_release`): every unit's total gets ``G(ε₁)`` and each of its stratified
   counts ``G(ε₂)`` (two-sided geometric, ``P(k) ∝ e^{−ε|k|}``, :class:`TwoSidedGeometric`); then the
@@ -31,7 +31,7 @@ these are drawn uniformly at random from the tied cells (from the caller's Gener
 is favoured by its position. Everything is vectorized over units and groups (a bisection on the water
 level of all groups at once).
 
-An LP solver (seed 003 used pyomo + ipopt) returns *some* vertex of the optimal face, which depends on
+An LP solver (Flaxman & Petti's appendix used pyomo + ipopt) returns *some* vertex of the optimal face, which depends on
 the solver; this exact choice makes the release, and hence its residual law, well defined.
 """
 

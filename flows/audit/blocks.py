@@ -1,4 +1,4 @@
-"""One block of an audit plan, computed: the residuals of a seed 001 / seed 003 release level, a
+"""One block of an audit plan, computed: the residuals of a geometric (Flaxman 2019) or stratified (Flaxman & Petti) release level, a
 state's TopDown replicates and the nation's sum, and the population a TopDown state runs on.
 Prefect tasks (``flows.audit.tasks``) and the direct estimate (``flows.experiments.direct_loss``) call these."""
 

@@ -1,6 +1,6 @@
 """The audit's small result groups, built from its tasks' summaries: ``epl`` (pooled and per-state
 estimates, curves, surfaces with bands, the composed EPL), ``accounting`` (exact and Bureau ε(δ),
-δ(ε), trade-off curves, seed 004's reduced noise) and ``accuracy`` (MSE/MAE under both noises).
+δ(ε), trade-off curves, Su, Su & Wang's reduced noise) and ``accuracy`` (MSE/MAE under both noises).
 Names and dimensions: ``storage/schema.py``."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from storage import schema as S
 #: the estimator the `epl` group's per-level estimates come from (its ``method`` attribute)
 EPL_METHOD = "flaxman_petti"
 
-#: per-level (and composed) keys of seed 004's reduced noise in the accounting group
+#: per-level (and composed) keys of Su, Su & Wang's reduced noise in the accounting group
 CALIBRATION_KEYS = (
     "calibration_target_eps",
     "calibration_factor_lower",
@@ -38,7 +38,7 @@ ALPHA_GRID = np.concatenate([np.geomspace(1e-6, 1e-2, 30), np.linspace(0.0125, 1
 
 
 def calibration_delta_for(spec: AuditSpec) -> float:
-    """δ* of the reduced noise: the spec's smallest δ (seed 004's Table 1 uses 1e-11)."""
+    """δ* of the reduced noise: the spec's smallest δ (Su, Su & Wang's Table 1 uses 1e-11)."""
     return float(min(spec.accounting.deltas))
 
 
@@ -148,7 +148,7 @@ def composed_epl_vars(
 ) -> dict[str, Any]:
     """The composed EPL of the counts containing one person (``auditlib.epl.composed``).
 
-    Seed 001 trees: estimated from the residual paths leaf → root, with the cross-level residual
+    Flaxman 2019 trees: estimated from the residual paths leaf → root, with the cross-level residual
     correlations. Allocation releases: the sum of the pooled bias-aware EPLs over every measured
     (geolevel, query) — one cell of each contains a person and the noise is independent by
     construction (no correlation is estimated: NaN).
@@ -296,7 +296,7 @@ def accounting_dataset(
             **(
                 {
                     "calibration_delta": calibration_delta_for(spec),
-                    "calibration": "seed 004 Table 1: every sigma2 of a level (composed: of all "
+                    "calibration": "Su, Su & Wang Table 1: every sigma2 of a level (composed: of all "
                     "levels) times a common factor c so that the exact eps(calibration_delta) equals "
                     "the Bureau's eps at that delta; the true c lies in [calibration_factor_lower, "
                     "calibration_factor_upper]; variance_cut = 1 - c; reduced_sigma2_min/max use "
@@ -316,7 +316,7 @@ def _bureau_na(results: list[dict[str, Any]]) -> list[str]:
 
 
 def accuracy_dataset(plan: AuditPlan, sigma2: np.ndarray, acct: xr.Dataset) -> xr.Dataset:
-    """Exact MSE/MAE of each query's count under the Bureau's and the reduced noise (seed 004 §3.4).
+    """Exact MSE/MAE of each query's count under the Bureau's and the reduced noise (Su, Su & Wang §3.4).
 
     The reduced noise multiplies the Bureau's σ² by the level's conservative calibration factor.
     """

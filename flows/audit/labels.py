@@ -14,7 +14,7 @@ PROJECT_TAG = "dpaudit"
 
 
 def uses_allocation(spec: Any) -> bool:
-    """Whether the release's noise comes from the allocation (not seed 001's/003's own ε)."""
+    """Whether the release's noise comes from the allocation (not Flaxman's/003's own ε)."""
     return spec.release.kind not in (*GEOMETRIC_RELEASES, *STRATIFIED_RELEASES)
 
 

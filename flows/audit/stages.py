@@ -33,7 +33,7 @@ Futures = list[PrefectFuture[Any]]
 
 def submit_accounting(spec: AuditSpec, url: str, plan: AuditPlan, grid: np.ndarray) -> Futures:
     """Exact accounting of the declared allocation's noise, one task per accounted geolevel, the
-    composed level (the longest single task) first; none for a release not accounted (seed 001's
+    composed level (the longest single task) first; none for a release not accounted (Flaxman's
     geometric releases are pure ε-DP by construction: their nominal ε is in the store's
     attributes), or when the groups are written already."""
     release = plan.strategy
@@ -95,10 +95,7 @@ def submit_epl(
             url,
             plan,
             g,
-            spec.epl.bandwidth_factor,
-            spec.epl.percentiles,
-            range_multiplier=spec.epl.range_multiplier,
-            bias_aware=spec.epl.bias_aware_settings(),
+            **spec.epl.task_settings(),
             declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
             if g in declared
             else None,

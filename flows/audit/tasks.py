@@ -373,7 +373,7 @@ def account(
     use_cache: bool = True,
 ) -> dict[str, Any]:
     """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
-    ``calibration_delta`` also seed 004's reduced noise at that δ. ``label``: the name the result
+    ``calibration_delta`` also Su, Su & Wang's reduced noise at that δ. ``label``: the name the result
     is stored under (default: ``geolevel``; a table's level measured as that geolevel).
     ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.audit.account_cache`)."""
     # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
@@ -430,7 +430,7 @@ def epl_composed(
     percentiles: tuple[float, float],
     bias_aware: BiasAwareSettings | None = None,
 ) -> dict[str, Any]:
-    """Composed EPL of the counts containing one person, over every released level of a seed 001
+    """Composed EPL of the counts containing one person, over every released level of a Flaxman 2019
     tree (paths leaf → root), with the cross-level residual correlations; each level's EPL is the
     bias-aware estimate with the spec's knobs (``bias_aware``; default: the library's)."""
     from auditlib.epl.composed import composed_epl

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -55,7 +56,7 @@ def account(
             "--method",
             "-m",
             help="auto (exact lattice if commensurate, else bracket), exact, bracket, "
-            "zcdp-simple (Bureau), zcdp-cks, paper-bound (seed 004's δ ≤ P[L > ε]).",
+            "zcdp-simple (Bureau), zcdp-cks, paper-bound (Su, Su & Wang's δ ≤ P[L > ε]).",
         ),
     ] = AccountMethod.auto,
     composed: Annotated[
@@ -135,10 +136,7 @@ def account(
             )
     except DPAuditError as exc:
         fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
-    print_account(result)
+    _show(result, as_json, print_account)
 
 
 def calibrate(
@@ -159,7 +157,7 @@ def calibrate(
     method: Annotated[
         CalibrationMethod,
         typer.Option(
-            "--method", "-m", help="exact, or paper-bound (seed 004's δ ≤ P[L > ε], labelled)."
+            "--method", "-m", help="exact, or paper-bound (Su, Su & Wang's δ ≤ P[L > ε], labelled)."
         ),
     ] = CalibrationMethod.exact,
     composed: Annotated[
@@ -207,7 +205,7 @@ def calibrate(
             "note": "every sigma2 times factor keeps eps(delta) at target_epsilon; the true factor "
             "lies in [factor_lower, factor_upper]; variance_cut = 1 - factor"
             + (
-                "; paper-bound: seed 004's delta(eps) <= P[L > eps], looser than exact"
+                "; paper-bound: Su, Su & Wang's delta(eps) <= P[L > eps], looser than exact"
                 if method.value == "paper-bound"
                 else ""
             ),
@@ -217,10 +215,15 @@ def calibrate(
             out["composed"] = one(None)
     except DPAuditError as exc:
         fail(str(exc))
+    _show(out, as_json, print_calibration)
+
+
+def _show(result: Any, as_json: bool, print_table: Callable[[Any], None]) -> None:
+    """``result`` as indented JSON (``--json``), else as ``print_table`` prints it."""
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
-        return
-    print_calibration(out)
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        print_table(result)
 
 
 def _calibrate_mixed(comps: list[Any], delta: float, target: float | None, method: str) -> Any:
@@ -230,7 +233,7 @@ def _calibrate_mixed(comps: list[Any], delta: float, target: float | None, metho
 
     if method != "exact":
         raise InvalidParameterError(
-            f"Invalid --method {method!r}: seed 004's paper bound is of discrete Gaussian "
+            f"Invalid --method {method!r}: Su, Su & Wang's paper bound is of discrete Gaussian "
             "compositions; this allocation mixes mechanisms, so use --method exact"
         )
     if target is None:

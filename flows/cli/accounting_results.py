@@ -22,7 +22,7 @@ METHOD_NOTES = {
     "(exact_lower <= truth <= exact_upper)",
     "zcdp-simple": "value = the Bureau's rho + 2 sqrt(rho ln 1/delta) conversion of rho-zCDP",
     "zcdp-cks": "value = the Canonne-Kamath-Steinke conversion of rho-zCDP",
-    "paper-bound": "paper_bound = seed 004's delta(eps) <= P[L > eps] (drops the -e^eps Q[.] term): "
+    "paper-bound": "paper_bound = Su, Su & Wang's delta(eps) <= P[L > eps] (drops the -e^eps Q[.] term): "
     "an upper bound on delta, looser than exact",
 }
 

@@ -3,10 +3,11 @@ starting point of your own allocation; reading it back gives the same numbers ex
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from flows.cli.options import OutputFileOption, OverwriteFileOption
 
 app = typer.Typer(
     help="Allocation files: write a shipped allocation in the file format "
@@ -24,15 +25,8 @@ def export(
             metavar="ID", help="Shipped allocation id (or an allocation file to normalise)."
         ),
     ],
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output", "-o", help="Write to FILE (in an existing directory) instead of stdout."
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
-    ] = False,
+    output: OutputFileOption = None,
+    overwrite: OverwriteFileOption = False,
 ) -> None:
     """Write an allocation as an allocation file: one row per (universe, region, geolevel, query)
     with its exact ρ (a fraction), no neighbour relation (read under either)."""

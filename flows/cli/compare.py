@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +18,7 @@ import typer
 from auditlib.exceptions import DPAuditError, StoreError
 from flows.cli.checks import check_output_file, check_store_exists
 from flows.cli.errors import fail
+from flows.cli.options import OutputFileOption, OverwriteFileOption
 
 
 class CompareFormat(StrEnum):
@@ -69,15 +69,8 @@ def compare(
     fmt: Annotated[
         CompareFormat, typer.Option("--format", "-f", help="table, csv or json.")
     ] = CompareFormat.table,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output", "-o", help="Write to FILE (in an existing directory) instead of stdout."
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
-    ] = False,
+    output: OutputFileOption = None,
+    overwrite: OverwriteFileOption = False,
 ) -> None:
     """Show what changed between two audits, per geolevel: ε, EPL, MPL, B − A and B / A.
 

@@ -1,4 +1,4 @@
-"""``dpaudit direct``: the direct privacy-loss estimate of one cell, on Dask — seed 001's population
+"""``dpaudit direct``: the direct privacy-loss estimate of one cell, on Dask — Flaxman's population
 (``--people``, ``--algorithm``, …) or the population and release of an audit spec (``--spec``)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def check_params(p: object) -> None:
         )
 
 
-#: options of seed 001's population, refused with --spec (name, parameter, default)
+#: options of Flaxman's population, refused with --spec (name, parameter, default)
 SEED001_ONLY = (
     ("--algorithm", "algorithm", "gdpc"),
     ("--epsilon", "epsilon", 0.1),
@@ -143,8 +143,8 @@ def direct(
     ] = "gdpc",
     epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Total budget ε.")] = 0.1,
     n_runs: Annotated[int, typer.Option("--n-runs", help="P of ADPC.")] = 4,
-    people: Annotated[int, typer.Option("--people", help="N (seed 001: 10⁶).")] = 1_000_000,
-    levels: Annotated[int, typer.Option("--levels", help="J (seed 001: 3).")] = 3,
+    people: Annotated[int, typer.Option("--people", help="N (Flaxman 2019: 10⁶).")] = 1_000_000,
+    levels: Annotated[int, typer.Option("--levels", help="J (Flaxman 2019: 3).")] = 3,
     mean: Annotated[float, typer.Option("--mean", help="μ people per location.")] = 100.0,
     population_seed: Annotated[
         int, typer.Option("--population-seed", help="Seed of the synthetic population.")
@@ -179,7 +179,7 @@ def direct(
         str,
         typer.Option(
             "--spec",
-            help="Audit spec (TOML): its population and release instead of seed 001's.",
+            help="Audit spec (TOML): its population and release instead of Flaxman's.",
         ),
     ] = "",
     state: Annotated[
@@ -216,7 +216,7 @@ def direct(
     scheduler: SchedulerOption = "",
     overwrite: OverwriteOption = False,
 ) -> None:
-    """Direct estimate: one cell's error under D and D′ over many runs, on Dask — seed 001's
+    """Direct estimate: one cell's error under D and D′ over many runs, on Dask — Flaxman's
     population, or an audit spec's population and release (--spec) with one person moved, added
     or removed."""
     values = dict(locals())  # the options, before anything else is bound

@@ -198,7 +198,7 @@ def mpl_coverage(
     scheduler: SchedulerOption = "",
     overwrite: OverwriteOption = False,
 ) -> None:
-    """MPL coverage experiments (seed 002 §V) on mechanisms with known ε, fanned out on Dask."""
+    """MPL coverage experiments (Askin, Kutta & Dette §V) on mechanisms with known ε, fanned out on Dask."""
     apply_prefect_defaults()
     from auditlib.mpl.coverage import CATALOGUE, check_coverage_sizes
     from flows.experiments.mpl_coverage import GROUP, coverage_run_id, mpl_coverage_flow

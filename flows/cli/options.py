@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,6 +17,17 @@ SHIPPED = ", ".join(ALLOCATION_FILES)
 SchedulerOption = Annotated[str, typer.Option("--scheduler", help="Dask scheduler; empty: local.")]
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an existing store (a dpaudit store only).")
+]
+
+# --output and --overwrite of the commands that write one file (or print it on stdout)
+OutputFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o", help="Write to FILE (in an existing directory) instead of stdout."
+    ),
+]
+OverwriteFileOption = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
 ]
 
 

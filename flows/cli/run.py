@@ -23,6 +23,7 @@ from flows.cli.checks import (
 )
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
+from flows.cli.options import OverwriteFileOption
 from flows.cli.runlog import StageLog, logged_output, progress_bar
 from flows.runtime.cluster import apply_prefect_defaults
 
@@ -162,6 +163,10 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
             overwrite=s.output.overwrite,
             lines=lines,
         )
+    from flows.cli.published import has_error_bars, write_error_bars_csv
+
+    if has_error_bars(url):  # a published table's intervals, beside the store (the report links it)
+        write_error_bars_csv(url)
     if not no_report:
         try:
             render_with_progress(url, s.output.report, lines)
@@ -221,9 +226,12 @@ def render_with_progress(
 
 def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
     """Blocks, wall time and the ε (or EPL) table of a finished run, then where it was written."""
+    from flows.cli.published import has_error_bars, print_error_bars_summary
     from storage import schema as S
     from storage import store
 
+    if has_error_bars(url):  # a published table's error bars: their widths and CSV
+        return print_error_bars_summary(url, report, summary, wall)
     if S.ACCOUNTING not in store.groups(url):
         epl = store.open_group(url, S.EPL)
         typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks")
@@ -376,9 +384,7 @@ def report(
         str,
         typer.Option("--output", "-o", help="HTML file to write, in an existing directory."),
     ] = "report.html",
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
-    ] = False,
+    overwrite: OverwriteFileOption = False,
     compare_with: Annotated[
         str | None,
         typer.Option(

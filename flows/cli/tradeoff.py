@@ -21,6 +21,8 @@ from flows.cli.options import (
     CurveFormat,
     Neighbours,
     NeighboursOpt,
+    OutputFileOption,
+    OverwriteFileOption,
     RegionOpt,
     UniverseOpt,
 )
@@ -104,15 +106,8 @@ def tradeoff(
     fmt: Annotated[CurveFormat, typer.Option("--format", "-f", help="csv or json.")] = (
         CurveFormat.csv
     ),
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output", "-o", help="Write to FILE (in an existing directory) instead of stdout."
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing file at --output.")
-    ] = False,
+    output: OutputFileOption = None,
+    overwrite: OverwriteFileOption = False,
 ) -> None:
     """f-DP trade-off curve β(α): certified exact bounds next to the curve the Bureau's zCDP
     accounting implies.

@@ -58,6 +58,10 @@ class ChunkedRun:
     resumed: int
     dataset: xr.Dataset | None
 
+    def counts(self) -> dict[str, int]:
+        """The flow summary's counts: ``tasks`` (chunks in all), ``computed``, ``resumed``."""
+        return {"tasks": self.total, "computed": self.computed, "resumed": self.resumed}
+
 
 def repetition_chunks(repetitions: int, chunk: int) -> list[tuple[int, int]]:
     """(start, stop) of each chunk of ``chunk`` repetitions (the last may be shorter)."""

@@ -1,9 +1,9 @@
 """The direct privacy-loss estimate as a flow: replicate chunks of D and D′ runs fanned out on Dask.
 
-Seed 001 §2.3: run a release R times on D and R times on D′ (one person moved, added or removed)
+Flaxman 2019 §2.3: run a release R times on D and R times on D′ (one person moved, added or removed)
 and compare one unit's error frequencies. Two kinds of experiment:
 
-- :class:`DirectParams` — seed 001's person-level population and GDPC/RDPC/ADPC
+- :class:`DirectParams` — Flaxman's person-level population and GDPC/RDPC/ADPC
   (``auditlib.epl.direct.direct_chunk``);
 - :class:`SpecDirectParams` — the population and release of an audit spec (synthetic or spine
   states, a table; allocation, TopDown, GDPC/RDPC/ADPC, SA3/SA4) with D′ from D by a change of one
@@ -214,9 +214,7 @@ def _run(
     )
     attrs = store.group_attrs(url, GROUP) if run.dataset is None else run.dataset.attrs
     return {
-        "tasks": run.total,
-        "computed": run.computed,
-        "resumed": run.resumed,
+        **run.counts(),
         "replicates": reps,
         **{k: attrs[k] for k in ("epl_eq", "epl_lower_eq", "epl_ge", "epl_lower_ge")},
     }

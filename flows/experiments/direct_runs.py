@@ -1,6 +1,6 @@
 """The direct estimate's experiments: what is run on D and on D′, and how D′ differs.
 
-:class:`DirectParams` — seed 001's person-level population and GDPC/RDPC/ADPC, one person moved,
+:class:`DirectParams` — Flaxman's person-level population and GDPC/RDPC/ADPC, one person moved,
 added or removed; :class:`SpecDirectParams` — an audit spec's population and release with D′ from D
 by a change of one (block, cell), resolved (and checked) into a :class:`SpecExperiment`. The flow
 that runs them is ``flows.experiments.direct_loss``."""
@@ -17,7 +17,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DirectParams:
-    """One direct experiment: seed 001's population, the algorithm, the neighbour, the cell."""
+    """One direct experiment: Flaxman's population, the algorithm, the neighbour, the cell."""
 
     people: int = 1_000_000
     levels: int = 3
@@ -182,7 +182,7 @@ def _spec_database(spec: Any, state: str, plan: Any = None) -> tuple[Any, Any, s
     kind = spec.population.kind
     if kind == "flaxman":
         raise InvalidParameterError(
-            "Invalid --spec: population.kind = 'flaxman' is seed 001's person-level population; "
+            "Invalid --spec: population.kind = 'flaxman' is Flaxman's person-level population; "
             "drop --spec and give --people, --levels, --mean and --algorithm"
         )
     if kind == "table" and spec.release.kind != "topdown":

@@ -133,12 +133,7 @@ def fdp_coverage_flow(
         return fdp_coverage_dataset(parts, mechanisms, parameters, settings)
 
     run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, fdp_chunk, assemble)
-    return {
-        "cells": shape[0] * shape[1],
-        "tasks": run.total,
-        "computed": run.computed,
-        "resumed": run.resumed,
-    }
+    return {"cells": shape[0] * shape[1], **run.counts()}
 
 
 def fdp_coverage_dataset(

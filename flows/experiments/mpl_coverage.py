@@ -133,12 +133,7 @@ def mpl_coverage_flow(
         return coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
 
     run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, mpl_chunk, assemble)
-    return {
-        "cells": shape[0] * shape[1],
-        "tasks": run.total,
-        "computed": run.computed,
-        "resumed": run.resumed,
-    }
+    return {"cells": shape[0] * shape[1], **run.counts()}
 
 
 def coverage_dataset(

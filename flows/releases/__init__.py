@@ -5,6 +5,7 @@ from flows.releases.allocation import AllocationRelease
 from flows.releases.base import BATCHED_BLOCKS, SPARSE_STATES, TOPDOWN_STATES, Release
 from flows.releases.geometric import FlaxmanTreeRelease, GeometricRelease, TableTreeRelease
 from flows.releases.observed import ObservedRelease
+from flows.releases.published import PublishedErrorsRelease
 from flows.releases.sparse_topdown import SparseTopDownRelease
 from flows.releases.stratified import StratifiedRelease
 from flows.releases.topdown import SpineTopDownRelease, TableTopDownRelease, TopDownRelease
@@ -17,6 +18,7 @@ __all__ = [
     "FlaxmanTreeRelease",
     "GeometricRelease",
     "ObservedRelease",
+    "PublishedErrorsRelease",
     "Release",
     "SparseTopDownRelease",
     "SpineTopDownRelease",

@@ -38,8 +38,8 @@ class Release:
     simulates_allocation: ClassVar[bool] = True
     #: exact accounting of the declared allocation (and claims) applies
     accounted: ClassVar[bool] = True
-    #: a release of a tree of total counts, not the allocation's simulated noise (seed 001's
-    #: GDPC/RDPC/ADPC, seed 003's SA3/SA4, a published table's runs)
+    #: a release of a tree of total counts, not the allocation's simulated noise (Flaxman's
+    #: GDPC/RDPC/ADPC, Flaxman & Petti's SA3/SA4, a published table's runs)
     geometric: ClassVar[bool] = False
     #: the composed EPL over the tree's paths leaf -> root is estimated
     composed_epl: ClassVar[bool] = False

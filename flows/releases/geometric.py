@@ -1,4 +1,4 @@
-"""Seed 001's geometric releases (GDPC / RDPC / ADPC) of a tree of total counts: the regular tree
+"""Flaxman's geometric releases (GDPC / RDPC / ADPC) of a tree of total counts: the regular tree
 of a Flaxman population, or a table's tree (root, its level columns, its rows)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class GeometricRelease(Release):
 
     def source(self, spec: AuditSpec, alloc: Any, label: str) -> str:
         r = spec.release
-        return f"seed 001 {r.kind.upper()} release at epsilon = {r.epsilon}"
+        return f"Flaxman 2019 {r.kind.upper()} release at epsilon = {r.epsilon}"
 
 
 @dataclass(frozen=True)

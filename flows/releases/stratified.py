@@ -1,4 +1,4 @@
-"""Seed 003's stratified releases (SA3 / SA4) of a table's rows: each row's total, then its counts
+"""Flaxman & Petti's stratified releases (SA3 / SA4) of a table's rows: each row's total, then its counts
 (the strata), every replicate in one block."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from flows.spec import AuditSpec
     from flows.spec.plan import AuditPlan, Block, TableParams
 
-#: stream of seed 003's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
+#: stream of Flaxman & Petti's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
 STRATIFIED_NOISE = 17
 
 
@@ -35,7 +35,7 @@ class StratifiedRelease(Release):
 
     def source(self, spec: AuditSpec, alloc: Any, label: str) -> str:
         r = spec.release
-        return f"seed 003 {r.kind.upper()} release at epsilon = {r.epsilon}"
+        return f"Flaxman & Petti's stratified {r.kind.upper()} release at epsilon = {r.epsilon}"
 
     def simulate_block(self, plan: AuditPlan, block: Block) -> ResidualBlock:
         assert plan.table is not None
@@ -53,7 +53,7 @@ class StratifiedRelease(Release):
 
 
 def stratified_block(plan: AuditPlan, t: TableParams) -> ResidualBlock:
-    """Seed 003's SA3 / SA4 of a table's rows (strata = count columns), every replicate: items are
+    """Flaxman & Petti's SA3 / SA4 of a table's rows (strata = count columns), every replicate: items are
     each row's total (query 0), then each row's counts (query 1, cell = column)."""
     from auditlib import seeds
     from auditlib.simulate.stratified import invariant_release, stratified_release

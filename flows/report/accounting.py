@@ -1,6 +1,6 @@
 """The accounting section: per geolevel and composed, the exact ε(δ) bracket beside the Bureau's
 and the Canonne–Kamath–Steinke conversions of ρ, the reduction, a plain-language summary at the
-headline δ (:func:`flows.report.store_data.headline_delta`), seed 004's reduced noise at its δ*,
+headline δ (:func:`flows.report.store_data.headline_delta`), Su, Su & Wang's reduced noise at its δ*,
 and the (ε, δ) and trade-off figures."""
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ class AccountingSection:
     summary: str
     tradeoff_figure: ReportFigure | None = None
     headline: str = "—"  # the headline δ
-    reduced: list[dict[str, str]] | None = None  # seed 004's reduced noise per level and composed
+    reduced: list[dict[str, str]] | None = (
+        None  # Su, Su & Wang's reduced noise per level and composed
+    )
     reduced_delta: str = "—"  # its δ*
 
 
@@ -248,7 +250,7 @@ def _exact_words(lo: float, hi: float) -> str:
 
 
 def _reduced_rows(acc: xr.Dataset, levels: list[str]) -> tuple[list[dict[str, str]] | None, str]:
-    """Seed 004's reduced noise (σ², reduced σ², certified variance cut) per level and composed,
+    """Su, Su & Wang's reduced noise (σ², reduced σ², certified variance cut) per level and composed,
     and the δ* it keeps the Bureau's ε at; ``None`` for a store without calibration."""
     if "variance_cut_lower" not in acc.variables:
         return None, "—"

@@ -1,4 +1,4 @@
-"""The accuracy section (seed 004 §3.4): per level, for the query whose σ² is the level's median, the
+"""The accuracy section (Su, Su & Wang §3.4): per level, for the query whose σ² is the level's median, the
 exact MSE and MAE of a count under the Bureau's and the reduced noise, their change, the MSE at
 count 0 after clipping, and the MSE/MAE-against-count figures."""
 

@@ -1,4 +1,4 @@
-"""The composed EPL of the counts containing one person (seed 001 trees): the per-level EPLs,
+"""The composed EPL of the counts containing one person (Flaxman 2019 trees): the per-level EPLs,
 their sum with its interval, the projection, the dependence factor and the cross-level residual
 correlations, as stored in the ``epl`` group; beside it, what noise of exactly the claimed σ²
 gives (:mod:`flows.report.resolution`) and why an empty projection is empty."""

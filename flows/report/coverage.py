@@ -1,4 +1,4 @@
-"""The MPL coverage section (seed 002, Fig. 4), when the store holds an ``mpl_coverage`` group
+"""The MPL coverage section (Askin, Kutta & Dette, Fig. 4), when the store holds an ``mpl_coverage`` group
 (``dpaudit mpl-coverage``): per mechanism × ε₀ the exact ε*_C, coverage, share above the claim and
 median LB, and the eCDFs of LB of :func:`flows.report.figures_mpl.coverage_ecdf_figure`."""
 

@@ -1,6 +1,6 @@
 """The accuracy figure: the exact MSE or MAE of one count released as max(0, count + noise) with
 discrete-Gaussian noise against its true count, under the Bureau's and the reduced σ², one panel
-per geographic level (seed 004 §3.4)."""
+per geographic level (Su, Su & Wang §3.4)."""
 
 from __future__ import annotations
 

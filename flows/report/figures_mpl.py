@@ -2,7 +2,7 @@
 
 * :func:`coverage_ecdf_figure` — from an ``mpl_coverage`` group (``dpaudit mpl-coverage``): the
   empirical CDF of LB per mechanism, one curve per ε₀, with ε*_C (dashed) and the claim ε₀ (dotted)
-  marked, as in seed 002's Figure 4. Coverage is the height of a curve at its dashed line. A bound
+  marked, as in Askin, Kutta & Dette's Figure 4. Coverage is the height of a curve at its dashed line. A bound
   at or below 0 says nothing (:mod:`flows.report.mpl_bound`): the curves start at 0, with a step
   there of the share of vacuous bounds.
 * :func:`loss_curve_figure` — from an audit store's ``mpl`` group: per geolevel, the step-1 loss
@@ -46,7 +46,7 @@ def _need(ds: xr.Dataset, names: tuple[str, ...], what: str) -> None:
 
 
 def coverage_ecdf_figure(ds: xr.Dataset, *, cols: int = 3) -> Figure:
-    """eCDFs of LB per mechanism × ε₀ from an ``mpl_coverage`` group (seed 002, Fig. 4)."""
+    """eCDFs of LB per mechanism × ε₀ from an ``mpl_coverage`` group (Askin, Kutta & Dette, Fig. 4)."""
     _need(ds, ("lb", "epsilon_c", "coverage"), "mpl_coverage figure")
     mechs = [str(m) for m in ds["mechanism"].values]
     eps0 = np.asarray(ds["epsilon0"].values, dtype=float)

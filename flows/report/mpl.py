@@ -1,4 +1,4 @@
-"""The maximum privacy loss section (seed 002), when the store holds an ``mpl`` group: per level
+"""The maximum privacy loss section (Askin, Kutta & Dette), when the store holds an ``mpl`` group: per level
 the lower bound LB with ε̂, t̂ and the exact ε*_C, the raised guard-rail flags in words, and the
 loss curves of :func:`flows.report.figures_mpl.loss_curve_figure` as a captioned figure; with the
 f-DP variables also the count's certified trade-off points beside the certified curves

@@ -52,7 +52,9 @@ def release_line(attrs: Mapping[str, Any], *, words: bool = True) -> str | None:
         shown = ", ".join(states) if isinstance(states, list) else str(states)
         where = f"the spine (states: {shown})"
     out = f"{release} on {where}"
-    if release == "topdown":
+    if release == "published":  # the table is the published counts, TopDown's output
+        out = f"published TopDown counts ({where}): error bars by approximate Monte Carlo"
+    if release in ("topdown", "published"):
         name = str(pop.get("attributes", "total"))
         try:
             cells = f"{schema(name).n_cells:,} cells"

@@ -33,6 +33,7 @@ from flows.report.accuracy import accuracy_section
 from flows.report.claims import read_claims
 from flows.report.coverage import mpl_coverage_section
 from flows.report.epl import epl_section
+from flows.report.error_bars import allocation_of, error_bars_section, open_error_bars
 from flows.report.fdp_coverage import fdp_coverage_section
 from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
@@ -161,6 +162,10 @@ def render_report(
         summary_parts.extend(epl_sec.summary)
     # the groups a store lacks are listed once, under the summary (``missing``)
 
+    # a published table's error bars: their section alone, no audit group is missing
+    error_bars = error_bars_section(open_error_bars(store_s, storage_options), store_s, out)
+    if error_bars is not None:
+        missing, summary_parts = [], [error_bars.summary()]
     production = open_production(store_s, storage_options)
     note = production_note(production)
     if note is not None:
@@ -170,6 +175,8 @@ def render_report(
         if coverage_only
         else audit_header(attrs, acc, n_rep, hd, basis)
     )
+    if error_bars is not None:  # the allocation TopDown reran (no accounting of it is stored)
+        header["allocation_id"] = allocation_of(attrs)
 
     _step(6, "writing the page")
     html = render_page(
@@ -192,6 +199,7 @@ def render_report(
         provenance=provenance(attrs),
         store_name=store_name,
         simulated=basis.simulated,
+        error_bars=error_bars,
     )
     atomic_write_text(out, html)
     _step(_STEPS, "written")

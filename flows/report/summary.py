@@ -3,7 +3,7 @@ of the three answers says at the report's one headline δ — the Bureau's and t
 level's largest bias-aware EPL with its interval, floor and whether it is resolved
 (:mod:`flows.report.epl_headline`, the numbers of the summary box too), the MPL lower bound and the
 claim verdict (:mod:`flows.report.claims`; a column only when the store holds verdicts).
-The reduced noise (at seed 004's δ*) is in the accounting section, beside the other δ."""
+The reduced noise (at Su, Su & Wang's δ*) is in the accounting section, beside the other δ."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from types import TracebackType
+
+from flows.runtime.background import BackgroundThread
 
 Listener = Callable[[int, int, str], None]
 StageListener = Callable[[str], None]
@@ -87,7 +88,7 @@ def cluster_started() -> None:
     stage(f"cluster started ({kind}, {workers} worker{'' if workers == 1 else 's'})")
 
 
-class BlockProgress:
+class BlockProgress(BackgroundThread):
     """Reports ``blocks simulated k/n, tasks j/m`` while a flow waits for its tasks.
 
     ``count_blocks()`` says how many of the ``n_blocks`` blocks are finished (it reads the store);
@@ -114,9 +115,8 @@ class BlockProgress:
         self.blocks = self.other = self.sims = 0
         self._stages = dict(stages or {})
         self._stage_done: Counter[str] = Counter()
+        super().__init__()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._t0 = time.perf_counter()
 
     def __enter__(self) -> BlockProgress:
@@ -125,19 +125,8 @@ class BlockProgress:
         if not self.n_sim:
             stage("simulate: no block left to simulate (resumed)")
         if _listener and self.n_blocks:
-            self._thread = threading.Thread(target=self._poll, name="block-progress", daemon=True)
-            self._thread.start()
+            self._start_thread(self._poll, "block-progress")
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S) and self.sims < self.n_sim:

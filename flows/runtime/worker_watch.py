@@ -17,12 +17,12 @@ is not watched.
 from __future__ import annotations
 
 import re
-import threading
 import time
 import weakref
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
+
+from flows.runtime.background import BackgroundThread
 
 #: seconds between two questions to the scheduler
 POLL_S = 1.0
@@ -48,33 +48,24 @@ def watched(cluster: Any) -> bool:
     return adapt is None or int(adapt.minimum) > 0
 
 
-class WorkerWatch:
+class WorkerWatch(BackgroundThread):
     """Watch the workers of the current Dask client's cluster while the ``with`` block runs."""
 
     def __init__(self, grace_s: float, enabled: bool = True, poll_s: float = POLL_S) -> None:
+        super().__init__()
         self.grace_s = float(grace_s)
         self.enabled = enabled
         self.poll_s = poll_s
         #: what was lost, in words (None while the cluster has a worker or is not watched)
         self.lost: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> WorkerWatch:
         if self.enabled:
-            self._thread = threading.Thread(target=self._run, name="worker-watch", daemon=True)
-            self._thread.start()
+            self._start_thread(self._run, "worker-watch")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(ASK_TIMEOUT_S + self.poll_s)
+    def _join_timeout(self) -> float:
+        return ASK_TIMEOUT_S + self.poll_s
 
     def _run(self) -> None:
         client: Any = None

@@ -1,9 +1,10 @@
 """What a run id hashes of the files a spec names: their content, never where they are.
 
-An allocation file, a table (``population.path``) and the published runs' files
-(``release.published_files``) set the numbers by their bytes: editing one must give a new run id
-(a resumed run would otherwise mix results of two versions of the file), and the same bytes at
-another path (the spec moved, a copy in another checkout) the same one.
+An allocation file, a table (``population.path``), the published runs' files
+(``release.published_files``) and an areas file (``release.areas``) set the numbers by their
+bytes: editing one must give a new run id (a resumed run would otherwise mix results of two
+versions of the file), and the same bytes at another path (the spec moved, a copy in another
+checkout) the same one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def content_addressed(data: dict[str, Any]) -> dict[str, Any]:
     release = data.get("release", {})
     if isinstance(release.get("published_files"), list):
         release["published_files"] = [_content(str(f)) for f in release["published_files"]]
+    if isinstance(release.get("areas"), str) and release["areas"]:
+        release["areas"] = _content(release["areas"])  # a published release's areas file
     return data
 
 

@@ -106,6 +106,8 @@ def load_spec(path: str | Path | None = None) -> AuditSpec:
             str((p.parent / Path(f).expanduser()).resolve()) if isinstance(f, str) else f
             for f in rel["published_files"]
         ]
+    if isinstance(rel, dict) and isinstance(rel.get("areas"), str) and rel["areas"]:
+        rel["areas"] = str((p.parent / Path(rel["areas"]).expanduser()).resolve())  # as a table's
     return parse_spec(data, f"spec {str(p)!r}")
 
 

@@ -58,7 +58,7 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("population", "unit"): "table only: the column labelling the rows (unset: the row number)",
     ("population", "mean_per_location"): "flaxman only: mean people per leaf location",
     ("accounting", "deltas"): "δ values of the ε(δ) table; the smallest is δ* of the reduced noise "
-    "(seed 004 Table 1 uses 1e-11)",
+    "(Su, Su & Wang Table 1 uses 1e-11)",
     ("accounting", "eps_grid_points"): "points of the ε grid of the stored δ(ε) curves",
     ("accounting", "cache"): "reuse stored exact accounting results (false: always recompute); "
     "where they live and how they are invalidated: docs/accounting.md",

@@ -10,28 +10,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
+from flows.spec.mpl_section import MPLSection
 from flows.spec.production import production_combination
+from flows.spec.published import check_published
 from flows.spec.sections import (
     DEFAULT_FANOUT,
     GEOMETRIC_RELEASES,
     OBSERVED_ONLY,
     RELEASES_OF,
-    SYNTHETIC_ONLY,
     TABLE_ONLY,
     TABLE_ROOT,
+    TABLE_TOPDOWN_RELEASES,
     AccountingSection,
     AuditSection,
     EPLSection,
-    MPLSection,
     OutputSection,
     PopulationSection,
     ReleaseSection,
@@ -82,12 +78,12 @@ class AuditSpec(Strict):
                 f'release.kind = "sa3" (got {self.release.kind!r}); drop it'
             )
         if self.release.levels and (
-            kind != "table" or self.release.kind not in ("topdown", "observed")
+            kind != "table" or self.release.kind not in (*TABLE_TOPDOWN_RELEASES, "observed")
         ):
             raise ValueError(
                 "release.levels maps the allocation's geolevels onto a table's levels; it is a "
-                'setting of release.kind = "topdown" or "observed" with population.kind = '
-                '"table": drop it'
+                'setting of release.kind = "topdown", "published" or "observed" with '
+                'population.kind = "table": drop it'
             )
         if self.release.kind != "observed":
             named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
@@ -136,16 +132,7 @@ class AuditSpec(Strict):
             return self
         alloc = load_allocation(self.audit.allocation)
         a = self.audit
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         levels = self.geolevels
         below_state = [g for g in levels if g not in ("US", "State")]
         for g in self.population.fanout:
@@ -181,12 +168,7 @@ class AuditSpec(Strict):
 
     def _check_table(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; a table has its "
-                'own units and counts: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("a table has its own units and counts")
         if isinstance(p.levels, int):
             raise ValueError(
                 f"population.levels = {p.levels!r}: a table names its hierarchy columns, "
@@ -196,7 +178,7 @@ class AuditSpec(Strict):
             raise ValueError(
                 'population.kind = "table" needs population.path (a CSV or Parquet file)'
             )
-        topdown = self.release.kind == "topdown"
+        topdown = self.release.kind in TABLE_TOPDOWN_RELEASES
         if not p.counts and not topdown:
             raise ValueError(
                 'population.kind = "table" needs population.counts, e.g. counts = ["total"]'
@@ -236,22 +218,15 @@ class AuditSpec(Strict):
             raise ValueError(msg if named else f"population.path = {p.path!r}: {msg}") from None
         if topdown:
             self._check_table_topdown()
+        if self.release.kind == "published":
+            check_published(self)
 
     def _check_table_topdown(self) -> None:
         """A TopDown release of a table: the allocation's scope, its geolevels mapped onto the
         table's levels (``release.levels``), its queries expressible in the schema."""
         a = self.audit
         alloc = load_allocation(a.allocation)
-        if a.universe not in alloc.universes():
-            raise ValueError(
-                f"audit.universe = {a.universe!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.universes())}"
-            )
-        if a.region not in alloc.regions(a.universe):
-            raise ValueError(
-                f"audit.region = {a.region!r} is not in allocation {a.allocation!r}; "
-                f"allowed: {', '.join(alloc.regions(a.universe))}"
-            )
+        a.check_scope(alloc)
         measured = self.table_measured_geolevels
         try:
             topdown_measured(
@@ -273,7 +248,7 @@ class AuditSpec(Strict):
         cells of ``population.attributes`` (e.g. ``"total"``, or pl94's
         ``"under18/not_hispanic/white"``, ...) in the schema's order."""
         p = self.population
-        if p.counts or self.release.kind != "topdown":
+        if p.counts or self.release.kind not in TABLE_TOPDOWN_RELEASES:
             return tuple(p.counts)
         from auditlib.geography.schema import schema
 
@@ -378,12 +353,7 @@ class AuditSpec(Strict):
 
     def _check_spine(self) -> None:
         p = self.population
-        given = p.changed(SYNTHETIC_ONLY)
-        if given:
-            raise ValueError(
-                f"population.{given[0]} is a setting of the synthetic hierarchy; the spine has "
-                'its own units and people: drop it, or use population.kind = "synthetic"'
-            )
+        p.refuse_synthetic_settings("the spine has its own units and people")
         spine_state_indices(self.audit.region, p.spine_states)  # names the bad state
 
     @model_validator(mode="after")
@@ -393,7 +363,7 @@ class AuditSpec(Strict):
             return self
         if self.population.kind == "table":
             raise ValueError(
-                'mpl.enabled with population.kind = "table": MPL tests synthetic and seed 001 '
+                'mpl.enabled with population.kind = "table": MPL tests synthetic and Flaxman 2019 '
                 "populations; set mpl.enabled = false"
             )
         if self.release.kind not in ("allocation", "gdpc"):

@@ -1,8 +1,7 @@
 """What an audit will compute: states, geolevels, queries, block sizes — from the spec alone.
 
-Over 400 lines on purpose: one short builder per population kind (synthetic, seed 001, table,
-TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here; apart, they would each
-need the plan's dataclasses and the shared state/level walk."""
+Over 400 lines on purpose: one short builder per population kind (synthetic, Flaxman 2019, table,
+TopDown, spine, TopDown on a table), each returning the one :class:`AuditPlan` defined here."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from flows.releases import (
     TableTreeRelease,
     TopDownRelease,
 )
+from flows.releases.published import published_errors_plan
 from flows.spec.model import AuditSpec, observed_args, observed_schema
 from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
 from flows.spec.sources import (
@@ -58,7 +58,7 @@ class Block:
 
 @dataclass(frozen=True)
 class FlaxmanParams:
-    """Seed 001's setting: N people over a regular J-level tree, a geometric release at ε."""
+    """Flaxman's setting: N people over a regular J-level tree, a geometric release at ε."""
 
     people: int
     levels: int
@@ -70,8 +70,7 @@ class FlaxmanParams:
 
 @dataclass(frozen=True)
 class TopDownParams:
-    """A TopDown-style release: schema, measured (schema query, σ²) by geolevel name, solver
-    tolerance."""
+    """A TopDown-style release: schema, measured (schema query, σ²) by level name, tolerance."""
 
     schema: str
     measured: dict[str, tuple[tuple[str, float], ...]]  # geolevel name -> its measurements
@@ -104,7 +103,7 @@ class SpineParams:
 @dataclass(frozen=True)
 class TableParams:
     """A table of real counts (``read_counts``): file, count columns, hierarchy columns, unit
-    column; a seed 001 release (``AuditPlan.release``) of the rows' totals at ε."""
+    column; a Flaxman 2019 release (``AuditPlan.release``) of the rows' totals at ε."""
 
     path: str
     counts: tuple[str, ...]
@@ -146,11 +145,11 @@ class AuditPlan:
     replicates: int
     noise_seed: int
     postprocess: str
-    release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (seed 001, needs ``flaxman``)
+    release: str = "allocation"  # or "gdpc" | "rdpc" | "adpc" (Flaxman 2019, needs ``flaxman``)
     flaxman: FlaxmanParams | None = None
     topdown: TopDownParams | None = None  # release "topdown"
     spine: SpineParams | None = None  # population "spine"
-    table: TableParams | None = None  # population "table", seed 001 / 003 releases
+    table: TableParams | None = None  # population "table", Flaxman 2019 / 003 releases
     table_hierarchy: TableHierarchyParams | None = None  # population "table", release "topdown"
     production: ProductionParams | None = None  # spine TopDown on a production schema (sparse)
     #: the release kind, chosen once by :func:`make_plan`: what is computed and how
@@ -169,7 +168,7 @@ class AuditPlan:
 
     @property
     def geometric(self) -> bool:
-        """A release of a tree of total counts (seed 001's GDPC/RDPC/ADPC, seed 003's, a published
+        """A release of a tree of total counts (Flaxman's GDPC/RDPC/ADPC, Flaxman & Petti's, a published
         table's): its residuals are not the allocation's simulated noise."""
         return self.strategy.geometric
 
@@ -222,7 +221,7 @@ def _state_levels(
 def make_plan(spec: AuditSpec) -> AuditPlan:
     if spec.population.kind == "spine":
         return _spine_plan(spec)
-    if spec.population.kind == "table" and spec.release.kind == "topdown":
+    if spec.population.kind == "table" and spec.release.kind in ("topdown", "published"):
         return _table_topdown_plan(spec)
     if spec.population.kind == "table":
         return _table_plan(spec)
@@ -292,7 +291,7 @@ def make_plan(spec: AuditSpec) -> AuditPlan:
 
 
 def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
-    """Seed 001's releases: one tree ("all"), levels L0..LJ, one query (the total count)."""
+    """Flaxman's releases: one tree ("all"), levels L0..LJ, one query (the total count)."""
     from auditlib.geography.flaxman import children_per_unit
 
     a, p, r = spec.audit, spec.population, spec.release
@@ -331,7 +330,7 @@ def _flaxman_plan(spec: AuditSpec) -> AuditPlan:
 
 
 def released_levels_of(kind: str, levels: int) -> tuple[int, ...]:
-    """Levels a seed 001 release publishes: all of 0..J for RDPC, the leaves otherwise."""
+    """Levels a Flaxman 2019 release publishes: all of 0..J for RDPC, the leaves otherwise."""
     return tuple(range(levels + 1)) if kind == "rdpc" else (levels,)
 
 
@@ -373,7 +372,7 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         for gi, g in enumerate(levels[1:], start=1)
     )
     root = Block(0, 0, 1, f"all/{levels[0]}", sum(q.n_sim for _, q in level_queries[0]))
-    return AuditPlan(
+    plan = AuditPlan(
         states=("all",),
         geolevels=levels,
         queries=queries,
@@ -389,11 +388,12 @@ def _table_topdown_plan(spec: AuditSpec) -> AuditPlan:
         topdown=TopDownParams(sch.name, by_level(levels, measured), spec.release.tolerance),
         table_hierarchy=params,
         strategy=TableTopDownRelease(),
-    )
+    )  # published counts' error bars: the same runs, from the published counts
+    return published_errors_plan(spec, plan) if spec.release.kind == "published" else plan
 
 
 def _table_plan(spec: AuditSpec) -> AuditPlan:
-    """Seed 001's releases of a table's totals: one tree ("all"), levels root, columns, rows."""
+    """Flaxman's releases of a table's totals: one tree ("all"), levels root, columns, rows."""
     from auditlib.simulate.hierarchical import released_levels
 
     a, p, r = spec.audit, spec.population, spec.release

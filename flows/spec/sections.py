@@ -1,5 +1,6 @@
 """The sections of an audit spec, each a strict pydantic model with its bounds: audit, population,
-release, simulation, epl, accounting, mpl, output (the cluster's in ``flows.spec.cluster``)."""
+release, simulation, epl, accounting, output (the mpl section's in ``flows.spec.mpl_section``, the
+cluster's in ``flows.spec.cluster``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pydantic import (
 )
 
 from auditlib.allocation_file import is_allocation_path
-from auditlib.allocations import ALLOCATION_FILES, load_allocation
+from auditlib.allocations import ALLOCATION_FILES, Allocation, load_allocation
 from auditlib.epl.settings import DEFAULTS as EPL_DEFAULTS
 from auditlib.epl.settings import MAX_DRAWS, BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
@@ -38,7 +39,7 @@ DEFAULT_FANOUT: dict[str, int] = {
 }
 
 
-#: seed 001's geometric releases (population.kind = "flaxman"); the others use the allocation
+#: Flaxman's geometric releases (population.kind = "flaxman"); the others use the allocation
 GEOMETRIC_RELEASES = ("gdpc", "rdpc", "adpc")
 
 
@@ -57,14 +58,17 @@ RELEASES_OF = {
     "synthetic": ("allocation", "topdown"),
     "spine": ("topdown",),
     "flaxman": GEOMETRIC_RELEASES,
-    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown", "observed"),
+    "table": (*GEOMETRIC_RELEASES, "sa3", "sa4", "topdown", "observed", "published"),
 }
+
+#: release kinds running TopDown on a table's hierarchy: of true counts, or of published ones
+TABLE_TOPDOWN_RELEASES = ("topdown", "published")
 
 #: release keys of a published release beside its truth, refused with other release kinds
 OBSERVED_ONLY = ("published", "published_files")
 
 
-#: seed 003's stratified releases of a table's rows (count columns = strata)
+#: Flaxman & Petti's stratified releases of a table's rows (count columns = strata)
 STRATIFIED_RELEASES = ("sa3", "sa4")
 
 
@@ -115,10 +119,23 @@ class AuditSection(Strict):
         alloc.check_relation(self.neighbours)
         return self
 
+    def check_scope(self, alloc: Allocation) -> None:
+        """``universe`` and ``region`` are among those of ``alloc`` (this section's allocation)."""
+        if self.universe not in alloc.universes():
+            raise ValueError(
+                f"audit.universe = {self.universe!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.universes())}"
+            )
+        if self.region not in alloc.regions(self.universe):
+            raise ValueError(
+                f"audit.region = {self.region!r} is not in allocation {self.allocation!r}; "
+                f"allowed: {', '.join(alloc.regions(self.universe))}"
+            )
+
 
 class PopulationSection(Strict):
     #: "synthetic": a TopDown-shaped hierarchy of the allocation's geolevels (``states``, ``fanout``);
-    #: "flaxman": seed 001's N people uniform over a regular J-level tree (``people``, ``levels``,
+    #: "flaxman": Flaxman's N people uniform over a regular J-level tree (``people``, ``levels``,
     #: ``mean_per_location``); "spine": the US spine with the real 2020 unit counts
     #: (``auditlib.geography.spine``; ``spine_states``), release.kind = "topdown" only
     #: "table": real counts from a CSV or Parquet file (``path``, ``counts``, ``levels``, ``unit``;
@@ -165,6 +182,16 @@ class PopulationSection(Strict):
         default = PopulationSection()
         return [k for k in keys if getattr(self, k) != getattr(default, k)]
 
+    def refuse_synthetic_settings(self, own: str) -> None:
+        """Refuse a setting of the synthetic hierarchy for a population that has its ``own`` units
+        (``"a table has its own units and counts"``)."""
+        given = self.changed(SYNTHETIC_ONLY)
+        if given:
+            raise ValueError(
+                f"population.{given[0]} is a setting of the synthetic hierarchy; {own}: drop it, "
+                'or use population.kind = "synthetic"'
+            )
+
     @field_validator("path")
     @classmethod
     def _absolute(cls, v: str) -> str:
@@ -195,18 +222,21 @@ class PopulationSection(Strict):
 
 class ReleaseSection(Strict):
     #: "allocation": discrete Gaussian noise on every query of the allocation at every geounit
-    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": seed 001's geometric
+    #: (the noisy measurements of TopDown); "gdpc" / "rdpc" / "adpc": Flaxman's geometric
     #: releases of total counts (needs population.kind = "flaxman"); "topdown": the allocation's
     #: noisy measurements post-processed top-down to non-negative, consistent integer histograms
     #: (``population.attributes``), state totals invariant
-    #: "sa3" / "sa4": seed 003's stratified releases of a table's rows (population.kind = "table"):
+    #: "sa3" / "sa4": Flaxman & Petti's stratified releases of a table's rows (population.kind = "table"):
     #: G(epsilon) on each row's total and G(epsilon_strata) on each count, made L1-consistent; or
     #: G(epsilon) on each count, the totals of the last levels column invariant
     #: "observed": no simulation; published DP counts beside the table's true counts
     #: (population.kind = "table"; ``published`` or ``published_files``), audited as released
-    kind: Literal["allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4", "observed"] = (
-        "allocation"
-    )
+    #: "published": the table holds published TopDown counts (population.kind = "table"); error
+    #: bars for each of them and for ``areas``: audit.replicates further TopDown runs of the
+    #: allocation from the published counts (the approximate Monte Carlo, docs/published_error_bars.md)
+    kind: Literal[
+        "allocation", "gdpc", "rdpc", "adpc", "topdown", "sa3", "sa4", "observed", "published"
+    ] = "allocation"
     epsilon: Annotated[float, Field(gt=0, le=100)] = 0.1
     epsilon_strata: Annotated[float, Field(gt=0, le=100)] | None = None
     n_runs: Annotated[StrictInt, Field(gt=0, le=1000)] = 4  # P of ADPC
@@ -239,6 +269,25 @@ class ReleaseSection(Strict):
     post_processing: Literal["none", "topdown"] = "none"
     #: observed, post_processing = "topdown": the runs of dpaudit's TopDown drawn as reference
     reference_runs: Annotated[StrictInt, Field(ge=10, le=10_000)] = 100
+    #: published: a CSV file mapping the table's units to areas (e.g. blocks to districts): a
+    #: column named as population.unit and one named "area" (relative: as population.path)
+    areas: str = ""
+    #: published: the intervals' level is 1 - alpha (0.1: 90 % intervals)
+    alpha: float = 0.1
+    #: published: the schema's queries whose cells get error bars (empty: every query)
+    queries: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _published_keys(self) -> ReleaseSection:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"release.alpha = {self.alpha!r} is not in (0, 1); e.g. 0.1: 90 %")
+        if self.kind != "published" and (self.areas or self.alpha != 0.1 or self.queries):
+            key = "areas" if self.areas else "alpha" if self.alpha != 0.1 else "queries"
+            raise ValueError(
+                f"release.{key} is a setting of error bars of "
+                'published counts; drop it or set release.kind = "published"'
+            )
+        return self
 
     @field_validator("published_files")
     @classmethod
@@ -349,6 +398,15 @@ class EPLSection(Strict):
             null_quantile=self.null_quantile,
         )
 
+    def task_settings(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`flows.audit.tasks.epl_geolevel` this section sets."""
+        return {
+            "bandwidth_factor": self.bandwidth_factor,
+            "percentiles": self.percentiles,
+            "range_multiplier": self.range_multiplier,
+            "bias_aware": self.bias_aware_settings(),
+        }
+
     def store_attrs(self) -> dict[str, Any]:
         """Attributes of the ``epl`` group that describe the bias-aware estimate, its surfaces
         and ``kde_error``, with the knobs that produced them."""
@@ -419,43 +477,6 @@ class AccountingSection(Strict):
                 self, "deltas", sorted({*self.deltas, self.headline_delta}, reverse=True)
             )
         return self
-
-
-MPLPair = Literal["add", "remove", "move"]
-
-
-def _all_pairs() -> list[MPLPair]:
-    return ["add", "remove", "move"]
-
-
-class MPLSection(Strict):
-    #: maximum privacy loss (seed 002) of one released cell count per geolevel, D vs D′
-    enabled: bool = False
-    geolevels: Literal["all"] | list[str] = "all"
-    query: str = ""  # "": each geolevel's least noisy query (largest rho_q)
-    count: Annotated[StrictInt, Field(ge=0, le=10**9)] = 3  # the tested cell's true count in D
-    pairs: list[MPLPair] = Field(default_factory=_all_pairs, min_length=1)
-    n: Annotated[StrictInt, Field(ge=100, le=10**7)] = 20_000
-    n_confidence: Annotated[StrictInt, Field(ge=100, le=10**7)] = 50_000
-    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
-    tau: Annotated[float, Field(gt=0, lt=1)] = 1e-3
-    radius_sd: Annotated[float, Field(gt=0, le=50)] = 2.0
-    delta_epsilons: list[Annotated[float, Field(ge=0, le=50)]] = Field(
-        default_factory=lambda: [0.0, 0.1, 0.5, 1.0], min_length=1
-    )
-    fdp: bool = True  # also the empirical f-DP points of the count (own draws, n + n_confidence)
-
-    @field_validator("geolevels")
-    @classmethod
-    def _some_geolevels(cls, v: Any) -> Any:
-        return _named_some(v, 'geolevel, e.g. ["County"]')
-
-    @field_validator("pairs")
-    @classmethod
-    def _distinct(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("must not repeat a pair kind")
-        return v
 
 
 class OutputSection(Strict):

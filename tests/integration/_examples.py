@@ -2,11 +2,13 @@
 ``python examples/…`` line of a script's docstring, the ``dpaudit …`` lines of a file's leading
 comment; run as subprocesses in a copy of the repository's ``examples/`` (the repository root's
 layout, so a run's ``results/`` stays out of the source tree), ``python`` being this interpreter
-and ``dpaudit`` its command, the repository first on the import path."""
+and ``dpaudit`` its command, the repository first on the import path; and an example script loaded
+as a module, for the tests that call its functions."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import shlex
@@ -14,11 +16,23 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 #: Tumult's own environment, where examples/clients.py makes it (ignored by git)
 TUMULT_VENV = ROOT / ".venv-tumult"
+
+
+def load_example(script: str, name: str) -> ModuleType:
+    """``examples/<script>`` loaded as the module ``name``, registered in ``sys.modules`` (its
+    dataclasses resolve their annotations there)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def docstring_commands(path: Path) -> list[str]:

@@ -2,7 +2,8 @@
 worker` processes started and killed here, waiting on a running command, a command run in its own
 session until some work is done and then killed with every process it started (and run again to
 resume), and what a killed run leaves in its staging store (simulated blocks, coverage chunks
-marked done)."""
+marked done); a process alive, a port listened on, an HTTP server as a would-be scheduler, and a
+run's own environment."""
 
 from __future__ import annotations
 
@@ -39,6 +40,61 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    """Something listens on ``port`` of 127.0.0.1."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    """The process ``pid`` runs (a zombie does not)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@contextmanager
+def serving_http() -> Iterator[str]:
+    """``python -m http.server`` on a free port of 127.0.0.1 (it waits for a request: a handshake
+    that sends nothing first hangs on it), as a Dask address; killed when the block ends."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a ceiling: python starting on a busy machine
+        while not port_open(port):
+            assert time.monotonic() < deadline, "http.server did not start"
+            time.sleep(0.05)
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+#: what a run inherits from this test process that would tie it to this process's log routing
+INHERITED = (
+    "PREFECT_API_URL",
+    "DPAUDIT_RUN_LOG",
+    "DASK_LOGGING",
+    "PREFECT_LOGGING_CONFIG_PATH",
+    "PREFECT_RESULTS_LOCAL_STORAGE_PATH",
+)
+
+
+def own_environment() -> dict[str, str]:
+    """This process's environment without :data:`INHERITED`: a run's own log routing."""
+    return {k: v for k, v in os.environ.items() if k not in INHERITED}
 
 
 def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subprocess.Popen) -> None:

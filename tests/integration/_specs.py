@@ -1,8 +1,10 @@
-"""The tiny audit specs the integration tests run: one small base, each test's changes named."""
+"""The tiny audit specs the integration tests run: one small base, each test's changes named; and
+a spec file whose audit reads an allocation file beside it, as loaded."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 # One unit per level below State, two blocks per block group: the smallest hierarchy with siblings.
@@ -56,3 +58,15 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(f"no TOML form for {value!r}")
+
+
+def with_allocation_file(tmp_path: Path, allocation_csv: str, rest: str) -> str:
+    """The TOML of the spec loaded (``load_spec(...).to_toml()``) from ``tmp_path/spec.toml``:
+    ``[audit]`` with ``allocation = "mine.csv"`` (written there from ``allocation_csv``), then
+    ``rest`` (the audit's other keys and the other sections)."""
+    from flows.spec import load_spec
+
+    (tmp_path / "mine.csv").write_text(allocation_csv, encoding="utf-8")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[audit]\nallocation = "mine.csv"\n' + rest, encoding="utf-8")
+    return load_spec(spec).to_toml()

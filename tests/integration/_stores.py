@@ -1,10 +1,14 @@
-"""Comparing stores in the integration tests: every array's digest, two stores' equality, and the
-store an undisturbed audit writes (the reference a resumed run must equal)."""
+"""Comparing stores in the integration tests: every array's digest, two stores' equality, the
+store an undisturbed audit writes (the reference a resumed run must equal), a resumed coverage
+store checked against its undisturbed run, and the smallest
+finished dpaudit store (what the store-safety tests replace, delete or stage)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import zarr
 
 from storage import checksums, store
@@ -33,6 +37,28 @@ def assert_same_arrays(got: str, want: str, at_least: int) -> None:
     assert digests == wanted
 
 
+def assert_resumed_coverage(
+    stdout: str, resumed: int, n_chunks: int, target: Path, group: str
+) -> None:
+    """A killed coverage command, run again to its end (``stdout``), resumed ``resumed`` of its
+    ``n_chunks`` chunks and published ``target`` alone in its directory (nothing staged is left),
+    holding ``group`` only, its checksums sound."""
+    assert f"resumed {resumed} of {n_chunks} chunks" in stdout
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+    assert store.groups(str(target)) == [group]
+    checksums.check(str(target))
+
+
+def assert_same_as_undisturbed(
+    summary: dict[str, Any], n_chunks: int, ref: str, target: Path, cells: int = 2
+) -> None:
+    """The undisturbed coverage run into ``ref`` (its flow's ``summary``) computed every chunk of
+    its ``cells`` cells, none resumed; finalized, it holds ``target``'s arrays (at least 10)."""
+    assert summary == {"cells": cells, "tasks": n_chunks, "computed": n_chunks, "resumed": 0}
+    store.finalize(ref)
+    assert_same_arrays(str(target), ref, at_least=10)
+
+
 def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]:
     """Run the audit of ``spec`` in this process on the Dask cluster at ``address`` into ``url``,
     and finalize that store; the flow's summary."""
@@ -44,3 +70,26 @@ def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]
     summary: dict[str, Any] = flow(spec, url, run_id_for(spec))
     store.finalize(url)
     return summary
+
+
+def one_block_template(url: str, run_id: str = "abc") -> None:
+    """The residual template of run ``run_id`` at ``url`` (a path or an ``s3://`` URL): one
+    block, at US, of one query; nothing written in it yet."""
+    store.create_residual_template(
+        url,
+        states=["US"],
+        geolevels=["US"],
+        replicates=1,
+        n_items=2,
+        queries=["q"],
+        sigma2=np.full((1, 1), 4.0),
+        attrs={"run_id": run_id},
+    )
+
+
+def finished_store(url: str, run_id: str = "abc") -> None:
+    """A finished dpaudit store at ``url`` of run ``run_id``: :func:`one_block_template` with its
+    block written empty, finalized."""
+    one_block_template(url, run_id)
+    store.write_residual_block(url, 0, 0, None)
+    store.finalize(url)

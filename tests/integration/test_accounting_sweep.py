@@ -59,7 +59,7 @@ def test_sweep_flow_writes_reference_numbers(
     ds = store.open_group(url, GROUP)
     assert ds.sizes == {"job": 9, "delta": 2, "eps_grid": 30}
     state = ds.isel(job=(ds.geolevel == "State").values)
-    # REFERENCE.md (seed 004 setting, add/remove): State 6.571647 @1e-5, 9.600900 @1e-10
+    # REFERENCE.md (Su, Su & Wang setting, add/remove): State 6.571647 @1e-5, 9.600900 @1e-10
     assert float(state.eps_exact_upper.sel(delta=1e-5)[0]) == pytest.approx(6.571647, abs=1e-5)
     assert float(state.eps_exact_upper.sel(delta=1e-10)[0]) == pytest.approx(9.600900, abs=1e-5)
     comp = ds.isel(job=(ds.geolevel == COMPOSED).values)

@@ -32,7 +32,7 @@ TINY = {
     "accounting": {"deltas": [1e-5, 1e-10], "eps_grid_points": 40},
 }
 
-# seed 004 setting, add/remove (REFERENCE.md, accounting table): exact and Bureau eps
+# Su, Su & Wang setting, add/remove (REFERENCE.md, accounting table): exact and Bureau eps
 EXACT = {("State", 1e-5): 6.571647, ("State", 1e-10): 9.600900, ("Block", 1e-10): 0.863346}
 BUREAU = {("State", 1e-5): 7.787, ("State", 1e-10): 10.598, ("US", 1e-10): 2.666}
 

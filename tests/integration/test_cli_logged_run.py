@@ -3,26 +3,18 @@ per stage, in order, at most 80 columns, no progress-bar control characters."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.integration._processes import own_environment
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_cli_run import dpaudit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: what a run inherits from this test process that would tie it to this process's log routing
-_INHERITED = (
-    "PREFECT_API_URL",
-    "DPAUDIT_RUN_LOG",
-    "DASK_LOGGING",
-    "PREFECT_LOGGING_CONFIG_PATH",
-    "PREFECT_RESULTS_LOCAL_STORAGE_PATH",
-)
 STAMP = r"dpaudit: \d\d:\d\d:\d\d "
 DURATION = r"\((?:\d+(?:\.\d)? s|\d+ min \d\d s)\)"
 
@@ -57,7 +49,7 @@ def in_order(lines: list[str], patterns: list[str]) -> list[int]:
 def test_a_logged_run_prints_one_plain_line_per_stage(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(to_toml(tiny_spec()))
     (tmp_path / "out").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
+    env = own_environment()
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     env["DPAUDIT_LOG_DIR"] = str(tmp_path / "logs")
     cmd = [*dpaudit(), "run", "tiny.toml", "--store", "out/a.zarr", "--report", "out/r.html"]

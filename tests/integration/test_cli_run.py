@@ -121,6 +121,16 @@ def api_env(prefect_harness: None, tmp_path: Path) -> dict[str, str]:
 #: what Prefect logs when a flow outlives its timeout: its timeout line, or (the timeout landing
 #: while a result is serialised) the cancellation it causes
 PREFECT_TIMEOUT = re.compile(r"exceeded timeout of 1\.0 second|Flow run .* CancelledError")
+#: a run that outlives its one-second cluster.timeout_s: seconds of work on any machine, the
+#: accounting cache cold (a delta no other test asks for); a warm cache let the tiny flow end
+#: inside its one second on a busy machine
+OUTLIVES_ITS_TIMEOUT = to_toml(
+    tiny_spec(
+        audit={"replicates": 40},
+        accounting={"composed": True, "deltas": [3.25e-11]},
+        cluster={"timeout_s": 1, "n_workers": 1},
+    )
+)
 
 
 @pytest.mark.slow
@@ -132,17 +142,7 @@ def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     work = tmp_path / "work"
     work.mkdir()
     spec = work / "slow.toml"
-    # seconds of work on any machine, the accounting cache cold (a delta no other test asks for):
-    # a warm cache let the tiny flow end inside its one second on a busy machine
-    spec.write_text(
-        to_toml(
-            tiny_spec(
-                audit={"replicates": 40},
-                accounting={"composed": True, "deltas": [3.25e-11]},
-                cluster={"timeout_s": 1, "n_workers": 1},
-            )
-        )
-    )
+    spec.write_text(OUTLIVES_ITS_TIMEOUT)
     cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report"]
     done = subprocess.run(cmd, cwd=work, env=api_env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr[-3000:]
@@ -162,17 +162,7 @@ def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_
     """``dpaudit --debug run``: what Prefect prints and the trace stay on the terminal, then the
     one line; no log file."""
     spec = tmp_path / "slow.toml"
-    # seconds of work on any machine, the accounting cache cold (a delta no other test asks for):
-    # a warm cache let the tiny flow end inside its one second on a busy machine
-    spec.write_text(
-        to_toml(
-            tiny_spec(
-                audit={"replicates": 40},
-                accounting={"composed": True, "deltas": [3.25e-11]},
-                cluster={"timeout_s": 1, "n_workers": 1},
-            )
-        )
-    )
+    spec.write_text(OUTLIVES_ITS_TIMEOUT)
     cmd = [*dpaudit(), "--debug", "run", str(spec), "--store", "a.zarr", "--no-report"]
     done = subprocess.run(
         cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300

@@ -12,9 +12,7 @@ truly meets is wrongly refused with probability at most 0.1 %.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -26,19 +24,10 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests.integration._examples import load_example
 from tests.integration._residuals import padded
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def load_example() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "examples" / "clients.py"
-    spec = importlib.util.spec_from_file_location("clients_example_it", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["clients_example_it"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture
@@ -89,7 +78,7 @@ def test_dpaudit_run_on_a_library_release(
     confidence: float,
     n_boot: int,
 ) -> None:
-    c = load_example()
+    c = load_example("clients.py", "clients_example_it")
     mech = c.MECHANISMS[name](1.0)
     spec, df = c.write_observed(mech, runs, 5, tmp_path, confidence=confidence, n_boot=n_boot)
     url = audited(c, spec, dask_address)
@@ -119,7 +108,7 @@ def test_dpaudit_run_on_a_library_release(
 def test_a_half_claim_declares_half_the_accounting_of_the_same_residuals(
     api: None, dask_address: str, tmp_path: Path
 ) -> None:
-    c = load_example()
+    c = load_example("clients.py", "clients_example_it")
     mech = c.MECHANISMS["diffprivlib-laplace"](1.0)  # seeded: both tables are the same draws
     runs = 10
     true_spec, true_df = c.write_observed(mech, runs, 7, tmp_path / "true")

@@ -27,6 +27,7 @@ from flows.cli.app import app
 from flows.report.format import fmt_num
 from flows.spec import parse_spec
 from storage import store
+from tests.integration._browser import overflow_and_width, report_page
 from tests.integration._specs import tiny_spec
 
 pytestmark = pytest.mark.integration
@@ -321,33 +322,18 @@ def test_bad_input_exits_2_naming_the_store(
 
 @pytest.mark.slow
 def test_report_with_compare_section_fits_1024_px(stores: dict[str, str], tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    from tests.integration.test_report_browser import OVERFLOW_JS
-    from tests.integration.test_report_store import CHROMIUM, CHROMIUM_FLAGS
-
     html = tmp_path / "report.html"
     # this store A, the other B: at A's headline δ, which B holds too
     res = runner.invoke(app, ["report", stores["a"], "-o", str(html), "--compare", stores["b"]])
     assert res.exit_code == 0, res.output
-    with sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
-        ctx = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+    with report_page(html, width=1024) as page:
+        overflow, width = overflow_and_width(page)
+        title = page.locator("#compared-with h2").inner_text()
+        cells = page.evaluate(
+            "() => Array.from(document.querySelectorAll('#compared-with table.compare"
+            " tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()))"
         )
-        try:
-            page = ctx.new_page()
-            page.set_viewport_size({"width": 1024, "height": 900})
-            page.goto(html.as_uri(), wait_until="load")
-            overflow = page.evaluate(OVERFLOW_JS)
-            width = page.evaluate("document.documentElement.scrollWidth")
-            title = page.locator("#compared-with h2").inner_text()
-            cells = page.evaluate(
-                "() => Array.from(document.querySelectorAll('#compared-with table.compare"
-                " tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()))"
-            )
-            spec_keys = page.locator("#compared-with table.compare-spec code").all_inner_texts()
-        finally:
-            ctx.close()
+        spec_keys = page.locator("#compared-with table.compare-spec code").all_inner_texts()
     assert overflow == [] and width <= 1024, overflow
     assert title == f"Compared with {Path(stores['b']).name}"
     assert "audit.allocation" in spec_keys

@@ -13,7 +13,7 @@ from storage import store
 
 pytestmark = pytest.mark.integration
 
-#: seed 001's GDPC on 20,000 people, one person moved into leaf 500, leaf 0's count observed
+#: Flaxman's GDPC on 20,000 people, one person moved into leaf 500, leaf 0's count observed
 BASE = ["--people", "20000", "--levels", "2", "--mean", "20", "--algorithm", "gdpc",
         "--to-leaf", "500", "--min-events", "20"]  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""The direct estimate (seed 001 §2.3) as a flow: replicate chunks on a real Dask cluster."""
+"""The direct estimate (Flaxman 2019 §2.3) as a flow: replicate chunks on a real Dask cluster."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_gdpc_of_a_table_recovers_its_epsilon(
 
     def loss(lr: np.ndarray, n_d: np.ndarray, n_p: np.ndarray) -> float:
         """Count-weighted mean |log P_D(e = k)/P_D′(e = k)|: ε for every k of a geometric
-        mechanism whose count moved by one (seed 001 §2.3)."""
+        mechanism whose count moved by one (Flaxman 2019 §2.3)."""
         w = np.minimum(n_d, n_p)
         return float(np.sum(w * np.abs(lr)) / np.sum(w))
 

@@ -11,28 +11,16 @@ import pytest
 import xarray as xr
 
 from flows.spec import parse_spec
+from tests.integration._spine_share import run_sharing_the_spine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = 29  # population.seed: a spine no other test of the session generates
 
 
-def _generated() -> int:
-    from flows.spec.sources import spines_generated
-
-    return spines_generated()
-
-
-def _fetched() -> list[str]:
-    from flows.audit import spine_share
-
-    return sorted(spine_share._fetched)
-
-
 def test_direct_flow_shares_the_spine_and_stores_the_same_errors(
     prefect_harness: None, tmp_path: Path
 ) -> None:
-    from distributed import Client, LocalCluster
     from prefect_dask import DaskTaskRunner
 
     from auditlib.simulate.direct import release_range
@@ -50,25 +38,13 @@ def test_direct_flow_shares_the_spine_and_stores_the_same_errors(
         spec=spec, change="add", to_block=2, geolevel="Tract", unit=0,
         replicates=40, chunk=10, stream_chunk=20, seed=7,
     )  # fmt: skip
-    before = _generated()
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        flow = direct_flow.with_options(
-            task_runner=DaskTaskRunner(address=cluster.scheduler_address)
-        )
-        summary = flow(str(tmp_path / "dask.zarr"), params)
-        assert summary["computed"] == 4
-        generated = client.run(_generated)
-        fetched = client.run(_fetched)
-        assert client.list_datasets() == ()  # unpublished when the flow ended
-    assert _generated() - before == 1  # the flow's plan: the one generation of the run
-    assert set(generated.values()) == {0}, generated  # no worker generated it
-    names = {n for ns in fetched.values() for n in ns}
-    assert len(names) == 1 and names.pop().startswith(f"dpaudit-spine-PR-{SEED}-"), fetched
+
+    def run(address: str) -> dict:
+        flow = direct_flow.with_options(task_runner=DaskTaskRunner(address=address))
+        return flow(str(tmp_path / "dask.zarr"), params)
+
+    summary = run_sharing_the_spine(run, f"dpaudit-spine-PR-{SEED}-")
+    assert summary["computed"] == 4
 
     # the same experiment in this process, without a cluster (each chunk builds D itself)
     direct_flow(str(tmp_path / "local.zarr"), params)

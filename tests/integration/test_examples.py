@@ -52,7 +52,7 @@ def check_midwest(out: str, root: Path) -> None:
     assert "SA3: EPL / epsilon" in out and "SA4: EPL / epsilon" in out
 
 
-def check_seed003(out: str, root: Path) -> None:
+def check_stratified(out: str, root: Path) -> None:
     assert out.startswith("2663 districts")
     assert "SA3 (eps 0.25 + 0.75): EPL strata" in out
     assert "SA4 (eps 0.25, county totals invariant): EPL strata" in out
@@ -106,7 +106,7 @@ def check_country(out: str, root: Path) -> None:
 CHECKS: dict[str, Callable[[str, Path], None]] = {
     "python examples/midwest.py": check_midwest,
     "python examples/midwest.py --epsilon 1.0": check_midwest,
-    "python examples/seed003_stratified.py": check_seed003,
+    "python examples/stratified_sa3_sa4.py": check_stratified,
     "python examples/clients.py": check_clients_default,
     "python examples/clients.py --mechanism diffprivlib-laplace --claim 0.5": check_clients_claim,
     "dpaudit run audit.toml": check_country,

@@ -11,7 +11,7 @@ import typer
 from flows.audit import flow as audit
 from flows.cli import run as cli
 from flows.spec import parse_spec
-from storage import store
+from tests.integration._stores import one_block_template
 
 pytestmark = pytest.mark.integration
 
@@ -23,16 +23,7 @@ def test_failed_run_leaves_no_store(
 
     @flow(name="failing-audit")
     def failing(spec: Any, url: str, run_id: str) -> dict[str, Any]:
-        store.create_residual_template(
-            url,
-            states=["ST01"],
-            geolevels=["State"],
-            replicates=1,
-            n_items=1,
-            queries=["q"],
-            sigma2=[[1.0]],  # type: ignore[arg-type]
-            attrs={"run_id": run_id},
-        )
+        one_block_template(url, run_id)
         assert Path(url).exists()  # half-written: the template is there
         raise RuntimeError("worker lost its disk")
 

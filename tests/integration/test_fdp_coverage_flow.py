@@ -14,7 +14,11 @@ import pytest
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, tradeoff_coverage
 from storage import checksums, store
 from tests.integration._processes import done_markers, dpaudit, resume, run_until, standalone_env
-from tests.integration._stores import array_digests, assert_same_arrays
+from tests.integration._stores import (
+    array_digests,
+    assert_resumed_coverage,
+    assert_same_as_undisturbed,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -160,18 +164,13 @@ def test_killed_fdp_coverage_resumes_to_the_undisturbed_group(
 
     # the same command again: resumes the finished chunks, publishes, cleans up
     again = resume(cmd, env, tmp_path, run_id, 300)
-    assert f"resumed {len(done)} of {n_chunks} chunks" in again.stdout
-    assert sorted(p.name for p in target.parent.iterdir()) == ["fdp.zarr"]
-    assert store.groups(str(target)) == ["fdp_coverage"]
-    checksums.check(str(target))
+    assert_resumed_coverage(again.stdout, len(done), n_chunks, target, "fdp_coverage")
     assert "gaussian" in again.stdout and "clopper-pearson" in again.stdout
 
     # an undisturbed run (in-process, another cluster) gives identical arrays
     ref = str(tmp_path / "ref.zarr")
     summary = _flow(dask_address)(ref, mechs, params, reps, n_select, n, conf, tests, seed, chunk)
-    assert summary == {"cells": 2, "tasks": n_chunks, "computed": n_chunks, "resumed": 0}
-    store.finalize(ref)
-    assert_same_arrays(str(target), ref, at_least=10)
+    assert_same_as_undisturbed(summary, n_chunks, ref, target)
 
 
 def test_report_of_an_fdp_coverage_store_shows_its_coverage(

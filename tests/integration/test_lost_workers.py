@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,24 @@ def run_cmd(spec: Path, store_path: Path, address: str) -> list[str]:
             "--scheduler", address]  # fmt: skip
 
 
+@contextmanager
+def simulating(
+    spec: Path, target: Path, scheduler: str, cwd: Path, env: dict[str, str]
+) -> Iterator[subprocess.Popen[str]]:
+    """``dpaudit run`` of ``spec`` into ``target`` on the cluster at ``scheduler`` (its output
+    piped), once it has marked a simulated block beside ``target``; killed, if it still runs, and
+    reaped when the block ends."""
+    proc = subprocess.Popen(
+        run_cmd(spec, target, scheduler), cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: marked_blocks(target.parent) >= 1, 300, "simulated block", proc)
+        yield proc
+    finally:
+        end(proc)
+
+
 def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
     tmp_path: Path, env: dict[str, str], scheduler: str, workers: Workers
 ) -> None:
@@ -106,18 +125,11 @@ def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
     target = out / "a.zarr"
     first = workers.start(2)
 
-    proc = subprocess.Popen(
-        run_cmd(spec, target, scheduler), cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: marked_blocks(out) >= 1, 300, "simulated block", proc)
+    with simulating(spec, target, scheduler, tmp_path, env) as proc:
         workers.kill(first)  # every worker and nanny, midway
         killed_at = time.monotonic()
         _, stderr = proc.communicate(timeout=GRACE_S + MARGIN_S + 60)
         took = time.monotonic() - killed_at
-    finally:
-        end(proc)
     assert proc.returncode == 1, stderr[-3000:]
     line = one_line(stderr)
     assert line.startswith(f"dpaudit: error: all 2 workers of the Dask cluster at {scheduler}"), (
@@ -165,17 +177,10 @@ def test_a_worker_its_nanny_restarts_is_no_alarm(
     workers.start(1)
     (pid,) = wait_workers(scheduler, 1)
 
-    proc = subprocess.Popen(
-        run_cmd(spec, target, scheduler), cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: marked_blocks(out) >= 1, 300, "simulated block", proc)
+    with simulating(spec, target, scheduler, tmp_path, env) as proc:
         assert proc.poll() is None, "the run ended before its worker was killed"
         psutil.Process(pid).kill()  # the only worker: the cluster has none until it is back
         _, stderr = proc.communicate(timeout=600)
-    finally:
-        end(proc)
     assert proc.returncode == 0, stderr[-3000:]
     (restarted,) = wait_workers(scheduler, 1)
     assert restarted != pid  # the worker was replaced by its nanny meanwhile

@@ -16,6 +16,7 @@ from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
 from tests.integration._specs import tiny_spec
+from tests.integration._stores import undisturbed_audit
 
 pytestmark = pytest.mark.integration
 
@@ -35,15 +36,9 @@ SPEC = tiny_spec(
 def test_audit_flow_writes_the_mpl_group(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit.flow import audit_flow, run_id_for
-
     spec = parse_spec(SPEC)
     url = str(tmp_path / "a.zarr")
-    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
-    flow(spec, url, run_id_for(spec))
-    store.finalize(url)
+    undisturbed_audit(spec, url, dask_address)
     ds = store.open_group(url, S.MPL)
     assert list(ds[S.GEOLEVEL].values) == ["State", "Block"]
     assert list(ds[S.MPL_PAIR].values) == ["add", "remove", "move"]

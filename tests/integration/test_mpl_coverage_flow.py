@@ -1,4 +1,4 @@
-"""A small MPL coverage self-test on the cluster (seed 002 §V design, reduced sizes, same N/n)."""
+"""A small MPL coverage self-test on the cluster (Askin, Kutta & Dette §V design, reduced sizes, same N/n)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@ certified curve, in the store's ``mpl`` group, the report's figure and the at-a-
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +11,9 @@ import pytest
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests.integration._browser import overflow_and_width, report_page
+from tests.integration._stores import undisturbed_audit
 from tests.integration.test_mpl_audit_flow import SPEC
-from tests.integration.test_report_browser import OVERFLOW_JS
-from tests.integration.test_report_store import CHROMIUM, CHROMIUM_FLAGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,16 +30,10 @@ def _step_below(grid: np.ndarray, curve: np.ndarray, alpha: np.ndarray) -> np.nd
 def test_audit_stores_and_draws_the_empirical_tradeoff_points(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit.flow import audit_flow, run_id_for
     from flows.report.render import render_report
 
-    spec = parse_spec(SPEC)
     url = str(tmp_path / "a.zarr")
-    flow = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
-    flow(spec, url, run_id_for(spec))
-    store.finalize(url)
+    undisturbed_audit(parse_spec(SPEC), url, dask_address)
     ds = store.open_group(url, S.MPL)
     acc = store.open_group(url, S.ACCOUNTING)
     assert ds.fdp_beta_upper.dims == (S.GEOLEVEL, S.FDP_POINT)
@@ -75,23 +68,11 @@ def test_audit_stores_and_draws_the_empirical_tradeoff_points(
     gap_state = float(ds.sel({S.GEOLEVEL: "State"}).fdp_gap)
     assert f'<td class="num">{gap_state:.3g}</td>' in html
 
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
-        ctx = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+    with report_page(html_path, width=1024) as page:
+        overflow, width = overflow_and_width(page)
+        img = page.evaluate(
+            "() => { const i = document.querySelector('#fig-mpl-fdp img');"
+            " return [i.naturalWidth, i.getBoundingClientRect().right]; }"
         )
-        try:
-            page = ctx.new_page()
-            page.set_viewport_size({"width": 1024, "height": 900})
-            page.goto(html_path.as_uri(), wait_until="load")
-            overflow = page.evaluate(OVERFLOW_JS)
-            width = page.evaluate("document.documentElement.scrollWidth")
-            img = page.evaluate(
-                "() => { const i = document.querySelector('#fig-mpl-fdp img');"
-                " return [i.naturalWidth, i.getBoundingClientRect().right]; }"
-            )
-        finally:
-            ctx.close()
     assert overflow == [] and width <= 1024
     assert img[0] > 300 and img[1] <= 1024  # the figure decoded and fits the window

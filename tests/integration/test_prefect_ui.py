@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.integration._specs import tiny_spec, to_toml
-from tests.integration.test_serve import free_port, stop, wait_for
+from tests.integration.test_serve import free_port, start_prefect_server, stop, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -91,25 +90,17 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
     bindir = Path(sys.executable).parent
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(
-        PREFECT_HOME=str(tmp_path / "prefect-home"),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS="5",  # (default 15 s)
-        PREFECT_UI_API_URL=api,  # the UI's API on this port, not Prefect's 4200 (deploy/local.sh)
-    )
     (tmp_path / "nightly.toml").write_text(to_toml(SPEC))
     log_server = (tmp_path / "server.log").open("wb")
     log_serve = (tmp_path / "serve.log").open("wb")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        server = subprocess.Popen(
-            [str(bindir / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=log_server, stderr=subprocess.STDOUT,
+        server = start_prefect_server(
+            tmp_path, procs, log_server, port,
+            PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS="5",  # (default 15 s)
+            PREFECT_UI_API_URL=api,  # the UI's API on this port, not Prefect's 4200 (deploy/local.sh)
         )  # fmt: skip
-        procs.append(server)
-        http = httpx.Client(base_url=api, timeout=10)
-        wait_for("the server", lambda: http.get("/health").status_code == 200, 150, procs)
+        env, http = server.env, server.http
         ui = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
         assert ui["api_url"] == api  # what the UI in a browser connects to
         served_env = {**env, "PREFECT_API_URL": api}

@@ -1,5 +1,5 @@
 """A tiny real store (the audit flow on Prefect's test harness and a Dask cluster) as people read it:
-seed 004's reduced noise in the store, the report in headless Chromium, the notebooks run on it.
+Su, Su & Wang's reduced noise in the store, the report in headless Chromium, the notebooks run on it.
 
 The report is loaded in Debian's ``chromium`` through Playwright (never a downloaded browser).
 """
@@ -50,7 +50,7 @@ TINY: dict[str, Any] = {
     "simulation": {"max_cells_per_query": 3},
     "accounting": {"deltas": [1e-5, 1e-10, 1e-11], "eps_grid_points": 40},
 }
-# seed 004 Table 1 (δ* = 1e-11), REFERENCE.md: variance cut per level as printed
+# Su, Su & Wang Table 1 (δ* = 1e-11), REFERENCE.md: variance cut per level as printed
 TABLE1_CUT = {
     "US": 0.2088,
     "State": 0.1508,
@@ -81,7 +81,7 @@ def tiny_store(
     yield url, render_report(url, tmp / "report.html")
 
 
-def test_store_holds_seed004_reduced_noise_and_its_accuracy(
+def test_store_holds_su_su_wang_reduced_noise_and_its_accuracy(
     tiny_store: tuple[str, pathlib.Path],
 ) -> None:
     url, _ = tiny_store
@@ -95,7 +95,7 @@ def test_store_holds_seed004_reduced_noise_and_its_accuracy(
         assert float(row.calibration_target_eps) == pytest.approx(
             float(row.eps_bureau.sel(delta=1e-11)), rel=1e-12
         )
-    # seed 004 §3.3 with exact accounting: a common cut of all levels, smaller than any level's
+    # Su, Su & Wang §3.3 with exact accounting: a common cut of all levels, smaller than any level's
     assert 0.10 < float(acc.composed_variance_cut_lower) < min(TABLE1_CUT.values())
 
     accuracy = store.open_group(url, S.ACCURACY)

@@ -11,9 +11,9 @@ import pytest
 
 from auditlib.exceptions import StoreError
 from auditlib.mpl.coverage import coverage_chunk
-from storage import checksums, store
+from storage import store
 from tests.integration._processes import done_markers, dpaudit, resume, running, standalone_env
-from tests.integration._stores import assert_same_arrays
+from tests.integration._stores import assert_resumed_coverage, assert_same_as_undisturbed
 
 pytestmark = pytest.mark.integration
 
@@ -56,18 +56,13 @@ def test_killed_mpl_coverage_resumes_to_the_undisturbed_group(
 
     # the same command again: resumes the finished chunks, publishes, cleans up
     again = resume(cmd, env, tmp_path, run_id, 300)
-    assert f"resumed {len(done)} of {N_CHUNKS} chunks" in again.stdout
-    assert sorted(p.name for p in target.parent.iterdir()) == ["mpl.zarr"]
-    assert store.groups(str(target)) == ["mpl_coverage"]
-    checksums.check(str(target))
+    assert_resumed_coverage(again.stdout, len(done), N_CHUNKS, target, "mpl_coverage")
 
     # an undisturbed run (in-process, another cluster) gives identical arrays
     ref = str(tmp_path / "ref.zarr")
     flow = mpl_coverage_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
     summary = flow(ref, MECHS, EPS, REPS, n, big_n, alpha, seed, CHUNK)
-    assert summary == {"cells": 2, "tasks": N_CHUNKS, "computed": N_CHUNKS, "resumed": 0}
-    store.finalize(ref)
-    assert_same_arrays(str(target), ref, at_least=10)
+    assert_same_as_undisturbed(summary, N_CHUNKS, ref, target)
 
 
 def test_resumed_flow_computes_only_the_unfinished_chunks(

@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +25,14 @@ import psutil
 import pytest
 
 from tests.integration._processes import (
+    alive,
     dpaudit,
     end,
-    free_port,
     marked_blocks,
     one_line,
+    own_environment,
+    port_open,
+    serving_http,
     staging_dirs,
     wait_for,
 )
@@ -46,14 +47,6 @@ SPEC = to_toml(
         states=3, fanout=FANOUT, simulation={"max_cells_per_query": 4}, cluster={"n_workers": 1}
     )
 )
-#: what a run inherits from this test process that would tie it to this process's log routing
-_INHERITED = (
-    "PREFECT_API_URL",
-    "DPAUDIT_RUN_LOG",
-    "DASK_LOGGING",
-    "PREFECT_LOGGING_CONFIG_PATH",
-    "PREFECT_RESULTS_LOCAL_STORAGE_PATH",
-)
 
 
 @pytest.fixture(scope="module")
@@ -64,17 +57,10 @@ def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def run_env(tmp_path: Path, prefect_home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
+    env = own_environment()
     env["PREFECT_HOME"] = str(prefect_home)
     env["DPAUDIT_LOG_DIR"] = str(tmp_path / "logs")
     return env
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def listening_ports(procs: list[psutil.Process]) -> set[int]:
@@ -86,14 +72,6 @@ def listening_ports(procs: list[psutil.Process]) -> set[int]:
             continue
         ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
     return ports
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -192,21 +170,8 @@ def test_a_failing_run_keeps_the_console_to_one_line(
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120  # a ceiling: python starting on a busy machine
-        while not port_open(port):
-            assert time.monotonic() < deadline, "http.server did not start"
-            time.sleep(0.05)
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(10)
+    with serving_http() as address:
+        yield address
 
 
 def test_an_http_server_as_scheduler_is_refused_in_one_line(

@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -54,29 +55,56 @@ def stop(p: subprocess.Popen[bytes]) -> None:
             p.wait(timeout=10)
 
 
-def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class PrefectServer:
+    """A running ``prefect server``: its API URL, the environment it runs in (this process's
+    without PREFECT_API_URL, its settings added) and a client of its API."""
+
+    api: str
+    env: dict[str, str]
+    http: Any
+
+
+def start_prefect_server(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],
+    log: IO[bytes],
+    port: int | None = None,
+    **settings: str,
+) -> PrefectServer:
+    """``prefect server start`` on ``port`` (a free one if None) of 127.0.0.1, its home in
+    ``tmp_path``, its output to ``log``, ``settings`` added to its environment; appended to
+    ``procs`` (the caller stops them) and returned once healthy."""
     import httpx
 
-    bindir = Path(sys.executable).parent
-    port = free_port()
+    port = free_port() if port is None else port
     api = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(
         PREFECT_HOME=str(tmp_path / "prefect-home"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        **settings,
     )
+    prefect = Path(sys.executable).with_name("prefect")
+    server = subprocess.Popen(
+        [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    procs.append(server)
+    http = httpx.Client(base_url=api, timeout=10)
+    wait_for("the server", lambda: http.get("/health").status_code == 200, 150, procs)
+    return PrefectServer(api, env, http)
+
+
+def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
+    bindir = Path(sys.executable).parent
     (tmp_path / "nightly.toml").write_text(SPEC)
     log_server = (tmp_path / "server.log").open("wb")
     log_serve = (tmp_path / "serve.log").open("wb")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        server = subprocess.Popen(
-            [str(bindir / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=log_server, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        procs.append(server)
-        http = httpx.Client(base_url=api, timeout=10)
-        wait_for("the server", lambda: http.get("/health").status_code == 200, 150, procs)
+        server = start_prefect_server(tmp_path, procs, log_server)
+        api, env, http = server.api, server.env, server.http
 
         serve_env = {**env, "PREFECT_API_URL": api}
         exe = bindir / "dpaudit"

@@ -5,7 +5,6 @@ left by a killed run at once, exactly one gets it."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import socket
@@ -16,18 +15,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from auditlib.exceptions import StoreError
 from storage import store, targets
-from tests.integration.test_store_races import _child
+from tests.integration._stores import finished_store
+from tests.integration.test_store_races import CONTENDERS, CTX, _run
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-CONTENDERS = 16
-CTX = mp.get_context("fork")
 
 
 def fs_of(s3: S3) -> Any:  # noqa: F811
@@ -39,21 +35,6 @@ def fs_of(s3: S3) -> Any:  # noqa: F811
 def objects(fs: Any, prefix: str) -> dict[str, bytes]:
     fs.invalidate_cache()
     return {k: fs.cat_file(k) for k in fs.find(prefix)}
-
-
-def dpaudit_store(url: str, run_id: str = "abc") -> None:
-    store.create_residual_template(
-        url,
-        states=["US"],
-        geolevels=["US"],
-        replicates=1,
-        n_items=2,
-        queries=["q"],
-        sigma2=np.full((1, 1), 4.0),
-        attrs={"run_id": run_id},
-    )
-    store.write_residual_block(url, 0, 0, None)
-    store.finalize(url)
 
 
 def test_overwrite_refuses_a_prefix_that_is_not_a_store(s3: S3) -> None:  # noqa: F811
@@ -79,7 +60,7 @@ def test_overwrite_refuses_a_prefix_that_is_not_a_store(s3: S3) -> None:  # noqa
     store.check_target(f"s3://{s3.bucket}/safety/vict", overwrite=False)
     # a dpaudit store may be replaced with --overwrite, and removed whole
     ours = f"s3://{s3.bucket}/safety/ours.zarr"
-    dpaudit_store(ours)
+    finished_store(ours)
     with pytest.raises(StoreError, match="already exists; pass --overwrite"):
         store.check_target(ours, overwrite=False)
     store.check_target(ours, overwrite=True)
@@ -96,7 +77,7 @@ def test_publish_and_stale_stagings_touch_only_dpaudit_prefixes(s3: S3) -> None:
     store.claim_staging(old, "fedcba9876543210")  # another spec's staging copy
     assert store.stale_stagings(url, "r1") == [old]
     staging = store.staging_path(url, "r1")
-    dpaudit_store(staging, "r1")
+    finished_store(staging, "r1")
     fs.pipe(f"{s3.bucket}/pub/a.zarr/important.txt", b"precious\n")  # the target changed
     with pytest.raises(StoreError, match=r"refusing to replace .*finished run is kept in"):
         store.publish(staging, url)
@@ -186,18 +167,9 @@ def test_runs_taking_over_a_killed_runs_lock_at_once_get_it_once(
 
     rounds = 6
     start = CTX.Barrier(CONTENDERS, action=leave_stale_lock)
-    out = CTX.Queue()
     marker = str(tmp_path / "holder")
-    args = (url, s3.endpoint, int(dead.stdout), marker, start, go, rounds, out)
-    procs = [CTX.Process(target=_child, args=(_take_over, *args)) for _ in range(CONTENDERS)]
-    for p in procs:
-        p.start()
-    total: Counter[str] = Counter()
-    for _ in procs:
-        total.update(out.get(timeout=120))
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    # CONTENDERS forked contenders (test_store_races's, as many as the barrier's parties)
+    total = _run(_take_over, (url, s3.endpoint, int(dead.stdout), marker, start, go, rounds))
     assert total["overlap"] == 0, total
     assert set(total) <= {"held", "refused"}, total
     assert total["held"] >= rounds and total["held"] + total["refused"] == rounds * CONTENDERS
@@ -209,9 +181,9 @@ def test_a_publish_cut_short_leaves_a_recognisable_unfinished_store(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = f"s3://{s3.bucket}/cut/a.zarr"
-    dpaudit_store(url, "r0")
+    finished_store(url, "r0")
     staging = store.staging_path(url, "r1")
-    dpaudit_store(staging, "r1")
+    finished_store(staging, "r1")
     fs, _ = targets.fs_path(url)
 
     def cut(*args: Any, **kwargs: Any) -> None:

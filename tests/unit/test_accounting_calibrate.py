@@ -1,4 +1,4 @@
-"""Calibration: seed 004 Table 1, the common cut of all 8 levels, and the paper's bound."""
+"""Calibration: Su, Su & Wang Table 1, the common cut of all 8 levels, and the paper's bound."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from auditlib.exceptions import InvalidParameterError
 
 ALLOC = load_allocation("dhcp_20220825_paper")
 
-# seed 004 Table 1: reduced sigma2 and variance cut per level (delta = 1e-11, Bureau's eps)
+# Su, Su & Wang Table 1: reduced sigma2 and variance cut per level (delta = 1e-11, Bureau's eps)
 TABLE_1 = {
     "US": (54.19, 20.88),
     "State": (4.25, 15.08),
@@ -32,7 +32,7 @@ TABLE_1 = {
 
 
 @pytest.mark.parametrize("level", list(TABLE_1))
-def test_seed_004_table_1_reduced_sigma2(level: str) -> None:
+def test_su_su_wang_table_1_reduced_sigma2(level: str) -> None:
     comps = ALLOC.components("add_remove", geolevel=level)
     (sigma2, count), n = comps[0], len(comps)
     assert all(c == (sigma2, count) for c in comps)
@@ -59,7 +59,7 @@ def test_common_cut_of_all_eight_levels_exact_versus_paper_bound() -> None:
     assert exact.accounting == "exact-lattice"
     assert round(100 * float(exact.variance_cut.lower), 2) == 12.28
     assert round(100 * float(exact.variance_cut.upper), 2) == 12.28
-    # seed 004 section 3.3 matched the printed eps = 21.97 with delta <= P[L > eps]: 8.59 %
+    # Su, Su & Wang section 3.3 matched the printed eps = 21.97 with delta <= P[L > eps]: 8.59 %
     paper = calibrate_factor(comps, 1e-10, 21.97, method="paper-bound")
     assert round(100 * float(paper.variance_cut.lower), 2) == 8.59
     assert round(100 * float(paper.variance_cut.upper), 2) == 8.59

@@ -4,7 +4,7 @@
 ``value_discretization_interval = 1e-4`` (each loss rounded up), composes by FFT, and truncates
 ``tail_mass_truncation`` (1e-15 by default) of the tails. So, at moderate delta, its epsilon lies
 above the truth by at most ``(number of queries) x 1e-4`` (every composed loss moves up by less
-than that). Seed 004's setting, add/remove; our brackets are certified (and ~1e-11 wide).
+than that). Su, Su & Wang's setting, add/remove; our brackets are certified (and ~1e-11 wide).
 
 Where it fails: with the default tail truncation it returns infinity at delta <= 1e-15 (the
 truncated mass is counted as infinite loss); with a tighter truncation (1e-30) its "pessimistic"

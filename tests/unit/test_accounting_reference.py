@@ -1,8 +1,8 @@
-"""The 2022-08-25 DHC allocation as modelled by Su, Su & Wang (seed 004, Table 1 and Sec. 3.3).
+"""The 2022-08-25 DHC allocation as modelled by Su, Su & Wang (Su, Su & Wang, Table 1 and Sec. 3.3).
 
 Setting: rho = 3.65, level shares a = (20, 274, 85, 131, 131, 238, 118, 3)/1000, ten i.i.d. count
 queries per level with sigma_i^2 = 10 / (2 a_i rho) as exact rationals, add/remove neighbours.
-Expected values: the project's REFERENCE.md ("Accounting (seed 004)"), which reproduces seed 004's
+Expected values: the project's REFERENCE.md ("Accounting (Su, Su & Wang)"), which reproduces Su, Su & Wang's
 Table 1 to the printed digits. Tolerances: the exact eps are printed to 6 decimals, so the bracket
 must lie within 5e-7 (rounding) + 1e-7 of them; Bureau eps to the 3 printed decimals; the composed
 eps(1e-10) is printed to 10 decimals with a certified bracket 6e-11 wide, so we ask for +-1e-9 and a

@@ -4,7 +4,7 @@
 * a 3-query composition with incommensurate variances (denominators ~1e6, so no exact lattice)
   against brute-force enumeration in 40-digit decimal arithmetic: the truth lies in
   ``[box_sum, box_sum + outside]`` (the mass outside the box, summed to +-60 sigma, under P);
-* the exact-lattice values of seed 004's setting recomputed through the bracket path;
+* the exact-lattice values of Su, Su & Wang's setting recomputed through the bracket path;
 * power: without its correction ``B`` the split profile lies above the truth, so ``B`` is needed
   for a valid lower end; and the split bracket is far narrower than rounding up and down.
 """
@@ -145,7 +145,7 @@ def test_split_far_narrower_than_rounding() -> None:
 
 
 def test_bracket_path_contains_exact_lattice_values() -> None:
-    """Seed 004's setting, three levels: exact lattice vs the bracket path forced on it."""
+    """Su, Su & Wang's setting, three levels: exact lattice vs the bracket path forced on it."""
     comps = load_allocation("dhcp_20220825_paper").components("add_remove", "persons", "US")
     per_level = [comps[i : i + 10] for i in (10, 20, 70)]  # State, County, Block
     sub = [c for level in per_level for c in level]

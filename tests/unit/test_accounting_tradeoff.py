@@ -1,4 +1,4 @@
-"""Trade-off curves: brute-force Neyman-Pearson, the Gaussian limit, f-DP properties, seed 004."""
+"""Trade-off curves: brute-force Neyman-Pearson, the Gaussian limit, f-DP properties, Su, Su & Wang."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_trade_off_function_properties_and_symmetry() -> None:
     )
 
 
-def test_seed_004_state_level_exact_versus_bureau() -> None:
+def test_su_su_wang_state_level_exact_versus_bureau() -> None:
     # REFERENCE.md: State level at sigma2 = 5, 10 queries, add/remove: beta(0.05) = 0.591 exact,
     # 0.031 implied by the Bureau's zCDP conversion
     alloc = load_allocation("dhcp_20220825_paper")

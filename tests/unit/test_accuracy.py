@@ -1,4 +1,4 @@
-"""Exact MSE/MAE of discrete-Gaussian noise on counts, with and without clipping at 0 (seed 004 §3.4).
+"""Exact MSE/MAE of discrete-Gaussian noise on counts, with and without clipping at 0 (Su, Su & Wang §3.4).
 
 References, all independent of ``auditlib.accuracy``: the Poisson-summation closed form of the
 variance of N_Z(0, σ²) (Canonne, Kamath & Steinke 2020, Fact 18 and its proof), σ√(2/π) for

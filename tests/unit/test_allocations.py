@@ -9,7 +9,7 @@ import pytest
 from auditlib.allocations import list_allocations, load_allocation
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 
-# seed 004 (Su, Su, Wang) Table 1 / Appendix A.6: rho = 3.65, level shares a_i, 10 queries per level
+# Su, Su & Wang (Su, Su, Wang) Table 1 / Appendix A.6: rho = 3.65, level shares a_i, 10 queries per level
 SHARES = {
     "US": 20,
     "State": 274,
@@ -20,7 +20,7 @@ SHARES = {
     "Block_Group": 118,
     "Block": 3,
 }
-PAPER_SIGMA2 = {  # printed sigma^2 of seed 004 Table 1, "Bureau's" row
+PAPER_SIGMA2 = {  # printed sigma^2 of Su, Su & Wang Table 1, "Bureau's" row
     "US": 68.49,
     "State": 5.00,
     "County": 16.12,
@@ -38,14 +38,14 @@ def test_every_allocation_loads() -> None:
         assert all(q.rho > 0 for q in alloc.queries)
 
 
-def test_paper_allocation_matches_seed_004() -> None:
+def test_paper_allocation_matches_su_su_wang() -> None:
     alloc = load_allocation("dhcp_20220825_paper")
     assert alloc.geolevels() == tuple(SHARES)
     assert alloc.rho() == Fraction(73, 20)
     for g, share in SHARES.items():
         qs = alloc.select(geolevel=g)
         assert len(qs) == 10
-        # sigma_i^2 = n / (2 a_i rho) with n = 10 (seed 004 A.6), as exact rationals
+        # sigma_i^2 = n / (2 a_i rho) with n = 10 (Su, Su & Wang A.6), as exact rationals
         expected = Fraction(10) / (2 * Fraction(share, 1000) * Fraction(73, 20))
         assert {q.sigma2("add_remove") for q in qs} == {expected}
         assert {q.sigma2("bounded") for q in qs} == {2 * expected}

@@ -11,12 +11,9 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
-import pytest
 
 from auditlib.epl.direct import direct_chunk
 from auditlib.geography.flaxman import MAX_PEOPLE, check_population_size, generate_population
-from auditlib.geography.tabular import read_counts
 from auditlib.simulate.direct import (
     MAX_RELEASE_BYTES,
     MAX_REPLICATES,
@@ -35,24 +32,8 @@ from auditlib.simulate.topdown import StateHierarchy, residual_blocks
 from tests.unit._bounds import refused
 
 
-@pytest.fixture(scope="module")
-def table() -> HistogramDatabase:
-    frame = pd.DataFrame(
-        {
-            "state": ["A", "A", "A", "B", "B"],
-            "county": ["a1", "a1", "a2", "b1", "b1"],
-            "block": ["x", "y", "x", "x", "y"],
-            "white": [50, 0, 20, 70, 10],
-            "black": [10, 30, 0, 0, 40],
-        }
-    )
-    return HistogramDatabase.from_table(
-        read_counts(frame, ["white", "black"], levels=["state", "county"], unit="block")
-    )
-
-
-def test_direct_replicates_and_runs_are_bounded(table: HistogramDatabase) -> None:
-    pair = add_person(table, 2, "white")
+def test_direct_replicates_and_runs_are_bounded(histograms: HistogramDatabase) -> None:
+    pair = add_person(histograms, 2, "white")
     kw: dict[str, Any] = {"level": "block", "unit": 2, "start": 0, "stop": 10, "seed": 1}
     refused(
         lambda: release_range(pair, Allocation(4.0), replicates=10**12, **kw),
@@ -62,14 +43,14 @@ def test_direct_replicates_and_runs_are_bounded(table: HistogramDatabase) -> Non
     td = TopDown.of([[("total", 1.0)], [("total", 2.0)], [("total", 4.0)]])
     g = np.random.default_rng(0)
     msg = refused(
-        lambda: released_values(td, table, 10**9, g, level="block", unit=2),
+        lambda: released_values(td, histograms, 10**9, g, level="block", unit=2),
         "Invalid n: 1000000000 runs of TopDown",
         "GiB",
     )
     most = int(re.search(r"the largest allowed is (\d+)", msg).group(1))  # type: ignore[union-attr]
-    t = Target.check(table, "block", 2, "total", 0)
-    assert check_runs(most, td, table, t) == most  # at the bound: accepted
-    refused(lambda: check_runs(most + 1, td, table, t), f"Invalid n: {most + 1}")
+    t = Target.check(histograms, "block", 2, "total", 0)
+    assert check_runs(most, td, histograms, t) == most  # at the bound: accepted
+    refused(lambda: check_runs(most + 1, td, histograms, t), f"Invalid n: {most + 1}")
     # the chunk of a replicate range is the same bound, named as the chunk
     refused(
         lambda: release_range(pair, td, replicates=10**7, chunk=10**7, **kw),
@@ -78,9 +59,10 @@ def test_direct_replicates_and_runs_are_bounded(table: HistogramDatabase) -> Non
     # TopDown copies its state's histogram cells a run; the allocation computes one value a run,
     # so its bound is MAX_RELEASE_BYTES / 128 runs at once
     refused(
-        lambda: check_runs(MAX_RELEASE_BYTES // 128 + 1, Allocation(4.0), table, t), "Invalid n"
+        lambda: check_runs(MAX_RELEASE_BYTES // 128 + 1, Allocation(4.0), histograms, t),
+        "Invalid n",
     )
-    one = check_runs(MAX_RELEASE_BYTES // 128, Allocation(4.0), table, t)
+    one = check_runs(MAX_RELEASE_BYTES // 128, Allocation(4.0), histograms, t)
     assert one == MAX_RELEASE_BYTES // 128
     a, b = release_range(pair, Allocation(4.0), replicates=MAX_REPLICATES, **kw)
     assert a.shape == b.shape == (10,)
@@ -129,7 +111,7 @@ def test_population_sizes_are_checked_without_drawing() -> None:
     assert h.n_leaves <= MAX_PEOPLE
 
 
-def test_seed001_direct_chunks_are_bounded() -> None:
+def test_flaxman_direct_chunks_are_bounded() -> None:
     pair = move_between_areas(generate_population(2_000, 2, 20.0, seed=1), 0, 5)
     refused(
         lambda: direct_chunk(pair, "gdpc", 1.0, level=2, unit=0, start=0, stop=10**12, seed=1),

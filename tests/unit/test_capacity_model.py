@@ -24,6 +24,8 @@ from capacity_model import (
     replicates_per_task_for,
 )
 
+from tests.unit.test_batching import brute_force_makespan  # the best makespan, by brute force
+
 COSTS = Costs(
     setup_s=0.1,
     setup_s_per_block=1e-6,
@@ -45,17 +47,6 @@ COSTS = Costs(
 )
 
 
-def optimal_makespan(durations: list[float], workers: int) -> float:
-    """The best makespan over every assignment of the tasks to workers."""
-    best = float("inf")
-    for assign in itertools.product(range(workers), repeat=len(durations)):
-        loads = [0.0] * workers
-        for d, w in zip(durations, assign, strict=True):
-            loads[w] += d
-        best = min(best, max(loads))
-    return best
-
-
 def random_audit(g: np.random.Generator, n_states: int, replicates: int) -> Audit:
     states = tuple(
         StateWork(f"S{i}", int(g.lognormal(11, 1)), 0, float(g.uniform(0, 1e9)))
@@ -70,7 +61,7 @@ def test_lpt_within_grahams_bound_of_brute_force_optimum() -> None:
         n = int(g.integers(1, 8))
         m = int(g.integers(1, 4))
         d = [float(x) for x in g.integers(1, 20, size=n)]
-        opt = optimal_makespan(d, m)
+        opt = brute_force_makespan(d, m)
         lpt = lpt_makespan(d, m)
         assert opt >= max(max(d), sum(d) / m) - 1e-9
         assert opt - 1e-9 <= lpt <= (4 / 3 - 1 / (3 * m)) * opt + 1e-9, (d, m, lpt, opt)
@@ -80,10 +71,10 @@ def test_lpt_meets_grahams_bound_exactly_and_list_order_matters() -> None:
     # Graham's tight case for 2 workers: LPT puts 3 | 3, then 2+2 | 2 on top: 7; the optimum
     # is 3+3 | 2+2+2 = 6, and 7 = (4/3 - 1/6) * 6
     assert lpt_makespan([2, 2, 2, 3, 3], 2) == 7.0
-    assert optimal_makespan([2, 2, 2, 3, 3], 2) == 6.0
+    assert brute_force_makespan([2, 2, 2, 3, 3], 2) == 6.0
     # short tasks first: 1 | 1, then 2 on the first free worker: 3; longest first: 2 | 1+1 = 2
     assert list_schedule([1, 1, 2], 2)[0] == 3.0
-    assert lpt_makespan([1, 1, 2], 2) == 2.0 == optimal_makespan([1, 1, 2], 2)
+    assert lpt_makespan([1, 1, 2], 2) == 2.0 == brute_force_makespan([1, 1, 2], 2)
 
 
 def test_dependencies_wait_and_later_ready_tasks_pass() -> None:

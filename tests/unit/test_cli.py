@@ -61,8 +61,8 @@ def test_missing_spec_file(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "spec file not found" in res.stderr
 
 
-def test_account_json_reproduces_seed_004_state_level() -> None:
-    # REFERENCE.md / seed 004 Table 1: State level, add/remove, delta = 1e-11:
+def test_account_json_reproduces_su_su_wang_state_level() -> None:
+    # REFERENCE.md / Su, Su & Wang Table 1: State level, add/remove, delta = 1e-11:
     # exact eps 10.125417, Bureau's rho + 2 sqrt(rho ln 1/delta) = 11.066
     res = runner.invoke(
         app,

@@ -63,7 +63,7 @@ def test_tables_fit_80_columns_and_keep_level_names(args: list[str]) -> None:
 def test_account_prints_the_certified_digits() -> None:
     text = _invoke(["account", "--delta", "1e-10"])
     state = next(line for line in text.splitlines() if line.startswith("State"))
-    assert "9.6009" in state.split()  # seed 004 / REFERENCE.md: State 9.600900 at 1e-10
+    assert "9.6009" in state.split()  # Su, Su & Wang / REFERENCE.md: State 9.600900 at 1e-10
     # the cumulative PL94 persons + units bracket is narrower than four decimals: one number
     text = _invoke(["account", "--cumulative", "--delta", "1e-10"])
     out = json.loads(_invoke(["account", "--cumulative", "--delta", "1e-10", "--json"]))

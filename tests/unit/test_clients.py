@@ -12,29 +12,16 @@ seeded by design, so its MPL check runs at α = 1e-3 (a false flag has probabili
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import diffprivlib  # noqa: F401  the clients extra: fail, never skip, without it
 import numpy as np
 import opendp  # noqa: F401
 import pytest
 
+from tests.integration._examples import load_example
 
-def load_example() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "examples" / "clients.py"
-    spec = importlib.util.spec_from_file_location("clients_example", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["clients_example"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-C = load_example()
+C = load_example("clients.py", "clients_example")
 EPS = 1.0
 
 

@@ -1,7 +1,7 @@
 """Direct samples of any release on (D, D′): reproducible, independent between D and D′, with power.
 
 References: the two-sided geometric's exact ratio P(e ≤ 0 | D) / P(e ≤ 0 | D′) = e^ε for a count
-moved by +1 (seed 001 §2.2, P(k) ∝ e^{−ε|k|}); TopDown run state by state with
+moved by +1 (Flaxman 2019 §2.2, P(k) ∝ e^{−ε|k|}); TopDown run state by state with
 :func:`auditlib.simulate.topdown.topdown` itself (the cut to one state must not change the value);
 SA4's invariant (a county of one block releases its true total).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
@@ -20,7 +19,6 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import schema
 from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.geography.synthetic import PopulationParams, SyntheticHierarchy
-from auditlib.geography.tabular import read_counts
 from auditlib.simulate.direct import (
     Allocation,
     Hierarchical,
@@ -34,24 +32,10 @@ from auditlib.simulate.neighbours_hist import HistogramDatabase, add_person, mov
 from auditlib.simulate.topdown import topdown
 
 
-@pytest.fixture(scope="module")
-def table() -> HistogramDatabase:
-    frame = pd.DataFrame(
-        {
-            "state": ["A", "A", "A", "B", "B"],
-            "county": ["a1", "a1", "a2", "b1", "b1"],
-            "block": ["x", "y", "x", "x", "y"],
-            "white": [50, 0, 20, 70, 10],
-            "black": [10, 30, 0, 0, 40],
-        }
-    )
-    return HistogramDatabase.from_table(
-        read_counts(frame, ["white", "black"], levels=["state", "county"], unit="block")
-    )
-
-
-def _geometric_epsilon_hat(eps_release: float, table: HistogramDatabase) -> tuple[float, float]:
-    pair = add_person(table, 2, "white")  # unit 2's total: 20 -> 21
+def _geometric_epsilon_hat(
+    eps_release: float, histograms: HistogramDatabase
+) -> tuple[float, float]:
+    pair = add_person(histograms, 2, "white")  # unit 2's total: 20 -> 21
     s = release_samples(
         pair,
         Hierarchical("gdpc", eps_release),
@@ -66,15 +50,15 @@ def _geometric_epsilon_hat(eps_release: float, table: HistogramDatabase) -> tupl
     return math.log(p / q), se
 
 
-def test_gdpc_direct_estimate_recovers_epsilon(table: HistogramDatabase) -> None:
-    est, se = _geometric_epsilon_hat(1.0, table)
+def test_gdpc_direct_estimate_recovers_epsilon(histograms: HistogramDatabase) -> None:
+    est, se = _geometric_epsilon_hat(1.0, histograms)
     assert abs(est - 1.0) < 5 * se  # exact ratio e^ε
-    wrong, se_w = _geometric_epsilon_hat(1.3, table)  # a release at another ε fails the check
+    wrong, se_w = _geometric_epsilon_hat(1.3, histograms)  # a release at another ε fails the check
     assert abs(wrong - 1.0) > 5 * se_w
 
 
-def test_reproducible_and_independent(table: HistogramDatabase) -> None:
-    pair = move_person(table, 0, "white", 4, "black")
+def test_reproducible_and_independent(histograms: HistogramDatabase) -> None:
+    pair = move_person(histograms, 0, "white", 4, "black")
     r = Hierarchical("adpc", 0.5, n_runs=4)
     a = release_samples(pair, r, level=2, unit=1, replicates=3000, seed=1, chunk=700)
     b = release_samples(pair, r, level=2, unit=1, replicates=3000, seed=1, chunk=700)
@@ -93,10 +77,10 @@ def test_reproducible_and_independent(table: HistogramDatabase) -> None:
     assert (d.truth_d, d.truth_d_prime) == (60, 59)
 
 
-def test_rdpc_allocation_and_stratified(table: HistogramDatabase) -> None:
-    pair = add_person(table, 4, "black")
+def test_rdpc_allocation_and_stratified(histograms: HistogramDatabase) -> None:
+    pair = add_person(histograms, 4, "black")
     g = np.random.default_rng(3)
-    rd = released_values(Hierarchical("rdpc", 2.0), table, 300, g, level="state", unit=1)
+    rd = released_values(Hierarchical("rdpc", 2.0), histograms, 300, g, level="state", unit=1)
     assert abs(rd.mean() - 120) < 5 * rd.std() / math.sqrt(300)
     s = release_samples(
         pair, Allocation(4.0, "nonnegative"), level=0, unit=1, replicates=20_000, seed=0
@@ -104,14 +88,14 @@ def test_rdpc_allocation_and_stratified(table: HistogramDatabase) -> None:
     assert s.dp_d.min() >= 0 and np.all(s.dp_d == np.round(s.dp_d))
     assert s.dp_d_prime.mean() - s.dp_d.mean() == pytest.approx(1.0, abs=0.1)
     sa3 = released_values(
-        Stratified("sa3", 1.0), table, 2000, g, level=2, unit=4, query="detailed", cell=1
+        Stratified("sa3", 1.0), histograms, 2000, g, level=2, unit=4, query="detailed", cell=1
     )
     assert sa3.min() >= 0 and abs(np.median(sa3) - 40) <= 1
     # SA4: county totals are invariant: block 2 is alone in its county, blocks 3 and 4 share one
     np.testing.assert_array_equal(
-        released_values(Stratified("sa4", 1.0), table, 50, g, level=2, unit=2), 20.0
+        released_values(Stratified("sa4", 1.0), histograms, 50, g, level=2, unit=2), 20.0
     )
-    b3 = released_values(Stratified("sa4", 1.0), table, 2000, g, level=2, unit=3)
+    b3 = released_values(Stratified("sa4", 1.0), histograms, 2000, g, level=2, unit=3)
     assert b3.min() >= 0 and b3.max() <= 120 and b3.std() > 0
     assert abs(np.median(b3) - 70) <= 2
 
@@ -152,21 +136,23 @@ def test_topdown_runs_the_units_state_only() -> None:
     assert abs(copies.mean() - truth) < 4
 
 
-def test_bad_targets(table: HistogramDatabase) -> None:
+def test_bad_targets(histograms: HistogramDatabase) -> None:
     g = np.random.default_rng(0)
     with pytest.raises(InvalidParameterError, match="gdpc releases the blocks"):
-        released_values(Hierarchical("gdpc", 1.0), table, 5, g, level="state", unit=0)
+        released_values(Hierarchical("gdpc", 1.0), histograms, 5, g, level="state", unit=0)
     with pytest.raises(InvalidParameterError, match="Invalid unit 9 at 'block'"):
-        released_values(Allocation(1.0), table, 5, g, level="block", unit=9)
+        released_values(Allocation(1.0), histograms, 5, g, level="block", unit=9)
     with pytest.raises(InvalidParameterError, match="Invalid cell 2 of query 'detailed'"):
-        released_values(Allocation(1.0), table, 5, g, level=2, unit=0, query="detailed", cell=2)
+        released_values(
+            Allocation(1.0), histograms, 5, g, level=2, unit=0, query="detailed", cell=2
+        )
     with pytest.raises(InvalidParameterError, match="Unknown level 'Block'"):
-        released_values(Allocation(1.0), table, 5, g, level="Block", unit=0)
+        released_values(Allocation(1.0), histograms, 5, g, level="Block", unit=0)
     with pytest.raises(InvalidParameterError, match="Invalid n: 0"):
-        released_values(Allocation(1.0), table, 0, g, level=0, unit=0)
+        released_values(Allocation(1.0), histograms, 0, g, level=0, unit=0)
     with pytest.raises(InvalidParameterError, match="sa3 releases each block"):
-        released_values(Stratified("sa3", 1.0), table, 5, g, level=0, unit=0)
-    pair = add_person(table, 0, 0)
+        released_values(Stratified("sa3", 1.0), histograms, 5, g, level=0, unit=0)
+    pair = add_person(histograms, 0, 0)
     with pytest.raises(InvalidParameterError, match="Invalid replicates: 0"):
         release_samples(pair, Allocation(1.0), level=0, unit=0, replicates=0, seed=1)
 
@@ -191,9 +177,11 @@ def test_pl94_synthetic_topdown_cell() -> None:
     [Hierarchical("adpc", 0.7, 4), Stratified("sa4", 0.5), Allocation(3.0, "nonnegative")],
     ids=["adpc", "sa4", "allocation"],
 )
-def test_ranges_in_any_split_join_into_one_run(table: HistogramDatabase, release: object) -> None:
+def test_ranges_in_any_split_join_into_one_run(
+    histograms: HistogramDatabase, release: object
+) -> None:
     """A task's range is cut from whole stream chunks: 1 range or 3 misaligned ones, same values."""
-    pair = move_person(table, 0, "white", 1)
+    pair = move_person(histograms, 0, "white", 1)
     kw = {"level": "block", "unit": 1, "query": "detailed", "cell": 0, "replicates": 70, "seed": 3}
     if isinstance(release, Allocation):
         kw["query"] = "total"

@@ -170,7 +170,7 @@ def test_spine_states_that_do_not_exist_exit_2(tmp_path: Path) -> None:
         assert not (tmp_path / "s.zarr").exists()
 
 
-def test_seed001_options_are_refused_with_spec_and_spec_options_without(tmp_path: Path) -> None:
+def test_flaxman_options_are_refused_with_spec_and_spec_options_without(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from flows.cli.app import app

@@ -1,4 +1,4 @@
-"""EPL: the lattice KDE against scipy, Table SA1 of Flaxman & Petti (seed 003), power and bias.
+"""EPL: the lattice KDE against scipy, Table SA1 of Flaxman & Petti (Flaxman & Petti's appendix), power and bias.
 
 Reference values: Table SA1(a), C = 2,663 residuals, bandwidth factor 0.1, window 5th–95th
 percentile, 1,000 replicates, mean [2.5 %, 97.5 %]. The authors draw ``geometric(p) − geometric(p)``
@@ -27,7 +27,7 @@ from auditlib.epl.kde import support, weighted_percentiles, weighted_std
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
 
-C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (seed 003)
+C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (Flaxman & Petti's appendix)
 
 
 def _integer_samples() -> list[np.ndarray]:
@@ -108,7 +108,7 @@ def test_flaxman_petti_matches_scipy_transcription(p: float) -> None:
     assert res.bandwidth == pytest.approx(0.1 * np.std(r, ddof=1), rel=1e-15)
 
 
-# Table SA1(a) of seed 003: ε → (mean, 2.5 %, 97.5 %).
+# Table SA1(a) of Flaxman & Petti's appendix: ε → (mean, 2.5 %, 97.5 %).
 SA1 = {
     0.05: (0.0490, 0.0390, 0.0673),
     0.1: (0.0980, 0.0752, 0.1262),

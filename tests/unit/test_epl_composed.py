@@ -43,7 +43,7 @@ def test_independent_levels_compose_to_the_sum_of_their_losses() -> None:
 
 
 def test_rdpc_is_about_eps_over_levels_each_but_eps_composed() -> None:
-    # seed 001 §2.2 / Fig. 1: RDPC spends ε/(J+1) per level; a person is counted at every level
+    # Flaxman 2019 §2.2 / Fig. 1: RDPC spends ε/(J+1) per level; a person is counted at every level
     pop = generate_population(200_000, 3, 50, seed=7)  # C = 15, 3,375 leaves
     eps = 0.2
     res = simulate_residuals(pop, "rdpc", eps, seed=4, replicates=200, dtype=np.float64)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -21,7 +22,16 @@ from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.mechanisms import DiscreteGaussian, Laplace, TwoSidedGeometric
 
-C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (seed 003)
+C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (Flaxman & Petti's appendix)
+
+
+def _geometric_draws(eps: float, seed: int, sets: int, n: int) -> Iterator[np.ndarray]:
+    """``sets`` data sets of ``n`` two-sided geometric residuals at ``eps`` (true loss exactly
+    ``eps``), one after the other from one generator seeded ``seed``."""
+    rng = np.random.default_rng(seed)
+    noise = TwoSidedGeometric(eps)
+    for _ in range(sets):
+        yield noise.rvs(n, rng)
 
 
 # -- bias ---------------------------------------------------------------------------------------
@@ -30,12 +40,9 @@ C_WA_1940 = 2663  # enumeration districts of Washington State, 1940 (seed 003)
 def test_bias_aware_beats_flaxman_petti_at_2663() -> None:
     """Geometric noise with ε = 0.25 (true loss exactly 0.25), 200 paired replicates."""
     eps = 0.25
-    rng = np.random.default_rng(2663)
-    noise = TwoSidedGeometric(eps)
     ba = np.empty(200)
     fp = np.empty(200)
-    for i in range(ba.size):
-        r = noise.rvs(C_WA_1940, rng)
+    for i, r in enumerate(_geometric_draws(eps, 2663, ba.size, C_WA_1940)):
         ba[i] = epl(r, method="bias_aware").epl
         fp[i] = epl(r).epl
     # Flaxman & Petti's setting errs far upward (≈1.6×), the bias-aware one much less (≈1.1×)
@@ -70,12 +77,10 @@ def test_epl_method_bias_aware_is_the_point_estimate() -> None:
 def test_bootstrap_interval_covers_and_has_power() -> None:
     """90 % basic interval, geometric ε = 0.5, n = 20,000, 80 data sets of B = 200."""
     eps = 0.5
-    rng = np.random.default_rng(90)
-    noise = TwoSidedGeometric(eps)
     lo = np.empty(80)
     hi = np.empty(80)
-    for i in range(lo.size):
-        e = estimate_epl(noise.rvs(20_000, rng), n_boot=200, n_null=None, seed=i)
+    for i, r in enumerate(_geometric_draws(eps, 90, lo.size, 20_000)):
+        e = estimate_epl(r, n_boot=200, n_null=None, seed=i)
         lo[i], hi[i] = e.ci_low, e.ci_high  # (a basic interval need not contain e.epl)
     cover = np.mean((lo <= eps) & (eps <= hi))
     assert cover >= 0.65  # ≈0.85 observed; binomial sd ≈ 0.04

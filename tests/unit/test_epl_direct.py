@@ -1,4 +1,4 @@
-"""Direct estimate (seed 001 §2.3): log-ratios of event frequencies under D and D′, against exact
+"""Direct estimate (Flaxman 2019 §2.3): log-ratios of event frequencies under D and D′, against exact
 laws of the geometric mechanism, and the keyed chunks against ``direct_samples``."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_with_many_runs_the_lower_bound_approaches_eps_and_a_wrong_eps_is_reject
     assert direct_log_ratio(d2, dp2, event="ge", min_events=100).epl_lower > EPS
 
 
-def test_chunks_reproduce_direct_samples_on_seed_001_databases() -> None:
+def test_chunks_reproduce_direct_samples_on_flaxman_databases() -> None:
     pop = generate_population(20_000, 2, 20, seed=3)  # C = 31
     pair = move_between_areas(pop, 0, 500)
     ref = direct_samples(pair, "rdpc", 0.5, level=2, unit=0, replicates=12, seed=9)

@@ -33,6 +33,16 @@ PERC = (5.0, 95.0)
 SCALARS = ("epl", "n", "bandwidth", "bias_aware", "ci_low", "ci_high", "null_upper")
 
 
+def flaxman(*, replicates: int, seed: int, people: int, release: str) -> dict[str, Any]:
+    """The spec mapping of a two-level Flaxman population of ``people`` (40 a location), released
+    by ``release`` at ε = 1."""
+    return {
+        "audit": {"replicates": replicates, "seed": seed},
+        "population": {"kind": "flaxman", "people": people, "levels": 2, "mean_per_location": 40},
+        "release": {"kind": release, "epsilon": 1.0},
+    }
+
+
 def build_store(tmp_path: Path, data: dict[str, Any]) -> tuple[str, AuditPlan]:
     plan = make_plan(parse_spec(data))
     url = str(tmp_path / "a.zarr")
@@ -118,11 +128,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
 
 
 def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path: Path) -> None:
-    data = {
-        "audit": {"replicates": 40, "seed": 3},
-        "population": {"kind": "flaxman", "people": 20_000, "levels": 2, "mean_per_location": 40},
-        "release": {"kind": "rdpc", "epsilon": 1.0},
-    }
+    data = flaxman(replicates=40, seed=3, people=20_000, release="rdpc")
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)
     r, _ = store.read_residuals(url, 0, g)

@@ -27,7 +27,7 @@ from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.plan import AuditPlan
 from storage import store
-from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, in_memory
+from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, flaxman, in_memory
 
 PERC = (5.0, 95.0)
 SMALL = {
@@ -252,11 +252,7 @@ def test_raked_residuals_with_a_small_absolute_bandwidth_get_a_finer_lattice(
 ) -> None:
     """RDPC's raked residuals are binned; an absolute h far below 0.1 sd must still be binned
     finely enough that the stored bound stays small and really bounds the estimate's error."""
-    data = {
-        "audit": {"replicates": 10, "seed": 3},
-        "population": {"kind": "flaxman", "people": 4_000, "levels": 2, "mean_per_location": 40},
-        "release": {"kind": "rdpc", "epsilon": 1.0},
-    }
+    data = flaxman(replicates=10, seed=3, people=4_000, release="rdpc")
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)
     lv = (url, plan, g)
@@ -367,15 +363,11 @@ def test_settings_refuse_bad_values(kwargs: dict[str, Any], error: type, pattern
 
 
 def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
-    """Seed 001's composed EPL: default knobs give the library's defaults; a knob reaches it."""
+    """Flaxman's composed EPL: default knobs give the library's defaults; a knob reaches it."""
     from auditlib.epl.composed import composed_epl
     from flows.audit.blocks import leaf_maps
 
-    data = {
-        "audit": {"replicates": 10, "seed": 5},
-        "population": {"kind": "flaxman", "people": 4_000, "levels": 2, "mean_per_location": 40},
-        "release": {"kind": "gdpc", "epsilon": 1.0},
-    }
+    data = flaxman(replicates=10, seed=5, people=4_000, release="gdpc")
     url, plan = build_store(tmp_path, data)
     default = tasks.epl_composed.fn(url, plan, PERC, parse_spec(data).epl.bias_aware_settings())
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]

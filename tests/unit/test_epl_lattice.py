@@ -1,6 +1,6 @@
 """EPL on the residuals' own lattice, and an interval that covers the exact loss.
 
-Seed 001's ADPC releases the mean of P = 4 GDPC runs: residuals on ℤ/4. Its exact loss over the
+Flaxman's ADPC releases the mean of P = 4 GDPC runs: residuals on ℤ/4. Its exact loss over the
 5–95 % window (:func:`adpc_exact_loss`, the pmfs convolved — not the estimator) is reached at
 quarter points the integer grid never visits (at ε = 1 the integers reach 0.929 of it), and the
 kernel flattens the curved log-ratio by another 5–7 %. Expectations here come from that exact pmf,
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 from scipy.special import logsumexp
-from test_epl_seed001 import adpc_exact_loss
+from test_epl_flaxman import adpc_exact_loss
 
 from auditlib.epl import LatticeHistogram, epl_surface, estimate_epl
 from auditlib.epl.bootstrap import KernelMatrix
@@ -34,8 +34,8 @@ def _adpc(eps: float, n: int, rng: np.random.Generator) -> np.ndarray:
 # -- the issue's example ------------------------------------------------------------------------
 
 
-def test_seed001_adpc_at_eps_1_reaches_its_exact_loss() -> None:
-    """20 replicates of seed 001's leaves (185,220 residuals): before, 0.860 [0.845, 0.867] of the
+def test_flaxman_adpc_at_eps_1_reaches_its_exact_loss() -> None:
+    """20 replicates of Flaxman's leaves (185,220 residuals): before, 0.860 [0.845, 0.867] of the
     exact loss — the integer grid and the kernel both err low, and the interval excluded it."""
     pop = generate_population(10**6, 3, 100, seed=1)
     a = simulate_residuals(pop, "adpc", 1.0, seed=3, replicates=20, n_runs=4)["L3"].ravel()
@@ -55,7 +55,7 @@ def test_seed001_adpc_at_eps_1_reaches_its_exact_loss() -> None:
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_adpc_interval_covers_the_exact_loss_at_its_nominal_rate(eps: float) -> None:
-    """60 data sets of one replicate of seed 001's leaves (9,261 residuals), 90 % intervals. The
+    """60 data sets of one replicate of Flaxman's leaves (9,261 residuals), 90 % intervals. The
     interval before (integer grid, smoothed loss) covered the exact loss in 3–50 % of data sets."""
     exact = adpc_exact_loss(eps, 4)
     rng = np.random.default_rng(int(eps * 1000) + 9261)

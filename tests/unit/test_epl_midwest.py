@@ -1,46 +1,35 @@
-"""Seed 001's releases of real counts: the 1990 Midwest county x race table (plotnine's
+"""Flaxman's releases of real counts: the 1990 Midwest county x race table (plotnine's
 ``midwest``, 437 counties, 2,185 cells), through ``examples/midwest.py``.
 
 Expectations, none taken from the code under test:
 
-* GDPC adds G(ε) to each cell: the two-sided geometric's log-ratio is exactly ±ε (seed 001 §2.2),
+* GDPC adds G(ε) to each cell: the two-sided geometric's log-ratio is exactly ±ε (Flaxman 2019 §2.2),
   so with 218,500 residuals (no small-sample bias left, docs/epl.md) EPL is within 5 % of ε.
 * ADPC (P = 4) matches its *exact* loss over the 5–95 % window, from the geometric pmfs convolved
   (:func:`adpc_exact_loss`, ≈ 0.55 ε), within 6 % (the kernel flattens a curved log-ratio a
-  little); seed 001's "0.75–0.8 ε" is not the release's loss over this window.
-* RDPC measures each of its J + 1 = 4 levels with G(ε/4) (seed 001 Fig. 1): the cells' EPL is
+  little); Flaxman's "0.75–0.8 ε" is not the release's loss over this window.
+* RDPC measures each of its J + 1 = 4 levels with G(ε/4) (Flaxman 2019 Fig. 1): the cells' EPL is
   about ε/4, while a person is counted at all four levels, so the composed EPL is about ε —
   basic composition, which the nearly uncorrelated levels attain — and its interval holds ε.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
-from test_epl_seed001 import adpc_exact_loss
+from test_epl_flaxman import adpc_exact_loss
+
+from tests.integration._examples import load_example
 
 EPS = 0.5
 
 
-def load_example() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "examples" / "midwest.py"
-    spec = importlib.util.spec_from_file_location("midwest_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def numbers() -> dict:
-    return load_example().seed001_epl(EPS, replicates=100, seed=1990)
+    return load_example("midwest.py", "midwest_example").flaxman_epl(EPS, replicates=100, seed=1990)
 
 
 def test_the_table_is_the_1990_census(numbers: dict) -> None:
-    pop = load_example().midwest_population()
+    pop = load_example("midwest.py", "midwest_example").midwest_population()
     assert pop.n_units("county") == 437 and numbers["cells"] == 2_185
     assert int(pop.histograms.sum()) == 42_008_942  # the five states' 1990 populations
     assert numbers["n"] == 100 * 2_185

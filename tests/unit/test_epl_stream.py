@@ -77,7 +77,7 @@ def test_histograms_add_like_their_data() -> None:
 
 
 def test_flaxman_petti_of_a_histogram_is_the_authors_number() -> None:
-    """epl(histogram) against the scipy transcription of the authors' code (seed 003)."""
+    """epl(histogram) against the scipy transcription of the authors' code (Flaxman & Petti's appendix)."""
     r = TwoSidedGeometric(0.5).rvs(3_000, np.random.default_rng(2)).astype(np.float64)
     hist = LatticeHistogram().add(r[:1_000]).add(r[1_000:])
     ref, x_ref, e_ref = flaxman_petti_reference(r, bandwidth_factor=0.1)

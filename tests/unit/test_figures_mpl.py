@@ -6,14 +6,11 @@ import io
 
 import numpy as np
 import pytest
+import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.mpl.audit import mpl_geolevel
-from auditlib.mpl.coverage import coverage_chunk
-from flows.experiments.mpl_coverage import coverage_dataset, mpl_dataset, mpl_task_settings
 from flows.report.figures_mpl import coverage_ecdf_figure, loss_curve_figure
-from flows.spec import parse_spec
 
 
 def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
@@ -23,15 +20,8 @@ def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
     return buf.getvalue()
 
 
-def test_coverage_ecdf_figure_renders() -> None:
-    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
-    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
-    results = {
-        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
-        for mi, m in enumerate(mechs)
-        for ei, e in enumerate(eps)
-    }
-    ds = coverage_dataset(results, mechs, eps, 6, settings)
+def test_coverage_ecdf_figure_renders(real_coverage_group: xr.Dataset) -> None:
+    ds = real_coverage_group
     fig = coverage_ecdf_figure(ds)
     axes = [a for a in fig.axes if a.get_visible()]
     assert len(axes) == 2 and axes[0].get_title() == "laplace"
@@ -43,19 +33,8 @@ def test_coverage_ecdf_figure_renders() -> None:
     assert _png(fig)[:4] == b"\x89PNG"
 
 
-def test_loss_curve_figure_renders() -> None:
-    spec = parse_spec(
-        {
-            "mpl": {
-                "enabled": True,
-                "geolevels": ["State", "County"],
-                "n": 2000,
-                "n_confidence": 4000,
-            }
-        }
-    )
-    s = mpl_task_settings(spec)
-    ds = mpl_dataset([mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec)
+def test_loss_curve_figure_renders(real_mpl_group: xr.Dataset) -> None:
+    ds = real_mpl_group
     fig = loss_curve_figure(ds)
     ax = fig.axes[0]
     assert ax.get_title().startswith("State")

@@ -1,4 +1,4 @@
-"""Seed 001's synthetic hierarchy and its GDPC / RDPC / ADPC releases, against exact laws."""
+"""Flaxman's synthetic hierarchy and its GDPC / RDPC / ADPC releases, against exact laws."""
 
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def _dense_difference(pair: NeighbourPair, level: int) -> dict[int, int]:
     return {int(u): int(diff[u]) for u in np.flatnonzero(diff)}
 
 
-def test_seed_001_move_from_area_0_to_area_1001() -> None:
+def test_flaxman_move_from_area_0_to_area_1001() -> None:
     pair = move_between_areas(POP)
     ch = pair.change
     assert (ch.kind, ch.from_leaf, ch.to_leaf) == ("move", 0, 1001)

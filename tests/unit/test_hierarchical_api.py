@@ -1,4 +1,4 @@
-"""Seed 001's releases as a library: residuals come back by level name, and ADPC's P is never a
+"""Flaxman's releases as a library: residuals come back by level name, and ADPC's P is never a
 silent default."""
 
 from __future__ import annotations

@@ -292,8 +292,8 @@ def test_only_the_strategies_test_the_release_kind() -> None:
 MAX_LINES = 500
 
 #: modules still over the limit, each with the lines it may not grow past (split them, then drop
-#: them here): the plan's builders and the spec model
-OVER_THE_LIMIT = {"flows/spec/plan.py": 624, "flows/spec/model.py": 511}
+#: them here): the plan's builders
+OVER_THE_LIMIT = {"flows/spec/plan.py": 624}
 
 
 def long_modules(root: Path) -> dict[str, int]:

@@ -27,8 +27,8 @@ from auditlib.mechanisms import (
     sample_discrete_gaussian,
 )
 
-# Census-like parameters: State σ² ≈ 5, County 16.12, Block 456.62 (seed 004); a small σ² where
-# the lattice matters; geometric ε of seed 001 and Flaxman & Petti's p = ε/2 at ε = 0.05.
+# Census-like parameters: State σ² ≈ 5, County 16.12, Block 456.62 (Su, Su & Wang); a small σ² where
+# the lattice matters; geometric ε of Flaxman 2019 and Flaxman & Petti's p = ε/2 at ε = 0.05.
 DISCRETE = [
     DiscreteGaussian(0.5),
     DiscreteGaussian(4.9995),
@@ -192,7 +192,7 @@ def test_dg_far_tail_relative_precision() -> None:
 
 
 def test_dg_variance_close_to_sigma2() -> None:
-    """Seed 004: the variance of N_Z(0, σ²) is σ² up to a negligible (downward) error."""
+    """Su, Su & Wang: the variance of N_Z(0, σ²) is σ² up to a negligible (downward) error."""
     for s2 in (4.9995, 16.12, 456.62):
         assert DiscreteGaussian(s2).var() == pytest.approx(s2, rel=1e-13)
     small = DiscreteGaussian(0.5)
@@ -227,7 +227,7 @@ def test_sample_discrete_gaussian() -> None:
 
 
 def test_geometric_parameterization() -> None:
-    """Seed 001: P(G(z) = k) = (1 − e^{−z}) e^{−z|k|} / (1 + e^{−z}); log-ratios are ±z."""
+    """Flaxman 2019: P(G(z) = k) = (1 − e^{−z}) e^{−z|k|} / (1 + e^{−z}); log-ratios are ±z."""
     g = TwoSidedGeometric(0.25)
     a = math.exp(-0.25)
     assert float(g.pmf(3)) == pytest.approx((1 - a) * a**3 / (1 + a), rel=1e-14)

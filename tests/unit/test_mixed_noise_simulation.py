@@ -23,6 +23,7 @@ from auditlib.simulate.topdown import TOTAL_QUERIES, StateHierarchy, topdown
 from auditlib.summaries import account_components
 from flows.spec import load_spec
 from flows.spec.plan import make_plan
+from tests.integration._specs import with_allocation_file
 
 MIXED = (
     "geolevel,query,cells,mechanism,sigma2,scale,sigma,neighbours\n"
@@ -175,14 +176,10 @@ def test_direct_estimate_draws_the_files_noise(
     from auditlib.simulate.direct import Allocation, TopDown, released_values
     from flows.experiments.direct_runs import SpecDirectParams, spec_experiment
 
-    (tmp_path / "mine.csv").write_text(MIXED, encoding="utf-8")
-    spec = tmp_path / "spec.toml"
-    spec.write_text(
-        '[audit]\nallocation = "mine.csv"\n'
-        "[population]\nstates = 1\nfanout = { County = 3, Block = 2 }\n",
-        encoding="utf-8",
+    text = with_allocation_file(
+        tmp_path, MIXED, "[population]\nstates = 1\nfanout = { County = 3, Block = 2 }\n"
     )
-    text = load_spec(spec).to_toml()
+    spec = tmp_path / "spec.toml"
     e = spec_experiment(SpecDirectParams(spec=text, change="add", to_block=1, geolevel=geolevel))
     assert isinstance(e.release, Allocation) and isinstance(e.release.sigma2, NoiseVariance)
     v = released_values(

@@ -1,11 +1,11 @@
 """MPL's confidence-step bandwidth: the default rule, its tightness, and the study that chose it.
 
-The rule is h = scale · N^{−1/(2β+d) − γ} (condition (C4) of seed 002). The default β = 2, γ = 0.05
+The rule is h = scale · N^{−1/(2β+d) − γ} (condition (C4) of Askin, Kutta & Dette). The default β = 2, γ = 0.05
 is R's ``bw.nrd0`` of the N draws times N^{−γ}, written out here from R's definition; the earlier
 default β = 1 undersmoothed 4× more at N = 5·10⁴ and left LB at 0.54–0.60 of ε*_C on Laplace
-ε₀ = 0.2 (a reference implementation of seed 002's method: 0.74). The choice is read back from the
+ε₀ = 0.2 (a reference implementation of Askin, Kutta & Dette's method: 0.74). The choice is read back from the
 stored study ``benchmarks/results/mpl_bandwidth_study.csv``: the tightest rule whose coverage is
-≥ 0.94 and which (C4) admits at both of seed 002's sample-size settings.
+≥ 0.94 and which (C4) admits at both of Askin, Kutta & Dette's sample-size settings.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from auditlib.mpl.density import CONFIDENCE_BETA, CONFIDENCE_GAMMA, undersmoothe
 from auditlib.mpl.mpl import confidence_bound, mpl
 
 STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "mpl_bandwidth_study.csv"
-#: seed 002 §V: (n, N) of Laplace, Noisy Max, exponential; and of the SVTs
+#: Askin, Kutta & Dette §V: (n, N) of Laplace, Noisy Max, exponential; and of the SVTs
 SIZES = ((20_000, 50_000), (100_000, 500_000))
 
 
@@ -56,7 +56,7 @@ def test_the_confidence_step_is_tighter_and_still_covers() -> None:
 
 
 def test_mpl_on_laplace_at_0_2_bounds_closer_to_eps() -> None:
-    """The whole of Algorithm 4 at seed 002's sizes, 12 runs: median LB / ε*_C 0.74 (before 0.54)."""
+    """The whole of Algorithm 4 at Askin, Kutta & Dette's sizes, 12 runs: median LB / ε*_C 0.74 (before 0.54)."""
     e = laplace_mechanism(0.2)
     kw = {"n": 20_000, "n_confidence": 50_000, "region": e.region}
     new = [mpl(e.mechanism, e.pairs, rng=np.random.default_rng(s), **kw).lb for s in range(12)]
@@ -70,7 +70,7 @@ def test_mpl_on_laplace_at_0_2_bounds_closer_to_eps() -> None:
 
 
 def _admissible(gamma: float) -> bool:
-    """(C4): γ > ν/(6(1+ν)) with N = n^(1+ν), at every size setting of seed 002."""
+    """(C4): γ > ν/(6(1+ν)) with N = n^(1+ν), at every size setting of Askin, Kutta & Dette."""
     for n, big_n in SIZES:
         nu = math.log(big_n) / math.log(n) - 1.0
         if not gamma > nu / (6.0 * (1.0 + nu)):

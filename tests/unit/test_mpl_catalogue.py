@@ -1,7 +1,7 @@
 """The mechanisms with known ε: closed forms, exact pmfs by enumeration, samplers against their laws.
 
-References: seed 002 §V (exponential mechanism ε in closed form, Laplace pairs and C), REFERENCE
-"MPL (seed 002)": Report Noisy Max ε*_C ≈ 0.693 at ε = 0.7 on the standard patterns and
+References: Askin, Kutta & Dette §V (exponential mechanism ε in closed form, Laplace pairs and C), REFERENCE
+"MPL (Askin, Kutta & Dette)": Report Noisy Max ε*_C ≈ 0.693 at ε = 0.7 on the standard patterns and
 ε_x = 0.743 at ε = 1.5 for q = 0⁶ vs q′ = 011111 (3 decimals given, so tolerance 5e-4).
 """
 
@@ -167,7 +167,9 @@ def test_svt_first_above_pmf_against_quad_and_monte_carlo() -> None:
 
 
 def test_svt2_reference_value() -> None:
-    assert svt2(0.7).epsilon_c == pytest.approx(0.632, abs=5e-4)  # REFERENCE, MPL (seed 002)
+    assert svt2(0.7).epsilon_c == pytest.approx(
+        0.632, abs=5e-4
+    )  # REFERENCE, MPL (Askin, Kutta & Dette)
 
 
 @pytest.mark.parametrize("eps", [0.7, 1.5])
@@ -202,7 +204,7 @@ def test_continuous_noisy_max_law_and_epsilon() -> None:
         limit=300,
     )
     assert mass == pytest.approx(1.0, abs=1e-9)
-    # equal entries: f = k f₁ F₁^{k−1} (Example 1 of seed 002)
+    # equal entries: f = k f₁ F₁^{k−1} (Example 1 of Askin, Kutta & Dette)
     t = np.linspace(-3, 3, 13)
     lap = Laplace(scale)
     np.testing.assert_allclose(

@@ -3,7 +3,7 @@
 References, independent of the code under test: the discrete Gaussian's pmf normalized by direct
 summation (∝ exp(−k²/(2σ²)), |k| ≤ 400), whose log-ratio for a shift by one is the affine
 |(2u − 1)/(2σ²)| (so ε*_C = (2r + 1)/(2σ²) on C = {c − r..c + r}); the two-sided geometric's
-|ln| ratio is ε at every integer (seed 001 §2.2); σ² of the allocation read back from its CSV.
+|ln| ratio is ε at every integer (Flaxman 2019 §2.2); σ² of the allocation read back from its CSV.
 Coverage at fixed seeds at n = 5·10³, N = 1.25·10⁴ (as in test_mpl_estimator.py), with power: the
 bounds exceed the ε*_C of a claim with twice the variance in most runs.
 """
@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.mpl import mpl
 from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.census import (
     allocation_count,
@@ -30,6 +29,7 @@ from auditlib.mpl.census import (
     neighbour_pairs,
     unit_count,
 )
+from tests.unit._mpl import lower_bounds
 
 N_SMALL, N_CONF_SMALL = 5_000, 12_500
 
@@ -41,18 +41,7 @@ def _dg_pmf(sigma2: float, k: np.ndarray) -> np.ndarray:
 
 
 def _lbs(e: KnownMechanism, reps: int, seed: int) -> np.ndarray:
-    out = []
-    for child in np.random.SeedSequence(seed).spawn(reps):
-        r = mpl(
-            e.mechanism,
-            e.pairs,
-            n=N_SMALL,
-            n_confidence=N_CONF_SMALL,
-            region=e.region,
-            rng=np.random.default_rng(child),
-        )
-        out.append(r.lb)
-    return np.array(out)
+    return lower_bounds(e, reps, seed, N_SMALL, N_CONF_SMALL)
 
 
 def test_neighbour_databases_move_the_count_by_one() -> None:

@@ -9,9 +9,9 @@ References, independent of the code under test:
   lower bound (level 1e-6) of the probability of t̂; power: the accounting of a release claiming
   16× the noise is exceeded by the same LB.
 * ADPC: the pmf of the sum of P two-sided geometrics by direct summation of the closed form
-  P(k) = (1 − α)/(1 + α)·α^{|k|}, α = e^{−ε/P} (seed 001 §2.2); far in the tails the loss tends
+  P(k) = (1 − α)/(1 + α)·α^{|k|}, α = e^{−ε/P} (Flaxman 2019 §2.2); far in the tails the loss tends
   to ε (composition of P runs at ε/P).
-* RDPC: ε-DP by the composition of its J + 1 levels at ε/(J + 1) (seed 001 §2.2).
+* RDPC: ε-DP by the composition of its J + 1 levels at ε/(J + 1) (Flaxman 2019 §2.2).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from auditlib.mpl.census_hist import (
     topdown_count,
 )
 from auditlib.simulate.neighbours_hist import HistogramDatabase
+from tests.unit._mpl import mpl_of
 
 N, N_CONF = 5_000, 12_500
 
@@ -57,14 +58,7 @@ def test_topdown_components_by_hand() -> None:
 
 def test_topdown_mpl_lower_bound_under_the_accounting() -> None:
     e = topdown_count()
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=N,
-        n_confidence=N_CONF,
-        region=e.region,
-        rng=np.random.default_rng(1),
-    )
+    r = mpl_of(e, N, N_CONF, seed=1)
     assert r.confidence.counts is not None
     p_min = _p_min(tuple(r.confidence.counts), N_CONF)
     bound = e.pointwise_bound(p_min)
@@ -82,14 +76,7 @@ def test_topdown_county_count_under_the_accounting() -> None:
     e = topdown_count(level="County", unit=0)  # moves into county 0 from blocks 2 and 3
     assert e.components == (((2.0, 2), (4.0, 2)), ((2.0, 2), (4.0, 2)))
     assert e.region.points.tolist() == list(range(1, 8))  # county 0 holds 4 people
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=N,
-        n_confidence=N_CONF,
-        region=e.region,
-        rng=np.random.default_rng(5),
-    )
+    r = mpl_of(e, N, N_CONF, seed=5)
     assert r.confidence.counts is not None
     assert 0 < r.lb <= e.pointwise_bound(_p_min(tuple(r.confidence.counts), N_CONF))
 
@@ -144,14 +131,7 @@ def test_rdpc_bounded_by_epsilon() -> None:
     e = rdpc_count(1.0, level="County", unit=1)  # county 1: blocks 2, 3 (6 people)
     assert e.region.points.tolist() == list(range(3, 10))
     assert e.pointwise_bound(1e-3) == pytest.approx(1.0, abs=1e-12)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=1_000,
-        n_confidence=2_000,
-        region=e.region,
-        rng=np.random.default_rng(3),
-    )
+    r = mpl_of(e, 1_000, 2_000, seed=3)
     assert r.lb <= 1.0
     x = e.mechanism.sample(e.pairs[0][0], 200, np.random.default_rng(0))
     assert abs(x.mean() - 6) < 5 * x.std() / math.sqrt(200)

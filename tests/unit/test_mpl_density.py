@@ -1,6 +1,6 @@
 """MPL density estimators and the mechanism-under-test protocol, against independent references.
 
-TDDE against a brute-force count (Algorithm 2 of seed 002 as written); TKDE against
+TDDE against a brute-force count (Algorithm 2 of Askin, Kutta & Dette as written); TKDE against
 ``scipy.stats.gaussian_kde`` (same bandwidth); the bandwidth rule against R's ``bw.nrd0`` formula.
 """
 

@@ -1,4 +1,4 @@
-"""DPL (Algorithm 3) and MPL (Algorithm 4) of seed 002: exact targets, coverage and power.
+"""DPL (Algorithm 3) and MPL (Algorithm 4) of Askin, Kutta & Dette: exact targets, coverage and power.
 
 Coverage is measured against the exact ε*_C of the pairs tested (catalogue), at fixed seeds. The
 paper uses n = 2·10⁴, N = 5·10⁴ (§V); to keep this file fast the repetitions use n = 5·10³,
@@ -37,23 +37,13 @@ from auditlib.mpl import (
     svt6,
 )
 from auditlib.mpl.catalogue import KnownMechanism
+from tests.unit._mpl import lower_bounds, mpl_of, mpl_runs
 
 N_SMALL, N_CONF_SMALL = 5_000, 12_500
 
 
 def _lbs(e: KnownMechanism, reps: int, seed: int, n: int = N_SMALL, n_conf: int = N_CONF_SMALL):
-    out = []
-    for child in np.random.SeedSequence(seed).spawn(reps):
-        r = mpl(
-            e.mechanism,
-            e.pairs,
-            n=n,
-            n_confidence=n_conf,
-            region=e.region,
-            rng=np.random.default_rng(child),
-        )
-        out.append(r.lb)
-    return np.array(out)
+    return lower_bounds(e, reps, seed, n, n_conf)
 
 
 # -- DPL ----------------------------------------------------------------------------------------
@@ -124,7 +114,7 @@ def test_dpl_multivariate() -> None:
 
 def test_mpl_data_centric_report_noisy_max() -> None:
     # ε_x of q = 0⁶ over its whole neighbourhood q' ∈ {0,1}⁶ \ {0⁶} at ε = 1.5: exact 0.743
-    # (REFERENCE), about half of ε (seed 002, Figure 5); 30 of 30 runs covered, median LB 0.667
+    # (REFERENCE), about half of ε (Askin, Kutta & Dette, Figure 5); 30 of 30 runs covered, median LB 0.667
     e = report_noisy_max(1.5)
     zero = (0,) * 6
     pairs = [(zero, q) for q in itertools.product((0, 1), repeat=6) if any(q)]
@@ -174,14 +164,7 @@ def test_confidence_bound_continuous_formula() -> None:
 
 def test_mpl_result_is_complete() -> None:
     e = laplace_mechanism(0.7)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=4000,
-        n_confidence=8000,
-        region=e.region,
-        rng=np.random.default_rng(1),
-    )
+    r = mpl_of(e, 4000, 8000, seed=1)
     assert r.eps_hat.shape == (10,) and r.loss_curves.shape == (10, 201)
     assert r.bandwidths is not None and r.bandwidths.shape == (10, 2)
     assert r.eps_hat_max == r.eps_hat.max() == r.loss_curves[r.best].max()
@@ -195,14 +178,7 @@ def test_mpl_result_is_complete() -> None:
 
 def test_mpl_result_serializes() -> None:
     e = report_noisy_max(0.7)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=2000,
-        n_confidence=4000,
-        region=e.region,
-        rng=np.random.default_rng(5),
-    )
+    r = mpl_of(e, 2000, 4000, seed=5)
     d = json.loads(json.dumps(r.to_dict()))
     assert d["lb"] == r.lb and d["eps_hat"] == r.eps_hat.tolist() and d["kind"] == "discrete"
     assert d["counts"] == list(r.confidence.counts or ()) and d["bandwidths"] is None
@@ -229,9 +205,7 @@ def test_mpl_result_serializes() -> None:
 def test_mpl_flags() -> None:
     # C far out in the tail of one input and the discrete Gaussian's loss peaks on the edge of C
     e = geometric_count(0.7, radius=12)
-    r = mpl(
-        e.mechanism, e.pairs, n=500, n_confidence=600, region=e.region, rng=np.random.default_rng(0)
-    )
+    r = mpl_of(e, 500, 600, seed=0)
     assert r.sparse_support or r.floor_driven
     lap = laplace_mechanism(0.7)
     r2 = mpl(
@@ -287,15 +261,7 @@ def test_mpl_svt() -> None:
     # SVT5 (ε = ∞): outputs of one input that the other never produces; LB far above the claim
     e5 = svt5(0.7)
     lbs5 = []
-    for child in np.random.SeedSequence(705).spawn(10):
-        r = mpl(
-            e5.mechanism,
-            e5.pairs,
-            n=N_SMALL,
-            n_confidence=N_CONF_SMALL,
-            region=e5.region,
-            rng=np.random.default_rng(child),
-        )
+    for r in mpl_runs(e5, 10, 705, N_SMALL, N_CONF_SMALL):
         lbs5.append(r.lb)
         assert r.floor_driven  # the estimate at t̂ rests on the floor τ
     assert min(lbs5) > 3 * e5.claimed_epsilon

@@ -25,6 +25,7 @@ from auditlib.mpl import MechanismUnderTest, geometric_count, laplace_mechanism,
 from auditlib.mpl.catalogue import KnownMechanism
 from auditlib.mpl.census import allocation_count
 from auditlib.mpl.hockey import hockey_stick, hockey_stick_exact
+from tests.unit._mpl import mpl_of, mpl_runs
 
 EPS = np.array([0.0, 0.1, 0.3, 0.5, 0.7, 1.0])
 
@@ -46,20 +47,7 @@ def _dg_delta(eps: np.ndarray, sigma2: float) -> np.ndarray:
 
 
 def _runs(e: KnownMechanism, reps: int, seed: int, n: int = 5_000, big_n: int = 12_500):
-    out = []
-    for child in np.random.SeedSequence(seed).spawn(reps):
-        out.append(
-            mpl(
-                e.mechanism,
-                e.pairs,
-                n=n,
-                n_confidence=big_n,
-                region=e.region,
-                rng=np.random.default_rng(child),
-                delta_epsilons=EPS,
-            )
-        )
-    return out
+    return mpl_runs(e, reps, seed, n, big_n, delta_epsilons=EPS)
 
 
 def test_exact_divergence_against_closed_forms() -> None:
@@ -124,24 +112,13 @@ def test_detects_a_false_delta_claim() -> None:
 
 def test_result_carries_delta() -> None:
     e = geometric_count(0.7)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=2000,
-        n_confidence=4000,
-        region=e.region,
-        rng=np.random.default_rng(1),
-        delta_epsilons=[0.2, 0.5],
-    )
+    r = mpl_of(e, 2000, 4000, seed=1, delta_epsilons=[0.2, 0.5])
     d = r.to_dict()
     assert d["delta_epsilon"] == [0.2, 0.5] and len(d["delta_lb"]) == 2
     ds = r.to_dataset()
     assert ds["delta_lb"].dims == ("delta_epsilon",)
     # without delta_epsilons the same seed gives the same bound (same draws) and no δ
-    r0 = mpl(
-        e.mechanism, e.pairs, n=2000, n_confidence=4000, region=e.region,
-        rng=np.random.default_rng(1),
-    )  # fmt: skip
+    r0 = mpl_of(e, 2000, 4000, seed=1)
     assert r0.lb == r.lb and r0.hockey_stick is None
 
 

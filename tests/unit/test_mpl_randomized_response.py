@@ -17,13 +17,14 @@ import pytest
 from scipy import stats
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
-from auditlib.mpl import mpl, randomized_response
+from auditlib.mpl import randomized_response
 from auditlib.mpl.coverage import CATALOGUE, coverage_chunk, known_mechanism
 from auditlib.mpl.randomized_response import (
     RandomizedResponseSampler,
     rr_epsilon,
     rr_keep_probability,
 )
+from tests.unit._mpl import mpl_of
 
 
 def _enumerated_pmf(x: int, k: int, keep: float) -> np.ndarray:
@@ -106,14 +107,7 @@ def test_rr_broken_is_detected() -> None:
 
 def test_rr_mpl_finds_the_pair_output() -> None:
     e = randomized_response(1.5, k=3)
-    r = mpl(
-        e.mechanism,
-        e.pairs,
-        n=5_000,
-        n_confidence=12_500,
-        region=e.region,
-        rng=np.random.default_rng(5),
-    )
+    r = mpl_of(e, 5_000, 12_500, seed=5)
     xa, xb = e.pairs[r.best]
     assert int(r.t_hat_max) in (xa, xb)  # the loss sits at the inputs' own values
 

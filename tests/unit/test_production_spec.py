@@ -4,6 +4,8 @@ their capacity with the units their left-out cells are counted from."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from auditlib.allocations import load_allocation
@@ -31,19 +33,23 @@ def test_every_query_of_the_allocation_is_measured() -> None:
     assert "hhinstlevels" in {q for q, _ in measured[1]} or name == "dhc_production"
 
 
+def spine_production(replicates: int) -> dict[str, Any]:
+    """The spec mapping of TopDown of the PL94-171 production schema and allocation on the
+    spine's state ST13 (spine seed 7)."""
+    return {
+        "audit": {"allocation": "pl94_2021_production", "replicates": replicates},
+        "population": {
+            "kind": "spine",
+            "seed": 7,
+            "spine_states": ["ST13"],
+            "attributes": "pl94_production",
+        },
+        "release": {"kind": "topdown"},
+    }
+
+
 def test_plan_blocks_at_capacity_with_their_units() -> None:
-    spec = parse_spec(
-        {
-            "audit": {"allocation": "pl94_2021_production", "replicates": 3},
-            "population": {
-                "kind": "spine",
-                "seed": 7,
-                "spine_states": ["ST13"],
-                "attributes": "pl94_production",
-            },
-            "release": {"kind": "topdown"},
-        }
-    )
+    spec = parse_spec(spine_production(replicates=3))
     plan = make_plan(spec)
     assert plan.production is not None and plan.production.schema == "pl94_production"
     spine = load_spine(7, "US")

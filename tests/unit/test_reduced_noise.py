@@ -1,4 +1,4 @@
-"""Seed 004's reduced noise as the audit stores it: per-level calibration and the accuracy it buys."""
+"""Su, Su & Wang's reduced noise as the audit stores it: per-level calibration and the accuracy it buys."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from auditlib.allocations import load_allocation
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query, calibrate
 
-# seed 004 Table 1 (δ* = 1e-11): reduced σ² and variance cut, as printed (REFERENCE.md)
+# Su, Su & Wang Table 1 (δ* = 1e-11): reduced σ² and variance cut, as printed (REFERENCE.md)
 TABLE1 = {"US": (54.19, 0.2088), "State": (4.25, 0.1508), "Block": (343.27, 0.2482)}
 
 
 @pytest.mark.parametrize("level", sorted(TABLE1))
-def test_calibration_reproduces_seed004_table1(level: str) -> None:
+def test_calibration_reproduces_su_su_wang_table1(level: str) -> None:
     comps = load_allocation("dhcp_20220825_paper").components("add_remove", "persons", "US", level)
     out = calibrate(comps, 1e-11)
     reduced, cut = TABLE1[level]

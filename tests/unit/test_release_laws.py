@@ -1,4 +1,4 @@
-"""Residual laws of seed 001's ADPC against its exact pmf (seed 001 §2.2): the average of P GDPC runs
+"""Residual laws of Flaxman's ADPC against its exact pmf (Flaxman 2019 §2.2): the average of P GDPC runs
 at ε/P, so ``P · residual`` is the sum of P independent two-sided geometrics G(ε/P), whose pmf is the
 P-fold convolution of G's (computed here from the closed form ``P(k) = (1 − α)/(1 + α) α^|k|``,
 ``α = e^{−ε/P}``, on a window whose dropped tail mass is below 1e-12)."""

@@ -106,7 +106,7 @@ def _accounting() -> xr.Dataset:
     )
     c_rho = float(rho.sum())
     c_exact = np.array([_gauss_eps(d, c_rho) for d in DELTAS])
-    # seed 004's reduced noise: a made-up certified factor per level (rendered, not recomputed)
+    # Su, Su & Wang's reduced noise: a made-up certified factor per level (rendered, not recomputed)
     factor_lo = np.array([0.79, 0.8492, 0.7518])
     factor_hi = factor_lo + 2e-9
     return xr.Dataset(
@@ -144,7 +144,7 @@ def _accounting() -> xr.Dataset:
             "method": "exact-lattice",
             "neighbours": "add_remove",
             "headline_delta": 1e-10,
-            "calibration_delta": 1e-5,  # seed 004's δ*: not the headline δ
+            "calibration_delta": 1e-5,  # Su, Su & Wang's δ*: not the headline δ
         },
     )
 
@@ -567,30 +567,10 @@ def test_mpl_loss_curves_and_flags_in_words(full: tuple[pathlib.Path, str]) -> N
     assert 'id="mpl-coverage"' not in html
 
 
-def _real_mpl_group() -> xr.Dataset:
-    """An audit's mpl group from the real per-geolevel MPL runs (small n)."""
-    from auditlib.mpl.audit import mpl_geolevel
-    from flows.experiments.mpl_coverage import mpl_dataset, mpl_task_settings
-    from flows.spec import parse_spec
-
-    spec = parse_spec(
-        {
-            "mpl": {
-                "enabled": True,
-                "geolevels": ["State", "County"],
-                "n": 2000,
-                "n_confidence": 4000,
-            }
-        }
-    )
-    s = mpl_task_settings(spec)
-    return mpl_dataset(
-        [mpl_geolevel(g, i + 1, **s) for i, g in enumerate(spec.mpl_geolevels)], spec
-    )
-
-
-def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
-    ds = _real_mpl_group()
+def test_mpl_section_from_a_real_mpl_group(
+    tmp_path: pathlib.Path, real_mpl_group: xr.Dataset
+) -> None:
+    ds = real_mpl_group
     store = build_store(tmp_path / "s.zarr", ())
     ds.to_zarr(store, group="mpl", mode="w", zarr_format=3, consolidated=True)
     html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
@@ -610,19 +590,10 @@ def test_mpl_section_from_a_real_mpl_group(tmp_path: pathlib.Path) -> None:
             assert ("floor-driven" in item.group(1)) == ("floor_driven" in raised)
 
 
-def _coverage_store(path: pathlib.Path) -> tuple[pathlib.Path, xr.Dataset]:
-    """A store as ``dpaudit mpl-coverage`` writes it, from the real coverage chunks."""
-    from auditlib.mpl.coverage import coverage_chunk
-    from flows.experiments.mpl_coverage import GROUP, coverage_dataset
+def _coverage_store(path: pathlib.Path, ds: xr.Dataset) -> tuple[pathlib.Path, xr.Dataset]:
+    """A store as ``dpaudit mpl-coverage`` writes it, its group ``ds``."""
+    from flows.experiments.mpl_coverage import GROUP
 
-    settings = {"n": 1_000, "n_confidence": 2_500, "alpha": 0.05, "seed": 3}
-    mechs, eps = ["laplace", "gdpc_count"], [0.7, 1.5]
-    results = {
-        (mi, ei, 0): coverage_chunk(m, e, 0, 6, cell=(mi, ei), **settings)
-        for mi, m in enumerate(mechs)
-        for ei, e in enumerate(eps)
-    }
-    ds = coverage_dataset(results, mechs, eps, 6, settings)
     xr.Dataset(attrs={"run_id": "cov-1", "seed": 3}).to_zarr(
         path, mode="w", zarr_format=3, consolidated=True
     )
@@ -630,8 +601,10 @@ def _coverage_store(path: pathlib.Path) -> tuple[pathlib.Path, xr.Dataset]:
     return path, ds
 
 
-def test_coverage_store_renders_the_lb_ecdfs(tmp_path: pathlib.Path) -> None:
-    store, ds = _coverage_store(tmp_path / "cov.zarr")
+def test_coverage_store_renders_the_lb_ecdfs(
+    tmp_path: pathlib.Path, real_coverage_group: xr.Dataset
+) -> None:
+    store, ds = _coverage_store(tmp_path / "cov.zarr", real_coverage_group)
     html = render_report(store, tmp_path / "r.html").read_text(encoding="utf-8")
     assert "written by dpaudit mpl-coverage" in html
     # an mpl-coverage store is not an audit missing its groups: no audit sections, no absences

@@ -10,6 +10,7 @@ import json
 import math
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -125,20 +126,25 @@ def _text(html: str) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", " ", html))
 
 
+def _rendered(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    build: Callable[[pathlib.Path], pathlib.Path],
+) -> tuple[pathlib.Path, str]:
+    """The store ``build`` writes at ``<name>.zarr`` and the HTML of its report."""
+    tmp = tmp_path_factory.mktemp("claims")
+    store = build(tmp / f"{name}.zarr")
+    return store, render_report(store, tmp / f"{name}.html").read_text(encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def topdown(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
-    tmp = tmp_path_factory.mktemp("claims")
-    store = topdown_store(tmp / "topdown.zarr")
-    html = render_report(store, tmp / "topdown.html").read_text(encoding="utf-8")
-    return store, html
+    return _rendered(tmp_path_factory, "topdown", topdown_store)
 
 
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
-    tmp = tmp_path_factory.mktemp("claims")
-    store = observed_store(tmp / "observed.zarr")
-    html = render_report(store, tmp / "observed.html").read_text(encoding="utf-8")
-    return store, html
+    return _rendered(tmp_path_factory, "observed", observed_store)
 
 
 def test_a_simulated_topdown_release_reads_as_bias_not_loss(

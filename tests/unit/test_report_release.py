@@ -9,6 +9,7 @@ import xarray as xr
 from flows.report.release import production_note, release_line
 from flows.spec import parse_spec
 from flows.spec.toml_writer import dump_toml
+from tests.unit.test_production_spec import spine_production
 
 
 def _attrs(spec: dict) -> dict:  # type: ignore[type-arg]
@@ -16,16 +17,7 @@ def _attrs(spec: dict) -> dict:  # type: ignore[type-arg]
 
 
 def test_header_names_the_schema() -> None:
-    spine = {
-        "audit": {"allocation": "pl94_2021_production", "replicates": 1},
-        "population": {
-            "kind": "spine",
-            "seed": 7,
-            "spine_states": ["ST13"],
-            "attributes": "pl94_production",
-        },
-        "release": {"kind": "topdown"},
-    }
+    spine = spine_production(replicates=1)
     line = release_line(_attrs(spine))
     assert line is not None
     assert "topdown on the spine (states: ST13)" in line

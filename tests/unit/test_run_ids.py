@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from flows.experiments.chunked import run_id_of
+from tests.integration._specs import with_allocation_file
 
 ALLOC = (
     "geolevel,query,mechanism,sigma2,neighbours\n"
@@ -103,16 +104,9 @@ def test_direct_run_ids_are_unchanged(tmp_path: Path) -> None:
         old = old_dict_id({**asdict(p), "kind": "DirectParams"}, default=str)
         assert direct_run_id(p) == old
 
-    (tmp_path / "mine.csv").write_text(ALLOC, encoding="utf-8")
-    spec = tmp_path / "spec.toml"
-    spec.write_text(
-        '[audit]\nallocation = "mine.csv"\nseed = 3\n[output]\nstore = "x.zarr"\n'
-        "[cluster]\nn_workers = 2\n",
-        encoding="utf-8",
+    text = with_allocation_file(
+        tmp_path, ALLOC, 'seed = 3\n[output]\nstore = "x.zarr"\n[cluster]\nn_workers = 2\n'
     )
-    from flows.spec import load_spec
-
-    text = load_spec(spec).to_toml()
     p = SpecDirectParams(spec=text, replicates=10, chunk=5, seed=9)
     raw = asdict(p)
     sections = {k: v for k, v in tomllib.loads(text).items() if k not in ("output", "cluster")}

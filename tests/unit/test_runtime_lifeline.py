@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
-import psutil
 import pytest
+
+from tests.integration._processes import alive, free_port, port_open
 
 PARENT = textwrap.dedent(
     """
@@ -38,27 +38,6 @@ PARENT = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def wait_until(cond: object, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -81,17 +60,17 @@ def test_child_ends_with_its_killed_parent(how: str) -> None:
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
-        assert wait_until(lambda: listening(port), 20), "the server did not start"
+        assert wait_until(lambda: port_open(port), 20), "the server did not start"
         if how == "thread":  # the thread that started it has ended: the server must still serve
             time.sleep(1.0)
-            assert alive(child) and listening(port)
+            assert alive(child) and port_open(port)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
         # a killed process shows as a zombie while its other threads still close its files: the
         # port is free a moment later
-        ended = wait_until(lambda: not alive(child) and not listening(port), 3.0)
+        ended = wait_until(lambda: not alive(child) and not port_open(port), 3.0)
         if how == "plain":  # the control: an unwrapped child outlives its killed parent
-            assert not ended and alive(child) and listening(port)
+            assert not ended and alive(child) and port_open(port)
         else:
             assert ended, f"the server (pid {child}) outlived its killed parent"
     finally:

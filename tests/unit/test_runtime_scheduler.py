@@ -6,8 +6,6 @@ scheduler passes."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,37 +14,15 @@ import pytest
 
 from flows.runtime.cluster import task_runner
 from flows.runtime.reachability import ClusterUnreachableError, check_scheduler
+from tests.integration._processes import free_port, serving_http
 
 TIMEOUT = 2.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120  # a ceiling: python starting on a busy machine
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "http.server did not start"
-                time.sleep(0.05)
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(10)
+    with serving_http() as address:
+        yield address
 
 
 @pytest.fixture

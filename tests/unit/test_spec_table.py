@@ -1,4 +1,4 @@
-"""population.kind = "table": real counts from a CSV or Parquet file, planned as a tree for seed 001's
+"""population.kind = "table": real counts from a CSV or Parquet file, planned as a tree for Flaxman's
 geometric releases; bad files and columns are refused naming them."""
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_sa3_plan_and_its_weighted_median_limits(tmp_path: Path) -> None:
     tot, strata = b.residual[:, :5], b.residual[:, 5:].reshape(20, 5, 3)
     assert (tot == strata.sum(axis=2)).all()  # L1 consistency: total = sum of released strata
     assert (b.residual != 0).any()  # noisy at eps = 0.3
-    # seed 003 / module docstring: w = eps; eps_total >> eps_strata => released total = max(T~, 0),
+    # Flaxman & Petti's appendix / module docstring: w = eps; eps_total >> eps_strata => released total = max(T~, 0),
     # and at eps_total = 100 the total's noise is 0 w.p. > 1 - 1e-40: totals exact, strata noisy
     _, exact_total = stratified(tmp_path, "sa3", epsilon=100.0, epsilon_strata=0.3)
     assert (exact_total.residual[:, :5] == 0).all()

@@ -25,7 +25,9 @@ def make_block(n_units: int, reps: int, seed: int):
     return simulate_block([truth], [QueryPlan("q", 3, 3, 4.0)], [0], rngs)
 
 
-def template(url: str, n_items: int = 12) -> None:
+def template(url: str, n_items: int | np.ndarray = 12) -> None:
+    """The residual template of US, ST01 and ST02 at US, State and County, two replicates of one
+    query, ``n_items`` in every block (or block by block)."""
     store.create_residual_template(
         url,
         states=["US", "ST01", "ST02"],
@@ -81,16 +83,7 @@ def test_each_block_is_held_at_its_own_length(tmp_path: Path) -> None:
     not every region padded to the largest block."""
     url = str(tmp_path / "s.zarr")
     planned = np.array([[3, 0, 0], [0, 1, 20_000], [0, 5, 9_000]])
-    store.create_residual_template(
-        url,
-        states=["US", "ST01", "ST02"],
-        geolevels=["US", "State", "County"],
-        replicates=2,
-        n_items=planned,
-        queries=["q"],
-        sigma2=np.full((3, 1), 4.0),
-        attrs={"run_id": "abc"},
-    )
+    template(url, planned)
     ds = xr.open_zarr(url, group=S.RESIDUALS, consolidated=False, chunks=None)
     chunk = ds.residual.encoding["chunks"][1]
     assert chunk == 32_768 <= ITEM_CHUNK  # the power of two >= the largest block

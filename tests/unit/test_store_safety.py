@@ -17,6 +17,7 @@ from auditlib.exceptions import StoreError
 from flows.cli.app import app
 from storage import checksums, root_document, store
 from storage import schema as S
+from tests.integration._stores import finished_store
 from tests.unit.test_store import template
 from tests.unit.test_store_integrity import built, chunk_file
 
@@ -45,18 +46,7 @@ def foreign_zarr(path: Path) -> Path:
 
 
 def finished(path: Path, run_id: str = "abc") -> Path:
-    store.create_residual_template(
-        str(path),
-        states=["US"],
-        geolevels=["US"],
-        replicates=1,
-        n_items=2,
-        queries=["q"],
-        sigma2=np.full((1, 1), 4.0),
-        attrs={"run_id": run_id},
-    )
-    store.write_residual_block(str(path), 0, 0, None)
-    store.finalize(str(path))
+    finished_store(str(path), run_id)
     return path
 
 

@@ -1,4 +1,4 @@
-"""Seed 003's SA3 / SA4 releases: exact L1 post-processing checked by brute force and by HiGHS,
+"""Flaxman & Petti's SA3 / SA4 releases: exact L1 post-processing checked by brute force and by HiGHS,
 residual laws against closed forms, and the appendix's EPL statements."""
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def test_sa3_total_residual_law_when_the_total_weighs_more() -> None:
 
 
 def test_sa3_epl_below_the_composed_epsilon() -> None:
-    """Seed 003 (Fig. SA3): total at ε₁ = 0.25, strata at ε₂ = 0.75, L1 post-processing; the EPL is
+    """Flaxman & Petti's appendix (Fig. SA3): total at ε₁ = 0.25, strata at ε₂ = 0.75, L1 post-processing; the EPL is
     below ε₁ + ε₂ = 1 (the appendix reports 0.54). 2,663 units as in its Washington example; counts
     far from 0 so that non-negativity does not act (see docs/simulation.md for counts near 0)."""
     truths = np.full((2663, 4), 200)
@@ -144,7 +144,7 @@ def test_sa3_epl_below_the_composed_epsilon() -> None:
 
 
 def test_sa4_invariant_exact_and_epl_above_epsilon() -> None:
-    """Seed 003 (Fig. SA4): strata at ε = 0.25, county totals held invariant; the released strata
+    """Flaxman & Petti's appendix (Fig. SA4): strata at ε = 0.25, county totals held invariant; the released strata
     are non-negative integers with exact county totals, and the EPL exceeds ε (appendix: 2.3)."""
     rng = np.random.default_rng(10)
     n, k = 2663, 28

@@ -131,7 +131,7 @@ def test_the_topdown_snippet_of_the_docs_runs_as_written():
     assert ns["pops"].shape[1] == 1 and ns["spine_h"].levels[-1] == "Block"
 
 
-def test_the_seed001_snippets_of_the_docs_run_as_written():
+def test_the_flaxman_snippets_of_the_docs_run_as_written():
     blocks = _python_blocks()
     ns: dict[str, Any] = {}
     for marker in ("generate_population(1_000_000", "simulate_residuals(pop"):

@@ -188,20 +188,31 @@ def _release(rounding: str, run_units: int = 10**9, block_scale: float = 1.0) ->
     return _release_full(rounding, run_units, block_scale).dp
 
 
-def _release_full(
-    rounding: str, run_units: int = 10**9, block_scale: float = 1.0
-) -> topdown.TopDownRelease:
+def pl94_production(
+    levels: tuple[str, ...], neighbours: str
+) -> tuple[dict[str, npt.NDArray[np.int8]], list[list[tuple[str, float]]]]:
+    """The ``pl94`` schema's query matrices and the PL94-171 production allocation's measurements
+    (query, σ²) at each of ``levels`` under ``neighbours``, as the audit measures them: the
+    allocation's ``cenrace`` is the schema's ``race``, and the schema has no group quarters."""
     sch = schema("pl94")
     queries = {q: sch.query_matrix(q) for q in sch.query_names}
     measured = allocation_measured(
         load_allocation("pl94_2021_production"),
-        LEVELS,
+        levels,
         sch.query_names,
-        "bounded",
+        neighbours,
         attribute_aliases={"cenrace": "race"},
         detailed_as=" * ".join(sch.attribute_names),
         skip=("hhgq", "hhinstlevels"),
     )
+    return queries, measured
+
+
+def _release_full(
+    rounding: str, run_units: int = 10**9, block_scale: float = 1.0
+) -> topdown.TopDownRelease:
+    sch = schema("pl94")
+    queries, measured = pl94_production(LEVELS, "bounded")
     spine = generate_spine(SEED, regions=("PR",))
     h, _ = spine_state(spine, 0)
     hist = spine_state_histograms(spine, 0, sch, SEED)

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from auditlib import seeds
-from auditlib.allocations import load_allocation
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography import PopulationParams, SyntheticHierarchy
-from auditlib.geography.schema import schema
 from auditlib.simulate import rounding
 from auditlib.simulate.postprocess import project_simplex
 from auditlib.simulate.rounding import round_controlled
-from auditlib.simulate.topdown import TOPDOWN_NOISE, allocation_measured, synthetic_state, topdown
+from auditlib.simulate.topdown import TOPDOWN_NOISE, synthetic_state, topdown
+from tests.unit.test_topdown_exact import pl94_production
 
 LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
 
@@ -112,17 +111,7 @@ def test_unit_totals_no_noisier_than_their_measurement():
     rounding). Rounding 28 cells independently per (parent, cell) added about 1.2 people² per
     total (1.1–1.4 × σ²)."""
     h, hist = _state((3, 6, 3, 8))
-    sch = schema("pl94")
-    q = {name: sch.query_matrix(name) for name in sch.query_names}
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"),
-        LEVELS,
-        sch.query_names,
-        "add_remove",
-        attribute_aliases={"cenrace": "race"},
-        detailed_as=" * ".join(sch.attribute_names),
-        skip=("hhgq", "hhinstlevels"),  # no group quarters in the schema
-    )
+    q, measured = pl94_production(LEVELS, "add_remove")
     sigma2 = [dict(level)["total"] for level in measured]
     sq = np.zeros(len(LEVELS))
     n = np.zeros(len(LEVELS))

@@ -85,6 +85,16 @@ def test_child_projection_rejects_bad_layouts():
         ChildSegments([0, 0], np.ones((1, 3))).project(np.zeros((3, 3)))
 
 
+def _measure(queries, measured, truth, rng):
+    """Each (query, σ²) of ``measured`` answered on every row of ``truth`` with Gaussian noise of
+    variance σ² from ``rng``, in order, stacked."""
+    noisy = [
+        truth @ queries[q].T + rng.normal(0, np.sqrt(s2), (truth.shape[0], queries[q].shape[0]))
+        for q, s2 in measured
+    ]
+    return Measurements.stack(queries, measured, noisy)
+
+
 def _kkt_gap(x, meas, parent, n_parents):
     """Largest violation of the KKT conditions of min ½ Σ w (xMᵀ − y)² over the children-in-cells
     set: per (parent, cell) one multiplier λ with ∇ = λ where x > 0 and ∇ ≥ λ where x = 0."""
@@ -141,11 +151,7 @@ def test_wls_on_children_matches_slsqp_and_kkt(name, seed):
     target = np.zeros((2, sch.n_cells))
     np.add.at(target, parent, truth)
     measured = [(q, float(rng.uniform(1.0, 9.0))) for q in queries]
-    noisy = [
-        truth @ queries[q].T + rng.normal(0, np.sqrt(s2), (parent.size, queries[q].shape[0]))
-        for q, s2 in measured
-    ]
-    meas = Measurements.stack(queries, measured, noisy)
+    meas = _measure(queries, measured, truth, rng)
     seg = parent[:, None] * sch.n_cells + np.arange(sch.n_cells)
     sol = solve_wls(meas, seg, target, tol=1e-9)
     assert sol.exact == (name == "total")
@@ -169,11 +175,7 @@ def test_wls_same_solution_whatever_the_unit_order():
     target = np.zeros((3, 28))
     np.add.at(target, parent, truth)
     measured = [("total", 2.0), ("race", 3.0), ("votingage", 5.0), ("detailed", 8.0)]
-    noisy = [
-        truth @ queries[q].T + rng.normal(0, np.sqrt(s2), (12, queries[q].shape[0]))
-        for q, s2 in measured
-    ]
-    meas = Measurements.stack(queries, measured, noisy)
+    meas = _measure(queries, measured, truth, rng)
     seg = parent[:, None] * 28 + np.arange(28)
     grouped = solve_wls(meas, seg, target, tol=1e-9)
     perm = rng.permutation(parent.size)
@@ -261,11 +263,7 @@ def test_wls_run_by_run_meets_the_whole_fits_guarantees(monkeypatch):
     target = np.zeros((40, 28))
     np.add.at(target, parent, truth)
     measured = [(q, float(rng.uniform(1.0, 30.0))) for q in queries]
-    noisy = [
-        truth @ queries[q].T + rng.normal(0, np.sqrt(s2), (parent.size, queries[q].shape[0]))
-        for q, s2 in measured
-    ]
-    meas = Measurements.stack(queries, measured, noisy)
+    meas = _measure(queries, measured, truth, rng)
     b = (meas.y * meas.weight) @ meas.matrix
 
     def fit(run_units: int, tol: float):

@@ -1,4 +1,4 @@
-"""Seed 001 Fig. 1 on its synthetic setting (N = 10⁶, μ = 100, J = 3: 9,261 leaves), against the
+"""Flaxman 2019 Fig. 1 on its synthetic setting (N = 10⁶, μ = 100, J = 3: 9,261 leaves), against the
 exact windowed loss of each release computed from the geometric pmf by convolution.
 
 Fig. 1 / §3: GDPC's EPL equals ε, ADPC (P = 4) is "roughly half" of ε, RDPC (J = 3) "roughly one

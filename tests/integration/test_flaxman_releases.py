@@ -1,4 +1,4 @@
-"""Seed 001's geometric releases through the audit flow: residuals, EPL per level, no DG accounting."""
+"""Flaxman's geometric releases through the audit flow: residuals, EPL per level, no DG accounting."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_gdpc_and_rdpc_audits(prefect_harness: None, dask_address: str, tmp_path
     assert (rres.n_items.values[0] == [1, 31, 31 * 31]).all()  # RDPC releases every level
     repl = store.open_group(rd, S.EPL)
     leaf = float(repl.epl_pooled.sel(geolevel="L2", query="total"))
-    # seed 001 Fig. 1: raking with J = 2 spends eps/3 per level; the leaf EPL is far below eps
+    # Flaxman 2019 Fig. 1: raking with J = 2 spends eps/3 per level; the leaf EPL is far below eps
     assert leaf < 0.6 * gd
     assert np.isfinite(repl.epl_pooled.values).all()
     # ... but a person is counted at every level: composed over L0..L2 it is about eps again

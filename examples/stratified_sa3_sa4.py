@@ -1,6 +1,6 @@
-"""Seed 003's SA3 and SA4 examples on a synthetic stand-in for Washington's 1940 enumeration districts.
+"""Flaxman & Petti's SA3 and SA4 examples on a synthetic stand-in for Washington's 1940 enumeration districts.
 
-    python examples/seed003_stratified.py
+    python examples/stratified_sa3_sa4.py
 
 2,663 districts (as in the appendix) in 39 counties, about 650 people each, split over the 28 cells
 of the PL94-like schema (voting age x Hispanic x 7 races) by auditlib.geography.populations. Prints

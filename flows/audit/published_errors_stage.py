@@ -1,0 +1,66 @@
+"""The stage of a published table's error bars (``release.kind = "published"``): its AMC
+replicates in ranges, one Prefect task each on the run's Dask cluster, merged exactly in range
+order, then the ``published_errors`` (and ``published_area_errors``) groups written.
+
+A range's task returns the range's moments (running sums per level, unit and query cell): the
+sums of integer deviations are exact, so the merged moments are those of one run whatever the
+ranges and the workers."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from auditlib.published import AMCResult
+from flows.audit.published_errors import (
+    AREAS_GROUP,
+    UNITS_GROUP,
+    amc_range,
+    errors_datasets,
+    replicate_ranges,
+)
+from flows.runtime import progress
+from storage import store
+
+if TYPE_CHECKING:
+    from flows.releases.published import PublishedErrorsRelease
+    from flows.spec.plan import AuditPlan
+
+
+#: as the audit's tasks (``flows.audit.tasks.TASK_OPTS``: inputs not hashed, results not persisted)
+#: but without retries: this module is reached from the release strategy, which may not import
+#: the tasks (they import the plan); a range whose worker dies is re-run by Dask
+TASK_OPTS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
+
+
+@task(name="amc-replicates", **TASK_OPTS)
+def amc_replicates_task(plan: AuditPlan, first: int, n: int) -> AMCResult:
+    """AMC replicates ``first .. first + n - 1`` of the plan's published table."""
+    return amc_range(plan, first, n)
+
+
+def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -> dict[str, Any]:
+    """Submit the ranges, merge their moments, write the groups (skipped when a finished run's
+    groups are there already); returns the number of replicates and ranges."""
+    groups = [UNITS_GROUP, *([AREAS_GROUP] if release.areas else [])]
+    ranges = replicate_ranges(plan.replicates, release.replicates_per_task, release.tasks)
+    if all(store.group_complete(url, g) for g in groups):
+        return {"replicates": plan.replicates, "ranges": 0}
+    t0 = time.perf_counter()
+    futures = [
+        amc_replicates_task.with_options(task_run_name=f"amc r{a}–{a + n - 1}").submit(plan, a, n)
+        for a, n in ranges
+    ]
+    results: list[AMCResult] = [f.result() for f in futures]
+    merged = functools.reduce(lambda x, y: x.merge(y), results)
+    for name, ds in errors_datasets(plan, merged, release.alpha, release.areas).items():
+        store.write_group(url, name, ds)
+    progress.stage(
+        f"error bars: {merged.n_replicates} TopDown runs from the published counts in "
+        f"{len(ranges)} range{'s' if len(ranges) != 1 else ''} ({time.perf_counter() - t0:.0f} s)"
+    )
+    return {"replicates": merged.n_replicates, "ranges": len(ranges)}
