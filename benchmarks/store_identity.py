@@ -3,6 +3,7 @@ of the code leaves every stored value as it was.
 
     python benchmarks/store_identity.py [--tree DIR | --rev REV] [--only NAME,...] [--keep DIR]
     python benchmarks/store_identity.py --digest DIR   # hash the stores a --keep run left in DIR
+    python benchmarks/store_identity.py --compare OLD NEW   # two --keep runs: array by array
 
 Each spec (allocation on synthetic states, TopDown on synthetic states, on a spine state and on a
 table's levels, a production schema's sparse TopDown, geometric GDPC / ADPC of a tree and of a
@@ -214,6 +215,57 @@ MASKS = [
 ]
 
 
+def _nodes(group: Any, prefix: str = "") -> dict[str, Any]:
+    import zarr
+
+    out = {prefix or "/": group}
+    for name, member in sorted(group.members()):
+        path = f"{prefix}/{name}"
+        out.update(_nodes(member, path) if isinstance(member, zarr.Group) else {path: member})
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    x, y = np.asarray(a[...]), np.asarray(b[...])
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return False
+    if x.dtype == object:
+        return bool(json.dumps(x.tolist(), default=str) == json.dumps(y.tolist(), default=str))
+    return bool(np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes())
+
+
+def compare_stores(old: Path, new: Path) -> int:
+    """Per store of two ``--keep`` directories: how many arrays, which differ (bytes, dtype or
+    shape), and which attributes differ beside the run-time ones; 1 if any array differs."""
+    import zarr
+
+    differ = 0
+    for a_url in sorted(old.glob("*.zarr")):
+        b_url = new / a_url.name
+        if not b_url.exists():
+            print(f"{a_url.name}: not in {new}")
+            differ = 1
+            continue
+        a = _nodes(zarr.open_group(str(a_url), mode="r"))
+        b = _nodes(zarr.open_group(str(b_url), mode="r"))
+        arrays = [p for p in a if not isinstance(a[p], zarr.Group)]
+        bad = sorted(
+            {p for p in set(a) ^ set(b)} | {p for p in arrays if p in b and not _same(a[p], b[p])}
+        )
+        attrs = sorted(
+            f"{p}:{k}"
+            for p in set(a) & set(b)
+            for k in set(_clean(dict(a[p].attrs))) | set(_clean(dict(b[p].attrs)))
+            if json.dumps(dict(a[p].attrs).get(k), sort_keys=True, default=str)
+            != json.dumps(dict(b[p].attrs).get(k), sort_keys=True, default=str)
+        )
+        differ |= bool(bad)
+        print(
+            f"{a_url.name}: {len(arrays)} arrays, {len(bad)} differ {bad[:5]}; attributes: {attrs}"
+        )
+    return differ
+
+
 def report_digest(path: Path) -> str:
     if not path.exists():
         return "no report"
@@ -250,7 +302,16 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated spec names")
     ap.add_argument("--keep", type=Path, help="copy the stores and reports to DIR")
     ap.add_argument("--digest", type=Path, help="only hash the stores a --keep run left in DIR")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="two --keep directories: every array compared, attributes that differ",
+    )
     args = ap.parse_args()
+    if args.compare:
+        raise SystemExit(compare_stores(*args.compare))
     only = [s for s in args.only.split(",") if s]
     if args.digest:
         for name in specs():
