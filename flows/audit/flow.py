@@ -151,7 +151,9 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls, *claims]
     named = {"epl": epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
-    wait_all(url, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo})
+    wait_all(
+        url, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo}, len(plan.blocks)
+    )
     acct_ds = write_groups(spec, url, plan, epls, composed, accts, grid)
     if claims_todo:
         acc = acct_ds if accts else written_accounting(url)

@@ -157,9 +157,11 @@ def wait_all(
     sims: dict[int, Any],
     named: dict[str, list[Any]],
     regions: set[tuple[int, int]],
+    planned_blocks: int | None = None,
 ) -> None:
     """Every task's result, in the order they finish, with the run's progress (blocks written of
-    ``regions``, simulation tasks of ``sims`` by id, the others by stage); on a failure the others
+    ``regions`` of the plan's ``planned_blocks``, simulation tasks of ``sims`` by id, the others by
+    stage); on a failure the others
     finish first (then the only unfinished task runs left in the API are those whose worker died,
     and the failure hook can mark them), then it is raised."""
     stage_of = {id(f): n for n, fs in named.items() for f in fs}
@@ -169,6 +171,7 @@ def wait_all(
         len(sims),
         len(futures) - len(sims),
         Counter(stage_of.values()),
+        planned_blocks,
     )
     with tracker:
         for f in as_completed(futures):

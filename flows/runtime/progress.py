@@ -109,11 +109,14 @@ class BlockProgress(BackgroundThread):
         n_sim: int,
         n_other: int,
         stages: Mapping[str, int] | None = None,
+        planned_blocks: int | None = None,
     ) -> None:
         self._count = count_blocks
         self.n_blocks, self.n_sim, self.n_other = n_blocks, n_sim, n_other
         self.blocks = self.other = self.sims = 0
         self._stages = dict(stages or {})
+        #: the plan's blocks (None: unknown): a plan with none simulates nothing, resumed or not
+        self.planned_blocks = planned_blocks
         self._stage_done: Counter[str] = Counter()
         super().__init__()
         self._lock = threading.Lock()
@@ -122,7 +125,7 @@ class BlockProgress(BackgroundThread):
     def __enter__(self) -> BlockProgress:
         cluster_started()
         self._t0 = time.perf_counter()
-        if not self.n_sim:
+        if not self.n_sim and self.planned_blocks != 0:
             stage("simulate: no block left to simulate (resumed)")
         if _listener and self.n_blocks:
             self._start_thread(self._poll, "block-progress")

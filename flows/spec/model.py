@@ -95,7 +95,8 @@ class AuditSpec(Strict):
             ]
             if named:
                 raise ValueError(
-                    f"release.{named[0]} is a setting of a published release; drop it or set "
+                    f"release.{named[0]} is a setting of an observed release (published DP counts "
+                    "audited beside the true ones); drop it or set "
                     'release.kind = "observed"'
                 )
         if kind != "table":

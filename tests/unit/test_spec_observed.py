@@ -70,7 +70,7 @@ def test_bad_observed_specs_are_refused(tmp_path: Path, release: str, words: str
 
 
 def test_published_keys_belong_to_an_observed_release(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match=r"release\.published is a setting of a published release"):
+    with pytest.raises(SpecError, match=r"release\.published is a setting of an observed release"):
         parse_spec({"release": {"published": [["a"]]}})
     with pytest.raises(SpecError, match=r"needs population\.kind = 'table'"):
         parse_spec({"release": {"kind": "observed"}})

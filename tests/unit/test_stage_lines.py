@@ -48,6 +48,19 @@ def test_a_run_with_nothing_left_to_simulate_says_so() -> None:
     assert stages[1].startswith("epl done")
 
 
+def test_a_plan_without_blocks_says_nothing_of_simulating() -> None:
+    """A release that simulates nothing (error bars of a published table) is not "resumed"."""
+    stages: list[str] = []
+    progress.listen(None, stages.append)
+    try:
+        with progress.BlockProgress(lambda: 0, 0, 0, 1, {"published errors": 1}, 0) as p:
+            p.task_done(False, "published errors")
+    finally:
+        progress.listen(None)
+    assert not any(s.startswith("simulate") for s in stages), stages
+    assert stages[0].startswith("published errors done")
+
+
 def test_durations_read_in_seconds_then_minutes() -> None:
     assert [progress.seconds(t) for t in (0.04, 9.94, 12.4, 599.0, 725.0)] == [
         "0.0 s",
