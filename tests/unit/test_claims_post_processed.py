@@ -130,5 +130,5 @@ def test_bad_declarations_are_refused_by_name(true_release: Path, edit: str, wor
 def test_a_post_processing_declaration_is_a_setting_of_an_observed_release() -> None:
     from flows.spec import parse_spec
 
-    with pytest.raises(SpecError, match=r"release\.post_processing is a setting of a published"):
+    with pytest.raises(SpecError, match=r"release\.post_processing is a setting of an observed"):
         parse_spec({"release": {"post_processing": "topdown"}}, "spec")
