@@ -172,7 +172,7 @@ def test_default_report_reads_correctly_at_1024_and_1400_px(
     assert table_epl.startswith(m.group(2)), (table_epl, m.group(2))
     # the composed EPL is read against what the claimed noise gives, not against the exact ε
     assert "no ε(δ) and not comparable with the exact ε" in summary
-    assert "Flow wall time" in top and "the flow: simulation, EPL" in wall
+    assert "Flow wall time" in top and "the flow's tasks on its" in wall
 
     # the default audit tests one count per level (MPL with the empirical f-DP points): Figure 5b
     # is drawn, within the page at both widths, and the at-a-glance "f-DP gap" of every level is
