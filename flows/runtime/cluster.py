@@ -57,6 +57,7 @@ def apply_prefect_defaults() -> None:
     their logging routed to the run's log file (:func:`run_log_path`), off the console."""
     for k, v in PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
+    startup_timeout_s()  # a bad start-up ceiling is one line here, not Prefect's settings error
     route_logs()
     if "DASK_LOGGING" not in os.environ:  # Dask logging set by the user: distributed at warning
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -76,15 +77,15 @@ def startup_timeout_s() -> float:
     if not raw:
         return float(STARTUP_TIMEOUT_S)
     try:
-        value = float(raw)
+        value = int(raw)  # Prefect reads the same setting as an integer
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
+        value = 0
+    if value <= 0:
         raise ClusterConfigError(
             f"Invalid {STARTUP_TIMEOUT_ENV}={raw!r}: the seconds an embedded Prefect API may take "
-            f"to start, a positive number (e.g. {STARTUP_TIMEOUT_S}); set it so or unset it"
+            f"to start, a positive whole number (e.g. {STARTUP_TIMEOUT_S}); set it so or unset it"
         )
-    return value
+    return float(value)
 
 
 @contextmanager

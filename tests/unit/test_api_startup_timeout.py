@@ -20,17 +20,17 @@ def test_unset_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert startup_timeout_s() == STARTUP_TIMEOUT_S
 
 
-@pytest.mark.parametrize(("raw", "seconds"), [("600", 600.0), ("7.5", 7.5), (" 30 ", 30.0)])
+@pytest.mark.parametrize(("raw", "seconds"), [("600", 600.0), (" 30 ", 30.0)])
 def test_the_environment_sets_it(monkeypatch: pytest.MonkeyPatch, raw: str, seconds: float) -> None:
     monkeypatch.setenv(STARTUP_TIMEOUT_ENV, raw)
     assert startup_timeout_s() == seconds
 
 
-@pytest.mark.parametrize("raw", ["0", "-5", "ten", "nan", "inf"])
+@pytest.mark.parametrize("raw", ["0", "-5", "ten", "nan", "inf", "7.5"])
 def test_a_bad_value_names_itself_and_the_fix(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv(STARTUP_TIMEOUT_ENV, raw)
     with pytest.raises(ClusterConfigError) as err:
         startup_timeout_s()
     text = str(err.value)
     assert f"{STARTUP_TIMEOUT_ENV}={raw!r}" in text
-    assert "positive number" in text and "unset it" in text
+    assert "positive whole number" in text and "unset it" in text
