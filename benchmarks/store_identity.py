@@ -175,20 +175,8 @@ def store_digest(url: str) -> str:
     """sha256 over every array (sorted paths: dtype, shape, bytes) and the groups' attributes."""
     import zarr
 
-    root = zarr.open_group(url, mode="r")
     h = hashlib.sha256()
-    items: list[tuple[str, Any]] = []
-
-    def walk(group: Any, prefix: str) -> None:
-        items.append((prefix or "/", group))
-        for name, member in sorted(group.members()):
-            path = f"{prefix}/{name}"
-            if isinstance(member, zarr.Group):
-                walk(member, path)
-            else:
-                items.append((path, member))
-
-    walk(root, "")
+    items = list(_nodes(zarr.open_group(url, mode="r")).items())
     for path, node in sorted(items, key=lambda x: x[0]):
         h.update(path.encode())
         h.update(json.dumps(_clean(dict(node.attrs)), sort_keys=True, default=str).encode())
