@@ -174,16 +174,10 @@ def embedded_server_class() -> type:
         def start(self, timeout: int | None = None) -> None:
             """Prefect's start, patient with a server that is up but slow to answer: Prefect
             polls ``/health`` with httpx's 5 s read timeout and fails the run on the first late
-            answer (a busy machine, the database's migrations); here polling goes on until
-            ``timeout``."""
-            import httpx
-
+            answer (a busy machine, the database's migrations); here :meth:`launch`, then
+            :func:`wait_healthy` polls until ``timeout``."""
             deadline = time.monotonic() + (timeout or startup_timeout_s())
-            try:
-                super().start(timeout=timeout)
-                return
-            except httpx.TimeoutException:
-                pass
+            self.launch()
             wait_healthy(self, deadline)
 
         def launch(self) -> None:
