@@ -36,6 +36,7 @@ from flows.audit.stages import (
 from flows.audit.submit import submit_simulation
 from flows.experiments.chunked import run_id_of
 from flows.experiments.mpl_coverage import mpl_dataset, written_accounting
+from flows.runtime import deadline
 from flows.runtime.cluster import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
 from flows.spec.digests import content_addressed, path_free
@@ -169,6 +170,7 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     if mpls:
         acc = acct_ds if accts else written_accounting(url)  # its certified curves
         store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
+    deadline.check()  # a timeout whose signal was lost fails the run here, before it is stamped
     wall = time.perf_counter() - t0
     store.set_root_attrs(
         url,

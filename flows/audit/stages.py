@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from prefect.futures import PrefectFuture, as_completed, wait
+from prefect.futures import PrefectFuture, wait
 
 from flows.audit import tasks
 from flows.audit.claims import PublishedLevel, post_processed
@@ -22,7 +22,7 @@ from flows.audit.groups import (
     epl_dataset,
 )
 from flows.experiments.mpl_coverage import mpl_task_settings
-from flows.runtime import progress
+from flows.runtime import deadline, progress
 from flows.spec import AuditSpec
 from flows.spec.plan import AuditPlan
 from storage import schema as S
@@ -174,7 +174,7 @@ def wait_all(
         planned_blocks,
     )
     with tracker:
-        for f in as_completed(futures):
+        for f in deadline.as_completed(futures):  # the flow's timeout kept by the clock too
             try:
                 f.result()  # raises on failure
             except BaseException:

@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 
 from auditlib.exceptions import StoreError
+from flows.runtime import deadline
 from storage import store
 
 #: a parts group's layout: array name -> (shape, chunks, dtype), as :func:`store.chunk_parts` takes
@@ -123,7 +124,7 @@ def run_chunked(
         for c in chunks
         if c.marker not in done
     ]
-    for f in futures:
+    for f in deadline.as_completed(futures):  # the flow's timeout kept by the clock too
         f.result()
     values = store.read_parts(url, parts)
     if not values[store.PART_DONE].all():

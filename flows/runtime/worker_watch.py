@@ -196,5 +196,14 @@ def run_watched(flow: Any, args: tuple[Any, ...], cluster: Any) -> Any:
             if watch.lost is None:
                 raise
     if watch.lost is not None and (state is None or not state.is_completed()):
+        if state is not None and failed_before_the_loss(state.result(raise_on_failure=False)):
+            return state  # its own failure is the cause: a task that killed its workers
         raise AllWorkersLostError(watch.lost)
     return state
+
+
+def failed_before_the_loss(exc: object) -> bool:
+    """Whether a flow that failed with ``exc`` while its cluster had no worker failed of its own:
+    Dask's ``KilledWorker`` (a task killed every worker that ran it) is raised before the flow
+    waits for its other tasks, which the watch then cancels once no worker came back."""
+    return type(exc).__name__ == "KilledWorker"
