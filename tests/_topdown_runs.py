@@ -28,7 +28,8 @@ def published_runs(factor: float, runs: int, seed: int) -> list[pd.DataFrame]:
     country example's allocation times ``factor`` (0.25: ε about twice), noise from ``seed``."""
     from flows.audit.blocks import topdown_histograms
     from flows.spec import load_spec
-    from flows.spec.plan import make_plan, table_hierarchy
+    from flows.spec.plan import make_plan
+    from flows.spec.sources import table_hierarchy
 
     plan = make_plan(load_spec(COUNTRY / "audit.toml"))
     td = plan.topdown

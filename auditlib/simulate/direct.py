@@ -13,7 +13,7 @@ same black box on one database (``n`` runs from one generator), the sampler MPL 
   states (the whole spine) is cut to that state (:meth:`HistogramDatabase.state`) — exact, and the
   only way to afford it. A change in another state leaves the law of the value unchanged.
 * :class:`Hierarchical` — Flaxman's GDPC, RDPC or ADPC of the tree of one query cell (a root over
-  the top level, then every level, as for a table in ``flows/spec/plan.py``); GDPC and ADPC release the
+  the top level, then every level, as for a table in ``flows/spec/plan_tables.py``); GDPC and ADPC release the
   blocks, RDPC every level.
 * :class:`Stratified` — Flaxman & Petti's SA3 (each block's total and its detailed cells as strata) or SA4
   (strata summing to the true total of each unit of the level above the blocks, the county); the

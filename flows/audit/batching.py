@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flows.spec.plan import AuditPlan, Block
+from flows.spec.audit_plan import AuditPlan, Block
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from flows.releases.stratified import STRATIFIED_NOISE as STRATIFIED_NOISE
 from flows.releases.stratified import stratified_block as stratified_block
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan, Block, TopDownParams
+    from flows.spec.audit_plan import AuditPlan, Block, TopDownParams
 
 
 def leaf_maps(plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:

@@ -39,8 +39,9 @@ from flows.experiments.mpl_coverage import mpl_dataset, written_accounting
 from flows.runtime import deadline
 from flows.runtime.cluster import fail_orphaned_task_runs, planned_workers
 from flows.spec import AuditSpec
+from flows.spec.audit_plan import AuditPlan
 from flows.spec.digests import content_addressed, path_free
-from flows.spec.plan import AuditPlan, make_plan
+from flows.spec.plan import make_plan
 from flows.spec.toml_writer import dump_toml
 from storage import schema as S
 from storage import store

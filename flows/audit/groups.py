@@ -15,7 +15,7 @@ from auditlib.simulate.noise import NoiseVariance
 from auditlib.simulate.topdown_residuals import TRUTH_CLASSES
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
 from flows.spec import AuditSpec
-from flows.spec.plan import AuditPlan
+from flows.spec.audit_plan import AuditPlan
 from storage import schema as S
 
 #: the estimator the `epl` group's per-level estimates come from (its ``method`` attribute)

@@ -16,7 +16,7 @@ from flows.audit import kept_histograms
 from storage import store
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan, Block, ProductionParams
+    from flows.spec.audit_plan import AuditPlan, Block, ProductionParams
 
 #: the small group that says which query cells a production run stored (``production_dataset``)
 PRODUCTION_GROUP = "production"

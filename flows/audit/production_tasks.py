@@ -21,7 +21,7 @@ from flows.audit.production import (
     save_state_histograms,
 )
 from flows.audit.tasks import TASK_OPTS
-from flows.spec.plan import AuditPlan, Block
+from flows.spec.audit_plan import AuditPlan, Block
 from storage import store
 
 

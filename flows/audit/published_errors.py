@@ -22,7 +22,7 @@ from auditlib import seeds
 from auditlib.published import AMCResult, Moments, amc_interval, amc_replicates
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan
+    from flows.spec.audit_plan import AuditPlan
 
 #: the groups the run writes
 UNITS_GROUP = "published_errors"

@@ -28,7 +28,7 @@ from storage import store
 
 if TYPE_CHECKING:
     from flows.releases.published import PublishedErrorsRelease
-    from flows.spec.plan import AuditPlan
+    from flows.spec.audit_plan import AuditPlan
 
 
 #: as the audit's tasks (``flows.audit.tasks.TASK_OPTS``: inputs not hashed, results not persisted)

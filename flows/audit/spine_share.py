@@ -22,7 +22,7 @@ import numpy as np
 from flows.spec.sources import load_spine
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan, SpineParams
+    from flows.spec.audit_plan import AuditPlan, SpineParams
 
 PREFIX = "dpaudit-spine"
 

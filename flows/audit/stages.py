@@ -24,7 +24,7 @@ from flows.audit.groups import (
 from flows.experiments.mpl_coverage import mpl_task_settings
 from flows.runtime import deadline, progress
 from flows.spec import AuditSpec
-from flows.spec.plan import AuditPlan
+from flows.spec.audit_plan import AuditPlan
 from storage import schema as S
 from storage import store
 

@@ -14,7 +14,7 @@ from flows.audit import kept_histograms, tasks
 from flows.audit.batching import batch_blocks, batch_label, n_batches, pack
 from flows.audit.production_tasks import submit_production
 from flows.releases import BATCHED_BLOCKS, SPARSE_STATES, TOPDOWN_STATES
-from flows.spec.plan import AuditPlan, Block
+from flows.spec.audit_plan import AuditPlan, Block
 from storage import store
 from storage.residuals import replicate_ranges
 

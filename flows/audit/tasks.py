@@ -29,7 +29,7 @@ from flows.audit.account_cache import account_cached
 from flows.audit.blocks import leaf_maps, topdown_nation, topdown_state
 from flows.audit.claims import PublishedLevel, judge_level, judge_post_processed_levels
 from flows.spec import AuditSpec
-from flows.spec.plan import AuditPlan, Block
+from flows.spec.audit_plan import AuditPlan, Block
 from storage import store
 
 #: names of exception classes (anywhere in an error's MRO) that are a moment's failure of the

@@ -9,7 +9,7 @@ from flows.releases.base import Release
 
 if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
-    from flows.spec.plan import AuditPlan, Block
+    from flows.spec.audit_plan import AuditPlan, Block
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The protocol of a release kind: how its blocks are computed, submitted and finished.
 
-An :class:`~flows.spec.plan.AuditPlan` holds one :class:`Release` (``plan.strategy``), chosen once
+An :class:`~flows.spec.audit_plan.AuditPlan` holds one :class:`Release` (``plan.strategy``), chosen once
 by ``flows.spec.plan.make_plan``; the flow, its tasks and the blocks ask it instead of testing
 which kind a plan is. The plan's parameter slots (``plan.topdown``, ``plan.table``, ...) hold the
 data a kind reads; the strategy says what is done with them.
 
-Modules here import no module that imports ``flows.spec.plan`` (the plan imports them): the
+Modules here import no module that imports ``flows.spec.audit_plan`` (the plan imports them): the
 computations they call are imported inside the methods, from modules that need the plan's types
 only for type checking.
 """
@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
     from flows.spec import AuditSpec
-    from flows.spec.plan import AuditPlan, Block
+    from flows.spec.audit_plan import AuditPlan, Block
 
 #: how a kind's simulation is submitted (``flows.audit.submit.SUBMITTERS``): batches of independent
 #: blocks, TopDown states (a state's geolevels from one run, then the nation), sparse production

@@ -14,7 +14,7 @@ from flows.releases.geometric import table_leaf_maps
 if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
     from flows.spec import AuditSpec
-    from flows.spec.plan import AuditPlan, Block
+    from flows.spec.audit_plan import AuditPlan, Block
 
 #: how the EPL sum composes a published release's levels
 SUMS_OF_ROWS = (

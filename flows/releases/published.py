@@ -16,7 +16,7 @@ from flows.releases.topdown import TableTopDownRelease
 
 if TYPE_CHECKING:
     from flows.spec import AuditSpec
-    from flows.spec.plan import AuditPlan
+    from flows.spec.audit_plan import AuditPlan
 
 
 @dataclass(frozen=True)

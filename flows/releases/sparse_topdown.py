@@ -13,7 +13,7 @@ from flows.releases.base import SPARSE_STATES
 from flows.releases.topdown import SpineTopDownRelease
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan
+    from flows.spec.audit_plan import AuditPlan
 
 
 @dataclass(frozen=True)

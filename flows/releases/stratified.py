@@ -14,7 +14,7 @@ from flows.releases.geometric import table_leaf_maps
 
 if TYPE_CHECKING:
     from flows.spec import AuditSpec
-    from flows.spec.plan import AuditPlan, Block, TableParams
+    from flows.spec.audit_plan import AuditPlan, Block, TableParams
 
 #: stream of Flaxman & Petti's stratified releases of a table (``seeds.rng(noise_seed, STRATIFIED_NOISE, r)``)
 STRATIFIED_NOISE = 17

@@ -13,7 +13,7 @@ from auditlib.geography import NATIONAL
 from flows.releases.base import TOPDOWN_STATES, Release
 
 if TYPE_CHECKING:
-    from flows.spec.plan import AuditPlan
+    from flows.spec.audit_plan import AuditPlan
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from auditlib.allocations import load_allocation
 from auditlib.geography import NATIONAL
 
 if TYPE_CHECKING:
-    from flows.spec.plan import TableHierarchyParams, TableParams
+    from flows.spec.audit_plan import TableHierarchyParams, TableParams
 
 
 def load_table(

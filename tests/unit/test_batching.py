@@ -20,7 +20,8 @@ from flows.audit.batching import (
     pack,
 )
 from flows.spec import load_spec, parse_spec
-from flows.spec.plan import Block, make_plan
+from flows.spec.audit_plan import Block
+from flows.spec.plan import make_plan
 
 
 def plan_of(tiny: bool = False, **population: Any) -> Any:

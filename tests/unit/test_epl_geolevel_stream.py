@@ -26,7 +26,8 @@ from auditlib import seeds
 from auditlib.summaries import epl_by_query
 from flows.audit import tasks
 from flows.spec import parse_spec
-from flows.spec.plan import AuditPlan, make_plan
+from flows.spec.audit_plan import AuditPlan
+from flows.spec.plan import make_plan
 from storage import store
 
 PERC = (5.0, 95.0)

@@ -25,7 +25,7 @@ from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameErr
 from flows.audit import tasks
 from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
-from flows.spec.plan import AuditPlan
+from flows.spec.audit_plan import AuditPlan
 from storage import store
 from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, flaxman, in_memory
 

@@ -11,7 +11,8 @@ import pytest
 from auditlib.exceptions import SpecError
 from flows.audit.blocks import leaf_maps
 from flows.spec import load_spec, parse_spec
-from flows.spec.plan import make_plan, table_tree
+from flows.spec.plan import make_plan
+from flows.spec.sources import table_tree
 
 CSV = "state,county,total\nB,b1,300\nA,a1,120\nB,b2,50\nA,a2,80\nB,b3,10\n"
 
