@@ -30,7 +30,7 @@ import numpy as np
 from _results import study_parser, where, write_rows
 
 from auditlib.epl import epl
-from auditlib.epl.default import estimate_epl
+from auditlib.epl.bias_aware import estimate_epl
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)

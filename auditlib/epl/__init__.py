@@ -20,7 +20,7 @@
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
-from auditlib.epl.default import GRIDS, EPLEstimate, estimate_epl
+from auditlib.epl.bias_aware import GRIDS, EPLEstimate, estimate_epl
 from auditlib.epl.estimator import METHODS, MIN_RESIDUALS, STATUSES, EPLResult, epl
 from auditlib.epl.exact import adpc_pmf, windowed_loss
 from auditlib.epl.extrapolate import CI_TARGETS

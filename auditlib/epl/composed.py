@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.default import EPLEstimate, Seed, estimate_epl
+from auditlib.epl.bias_aware import EPLEstimate, Seed, estimate_epl
 from auditlib.exceptions import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]

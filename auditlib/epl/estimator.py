@@ -14,7 +14,7 @@ Methods (``method=``):
   ``p_lo ≤ x`` and ``x + 1 ≤ p_hi``.
 ``"bias_aware"`` — the percentile window with a wider kernel, h = 0.3 × sd
   (:data:`auditlib.epl.settings.BIAS_AWARE_FACTOR`), chosen by ``benchmarks/epl_bandwidth_study.py``
-  to cut the small-sample upward bias; :func:`auditlib.epl.default.estimate_epl` adds the
+  to cut the small-sample upward bias; :func:`auditlib.epl.bias_aware.estimate_epl` adds the
   bootstrap interval, the matched-reference floor, the slope and the remaining knobs.
 
 ``bandwidth_factor=None`` means the method's default (0.1 for the first two, 0.3 for bias_aware).
@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.epl.bandwidth import check_percentiles, check_positive
-from auditlib.epl.default import estimate_epl
+from auditlib.epl.bias_aware import estimate_epl
 from auditlib.epl.kde import (
     as_residuals,
     integer_view,

@@ -1,4 +1,4 @@
-"""The matched reference floor of the bias-aware estimate (see :mod:`auditlib.epl.default`).
+"""The matched reference floor of the bias-aware estimate (see :mod:`auditlib.epl.bias_aware`).
 
 n draws from a discrete Gaussian with σ² = the residuals' sample variance, centred on their mean
 rounded to the grid, run through the same estimator ``draws`` times: on the integers

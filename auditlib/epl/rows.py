@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from auditlib.epl.default import EPLEstimate, estimate_epl
+from auditlib.epl.bias_aware import EPLEstimate, estimate_epl
 from auditlib.epl.estimator import EPLResult, epl
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.epl.stream import LatticeHistogram

@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from auditlib.epl.default import Seed, estimate_epl
+from auditlib.epl.bias_aware import Seed, estimate_epl
 from auditlib.epl.settings import DEFAULTS
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.exceptions import InvalidParameterError

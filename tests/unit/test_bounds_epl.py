@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from auditlib.epl.default import estimate_epl
+from auditlib.epl.bias_aware import estimate_epl
 from auditlib.epl.settings import MAX_DRAWS
 from auditlib.mechanisms import DiscreteGaussian
 from tests.unit._bounds import refused

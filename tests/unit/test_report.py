@@ -931,7 +931,7 @@ def test_resolution_rule_holds_on_the_estimator() -> None:
     """The rule's premise, on the estimator itself: the floor's excess over the claimed noise's
     value shrinks like 1/√n, so the replicates the rule names bring the floor to within about
     10 % of it."""
-    from auditlib.epl.default import estimate_epl
+    from auditlib.epl.bias_aware import estimate_epl
     from auditlib.mechanisms import DiscreteGaussian
     from flows.report.resolution import RESOLUTION, needed_scale
 

@@ -16,7 +16,7 @@ from scipy.stats import gaussian_kde
 
 from auditlib.epl import epl
 from auditlib.epl.bandwidth import resolve_bandwidth
-from auditlib.epl.default import EPLEstimate, estimate_epl
+from auditlib.epl.bias_aware import EPLEstimate, estimate_epl
 from auditlib.epl.settings import BIAS_AWARE_FACTOR
 from auditlib.epl.slope import inverse_sigma2, least_squares_slope
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
