@@ -76,7 +76,7 @@ DIRECT = (
     "--seed 4 --min-events 20"
 )
 DIRECT_SPEC = (
-    "direct --change move --from-block 1 --to-block 2 --geolevel County --unit 0 --reps 600 "
+    "direct --change move --from-block 1 --to-block 2 --level County --unit 0 --reps 600 "
     "--chunk 250 --stream-chunk 200 --seed 7"
 )
 

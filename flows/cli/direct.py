@@ -70,6 +70,18 @@ def check_params(p: object) -> None:
         )
 
 
+def flaxman_level(text: str) -> int:
+    """The level index ``j`` of ``--level`` for Flaxman's tree: ``Lj`` (its name in the stores and
+    the report) or ``j``; anything else names the fix."""
+    digits = text[1:] if text[:1] in ("L", "l") else text
+    if not digits.isdigit():
+        raise InvalidParameterError(
+            f"Invalid --level: {text!r}; Flaxman's tree has levels L0..LJ (0 is the root; "
+            "J = --levels); a geolevel name needs --spec"
+        )
+    return int(digits)
+
+
 #: options of Flaxman's population, refused with --spec (name, parameter, default)
 SEED001_ONLY = (
     ("--algorithm", "algorithm", "gdpc"),
@@ -81,7 +93,6 @@ SEED001_ONLY = (
     ("--population-seed", "population_seed", 1),
     ("--from-leaf", "from_leaf", 0),
     ("--to-leaf", "to_leaf", 1001),
-    ("--level", "level", None),
 )
 #: options of a spec experiment, refused without --spec (name, parameter, default)
 SPEC_ONLY = (
@@ -90,7 +101,6 @@ SPEC_ONLY = (
     ("--from-cell", "from_cell", "0"),
     ("--to-block", "to_block", None),
     ("--to-cell", "to_cell", ""),
-    ("--geolevel", "geolevel", ""),
     ("--query", "query", "total"),
     ("--cell", "cell", "0"),
     ("--stream-chunk", "stream_chunk", None),
@@ -123,7 +133,7 @@ def spec_params(spec_path: str, values: dict[str, object]) -> object:
         to_block=values["to_block"],  # type: ignore[arg-type]
         to_cell=str(values["to_cell"]),
         state=str(values["state"]),
-        geolevel=str(values["geolevel"]),
+        geolevel=str(values["level"] or ""),
         unit=int(values["unit"]),  # type: ignore[call-overload]
         query=str(values["query"]),
         cell=str(values["cell"]),
@@ -157,7 +167,12 @@ def direct(
         int, typer.Option("--to-leaf", help="Leaf gaining the person (move, add).")
     ] = 1001,
     level: Annotated[
-        int | None, typer.Option("--level", help="Level of the cell; default: the leaves.")
+        str | None,
+        typer.Option(
+            "--level",
+            help="Level of the cell: with --spec a geolevel (default: the blocks), else L0..LJ "
+            "(default: the leaves).",
+        ),
     ] = None,
     unit: Annotated[int, typer.Option("--unit", help="Unit of the cell at that level.")] = 0,
     replicates: Annotated[int, typer.Option("--reps", help="Runs on D and on D′ each.")] = 500,
@@ -199,9 +214,6 @@ def direct(
         str,
         typer.Option("--to-cell", help="--spec: its detailed cell; default: --from-cell (add: 0)."),
     ] = "",
-    geolevel: Annotated[
-        str, typer.Option("--geolevel", help="--spec: level of the cell; default: the blocks.")
-    ] = "",
     query: Annotated[str, typer.Option("--query", help="--spec: query of the cell.")] = "total",
     cell: Annotated[
         str, typer.Option("--cell", help="--spec: cell of the query (index or label).")
@@ -235,6 +247,7 @@ def direct(
         return
     try:
         _refuse_mixed(values, spec=False)
+        j = None if level is None else flaxman_level(level)
     except DPAuditError as exc:
         fail(str(exc))
     p = DirectParams(
@@ -248,7 +261,7 @@ def direct(
         change=change,
         from_leaf=from_leaf,
         to_leaf=to_leaf,
-        level=level,
+        level=j,
         unit=unit,
         replicates=replicates,
         chunk=100 if chunk is None else chunk,

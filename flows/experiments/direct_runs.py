@@ -371,7 +371,7 @@ def _resolve(p: SpecDirectParams, plan: Any) -> SpecExperiment:
     try:
         level = db.level_index(p.geolevel) if p.geolevel else len(db.levels) - 1
     except InvalidParameterError as exc:
-        raise InvalidParameterError(f"--geolevel: {exc}") from None
+        raise InvalidParameterError(f"--level: {exc}") from None
     try:
         query = db.schema.canonical_query(p.query)
     except DPAuditError as exc:

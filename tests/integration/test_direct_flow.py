@@ -56,6 +56,7 @@ def test_direct_command_rejects_bad_settings_with_exit_2(tmp_path: Path) -> None
         (["--epsilon", "-1"], "--epsilon"),
         (["--people", "20000", "--levels", "2", "--mean", "20", "--to-leaf", "5000"], "--to-leaf"),
         (["--algorithm", "gdpc", "--level", "1"], "--level"),
+        (["--algorithm", "rdpc", "--level", "County"], "a geolevel name needs --spec"),
         (["--reps", "0"], "--reps"),
     ):
         res = runner.invoke(app, ["direct", *args, "--store", target])

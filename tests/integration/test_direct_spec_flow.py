@@ -63,7 +63,7 @@ def test_topdown_of_a_synthetic_spec_in_chunks(
     url = str(tmp_path / "td.zarr")
     args = [
         "--spec", str(spec), "--change", "move", "--from-block", "1", "--to-block", "2",
-        "--geolevel", "County", "--unit", "0", "--reps", "600", "--chunk", "250",
+        "--level", "County", "--unit", "0", "--reps", "600", "--chunk", "250",
         "--stream-chunk", "200", "--seed", "7", "--scheduler", dask_address, "--store", url,
     ]  # fmt: skip
     out = invoke(args)

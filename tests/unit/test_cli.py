@@ -255,3 +255,15 @@ def test_account_help_lists_the_shipped_allocations() -> None:
     res = runner.invoke(app, ["account", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     flat = " ".join(res.stdout.split())
     assert all(a in flat for a in ALLOCATION_FILES)
+
+
+def test_direct_level_of_flaxmans_tree_by_name_or_index() -> None:
+    """``direct --level``: Flaxman's tree takes its levels' names (L0..LJ, as the stores name them)
+    or indices; a geolevel name is a spec's and is refused without one."""
+    from auditlib.exceptions import InvalidParameterError
+    from flows.cli.direct import flaxman_level
+
+    assert [flaxman_level(t) for t in ("L0", "L3", "l2", "2")] == [0, 3, 2, 2]
+    for bad in ("County", "L", "-1", "L1.5"):
+        with pytest.raises(InvalidParameterError, match=f"Invalid --level: '{bad}'"):
+            flaxman_level(bad)

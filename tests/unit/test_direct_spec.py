@@ -114,8 +114,8 @@ def test_spec_experiments_of_every_population_kind(tmp_path: Path) -> None:
     ("extra", "word"),
     [
         (
-            ["--change", "add", "--to-block", "0", "--geolevel", "Tract"],
-            "--geolevel: Unknown level 'Tract'",
+            ["--change", "add", "--to-block", "0", "--level", "Tract"],
+            "--level: Unknown level 'Tract'",
         ),
         (["--change", "add", "--to-block", "0", "--unit", "9"], "Invalid unit 9"),
         (["--change", "add", "--to-block", "0", "--cell", "7"], "Invalid cell 7"),
