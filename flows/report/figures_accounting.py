@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
+from flows.report.figures import ReportFigure, label_panel, new_figure, to_data_uri
 
 
 def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
@@ -31,10 +31,7 @@ def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
         ax.plot(alpha, 1 - alpha, color="0.6", linewidth=0.6, linestyle=":")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("type I error α", fontsize=8)
-        ax.set_ylabel("type II error β", fontsize=8)
-        style_axes(ax)
+        label_panel(ax, level, "type I error α", "type II error β")
     if axes:
         axes[0].legend(fontsize=7, frameon=False)
     return ReportFigure(
@@ -91,10 +88,7 @@ def accounting_figure(
         ax.set_ylim(floor, 1.5)
         if x_max > 0:
             ax.set_xlim(float(eps.min()), min(1.08 * x_max, float(eps.max())))
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("ε", fontsize=8)
-        ax.set_ylabel("δ(ε)", fontsize=8)
-        style_axes(ax)
+        label_panel(ax, level, "ε", "δ(ε)")
     if axes:
         axes[0].legend(fontsize=7, frameon=False)
     return ReportFigure(
