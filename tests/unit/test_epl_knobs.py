@@ -27,7 +27,12 @@ from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.plan import AuditPlan
 from storage import store
-from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, flaxman, in_memory
+from tests.unit.test_epl_geolevel_stream import (
+    assert_rows_equal,
+    build_store,
+    concatenated_level,
+    flaxman,
+)
 
 PERC = (5.0, 95.0)
 SMALL = {
@@ -111,7 +116,7 @@ def test_default_spec_gives_the_numbers_of_the_task_without_knobs(
     spec = with_epl()  # every [epl] key at its default
     got = run(level, spec)
     before = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)  # the call before the knobs
-    want = in_memory(url, plan, g, 0.1)  # the in-memory implementation
+    want = concatenated_level(url, plan, g, 0.1)  # the in-memory implementation
     for ref in (before, want):
         for a, b in zip(got["pooled"], ref["pooled"], strict=True):
             assert_rows_equal(a, b)
