@@ -1,4 +1,4 @@
-"""What the studies of TopDown on synthetic ``pl94`` states share (``amc_coverage.py``,
+"""What the studies of TopDown on ``pl94`` states share (``amc_coverage.py``, ``bench_topdown.py``,
 ``bench_topdown_rounding.py``): the audit's default hierarchy and the ``pl94_2021_production``
 queries the ``pl94`` schema expresses."""
 
