@@ -41,7 +41,7 @@ def write_rows(out: Path, rows: list[dict[str, Any]]) -> str:
     """``rows`` as a CSV table at ``out`` (the first row's keys the header, floats to six significant
     digits), its folder made if missing; returns ``"<n> rows -> <out>"`` for the run's last line."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
+    with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         for row in rows:

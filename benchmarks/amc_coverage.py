@@ -42,7 +42,6 @@ seconds per published seed, the projection to 200 × 25 and the machine.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import time
@@ -51,23 +50,20 @@ from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _pl94_production import FANOUTS, LEVELS, measured_for
+from _results import write_rows
 
 from auditlib import seeds
-from auditlib.allocations import load_allocation
 from auditlib.geography import PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import schema
 from auditlib.published import Moments, amc_interval, amc_replicates
 from auditlib.published.moments import area_map
 from auditlib.simulate.topdown import (
     TOPDOWN_NOISE,
-    allocation_measured,
     synthetic_state,
     topdown,
-    unexpressible_queries,
 )
 
-LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
-FANOUTS = (3, 6, 3, 8)
 #: the AMC replicates' stream: SeedSequence(seed, spawn_key=(AMC_STREAM, published seed))
 AMC_STREAM = 101
 BINS = (("0", 0, 0), ("1-9", 1, 9), ("10-99", 10, 99), ("100+", 100, np.inf))
@@ -78,17 +74,6 @@ INTERVALS: dict[str, dict[str, Any]] = {
     "cz": {"distribution": "normal"},
     "z_sd": {"spread": "sd", "bias_correction": "never", "distribution": "normal"},
 }
-
-
-def measured_for(neighbours: str) -> list[list[tuple[str, float]]]:
-    sch = schema("pl94")
-    alloc = load_allocation("pl94_2021_production")
-    kw: dict[str, Any] = {
-        "attribute_aliases": {"cenrace": "race"},
-        "detailed_as": " * ".join(sch.attribute_names),
-    }
-    skip = unexpressible_queries(alloc, LEVELS, sch.query_names, **kw)  # hhgq, hhinstlevels
-    return allocation_measured(alloc, LEVELS, sch.query_names, neighbours, skip=skip, **kw)
 
 
 class Tally:
@@ -272,12 +257,7 @@ def main() -> None:
     args = ap.parse_args()
     print(machine_info(), flush=True)
     rows, info = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})
+    write_rows(args.out, rows)
     args.out.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     print(
         f"{info['cpu_s_per_published']:.2f} CPU-s per published seed "

@@ -29,6 +29,8 @@ CHUNK = 10**7
 
 
 def exact_pmf(sigma2: float, ks: np.ndarray) -> np.ndarray:
+    """P(X = k) in 60-digit arithmetic, the normaliser summed far beyond any kept term (also the
+    reference of tests/unit/test_dg_table.py)."""
     with mpmath.workdps(60):
         s2 = mpmath.mpf(sigma2)
         far = int(40 * mpmath.sqrt(s2)) + 40

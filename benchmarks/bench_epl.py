@@ -139,9 +139,11 @@ def stream(n: int, where: str, seed: int, chunk: int = 10**6) -> None:
     shutil.rmtree(path)
 
 
-def _concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str, Any]:
+def concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str, Any]:
     """The EPL task before streaming: every state's residuals of the level concatenated in memory,
-    then the rows from the residuals (auditlib.summaries.epl_by_query)."""
+    then the rows from the residuals (auditlib.summaries.epl_by_query). Timed here against the
+    streamed task; tests/unit/test_epl_geolevel_stream.py checks the streamed task's rows against
+    it."""
     from auditlib import seeds
     from auditlib.summaries import epl_by_query
     from storage import store
@@ -212,7 +214,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
         f"{level_mib / states:,.1f} MiB); written in {time.perf_counter() - t:.1f} s"
     )
     for name, fn in (
-        ("concatenated (before)", lambda: _concatenated_level(url, plan, g, 0.1)),
+        ("concatenated (before)", lambda: concatenated_level(url, plan, g, 0.1)),
         ("streamed (epl_geolevel)", lambda: tasks.epl_geolevel.fn(url, plan, g, 0.1, (5.0, 95.0))),
     ):
         tracemalloc.start()

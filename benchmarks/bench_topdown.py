@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _pl94_production import LEVELS, measured_for
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
@@ -46,8 +47,6 @@ from auditlib.simulate.topdown import (
     topdown,
     unexpressible_queries,
 )
-
-LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
 
 
 def peak_rss_mb() -> float:
@@ -106,22 +105,6 @@ def one_spine_state_pl94(
     }
 
 
-def pl94_measured(neighbours: str) -> list[Any]:
-    """The ``pl94_2021_production`` queries the ``pl94`` schema expresses, per level."""
-    from auditlib.geography.schema import schema
-
-    sch = schema("pl94")
-    return allocation_measured(
-        load_allocation("pl94_2021_production"),
-        LEVELS,
-        sch.query_names,
-        neighbours,
-        attribute_aliases={"cenrace": "race"},
-        detailed_as=" * ".join(sch.attribute_names),
-        skip=("hhgq", "hhinstlevels"),  # no group quarters in the schema
-    )
-
-
 def full_us(args: argparse.Namespace) -> None:
     from dask.distributed import Client, LocalCluster
 
@@ -129,7 +112,7 @@ def full_us(args: argparse.Namespace) -> None:
 
     pl94 = args.us_schema == "pl94"
     if pl94:
-        measured = pl94_measured(args.neighbours)
+        measured = measured_for(args.neighbours)
         print("queries per level:", [len(m) for m in measured], "(pl94 schema, 28 cells)")
     else:
         alloc = load_allocation("pl94_2021_production")
@@ -257,7 +240,7 @@ def spine_states(args: argparse.Namespace) -> None:
 
     sch = schema("pl94")
     queries = {q: sch.query_matrix(q) for q in sch.query_names}
-    measured = pl94_measured(args.neighbours)
+    measured = measured_for(args.neighbours)
     print("measured per level:", [[q for q, _ in level] for level in measured])
     spine = generate_spine(args.seed)
     names = list(spine.state_names)

@@ -22,38 +22,24 @@ workers run: a second thread only spins on the solver's small products).
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _pl94_production import FANOUTS, LEVELS, measured_for
+from _results import write_rows
 
 from auditlib import seeds
-from auditlib.allocations import load_allocation
 from auditlib.geography import PopulationParams, SyntheticHierarchy
 from auditlib.geography.schema import schema
 from auditlib.simulate.topdown import (
     ROUNDINGS,
     TOPDOWN_NOISE,
-    allocation_measured,
     synthetic_state,
     topdown,
-    unexpressible_queries,
 )
-
-LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
-FANOUTS = (3, 6, 3, 8)
-
-
-def measured_for(neighbours: str) -> list[list[tuple[str, float]]]:
-    sch = schema("pl94")
-    alloc = load_allocation("pl94_2021_production")
-    aliases, detailed = {"cenrace": "race"}, " * ".join(sch.attribute_names)
-    kw = {"attribute_aliases": aliases, "detailed_as": detailed}
-    skip = unexpressible_queries(alloc, LEVELS, sch.query_names, **kw)  # hhgq, hhinstlevels
-    return allocation_measured(alloc, LEVELS, sch.query_names, neighbours, skip=skip, **kw)
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -127,12 +113,7 @@ def main() -> None:
     args = ap.parse_args()
     print(machine_info())
     rows = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})
+    write_rows(args.out, rows)
     print(f"wrote {args.out}")
 
 

@@ -90,6 +90,16 @@ def specs() -> dict[str, dict[str, Any]]:
     tracts |= {"levels": ["county"], "unit": "tract"}
     country_levels = {"US": "All", "State": "region", "County": "district", "Tract": ""}
     country_levels |= {"Block_Group": "", "Block": "village"}
+
+    def release_spec(seed: int, population: dict[str, Any], **release: Any) -> dict[str, Any]:
+        """20 replicates of ``release`` on ``population``, the EPL at bandwidth factor 0.3."""
+        return {
+            "audit": {"replicates": 20, "seed": seed},
+            "population": population,
+            "release": release,
+            "epl": {"bandwidth_factor": 0.3},
+        }
+
     return {
         "allocation": {
             "audit": {"replicates": 2, "seed": 11},
@@ -117,36 +127,11 @@ def specs() -> dict[str, dict[str, Any]]:
             "epl": {"n_boot": 20, "n_null": 20},
             "accounting": SMALL,
         },
-        "flaxman_gdpc": {
-            "audit": {"replicates": 20, "seed": 3},
-            "population": flaxman,
-            "release": {"kind": "gdpc", "epsilon": 0.5},
-            "epl": {"bandwidth_factor": 0.3},
-        },
-        "flaxman_adpc": {
-            "audit": {"replicates": 20, "seed": 3},
-            "population": flaxman,
-            "release": {"kind": "adpc", "epsilon": 0.5, "n_runs": 4},
-            "epl": {"bandwidth_factor": 0.3},
-        },
-        "table_gdpc": {
-            "audit": {"replicates": 20, "seed": 5},
-            "population": counties,
-            "release": {"kind": "gdpc", "epsilon": 0.5},
-            "epl": {"bandwidth_factor": 0.3},
-        },
-        "table_sa3": {
-            "audit": {"replicates": 20, "seed": 4},
-            "population": tracts,
-            "release": {"kind": "sa3", "epsilon": 0.5, "epsilon_strata": 0.5},
-            "epl": {"bandwidth_factor": 0.3},
-        },
-        "table_sa4": {
-            "audit": {"replicates": 20, "seed": 4},
-            "population": tracts,
-            "release": {"kind": "sa4", "epsilon": 0.5},
-            "epl": {"bandwidth_factor": 0.3},
-        },
+        "flaxman_gdpc": release_spec(3, flaxman, kind="gdpc", epsilon=0.5),
+        "flaxman_adpc": release_spec(3, flaxman, kind="adpc", epsilon=0.5, n_runs=4),
+        "table_gdpc": release_spec(5, counties, kind="gdpc", epsilon=0.5),
+        "table_sa3": release_spec(4, tracts, kind="sa3", epsilon=0.5, epsilon_strata=0.5),
+        "table_sa4": release_spec(4, tracts, kind="sa4", epsilon=0.5),
         "table_topdown": {
             "audit": {"allocation": prod, "replicates": 3, "seed": 1},
             "population": {"kind": "table", "path": "country.csv", "unit": "village"}

@@ -297,37 +297,45 @@ def level_row(
         row["method"] = comp.method
     else:
         row["method"] = method
+    exact = comp is not None and method != "paper-bound"
+    brackets: list[dict[str, float]] | None = None
     if epsilons is not None:
         e = np.asarray(epsilons, dtype=float)
-        bd = np.atleast_1d(np.asarray(bureau_delta(rho, e), dtype=float))
-        cd = np.atleast_1d(np.asarray(cks_delta(rho, e), dtype=float))
-        entries = []
-        for i, eps in enumerate(epsilons):
-            entry: dict[str, Any] = {"epsilon": eps}
-            if comp is not None and method != "paper-bound":
-                b = comp.delta(eps)
-                entry |= bracket_entry("exact", b.lower, b.upper)
-            elif comp is not None:
-                b = tail_probability(comp, eps)
-                entry |= bracket_entry("paper_bound", b.lower, b.upper)
-            entry |= {"bureau": float(bd[i]), "cks": float(cd[i])}
-            entries.append(entry)
-        row["delta"] = entries
+        bureau, cks = bureau_delta(rho, e), cks_delta(rho, e)
+        if exact:
+            brackets = [bracket_entry("exact", b.lower, b.upper) for b in map(comp.delta, epsilons)]
+        elif comp is not None:
+            tails = (tail_probability(comp, eps) for eps in epsilons)
+            brackets = [bracket_entry("paper_bound", b.lower, b.upper) for b in tails]
+        row["delta"] = _entries("epsilon", epsilons, brackets, bureau, cks)
         return row
     d = np.asarray(deltas, dtype=float)
-    be = np.atleast_1d(np.asarray(bureau_epsilon(rho, d), dtype=float))
-    ce = np.atleast_1d(np.asarray(cks_epsilon(rho, d), dtype=float))
-    exact = comp.epsilon(d) if comp is not None and method != "paper-bound" else None
-    entries = []
-    for i, dd in enumerate(deltas):
-        entry = {"delta": dd}
-        if exact is not None:
-            lo, hi = np.atleast_1d(exact.lower), np.atleast_1d(exact.upper)
-            entry |= bracket_entry("exact", lo[i], hi[i])
-        elif comp is not None:
-            b = paper_bound_epsilon(comp, dd)
-            entry |= bracket_entry("paper_bound", b.lower, b.upper)
-        entry |= {"bureau": float(be[i]), "cks": float(ce[i])}
-        entries.append(entry)
-    row["epsilon"] = entries
+    bureau, cks = bureau_epsilon(rho, d), cks_epsilon(rho, d)
+    if exact:
+        ex = comp.epsilon(d)
+        lo, hi = np.atleast_1d(ex.lower), np.atleast_1d(ex.upper)
+        brackets = [bracket_entry("exact", lo[i], hi[i]) for i in range(len(deltas))]
+    elif comp is not None:
+        bounds = (paper_bound_epsilon(comp, dd) for dd in deltas)
+        brackets = [bracket_entry("paper_bound", b.lower, b.upper) for b in bounds]
+    row["epsilon"] = _entries("delta", deltas, brackets, bureau, cks)
     return row
+
+
+def _entries(
+    key: str, values: list[float], brackets: list[dict[str, float]] | None, bureau: Any, cks: Any
+) -> list[dict[str, Any]]:
+    """One output entry per ε (``key`` "epsilon") or δ (``key`` "delta"): its certified bracket's
+    keys (:func:`bracket_entry`) when there is one, then the Bureau's and CKS's conversions."""
+    import numpy as np
+
+    bu, ck = (np.atleast_1d(np.asarray(a, dtype=float)) for a in (bureau, cks))
+    return [
+        {
+            key: v,
+            **(brackets[i] if brackets is not None else {}),
+            "bureau": float(bu[i]),
+            "cks": float(ck[i]),
+        }
+        for i, v in enumerate(values)
+    ]

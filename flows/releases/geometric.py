@@ -11,7 +11,9 @@ import numpy as np
 from flows.releases.base import Release
 
 if TYPE_CHECKING:
+    from auditlib.geography.flaxman import FlaxmanPopulation
     from auditlib.simulate import ResidualBlock
+    from auditlib.simulate.hierarchical import CountTree
     from flows.spec import AuditSpec
     from flows.spec.audit_plan import AuditPlan, Block
 
@@ -34,6 +36,28 @@ class GeometricRelease(Release):
         r = spec.release
         return f"Flaxman 2019 {r.kind.upper()} release at epsilon = {r.epsilon}"
 
+    def tree_block(
+        self,
+        plan: AuditPlan,
+        block: Block,
+        tree: CountTree | FlaxmanPopulation,
+        epsilon: float,
+        n_runs: int,
+    ) -> ResidualBlock:
+        """Every replicate of this release of ``tree`` at ``block``'s level (the plan's noise
+        seed and replicates)."""
+        from auditlib.simulate.hierarchical import residual_block
+
+        return residual_block(
+            tree,
+            self.variant,  # type: ignore[arg-type]
+            epsilon,
+            level=block.geolevel,
+            seed=plan.noise_seed,
+            replicates=plan.replicates,
+            n_runs=n_runs,
+        )
+
 
 @dataclass(frozen=True)
 class FlaxmanTreeRelease(GeometricRelease):
@@ -42,20 +66,11 @@ class FlaxmanTreeRelease(GeometricRelease):
 
     def simulate_block(self, plan: AuditPlan, block: Block) -> ResidualBlock:
         from auditlib.geography.flaxman import generate_population
-        from auditlib.simulate.hierarchical import residual_block
 
         f = plan.flaxman
         assert f is not None
         pop = generate_population(f.people, f.levels, f.mean_per_location, seed=f.seed)
-        return residual_block(
-            pop,
-            self.variant,  # type: ignore[arg-type]
-            f.epsilon,
-            level=block.geolevel,
-            seed=plan.noise_seed,
-            replicates=plan.replicates,
-            n_runs=f.n_runs,
-        )
+        return self.tree_block(plan, block, pop, f.epsilon, f.n_runs)
 
     def leaf_maps(self, plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
         from auditlib.geography.flaxman import FlaxmanHierarchy, children_per_unit
@@ -72,20 +87,11 @@ class TableTreeRelease(GeometricRelease):
     """On a table's tree of total counts (``plan.table``), read again in each task."""
 
     def simulate_block(self, plan: AuditPlan, block: Block) -> ResidualBlock:
-        from auditlib.simulate.hierarchical import residual_block
         from flows.spec.sources import table_tree
 
         t = plan.table
         assert t is not None
-        return residual_block(
-            table_tree(t),
-            self.variant,  # type: ignore[arg-type]
-            t.epsilon,
-            level=block.geolevel,
-            seed=plan.noise_seed,
-            replicates=plan.replicates,
-            n_runs=t.n_runs,
-        )
+        return self.tree_block(plan, block, table_tree(t), t.epsilon, t.n_runs)
 
     def leaf_maps(self, plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:
         return table_leaf_maps(plan, levels)

@@ -83,30 +83,24 @@ def accuracy_section(ds: xr.Dataset) -> AccuracySection | None:
     if not rows:
         return None
 
+    def figure(metric: str, clipped: np.ndarray | None, plain: np.ndarray) -> ReportFigure | None:
+        """The figure of one metric: the same levels, picked queries, counts and noises."""
+        return accuracy_figure(
+            metric,
+            clipped,
+            plain,
+            levels=levels,
+            picks=picks,
+            counts=counts,
+            sigma2=s2,
+            bureau=b,
+            reduced=r,
+        )
+
     return AccuracySection(
         rows=rows,
         counts=counts,
-        figure=accuracy_figure(
-            "MSE",
-            mse_c,
-            mse,
-            levels=levels,
-            picks=picks,
-            counts=counts,
-            sigma2=s2,
-            bureau=b,
-            reduced=r,
-        ),
-        mae_figure=accuracy_figure(
-            "MAE",
-            mae_c,
-            mae,
-            levels=levels,
-            picks=picks,
-            counts=counts,
-            sigma2=s2,
-            bureau=b,
-            reduced=r,
-        ),
+        figure=figure("MSE", mse_c, mse),
+        mae_figure=figure("MAE", mae_c, mae),
         has_reduced=r is not None and any(row["reduced_sigma2"] != "—" for row in rows),
     )

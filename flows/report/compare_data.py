@@ -10,7 +10,6 @@ Everything is read once and the groups closed: the result holds plain floats and
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from flows.report.store_data import (
     float_values,
     headline_delta,
     open_store,
+    parse_spec_toml,
     store_arg,
     str_values,
 )
@@ -163,15 +163,6 @@ def _mpl(mpl: xr.Dataset, out: AuditNumbers) -> None:
         v = shown(raw)
         high = 2.0 * float(loss[i]) - raw if loss is not None else math.nan
         out.mpl[level] = Estimate(v, v if math.isfinite(high) else math.nan, high)
-
-
-def parse_spec_toml(text: Any) -> dict[str, Any]:
-    if not isinstance(text, str):
-        return {}
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return {}
 
 
 def audit_numbers(store: str, storage_options: Mapping[str, Any] | None = None) -> AuditNumbers:

@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from flows.report.format import fmt_num
-from flows.report.store_data import str_values
+from flows.report.store_data import parse_spec_toml, str_values
 
 #: the groups (``flows.audit.published_errors``)
 UNITS_GROUP = "published_errors"
@@ -59,9 +59,8 @@ class ErrorBarsSection:
 def allocation_of(attrs: dict[str, Any]) -> str:
     """The allocation whose TopDown the error bars rerun (the stored spec's; the store's
     ``allocation_id`` is an accounted release's only)."""
-    from flows.report.release import _spec
-
-    return str(_spec(attrs).get("audit", {}).get("allocation", "")) or "—"
+    spec = parse_spec_toml(attrs.get("spec_toml"))
+    return str(spec.get("audit", {}).get("allocation", "")) or "—"
 
 
 def open_error_bars(store: str, storage_options: dict[str, Any] | None) -> list[xr.Dataset]:

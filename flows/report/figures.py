@@ -66,3 +66,11 @@ def style_axes(ax: Axes) -> None:
     ax.tick_params(labelsize=7)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+
+
+def label_panel(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
+    """A small-multiples panel's title and axis labels in the report's sizes, then its style."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    style_axes(ax)

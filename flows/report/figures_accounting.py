@@ -4,10 +4,28 @@ against the Bureau-implied curve), one panel per geographic level."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import xarray as xr
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
+from flows.report.figures import ReportFigure, label_panel, new_figure, to_data_uri
+
+
+def _level_panels(
+    levels: list[str], draw: Callable[[Axes, int], None], xlabel: str, ylabel: str
+) -> Figure:
+    """One panel per level, drawn by ``draw(ax, level index)`` and labelled; the legend on the
+    first panel."""
+    fig, axes = new_figure(len(levels))
+    for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
+        draw(ax, i)
+        label_panel(ax, level, xlabel, ylabel)
+    if axes:
+        axes[0].legend(fontsize=7, frameon=False)
+    return fig
 
 
 def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
@@ -21,8 +39,8 @@ def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
         if "tradeoff_bureau" in acc
         else None
     )
-    fig, axes = new_figure(len(levels))
-    for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
+
+    def draw(ax: Axes, i: int) -> None:
         ax.plot(alpha, exact[i], color="#1f5fa8", linewidth=1.6, label="exact (certified)")
         if bureau is not None:
             ax.plot(
@@ -31,12 +49,7 @@ def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
         ax.plot(alpha, 1 - alpha, color="0.6", linewidth=0.6, linestyle=":")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("type I error α", fontsize=8)
-        ax.set_ylabel("type II error β", fontsize=8)
-        style_axes(ax)
-    if axes:
-        axes[0].legend(fontsize=7, frameon=False)
+
     return ReportFigure(
         title="f-DP trade-off curves per geographic level",
         alt=(
@@ -50,7 +63,7 @@ def tradeoff_figure(acc: xr.Dataset, levels: list[str]) -> ReportFigure | None:
             "privacy). Solid: certified lower end of the exact curve of the level's noise, a valid "
             "guarantee; dashed: the curve implied by the Bureau's zCDP accounting ε = ρ + 2√(ρ ln 1/δ)."
         ),
-        src=to_data_uri(fig),
+        src=to_data_uri(_level_panels(levels, draw, "type I error α", "type II error β")),
     )
 
 
@@ -70,8 +83,8 @@ def accounting_figure(
         np.asarray(acc["delta_bureau"].values, dtype=np.float64) if "delta_bureau" in acc else None
     )
     floor = min([d for d in deltas if d > 0] or [1e-12]) / 100.0
-    fig, axes = new_figure(len(levels))
-    for i, (ax, level) in enumerate(zip(axes, levels, strict=True)):
+
+    def draw(ax: Axes, i: int) -> None:
         x_max = 0.0
         for curve, style, label in (
             (exact, dict(color="#1f5fa8", linewidth=1.6), "exact (upper)"),
@@ -91,12 +104,7 @@ def accounting_figure(
         ax.set_ylim(floor, 1.5)
         if x_max > 0:
             ax.set_xlim(float(eps.min()), min(1.08 * x_max, float(eps.max())))
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("ε", fontsize=8)
-        ax.set_ylabel("δ(ε)", fontsize=8)
-        style_axes(ax)
-    if axes:
-        axes[0].legend(fontsize=7, frameon=False)
+
     return ReportFigure(
         title="(ε, δ) curves per geographic level",
         alt=(
@@ -108,5 +116,5 @@ def accounting_figure(
             "exact privacy profile of the level's noise; dashed: the Bureau's conversion of ρ "
             "(ε = ρ + 2√(ρ ln 1/δ) solved for δ). Dotted horizontal lines mark the δ of the table."
         ),
-        src=to_data_uri(fig),
+        src=to_data_uri(_level_panels(levels, draw, "ε", "δ(ε)")),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
+from flows.report.figures import ReportFigure, label_panel, new_figure, to_data_uri
 from flows.report.format import fmt_num
 
 BUREAU_COLOUR = "#c0392b"
@@ -43,10 +43,7 @@ def accuracy_figure(
             ax.plot(x, clipped[i, q, k], "o-", color=colour, ms=3, lw=1.4, label=label)
             ax.axhline(plain[i, q, k], color=colour, lw=0.9, ls="--")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{level} (σ² = {fmt_num(sigma2[i, q, bureau], 4)})", fontsize=9)
-        ax.set_xlabel("true count", fontsize=8)
-        ax.set_ylabel(metric, fontsize=8)
-        style_axes(ax)
+        label_panel(ax, f"{level} (σ² = {fmt_num(sigma2[i, q, bureau], 4)})", "true count", metric)
     if axes:
         axes[0].legend(fontsize=7, frameon=False, loc="lower right")
     return ReportFigure(

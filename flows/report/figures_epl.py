@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
+from flows.report.figures import ReportFigure, label_panel, new_figure, style_axes, to_data_uri
 from flows.report.format import is_finite
 from flows.report.store_data import epl_interval_label, float_values, str_values
 
@@ -61,10 +61,7 @@ def epl_figure(
             drawn = True
         if not drawn:
             ax.text(0.5, 0.5, "no curve", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("residual x", fontsize=8)
-        ax.set_ylabel("EPL(x)", fontsize=8)
-        style_axes(ax)
+        label_panel(ax, level, "residual x", "EPL(x)")
     if handles:
         fig.legend(
             list(handles.values()),

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from flows.report.figures import ReportFigure, new_figure, style_axes, to_data_uri
+from flows.report.figures import ReportFigure, label_panel, new_figure, to_data_uri
 from flows.report.format import fmt_num, is_finite
 from flows.report.store_data import nation_and_states, str_values
 
@@ -80,10 +80,7 @@ def residual_figure(res: xr.Dataset, epl: xr.Dataset | None) -> ReportFigure:
                     fontsize=7,
                     transform=ax.transAxes,
                 )
-        ax.set_title(level, fontsize=9)
-        ax.set_xlabel("DP − truth", fontsize=8)
-        ax.set_ylabel("density", fontsize=8)
-        style_axes(ax)
+        label_panel(ax, level, "DP − truth", "density")
     overlay_txt = (
         "The red line is the exact discrete-Gaussian pmf ∝ exp(−k²/(2σ²)) for the median σ² of "
         "the queries measured at the level."

@@ -5,7 +5,6 @@ cells stored and those left out, zero in the truth and in every replicate)."""
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from flows.report.format import fmt_num
+from flows.report.store_data import parse_spec_toml
 
 #: words of each TopDown attribute schema (``auditlib.geography.schema``)
 SCHEMA_WORDS = {
@@ -25,20 +25,10 @@ SCHEMA_WORDS = {
 }
 
 
-def _spec(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    text = attrs.get("spec_toml")
-    if not isinstance(text, str):
-        return {}
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return {}
-
-
 def release_line(attrs: Mapping[str, Any], *, words: bool = True) -> str | None:
     """E.g. "topdown on the spine (ST51) · schema pl94_production (2,016 cells: …)"; ``None`` for a
     store without a spec."""
-    spec = _spec(attrs)
+    spec = parse_spec_toml(attrs.get("spec_toml"))
     if not spec:
         return None
     from auditlib.geography.schema import schema

@@ -157,20 +157,26 @@ def nation_and_states(ds: xr.Dataset | None) -> tuple[list[str], list[str]]:
     return [s for s in labels if s in levels], [s for s in labels if s not in levels]
 
 
+def parse_spec_toml(text: Any) -> dict[str, Any]:
+    """A store's ``spec_toml`` attribute as a mapping; ``{}`` when it is absent, not text, or not
+    TOML."""
+    if not isinstance(text, str):
+        return {}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
 def replicates(attrs: Mapping[str, Any], res: xr.Dataset | None) -> int | None:
     """The replicates of the run: the spec's ``audit.replicates``, else the ``replicate``
     dimension of the residuals group, else ``None``; an observed release: its published runs."""
     runs = attrs.get("published_runs")
     if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0:
         return runs
-    spec = attrs.get("spec_toml")
-    if isinstance(spec, str):
-        try:
-            r = tomllib.loads(spec).get("audit", {}).get("replicates")
-        except tomllib.TOMLDecodeError:
-            r = None
-        if isinstance(r, int) and not isinstance(r, bool) and r > 0:
-            return r
+    r = parse_spec_toml(attrs.get("spec_toml")).get("audit", {}).get("replicates")
+    if isinstance(r, int) and not isinstance(r, bool) and r > 0:
+        return r
     if res is not None and res.sizes.get("replicate", 0) > 0:
         return int(res.sizes["replicate"])
     return None
@@ -197,12 +203,7 @@ def epl_interval_label(epl: Any) -> tuple[str, str, str]:
 
 def spec_name(spec_toml: Any) -> str:
     """The spec's ``audit.name`` (shown as text; the template escapes it)."""
-    if not isinstance(spec_toml, str):
-        return "—"
-    try:
-        name = tomllib.loads(spec_toml).get("audit", {}).get("name")
-    except tomllib.TOMLDecodeError:
-        return "—"
+    name = parse_spec_toml(spec_toml).get("audit", {}).get("name")
     return str(name) if name else "—"
 
 

@@ -1,9 +1,11 @@
-"""Real infrastructure for flow tests: Prefect's test harness and a local Dask cluster of processes."""
+"""Real infrastructure for flow tests: Prefect's test harness and local Dask clusters of two workers
+(processes, or threads of this process)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -18,11 +20,26 @@ def prefect_harness() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def dask_address() -> Iterator[str]:
+@contextmanager
+def two_workers(*, processes: bool) -> Iterator[str]:
+    """The scheduler address of a local Dask cluster of two one-thread workers: worker processes,
+    or threads of this process."""
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=None
     ) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="session")
+def dask_address() -> Iterator[str]:
+    with two_workers(processes=True) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def inproc_dask() -> Iterator[str]:
+    """A Dask cluster of threads in this process (in-process comms, no sockets to lose)."""
+    with two_workers(processes=False) as address:
+        yield address

@@ -44,17 +44,6 @@ DELTA = 1e-10  # store A's headline δ (tiny_spec's only δ), held by B too
 
 
 @pytest.fixture(scope="module")
-def inproc_dask() -> Iterator[str]:
-    """A Dask cluster of threads in this process (in-process comms, no sockets to lose)."""
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
-
-
-@pytest.fixture(scope="module")
 def stores(
     prefect_harness: None, inproc_dask: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:

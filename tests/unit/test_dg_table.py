@@ -4,6 +4,9 @@ independent 60-digit computation, and its draws' independence of the chunking.""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import mpmath
 import numpy as np
 import pytest
@@ -17,6 +20,10 @@ from auditlib.mechanisms import (
 )
 from auditlib.mechanisms.dg_table import MAX_TABLE_SIGMA2
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_dg_sampler import exact_pmf  # P(X = k) in 60-digit arithmetic
+
 #: σ² of the pl94_2021_production allocation (State total, Block group total, Block detailed,
 #: Tract total, Block hispanic * cenrace, Block total), a tiny and a large one
 SIGMA2 = (0.05, 1.209192398, 1.972493896, 10.09284849, 5.808005026, 1896.013681, 7963.257459, 1e4)
@@ -29,15 +36,6 @@ def n_draws(sigma2: float) -> int:
 
 
 ALPHA = 1e-4  # the GOF test's level (fixed seeds: deterministic)
-
-
-def exact_pmf(sigma2: float, ks: np.ndarray) -> np.ndarray:
-    """P(X = k) in 60-digit arithmetic, the normaliser summed far beyond any kept term."""
-    with mpmath.workdps(60):
-        s2 = mpmath.mpf(sigma2)
-        far = int(40 * mpmath.sqrt(s2)) + 40
-        z = 1 + 2 * mpmath.fsum(mpmath.exp(-mpmath.mpf(k * k) / (2 * s2)) for k in range(1, far))
-        return np.array([float(mpmath.exp(-mpmath.mpf(int(k) ** 2) / (2 * s2)) / z) for k in ks])
 
 
 def gof_pvalue(draws: np.ndarray, sigma2: float) -> float:

@@ -1,9 +1,10 @@
 """The audit's EPL task streams each state's block into per-query lattice histograms and pools
 them by adding histograms; its numbers must be those of the concatenated residuals.
 
-The reference below is the task as it was before streaming: every state's residuals concatenated
-in memory, then :func:`auditlib.summaries.epl_by_query` (an independent implementation of the
-rows). Same keyed seeds, so the bootstrap, null and surface draws are the same draws.
+The reference is the task as it was before streaming, ``concatenated_level`` of
+``benchmarks/bench_epl.py`` (which times the two): every state's residuals concatenated in memory,
+then :func:`auditlib.summaries.epl_by_query` (an independent implementation of the rows). Same
+keyed seeds, so the bootstrap, null and surface draws are the same draws.
 
 Tolerance: integer residuals give the *same* lattice counts either way (a histogram of integers is
 exact, and sums of histograms are sums of integers), so every number is computed from identical
@@ -16,19 +17,22 @@ edge moved by s).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from auditlib import seeds
-from auditlib.summaries import epl_by_query
 from flows.audit import tasks
 from flows.spec import parse_spec
 from flows.spec.audit_plan import AuditPlan
 from flows.spec.plan import make_plan
 from storage import store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_epl import concatenated_level
 
 PERC = (5.0, 95.0)
 SCALARS = ("epl", "n", "bandwidth", "bias_aware", "ci_low", "ci_high", "null_upper")
@@ -57,37 +61,6 @@ def build_store(tmp_path: Path, data: dict[str, Any]) -> tuple[str, AuditPlan]:
     return url, plan
 
 
-def in_memory(url: str, plan: AuditPlan, g: int, factor: float) -> dict[str, Any]:
-    """The task before streaming: concatenate the level's residuals, then epl_by_query."""
-    nq = len(plan.queries)
-    per_state, res, qis = {}, [], []
-    for b in plan.blocks_at(g):
-        r, q = store.read_residuals(url, b.state, b.geolevel)
-        seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g, 1 + b.state)
-        per_state[b.state] = epl_by_query(
-            r,
-            q,
-            nq,
-            bandwidth_factor=factor,
-            percentiles=PERC,
-            surface_seed=int(seed.generate_state(1)[0]),
-        )
-        res.append(r)
-        qis.append(q)
-    u = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g)
-    s = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g, 0)
-    pooled = epl_by_query(
-        np.concatenate(res, axis=1),
-        np.concatenate(qis),
-        nq,
-        bandwidth_factor=factor,
-        percentiles=PERC,
-        uncertainty_seed=int(u.generate_state(1)[0]),
-        surface_seed=int(s.generate_state(1)[0]),
-    )
-    return {"per_state": per_state, "pooled": pooled}
-
-
 def assert_rows_equal(a: dict[str, Any] | None, b: dict[str, Any] | None) -> None:
     assert (a is None) == (b is None)
     if a is None or b is None:
@@ -111,7 +84,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)  # the most items per state
     got = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)
-    want = in_memory(url, plan, g, 0.1)
+    want = concatenated_level(url, plan, g, 0.1)
     assert got["geolevel"] == g
     assert sorted(got["per_state"]) == sorted(want["per_state"]) and len(want["per_state"]) == 3
     measured = 0
@@ -135,7 +108,7 @@ def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path
     r, _ = store.read_residuals(url, 0, g)
     assert not np.all(r == np.round(r))  # raking: non-integer residuals
     got = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)["pooled"]
-    want = in_memory(url, plan, g, 0.1)["pooled"]
+    want = concatenated_level(url, plan, g, 0.1)["pooled"]
     for a, b in zip(got, want, strict=True):
         if b is None:
             assert a is None

@@ -20,14 +20,19 @@ import numpy as np
 import pytest
 
 from auditlib import seeds
-from auditlib.epl import BiasAwareSettings, epl, estimate_epl
+from auditlib.epl import BiasAwareSettings, EPLEstimate, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
 from flows.audit import tasks
 from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.audit_plan import AuditPlan
 from storage import store
-from tests.unit.test_epl_geolevel_stream import assert_rows_equal, build_store, flaxman, in_memory
+from tests.unit.test_epl_geolevel_stream import (
+    assert_rows_equal,
+    build_store,
+    concatenated_level,
+    flaxman,
+)
 
 PERC = (5.0, 95.0)
 SMALL = {
@@ -82,6 +87,16 @@ def pooled_seed(lv: tuple[str, AuditPlan, int], q: int) -> np.random.SeedSequenc
     return np.random.SeedSequence(u, spawn_key=(q,))
 
 
+def pooled_reference(
+    lv: tuple[str, AuditPlan, int], q: int, *, percentiles: Any = PERC, **knobs: Any
+) -> EPLEstimate:
+    """estimate_epl with ``knobs`` on query ``q``'s residuals of the level, concatenated, and the
+    pooled row's seed: what the task's pooled row of ``q`` must give with the same knobs."""
+    return estimate_epl(
+        concatenated(lv, q), percentiles=percentiles, seed=pooled_seed(lv, q), **knobs
+    )
+
+
 def first_ok(rows: list[dict[str, Any] | None]) -> int:
     return next(q for q, r in enumerate(rows) if r is not None and r["status"] == "ok")
 
@@ -111,7 +126,7 @@ def test_default_spec_gives_the_numbers_of_the_task_without_knobs(
     spec = with_epl()  # every [epl] key at its default
     got = run(level, spec)
     before = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)  # the call before the knobs
-    want = in_memory(url, plan, g, 0.1)  # the in-memory implementation
+    want = concatenated_level(url, plan, g, 0.1)  # the in-memory implementation
     for ref in (before, want):
         for a, b in zip(got["pooled"], ref["pooled"], strict=True):
             assert_rows_equal(a, b)
@@ -146,8 +161,7 @@ def test_more_bootstrap_resamples_change_the_interval_not_the_estimate(
 ) -> None:
     more = run(level, with_epl(n_boot=800))["pooled"]
     q = first_ok(base)
-    r = concatenated(level, q)
-    ref = estimate_epl(r, n_boot=800, percentiles=PERC, seed=pooled_seed(level, q))
+    ref = pooled_reference(level, q, n_boot=800)
     assert more[q]["bias_aware"] == base[q]["bias_aware"]  # the point estimate has no draws
     assert more[q]["null_upper"] == base[q]["null_upper"]  # the reference draws its own stream
     assert (more[q]["ci_low"], more[q]["ci_high"]) != (base[q]["ci_low"], base[q]["ci_high"])
@@ -164,9 +178,7 @@ def test_confidence_and_ci_kind_reach_the_interval(
     assert base[q]["ci_low"] <= half["ci_low"] <= half["ci_high"] <= base[q]["ci_high"]
     assert half["ci_high"] - half["ci_low"] < base[q]["ci_high"] - base[q]["ci_low"]
     pct = run(level, with_epl(ci_kind="percentile"))["pooled"][q]
-    ref = estimate_epl(
-        concatenated(level, q), ci_kind="percentile", percentiles=PERC, seed=pooled_seed(level, q)
-    )
+    ref = pooled_reference(level, q, ci_kind="percentile")
     assert (pct["ci_low"], pct["ci_high"]) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-12)
     assert pct["ci_low"] != pytest.approx(base[q]["ci_low"], rel=1e-6)
 
@@ -186,15 +198,15 @@ def test_shift_rule_window_and_reference_knobs_match_the_library(
     rows = run(level, spec)["pooled"]
     q = first_ok(rows)
     r = concatenated(level, q)
-    ref = estimate_epl(
-        r,
+    ref = pooled_reference(
+        level,
+        q,
         bandwidth_kind="scott",
         percentiles=(10.0, 90.0),
         shift=2.0,
         n_boot=50,
         n_null=30,
         null_quantile=0.8,
-        seed=pooled_seed(level, q),
     )
     assert ref.bandwidth == pytest.approx(np.std(r, ddof=1) * r.size**-0.2, rel=1e-12)
     for k, v in (
@@ -218,9 +230,8 @@ def test_range_multiplier_widens_both_windows(
 ) -> None:
     rows = run(level, with_epl(range_multiplier=1.5))["pooled"]
     q = first_ok(rows)
-    r = concatenated(level, q)
-    fp = epl(r, percentiles=PERC, range_multiplier=1.5)
-    ba = estimate_epl(r, range_multiplier=1.5, percentiles=PERC, seed=pooled_seed(level, q))
+    fp = epl(concatenated(level, q), percentiles=PERC, range_multiplier=1.5)
+    ba = pooled_reference(level, q, range_multiplier=1.5)
     assert rows[q]["epl"] == pytest.approx(fp.epl, rel=1e-12)
     assert rows[q]["bias_aware"] == pytest.approx(ba.epl, rel=1e-12)
     assert rows[q]["x"].size > base[q]["x"].size

@@ -18,8 +18,8 @@ from scipy import integrate, stats
 
 from auditlib.mpl.confseq import log_mixture, mixture_bound
 from auditlib.mpl.rates import cp_upper, error_bounds
-from auditlib.mpl.sequential import Claim, sequential_tradeoff
-from auditlib.mpl.tradeoff_coverage import known_tradeoff
+from auditlib.mpl.sequential import Claim
+from tests.unit.test_mpl_sequential import audit_entry
 
 
 @pytest.mark.parametrize(
@@ -70,11 +70,9 @@ def test_mixture_band_in_the_curve_audits() -> None:
     k = np.array([0, 5, 50])
     b = error_bounds(k, 1000, 0.05, "mixture")
     np.testing.assert_array_equal(b, mixture_bound(k, 1000, 0.05 / 3))
-    bad = known_tradeoff("gaussian_broken", 1.0)
-    res = sequential_tradeoff(
-        bad.mechanism,
-        bad.x,
-        bad.x_prime,
+    res = audit_entry(
+        "gaussian_broken",
+        1.0,
         Claim("mu", 1.0),
         n_select=5_000,
         batch=5_000,

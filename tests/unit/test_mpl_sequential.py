@@ -11,14 +11,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl import mpl
 from auditlib.mpl.coverage import known_mechanism
-from auditlib.mpl.sequential import Claim, look_schedule, sequential_mpl, sequential_tradeoff
+from auditlib.mpl.sequential import (
+    Claim,
+    SequentialResult,
+    look_schedule,
+    sequential_mpl,
+    sequential_tradeoff,
+)
 from auditlib.mpl.tradeoff_coverage import known_tradeoff
+
+
+def audit_entry(name: str, parameter: float, claim: Claim, **kw: Any) -> SequentialResult:
+    """:func:`sequential_tradeoff` of ``claim`` on the pair of the trade-off catalogue's entry
+    ``name`` at ``parameter``."""
+    k = known_tradeoff(name, parameter)
+    return sequential_tradeoff(k.mechanism, k.x, k.x_prime, claim, **kw)
 
 
 def test_look_schedule_doubles_up_to_the_budget() -> None:
@@ -66,19 +81,12 @@ def test_sequential_mpl_decides_early(name: str, claim: float) -> None:
 def test_sequential_curve_refutes_broken_and_accepts_correct() -> None:
     kw = dict(n_select=5_000, batch=5_000, max_n=80_000, tolerance=0.2)
     for r in range(5):
-        bad = known_tradeoff("gaussian_broken", 1.0)
-        res = sequential_tradeoff(
-            bad.mechanism, bad.x, bad.x_prime, Claim("mu", 1.0), rng=np.random.default_rng(r), **kw
+        res = audit_entry(
+            "gaussian_broken", 1.0, Claim("mu", 1.0), rng=np.random.default_rng(r), **kw
         )
         assert res.decision == "refuted" and res.n == 5_000 and res.draws == 20_000
-        rr = known_tradeoff("randomized_response", 1.0)
-        ok = sequential_tradeoff(
-            rr.mechanism,
-            rr.x,
-            rr.x_prime,
-            Claim("epsilon", 1.0),
-            rng=np.random.default_rng(r),
-            **kw,
+        ok = audit_entry(
+            "randomized_response", 1.0, Claim("epsilon", 1.0), rng=np.random.default_rng(r), **kw
         )
         assert ok.decision == "consistent" and ok.lower <= 1.0 < ok.upper <= 1.2
         assert [h[0] for h in ok.history] == look_schedule(5_000, 80_000)[: ok.looks]
