@@ -47,11 +47,15 @@ class ObservedRelease(Release):
         return table_leaf_maps(plan, levels)
 
     def direct_release(self, plan: AuditPlan) -> Any:
-        from auditlib.simulate.direct import Hierarchical
+        """None to draw: a published release is read from its files, and a direct experiment draws
+        the release on D and on D′."""
+        from auditlib.exceptions import InvalidParameterError
 
-        t = plan.table
-        assert t is not None
-        return Hierarchical(self.kind, t.epsilon, t.n_runs)  # type: ignore[arg-type]
+        raise InvalidParameterError(
+            "Invalid --spec: release.kind = 'observed' is a published release read from its files, "
+            "and direct draws the release on D and D′; set release.kind to the mechanism that "
+            "drew it (gdpc, rdpc, adpc, sa3, sa4) to study that mechanism"
+        )
 
     def source(self, spec: AuditSpec, alloc: Any, label: str) -> str:
         r = spec.release

@@ -82,3 +82,21 @@ def test_the_report_counts_published_runs_not_the_spec_replicates() -> None:
     spec_toml = "[audit]\nreplicates = 4\n"
     assert replicates({"spec_toml": spec_toml, "published_runs": 30}, None) == 30
     assert replicates({"spec_toml": spec_toml}, None) == 4
+
+
+def test_direct_refuses_a_release_it_cannot_draw(tmp_path: Path) -> None:
+    """``direct --spec`` of a published release (read, not drawn): exit 2, one line naming the
+    release kind and the fix, no store."""
+    from typer.testing import CliRunner
+
+    from flows.cli.app import app
+
+    spec = write(tmp_path, 'published_files = ["run0.csv"]\n')
+    target = tmp_path / "d.zarr"
+    args = ["direct", "--spec", str(spec), "--change", "add", "--to-block", "0"]
+    res = CliRunner().invoke(app, [*args, "--store", str(target)])
+    assert res.exit_code == 2, res.output
+    assert "release.kind = 'observed' is a published release" in res.output
+    assert "set release.kind to the mechanism" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not target.exists()
