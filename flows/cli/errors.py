@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import time
 import traceback
 from contextvars import ContextVar
 from pathlib import Path
@@ -20,14 +18,14 @@ from typing import NoReturn
 
 import typer
 
-from flows.runtime import rundir
+from flows.runtime.runlog import ENV_DIR, log_dir, new_log
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 #: where the log files of failed runs go (default: a directory in the system's temp dir)
-LOG_DIR_ENV = rundir.ENV_DIR
-#: set while ``--debug`` is on (read by :mod:`flows.runtime.rundir`)
+LOG_DIR_ENV = ENV_DIR
+#: set while ``--debug`` is on (read by the run's log: :mod:`flows.runtime.runlog`)
 DEBUG_ENV = "DPAUDIT_DEBUG"
 
 
@@ -47,7 +45,7 @@ _DEBUG: ContextVar[bool] = ContextVar("dpaudit_debug", default=False)
 
 def set_debug(on: bool) -> None:
     _DEBUG.set(on)
-    if on:  # read by flows.runtime.rundir: with --debug, Prefect's and Dask's logging stay on the terminal
+    if on:  # read by flows.runtime.runlog: with --debug, Prefect's and Dask's logging stay on the terminal
         os.environ[DEBUG_ENV] = "1"
     else:
         os.environ.pop(DEBUG_ENV, None)
@@ -56,33 +54,6 @@ def set_debug(on: bool) -> None:
 def debug_mode() -> bool:
     """Whether ``dpaudit --debug`` was given."""
     return _DEBUG.get()
-
-
-def log_dir() -> Path:
-    return rundir.log_dir()
-
-
-def new_log(what: str) -> Path | None:
-    """A new, empty log file named after ``what`` and the time (None if none can be created); the
-    run's log (:func:`flows.runtime.rundir.run_log_path`, where Prefect's and Dask's logging already go)
-    when it is chosen in this log directory, so a run keeps one log file."""
-    run_log = os.environ.get(rundir.ENV_LOG)
-    if run_log and Path(run_log).parent == log_dir():
-        try:
-            Path(run_log).parent.mkdir(parents=True, exist_ok=True)
-            Path(run_log).touch()
-            return Path(run_log)
-        except OSError:
-            return None
-    try:
-        d = log_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        fd, name = tempfile.mkstemp(prefix=f"{what}-{stamp}-", suffix=".log", dir=d)
-        os.close(fd)
-        return Path(name)
-    except OSError:
-        return None
 
 
 def append_trace(log: Path | None, exc: BaseException) -> None:

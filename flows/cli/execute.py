@@ -15,16 +15,16 @@ from typing import Any
 import typer
 
 from flows.cli.checks import check_store_target
+from flows.cli.console import StageLog, progress_bar
 from flows.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     append_trace,
     debug_mode,
     fail,
-    new_log,
     where_logged,
 )
-from flows.cli.runlog import StageLog, captured, progress_bar
+from flows.runtime.runlog import captured, new_log
 
 
 def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:

@@ -21,10 +21,10 @@ from flows.cli.checks import (
     check_store_target,
     load_spec,
 )
+from flows.cli.console import StageLog, logged_output, progress_bar
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
 from flows.cli.options import OverwriteFileOption
-from flows.cli.runlog import StageLog, logged_output, progress_bar
 from flows.runtime.cluster import apply_prefect_defaults
 
 
@@ -196,7 +196,7 @@ def render_with_progress(
 ) -> Path:
     """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
     report's sections (it leaves nothing behind), in a logged run a line when it starts and one
-    when the report is written (:mod:`flows.cli.runlog`; ``lines``: the run's, or new ones)."""
+    when the report is written (:mod:`flows.cli.console`; ``lines``: the run's, or new ones)."""
     from flows.runtime import progress as events
 
     if lines is None and logged_output():

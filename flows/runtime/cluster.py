@@ -12,7 +12,7 @@ a run's clusters in flows/runtime/dask_tcp.py.)
   path) built with ``cluster.kwargs`` before the flow starts, so a class that cannot start is a
   configuration error; its servers listen on loopback unless the kwargs say otherwise
   (:func:`cluster_class_kwargs`).
-- Prefect's and Dask's logging goes to the run's log file, not the console (flows/runtime/rundir.py).
+- Prefect's and Dask's logging goes to the run's log file, not the console (flows/runtime/runlog.py).
 - A failed flow run leaves no task run Running in the API (:func:`fail_orphaned_task_runs`): a task
   whose worker died on every attempt (Dask's ``KilledWorker``) never reports its end to Prefect.
 """
@@ -35,8 +35,8 @@ from flows.runtime.reachability import (
     check_scheduler,
     redact_url,
 )
-from flows.runtime.rundir import route_logs
-from flows.runtime.rundir import (
+from flows.runtime.runlog import route_logs
+from flows.runtime.runlog import (
     run_log_path as run_log_path,  # the CLI names it in a failed run's line
 )
 
@@ -297,7 +297,7 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
 
     A cluster class is started here (and closed on exit), so bad ``cluster.kwargs`` fail before the
     flow runs, as a one-line :class:`ClusterConfigError` naming them; what Dask logs of the failure
-    goes to the run's log file (flows/runtime/rundir.py), not the console. An external scheduler whose
+    goes to the run's log file (flows/runtime/runlog.py), not the console. An external scheduler whose
     processes keep Dask's 30 s TCP timeout is named to ``warn``
     (:func:`~flows.runtime.dask_tcp.tcp_timeout_warning`; by default a ``dpaudit: warning:`` line on
     stderr).

@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from flows.runtime.cluster import apply_prefect_defaults
     apply_prefect_defaults()  # as the CLI does, before Prefect is imported
     from prefect import flow
-    from flows.runtime import rundir
+    from flows.runtime import runlog
     from flows.audit import tasks
     from flows.runtime.cluster import prefect_api
 
@@ -33,11 +33,11 @@ SCRIPT = textwrap.dedent(
 
     with prefect_api():
         state = failing(return_state=True)
-    results = rundir.private_dir() / "results"
+    results = runlog.private_dir() / "results"
     print(json.dumps({
         "failed": state.is_failed(),
         "message": state.message,
-        "private": str(rundir.private_dir()),
+        "private": str(runlog.private_dir()),
         "results": sorted(p.name for p in results.iterdir()) if results.exists() else [],
     }))
     """

@@ -1,5 +1,5 @@
 """The stages of a run (flows/runtime/progress.py) and the plain lines a logged run prints of them
-(flows/cli/runlog.py)."""
+(flows/cli/console.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from flows.cli.runlog import WIDTH, StageLog, stage_lines
+from flows.cli.console import WIDTH, StageLog, stage_lines
 from flows.runtime import progress
 
 

@@ -1,4 +1,11 @@
-"""A run's own files outside its store: the log file and Prefect's result files.
+"""A run's log file, the one place where what a run logs and prints goes, and its private files.
+
+- **Logging** of Prefect and Dask, in this process and in the processes it starts, routed by
+  configuration before they are imported (:func:`route_logs`);
+- **stderr**, captured at the file-descriptor level while the flow runs (:func:`captured`), so
+  what is printed rather than logged (a worker's traceback, Python's "Exception ignored") goes
+  there too, and the terminal keeps the progress bar and the one line of the outcome;
+- **a failure's trace** (``flows.cli.errors.append_trace``) in the same file (:func:`new_log`).
 
 The console of a run shows dpaudit's progress and its one-line errors only. Everything Prefect and
 Dask log — in this process and in the processes it starts (the embedded API server, local Dask
@@ -19,15 +26,18 @@ ends, so nothing piles up under ``$PREFECT_HOME/storage`` (docs/stack.md).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
+import io
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 #: the run's log file, inherited by the processes the run starts
 ENV_LOG = "DPAUDIT_RUN_LOG"
@@ -189,3 +199,94 @@ def _move_console_handlers() -> None:
                 shared.setFormatter(logging.Formatter(_LOG_FORMAT))
             logger.removeHandler(h)
             logger.addHandler(shared)
+
+
+def new_log(what: str) -> Path | None:
+    """A new, empty log file named after ``what`` and the time (None if none can be created); the
+    run's log (:func:`run_log_path`, where Prefect's and Dask's logging already go)
+    when it is chosen in this log directory, so a run keeps one log file."""
+    run_log = os.environ.get(ENV_LOG)
+    if run_log and Path(run_log).parent == log_dir():
+        try:
+            Path(run_log).parent.mkdir(parents=True, exist_ok=True)
+            Path(run_log).touch()
+            return Path(run_log)
+        except OSError:
+            return None
+    try:
+        d = log_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        fd, name = tempfile.mkstemp(prefix=f"{what}-{stamp}-", suffix=".log", dir=d)
+        os.close(fd)
+        return Path(name)
+    except OSError:
+        return None
+
+
+def _stderr_fd() -> int | None:
+    """2 if ``sys.stderr`` writes to file descriptor 2 (a real process, not a test runner's buffer)."""
+    try:
+        return 2 if sys.stderr.fileno() == 2 else None
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _terminal_handlers() -> list[logging.StreamHandler[TextIO]]:
+    """The stream handlers of every logger that write to stderr (Prefect's console, Dask's)."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    found = []
+    for lg in loggers:
+        for h in getattr(lg, "handlers", []):
+            if (
+                isinstance(h, logging.StreamHandler)
+                and not isinstance(h, logging.FileHandler)
+                and h.stream in (sys.stderr, sys.__stderr__)
+            ):
+                found.append(h)
+    return found
+
+
+@contextlib.contextmanager
+def captured(log: Path | None, debug: bool = False) -> Iterator[TextIO]:
+    """Send stderr to ``log`` for the block; yield the stream that still reaches the terminal.
+
+    At the file-descriptor level too (when stderr is descriptor 2), so processes started in the
+    block (Dask workers, an embedded Prefect server) write to the log as well.
+    """
+    if debug or log is None:
+        yield sys.stderr
+        return
+    terminal = sys.stderr
+    with log.open("a", encoding="utf-8", errors="replace", buffering=1) as sink:
+        fd = _stderr_fd()
+        saved = None
+        if fd is not None:
+            terminal.flush()
+            saved = os.dup(fd)
+            os.dup2(sink.fileno(), fd)
+            terminal = open(  # closed in the finally below
+                saved, "w", encoding=sys.stderr.encoding, errors="replace", closefd=False
+            )
+        handlers = _terminal_handlers()
+        streams = [h.setStream(sink) for h in handlers]
+        consoles = [getattr(h, "console", None) for h in handlers]  # Prefect's: a rich Console
+        files = [c.file if c is not None else None for c in consoles]
+        for c in consoles:
+            if c is not None:
+                c.file = sink
+        try:
+            with contextlib.redirect_stderr(sink):
+                yield terminal
+        finally:
+            for h, s, c, f in zip(handlers, streams, consoles, files, strict=True):
+                if s is not None:
+                    h.setStream(s)
+                if c is not None:
+                    c.file = f
+            if saved is not None:
+                terminal.flush()
+                sys.stderr.flush()
+                os.dup2(saved, fd)  # type: ignore[arg-type]
+                terminal.close()
+                os.close(saved)
