@@ -88,9 +88,10 @@ def batch_states(
     ]
 
 
-#: an EPL piece's work beside its residuals, in residuals: a state's rows (estimates, bootstrap,
-#: surface) cost about what histogramming a million residuals does (benchmarks/capacity.py)
-EPL_BLOCK_RESIDUALS = 1e6
+#: an EPL piece's work beside its residuals, in residuals: a state's rows (estimates, surface
+#: and its band) took about 0.07 CPU-s a block at 1,000 replicates, what histogramming 2 M
+#: residuals took (0.035 CPU-s a million; synthetic states, default queries)
+EPL_BLOCK_RESIDUALS = 2e6
 
 
 def epl_batches(plan: AuditPlan, workers: int, tasks_per_worker: int) -> dict[int, list[Batch]]:
