@@ -179,12 +179,12 @@ def concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str, 
 
 def audit_level(states: int, replicates: int, where: str) -> None:
     """Peak traced memory (numpy and zarr buffers) of one level's EPL on a real audit store: the
-    streamed task (flows.audit.tasks.epl_geolevel) against the concatenated residuals it replaced."""
+    streamed level (flows.audit.epl_level.epl_geolevel) against the concatenated residuals it replaced."""
     import pathlib
     import shutil
     import tracemalloc
 
-    from flows.audit import tasks
+    from flows.audit import epl_level, tasks
     from flows.spec import parse_spec
     from flows.spec.plan import make_plan
     from storage import store
@@ -215,7 +215,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     )
     for name, fn in (
         ("concatenated (before)", lambda: concatenated_level(url, plan, g, 0.1)),
-        ("streamed (epl_geolevel)", lambda: tasks.epl_geolevel.fn(url, plan, g, 0.1, (5.0, 95.0))),
+        ("streamed (epl_geolevel)", lambda: epl_level.epl_geolevel(url, plan, g, 0.1, (5.0, 95.0))),
     ):
         tracemalloc.start()
         t = time.perf_counter()

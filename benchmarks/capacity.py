@@ -357,9 +357,10 @@ def run_dpaudit(data: dict[str, Any], tmp: str, name: str) -> dict[str, Any]:
 
 
 def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]:
-    """CPU-s of the finished audit's EPL task per geolevel and accounting task per geolevel, as
-    the flow calls them (with its arguments), in this process; and the residuals per level."""
-    from flows.audit import tasks
+    """CPU-s of the finished audit's EPL per geolevel (its pieces and their combine, in one call)
+    and accounting task per geolevel, as the flow calls them (with its arguments), in this
+    process; and the residuals per level."""
+    from flows.audit import epl_level, tasks
     from flows.audit.flow import eps_grid_for
     from flows.audit.groups import ALPHA_GRID, calibration_delta_for
     from flows.spec import parse_spec
@@ -369,7 +370,7 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
     epl, resid, acct = [], [], []
     for g in range(len(plan.geolevels)):
         c = time.process_time()
-        tasks.epl_geolevel.fn(url, plan, g, **spec.epl.task_settings())
+        epl_level.epl_geolevel(url, plan, g, **spec.epl.task_settings())
         epl.append(time.process_time() - c)
         resid.append(
             float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)

@@ -212,6 +212,17 @@ def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.
     return res, qi
 
 
+def read_query_index(url: str, state: int, geolevel: int) -> np.ndarray:
+    """query_index (n,) of one block's items."""
+    return np.asarray(residual_array(url, "query_index")[_items(url, state, geolevel)])
+
+
+def read_residual_rows(url: str, state: int, geolevel: int, rows: int) -> np.ndarray:
+    """The first ``rows`` replicates (all of them if fewer) of one block's residuals, as
+    :func:`read_residuals` reads them: (min(rows, replicates), n)."""
+    return np.asarray(residual_array(url, "residual")[: max(0, rows), _items(url, state, geolevel)])
+
+
 def read_cells(url: str, state: int, geolevel: int) -> np.ndarray:
     """cell_index (n,) of one block's items (the cell of its query each item counts)."""
     return np.asarray(residual_array(url, "cell_index")[_items(url, state, geolevel)])

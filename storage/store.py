@@ -45,6 +45,8 @@ from storage.residual_blocks import done_ranges as done_ranges
 from storage.residual_blocks import pending_blocks as pending_blocks
 from storage.residual_blocks import read_cells as read_cells
 from storage.residual_blocks import read_items as read_items
+from storage.residual_blocks import read_query_index as read_query_index
+from storage.residual_blocks import read_residual_rows as read_residual_rows
 from storage.residual_blocks import read_residuals as read_residuals
 from storage.residual_blocks import replicate_chunk as replicate_chunk
 from storage.residual_blocks import resume_point as resume_point

@@ -2,10 +2,11 @@
 
 Fan-out: the blocks still to do packed into ``workers × cluster.tasks_per_worker`` simulation tasks
 (``flows/audit/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
-batches of whole states, then the nation), one EPL task per geolevel (after the batches holding
-that level's blocks), one accounting task per geolevel plus one for all levels composed (submitted
-first). Simulation tasks write their own Zarr regions, block by block; EPL and accounting return
-small summaries that the flow writes as whole groups."""
+batches of whole states, then the nation), the EPL of each geolevel in batches of its state blocks
+(after the batches holding that level's blocks) combined by one task per level, one accounting
+task per geolevel plus one for all levels composed (submitted first). Simulation tasks write their
+own Zarr regions, block by block; EPL and accounting return small summaries that the flow writes
+as whole groups."""
 
 from __future__ import annotations
 
@@ -146,13 +147,13 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
     workers = planned_workers(spec.cluster)
     sims = submit_simulation(url, plan, todo, workers, spec.cluster.tasks_per_worker)
     pub_levels = published_levels(spec, plan) if release.published else []
-    epls, composed = submit_epl(spec, url, plan, sims, pub_levels)
+    pieces, epls, composed = submit_epl(spec, url, plan, sims, pub_levels, workers)
     n_tests = tests_run(spec, plan, pub_levels)
     claims_todo = release.accounted and not store.group_complete(url, S.CLAIMS)
     claims = submit_claims(spec, url, plan, sims, pub_levels, n_tests) if claims_todo else []
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
-    futures = [*futures, *unique_sims.values(), *epls, *composed, *accts, *mpls, *claims]
-    named = {"epl": epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
+    futures = [*futures, *unique_sims.values(), *pieces, *epls, *composed, *accts, *mpls, *claims]
+    named = {"epl": pieces + epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
     wait_all(
         url, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo}, len(plan.blocks)
     )

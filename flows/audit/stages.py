@@ -1,6 +1,6 @@
 """The stages of an audit beside the simulation, each submitted or written as one step of
-``flows.audit.flow._audit``: exact accounting, MPL, EPL (per level and composed), claims, the wait for
-every task with its progress, and the groups written from their results."""
+``flows.audit.flow._audit``: exact accounting, MPL, EPL (per level in pieces, and composed),
+claims, the wait for every task with its progress, and the groups written from their results."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import xarray as xr
 from prefect.futures import PrefectFuture, wait
 
 from flows.audit import tasks
+from flows.audit.batching import epl_batches
 from flows.audit.claims import PublishedLevel, post_processed
 from flows.audit.groups import (
     ALPHA_GRID,
@@ -83,23 +84,37 @@ def submit_epl(
     plan: AuditPlan,
     sims: dict[int, Futures],
     pub_levels: list[PublishedLevel],
-) -> tuple[Futures, Futures]:
-    """EPL per geolevel (after the simulation tasks holding its blocks; a published release's
-    levels with a declared law: the floor of their queries at the declared noise), and the
-    composed EPL of a tree release after them."""
+    workers: int,
+) -> tuple[Futures, Futures, Futures]:
+    """EPL per geolevel in pieces: batches of the level's state blocks (``epl_batches``, after the
+    simulation tasks holding its blocks), each reduced to its states' rows and histograms, then
+    one task per level combining them (a published release's levels with a declared law: the
+    floor of their queries at the declared noise); the composed EPL of a tree release after them.
+    Returns the pieces' futures, the levels' (their results are the levels' EPL) and the
+    composed EPL's."""
     if store.group_complete(url, S.EPL):
-        return [], []
+        return [], [], []
     declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
+    settings = spec.epl.task_settings()
+    batches = epl_batches(plan, workers, spec.cluster.tasks_per_worker)
+    pieces: dict[int, Futures] = {
+        g: [
+            tasks.epl_blocks.with_options(
+                task_run_name=f"epl {plan.geolevels[g]} {batch.label}"
+            ).submit(url, plan, g, list(batch.blocks), **settings, wait_for=sims[g])
+            for batch in batches.get(g, [])
+        ]
+        for g in sorted(sims)
+    }
     epls = [
-        tasks.epl_geolevel.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
-            url,
+        tasks.epl_combine.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
             plan,
             g,
-            **spec.epl.task_settings(),
+            pieces[g],
+            **settings,
             declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
             if g in declared
             else None,
-            wait_for=sims[g],
             return_state=False,
         )
         for g in sorted(sims)
@@ -115,7 +130,7 @@ def submit_epl(
         )
         for _ in ([1] if plan.strategy.composed_epl else [])
     ]
-    return epls, composed
+    return [f for g in sorted(pieces) for f in pieces[g]], epls, composed
 
 
 def submit_claims(

@@ -15,19 +15,14 @@ from prefect.cache_policies import NO_CACHE
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
-from auditlib.epl import (
-    BiasAwareSettings,
-    LatticeHistogram,
-    epl_rows,
-    histograms_by_query,
-    lattice_spacing,
-)
+from auditlib.epl import BiasAwareSettings
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
-from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
 from flows.audit import kept_histograms
 from flows.audit.account_cache import account_cached
 from flows.audit.blocks import leaf_maps, topdown_nation, topdown_state
 from flows.audit.claims import PublishedLevel, judge_level, judge_post_processed_levels
+from flows.audit.epl_level import combine_level, epl_knobs
+from flows.audit.epl_level import epl_blocks as _epl_blocks
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan, Block
 from storage import store
@@ -228,11 +223,30 @@ def write_empty_blocks(
     return len(todo)
 
 
-@task(name="epl-geolevel", **TASK_OPTS)
-def epl_geolevel(
+@task(name="epl-blocks", **TASK_OPTS)
+def epl_blocks(
     url: str,
     plan: AuditPlan,
     geolevel: int,
+    blocks: list[Block],
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
+    *,
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
+) -> list[dict[str, Any]]:
+    """A batch of one geolevel's blocks reduced, one after the other, to their pieces of the
+    level's EPL: each state's rows, per-query lattice histograms and TopDown bias sums
+    (:func:`flows.audit.epl_level.epl_blocks`; the settings: ``spec.epl.task_settings()``)."""
+    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
+    return _epl_blocks(url, plan, geolevel, blocks, knobs)
+
+
+@task(name="epl-combine", **TASK_OPTS)
+def epl_combine(
+    plan: AuditPlan,
+    geolevel: int,
+    batches: list[list[dict[str, Any]]],
     bandwidth_factor: float,
     percentiles: tuple[float, float],
     *,
@@ -240,122 +254,14 @@ def epl_geolevel(
     bias_aware: BiasAwareSettings | None = None,
     declared: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
-    """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
-    pooled over states. ``declared`` (query index -> its declared :class:`~auditlib.claims.NoiseLaw`,
-    a published release's) puts those queries' floors at the declared noise.
-
-    ``bandwidth_factor``, ``percentiles`` and ``range_multiplier`` set the Flaxman–Petti estimate;
-    ``bias_aware`` the bias-aware estimate and the surfaces (default: the library's, on the same
-    percentiles). The bootstrap and reference draws are keyed from the audit's seed, the geolevel,
-    the state (0 pooled) and the query.
-
-    Streamed: each state's block is read once and reduced to per-query lattice histograms
-    (:func:`auditlib.epl.histograms_by_query`); the pooled histograms are their sums. No more than
-    one block's residuals are in memory, and the numbers are those of the concatenated residuals.
-    """
-    ba = bias_aware if bias_aware is not None else BiasAwareSettings()
-    nq = len(plan.queries)
-    per_state: dict[int, list[dict[str, Any] | None]] = {}
-    pooled: list[LatticeHistogram | None] = [None] * nq
-    spacings: list[float | None] = [None] * nq
-    blocks = plan.blocks_at(geolevel)
-    factor = _smallest_factor(float(bandwidth_factor), ba, plan.replicates, blocks)
-    knobs: dict[str, Any] = {
-        "bandwidth_factor": bandwidth_factor,
-        "percentiles": percentiles,
-        "range_multiplier": range_multiplier,
-        "bias_aware": ba,
-    }
-    k = len(TRUTH_CLASSES)  # TopDown: unit totals by truth
-    bias_sums, bias_n = np.zeros(k), np.zeros(k, dtype=np.int64)
-    for b in blocks:
-        r, q = store.read_residuals(url, b.state, b.geolevel)
-        if plan.strategy.topdown_bias:
-            truth, units = store.read_items(url, b.state, b.geolevel)
-            s, c = total_bias_sums(r, q, truth, units)
-            bias_sums += s
-            bias_n += c
-            # a sparse release's units left out: true and released totals 0
-            missing = plan.strategy.missing_units(plan, b.state, b.geolevel, units)
-            bias_n[0] += plan.replicates * missing
-        _choose_spacings(r, q, spacings, factor, ba)
-        hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
-        del r
-        per_state[b.state] = epl_rows(
-            hists,
-            surface_seed=int(
-                seeds.seed_sequence(
-                    plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + b.state
-                ).generate_state(1)[0]
-            ),
-            **knobs,
-        )
-        for i, h in enumerate(hists):
-            if h is not None:
-                pooled[i] = (pooled[i] or LatticeHistogram(h.spacing)).merge(h)
-    refs = [None] * nq
-    for qi, law in (declared or {}).items():
-        refs[qi] = law.lattice_pmf() if law.discrete else law.moments()[0]
-    pooled_rows = epl_rows(
-        pooled,
-        references=refs,
-        uncertainty_seed=int(
-            seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel).generate_state(1)[0]
-        ),
-        surface_seed=int(
-            seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 0).generate_state(
-                1
-            )[0]
-        ),
-        **knobs,
-    )
-    out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
-    out["floor_reference"] = {
-        q: f"declared {law.describe()}" for q, law in (declared or {}).items()
-    }
-    if plan.strategy.topdown_bias:
-        out["total_bias"] = {"sums": bias_sums, "counts": bias_n}
-    return out
-
-
-#: residuals of a query sampled (from the first block that has it) to choose its lattice
-_SPACING_SAMPLE = 1 << 16
-
-
-def _smallest_factor(
-    bandwidth_factor: float, ba: BiasAwareSettings, replicates: int, blocks: tuple[Block, ...]
-) -> float:
-    """The smallest h/sd of the level's estimates: Flaxman–Petti's factor, the bias-aware one
-    (for a rule, at the most residuals a query can have: every item of every state's block)."""
-    n = max(1, replicates * sum(b.n_items for b in blocks))
-    ratio = ba.smallest_factor(n)
-    return bandwidth_factor if ratio is None else min(bandwidth_factor, ratio)
-
-
-def _choose_spacings(
-    residual: np.ndarray,
-    query_index: np.ndarray,
-    spacings: list[float | None],
-    factor: float,
-    bias_aware: BiasAwareSettings | None = None,
-) -> None:
-    """Fix each query's lattice (1 for integer residuals) from the first block that measures it,
-    so that every state's histogram of a query is on one lattice and they add. The lattice is
-    fine enough for h = ``factor`` × sd and, with an absolute bias-aware bandwidth, for that h."""
-    absolute = bias_aware is not None and bias_aware.bandwidth_kind == "absolute"
-    for q, s in enumerate(spacings):
-        if s is not None:
-            continue
-        cols = np.flatnonzero(query_index == q)
-        if cols.size:
-            rows = max(1, _SPACING_SAMPLE // cols.size)
-            sample = residual[:rows, cols]
-            spacings[q] = lattice_spacing(sample, factor)
-            if absolute and bias_aware is not None:
-                spacings[q] = min(
-                    spacings[q] or 1.0,
-                    lattice_spacing(sample, bandwidth=bias_aware.bandwidth_value()),
-                )
+    """EPL of every query at one geolevel, per state and pooled, from the pieces of its blocks
+    (the results of :func:`epl_blocks`) merged in the level's block order
+    (:func:`flows.audit.epl_level.combine_level`); ``declared`` (query index -> its declared
+    :class:`~auditlib.claims.NoiseLaw`, a published release's) puts those queries' floors at the
+    declared noise."""
+    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
+    pieces = [p for batch in batches for p in batch]
+    return combine_level(plan, geolevel, pieces, knobs, declared)
 
 
 @task(name="account", **TASK_OPTS)

@@ -383,7 +383,7 @@ class EPLSection(Strict):
         return v
 
     def bias_aware_settings(self) -> BiasAwareSettings:
-        """The bias-aware estimate's knobs, as :func:`flows.audit.tasks.epl_geolevel` takes them."""
+        """The bias-aware estimate's knobs, as the EPL tasks (``flows/audit/tasks.py``) take them."""
         p = self.bias_aware_percentiles
         return BiasAwareSettings(
             bandwidth=self.bias_aware_bandwidth,
@@ -399,7 +399,7 @@ class EPLSection(Strict):
         )
 
     def task_settings(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`flows.audit.tasks.epl_geolevel` this section sets."""
+        """The keyword arguments of the EPL tasks (``flows/audit/tasks.py``) this section sets."""
         return {
             "bandwidth_factor": self.bandwidth_factor,
             "percentiles": self.percentiles,

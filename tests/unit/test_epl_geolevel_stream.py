@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flows.audit import tasks
+from flows.audit import epl_level, tasks
 from flows.spec import parse_spec
 from flows.spec.audit_plan import AuditPlan
 from flows.spec.plan import make_plan
@@ -83,7 +83,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
     }
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)  # the most items per state
-    got = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)
+    got = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)
     want = concatenated_level(url, plan, g, 0.1)
     assert got["geolevel"] == g
     assert sorted(got["per_state"]) == sorted(want["per_state"]) and len(want["per_state"]) == 3
@@ -107,7 +107,7 @@ def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path
     g = max(b.geolevel for b in plan.blocks)
     r, _ = store.read_residuals(url, 0, g)
     assert not np.all(r == np.round(r))  # raking: non-integer residuals
-    got = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)["pooled"]
+    got = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)["pooled"]
     want = concatenated_level(url, plan, g, 0.1)["pooled"]
     for a, b in zip(got, want, strict=True):
         if b is None:

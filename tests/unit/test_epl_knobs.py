@@ -22,7 +22,7 @@ import pytest
 from auditlib import seeds
 from auditlib.epl import BiasAwareSettings, EPLEstimate, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
-from flows.audit import tasks
+from flows.audit import epl_level, tasks
 from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.audit_plan import AuditPlan
@@ -57,7 +57,7 @@ def base(level: tuple[str, AuditPlan, int]) -> list[dict[str, Any] | None]:
 def run(lv: tuple[str, AuditPlan, int], spec: AuditSpec) -> dict[str, Any]:
     """The EPL task as the audit flow submits it for ``spec``."""
     url, plan, g = lv
-    return tasks.epl_geolevel.fn(
+    return epl_level.epl_geolevel(
         url,
         plan,
         g,
@@ -125,7 +125,7 @@ def test_default_spec_gives_the_numbers_of_the_task_without_knobs(
     url, plan, g = level
     spec = with_epl()  # every [epl] key at its default
     got = run(level, spec)
-    before = tasks.epl_geolevel.fn(url, plan, g, 0.1, PERC)  # the call before the knobs
+    before = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)  # the call before the knobs
     want = concatenated_level(url, plan, g, 0.1)  # the in-memory implementation
     for ref in (before, want):
         for a, b in zip(got["pooled"], ref["pooled"], strict=True):

@@ -12,7 +12,7 @@ from auditlib import seeds
 from auditlib.geography import NATIONAL
 from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
 from auditlib.simulate.topdown_residuals import total_bias_sums
-from flows.audit import tasks
+from flows.audit import epl_level, tasks
 from flows.audit.blocks import state_population
 from flows.audit.groups import epl_dataset
 from flows.spec import parse_spec
@@ -75,7 +75,7 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
     nation = next(b for b in plan.blocks if b.state_key == 0)
     tasks.simulate_topdown_nation.fn(url, plan, nation, [batch])
     results = [
-        tasks.epl_geolevel.fn(url, plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles)
+        epl_level.epl_geolevel(url, plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles)
         for g in sorted({b.geolevel for b in plan.blocks})
     ]
     ds = epl_dataset(plan, results, spec)

@@ -1,0 +1,245 @@
+"""The EPL of one geolevel in pieces: each state's block read once and reduced to its rows, its
+per-query lattice histograms and its TopDown total-bias sums (:func:`epl_blocks`, any batch of the
+level's blocks), then the pieces combined into the level's result (:func:`combine_level`).
+
+The numbers are those of one pass over the level's blocks in plan order: every query's lattice is
+fixed from the first block that measures it (:func:`level_spacings`, from the same sample, so a
+batch needs no other batch's result), each state's rows are seeded by its state, and the combine
+merges the histograms and adds the bias sums in the level's block order, whatever the batches and
+the order they finish in. Only histograms and rows travel between the pieces and the combine; no
+more than one block's residuals are in memory. :func:`epl_geolevel` is the whole level in one
+call, as one batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from auditlib import seeds
+from auditlib.epl import (
+    BiasAwareSettings,
+    LatticeHistogram,
+    epl_rows,
+    histograms_by_query,
+    lattice_spacing,
+)
+from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
+from flows.spec.audit_plan import AuditPlan, Block
+from storage import store
+
+#: residuals of a query sampled (from the first block that has it) to choose its lattice
+SPACING_SAMPLE = 1 << 16
+
+
+def epl_knobs(
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`auditlib.epl.epl_rows` a level's rows are computed with
+    (``bias_aware`` default: the library's, on the same percentiles)."""
+    return {
+        "bandwidth_factor": bandwidth_factor,
+        "percentiles": percentiles,
+        "range_multiplier": range_multiplier,
+        "bias_aware": bias_aware if bias_aware is not None else BiasAwareSettings(),
+    }
+
+
+def smallest_factor(
+    bandwidth_factor: float, ba: BiasAwareSettings, replicates: int, blocks: Sequence[Block]
+) -> float:
+    """The smallest h/sd of the level's estimates: Flaxman–Petti's factor, the bias-aware one
+    (for a rule, at the most residuals a query can have: every item of every state's block)."""
+    n = max(1, replicates * sum(b.n_items for b in blocks))
+    ratio = ba.smallest_factor(n)
+    return bandwidth_factor if ratio is None else min(bandwidth_factor, ratio)
+
+
+def choose_spacings(
+    residual: np.ndarray,
+    query_index: np.ndarray,
+    spacings: list[float | None],
+    factor: float,
+    bias_aware: BiasAwareSettings | None = None,
+) -> None:
+    """Fix each query's lattice (1 for integer residuals) from the first block that measures it,
+    so that every state's histogram of a query is on one lattice and they add. The lattice is
+    fine enough for h = ``factor`` × sd and, with an absolute bias-aware bandwidth, for that h.
+    ``residual`` may be the block's first rows only: each query's sample is its first
+    ``sample_rows`` rows."""
+    absolute = bias_aware is not None and bias_aware.bandwidth_kind == "absolute"
+    for q, s in enumerate(spacings):
+        if s is not None:
+            continue
+        cols = np.flatnonzero(query_index == q)
+        if cols.size:
+            sample = residual[: sample_rows(cols.size), cols]
+            spacings[q] = lattice_spacing(sample, factor)
+            if absolute and bias_aware is not None:
+                spacings[q] = min(
+                    spacings[q] or 1.0,
+                    lattice_spacing(sample, bandwidth=bias_aware.bandwidth_value()),
+                )
+
+
+def sample_rows(n_cols: int) -> int:
+    """Replicates of a query's residuals sampled for its lattice, when a block has ``n_cols``
+    items of it."""
+    return max(1, SPACING_SAMPLE // n_cols)
+
+
+def level_spacings(
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    factor: float,
+    bias_aware: BiasAwareSettings | None,
+    needed: set[int],
+) -> list[float | None]:
+    """The lattice of every query in ``needed`` (and of any other decided on the way), chosen as
+    one pass over the level's blocks in plan order chooses it (:func:`choose_spacings`), reading
+    each block's query index and only the first rows its samples take, until ``needed`` is
+    decided."""
+    spacings: list[float | None] = [None] * len(plan.queries)
+    for b in plan.blocks_at(geolevel):
+        if all(spacings[q] is not None for q in needed):
+            break
+        qi = store.read_query_index(url, b.state, b.geolevel)
+        open_q, counts = np.unique(qi, return_counts=True)
+        todo = [int(c) for q, c in zip(open_q, counts, strict=True) if spacings[int(q)] is None]
+        if not todo:
+            continue
+        r = store.read_residual_rows(url, b.state, b.geolevel, max(map(sample_rows, todo)))
+        choose_spacings(r, qi, spacings, factor, bias_aware)
+    return spacings
+
+
+def epl_blocks(
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    blocks: Sequence[Block],
+    knobs: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The pieces of a batch of one level's blocks (:func:`epl_block`, one after the other), on
+    the level's lattices; ``knobs``: :func:`epl_knobs`."""
+    ba = knobs["bias_aware"]
+    factor = smallest_factor(
+        float(knobs["bandwidth_factor"]), ba, plan.replicates, plan.blocks_at(geolevel)
+    )
+    queries = [store.read_query_index(url, b.state, b.geolevel) for b in blocks]
+    needed = {int(q) for qi in queries for q in np.unique(qi)}
+    spacings = level_spacings(url, plan, geolevel, factor, ba, needed)
+    return [epl_block(url, plan, geolevel, b, spacings, knobs) for b in blocks]
+
+
+def epl_block(
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    block: Block,
+    spacings: Sequence[float | None],
+    knobs: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One state's piece of a level's EPL: its rows (with the EPL(x) surface and its band, the
+    bootstrap keyed by the audit's seed, the geolevel and the state), its per-query histograms on
+    ``spacings`` and, for a TopDown release, its unit totals' bias sums and counts by truth."""
+    r, q = store.read_residuals(url, block.state, block.geolevel)
+    out: dict[str, Any] = {"state": block.state}
+    if plan.strategy.topdown_bias:
+        truth, units = store.read_items(url, block.state, block.geolevel)
+        sums, counts = total_bias_sums(r, q, truth, units)
+        counts = np.array(counts, dtype=np.int64)
+        # a sparse release's units left out: true and released totals 0
+        counts[0] += plan.replicates * plan.strategy.missing_units(
+            plan, block.state, block.geolevel, units
+        )
+        out["bias"] = (sums, counts)
+    hists = histograms_by_query(r, q, len(plan.queries), [s or 1.0 for s in spacings])
+    del r
+    seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + block.state)
+    out["rows"] = epl_rows(hists, surface_seed=int(seed.generate_state(1)[0]), **knobs)
+    out["hists"] = hists
+    return out
+
+
+def combine_level(
+    plan: AuditPlan,
+    geolevel: int,
+    pieces: Sequence[dict[str, Any]],
+    knobs: Mapping[str, Any],
+    declared: Mapping[int, Any] | None = None,
+) -> dict[str, Any]:
+    """A level's EPL from its blocks' pieces (:func:`epl_blocks`, in any batches and order): per
+    state, and pooled over states from the histograms merged in the level's block order.
+    ``declared`` (query index -> its declared :class:`~auditlib.claims.NoiseLaw`, a published
+    release's) puts those queries' floors at the declared noise."""
+    by_state = {p["state"]: p for p in pieces}
+    order = [b.state for b in plan.blocks_at(geolevel)]
+    if sorted(by_state) != sorted(order) or len(pieces) != len(order):
+        raise ValueError(
+            f"geolevel {geolevel}: pieces of states {sorted(by_state)}, the level's blocks "
+            f"{sorted(order)}"
+        )
+    nq = len(plan.queries)
+    per_state: dict[int, list[dict[str, Any] | None]] = {}
+    pooled: list[LatticeHistogram | None] = [None] * nq
+    k = len(TRUTH_CLASSES)  # TopDown: unit totals by truth
+    bias_sums, bias_n = np.zeros(k), np.zeros(k, dtype=np.int64)
+    for s in order:
+        p = by_state[s]
+        if plan.strategy.topdown_bias:
+            bias_sums += p["bias"][0]
+            bias_n += p["bias"][1]
+        per_state[s] = p["rows"]
+        for i, h in enumerate(p["hists"]):
+            if h is not None:
+                pooled[i] = (pooled[i] or LatticeHistogram(h.spacing)).merge(h)
+    refs = [None] * nq
+    for qi, law in (declared or {}).items():
+        refs[qi] = law.lattice_pmf() if law.discrete else law.moments()[0]
+    level_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel)
+    pooled_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 0)
+    pooled_rows = epl_rows(
+        pooled,
+        references=refs,
+        uncertainty_seed=int(level_seed.generate_state(1)[0]),
+        surface_seed=int(pooled_seed.generate_state(1)[0]),
+        **knobs,
+    )
+    out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+    out["floor_reference"] = {
+        q: f"declared {law.describe()}" for q, law in (declared or {}).items()
+    }
+    if plan.strategy.topdown_bias:
+        out["total_bias"] = {"sums": bias_sums, "counts": bias_n}
+    return out
+
+
+def epl_geolevel(
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
+    *,
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
+    declared: dict[int, Any] | None = None,
+) -> dict[str, Any]:
+    """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
+    pooled over states; the level's blocks as one batch, then combined (the audit runs the same
+    functions in batches, one task each). ``declared``: as :func:`combine_level` takes it.
+
+    ``bandwidth_factor``, ``percentiles`` and ``range_multiplier`` set the Flaxman–Petti estimate;
+    ``bias_aware`` the bias-aware estimate and the surfaces (default: the library's, on the same
+    percentiles). The bootstrap and reference draws are keyed from the audit's seed, the geolevel,
+    the state (0 pooled) and the query.
+    """
+    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
+    pieces = epl_blocks(url, plan, geolevel, plan.blocks_at(geolevel), knobs)
+    return combine_level(plan, geolevel, pieces, knobs, declared)
