@@ -8,9 +8,8 @@ import tempfile
 _PREFECT_HOME = tempfile.mkdtemp(prefix="dpaudit-prefect-home-")
 os.environ["PREFECT_HOME"] = _PREFECT_HOME
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-# a ceiling on waiting for a Prefect API to answer (the harness's, a run's embedded one, a served
-# one): generous, so that a loaded machine only waits longer (idle, they start in 10-15 s)
-PREFECT_START_CEILING_S = 600
+from tests._ceilings import PREFECT_START_CEILING_S  # noqa: E402
+
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(PREFECT_START_CEILING_S)
 os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
 os.environ.pop("PREFECT_API_URL", None)

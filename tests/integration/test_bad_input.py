@@ -25,6 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli.app import app
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._specs import tiny_spec, to_toml
 
 #: cases whose fix lands with another part of the code (strict: they fail until it lands; then
@@ -751,7 +752,12 @@ def test_bad_input_to_the_installed_command(
     before = tree(ctx.work)
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
-        [*dpaudit(), *argv], cwd=ctx.work, env=env, capture_output=True, text=True, timeout=120
+        [*dpaudit(), *argv],
+        cwd=ctx.work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_CEILING_S,
     )
     check(done.returncode, done.stdout, done.stderr, kind, (pattern,))
     if kind == "line":
@@ -791,7 +797,7 @@ def test_scheduler_that_is_not_dask(prefect_harness: None, ctx: Ctx, http_server
         start_new_session=True,
     )  # fmt: skip
     try:
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=PROCESS_CEILING_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

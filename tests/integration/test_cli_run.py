@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import dpaudit, wait_workers
 from tests.integration._specs import tiny_spec, to_toml
 
@@ -43,7 +44,9 @@ def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> 
     assert read.stdout.strip() == "9.6009", read.stderr  # REFERENCE.md: State 9.600900 @1e-10
     # a second run must not replace the results without --overwrite
     stamp = (tmp_path / "out" / "a.zarr" / "zarr.json").stat().st_mtime_ns
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert again.returncode == 2
     assert "already exists; pass --overwrite" in again.stderr
     assert (tmp_path / "out" / "a.zarr" / "zarr.json").stat().st_mtime_ns == stamp

@@ -27,6 +27,7 @@ from flows.cli.app import app
 from flows.report.format import fmt_num
 from flows.spec import parse_spec
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._browser import overflow_and_width, report_page
 from tests.integration._specs import tiny_spec
 
@@ -204,7 +205,7 @@ def _lines_of(args: list[str], *, tty: bool) -> list[str]:
     env = {**os.environ, "COLUMNS": "80", "LINES": "24"}
     if not tty:
         with tempfile.TemporaryFile() as fh:
-            subprocess.run(cmd, stdout=fh, env=env, check=True, timeout=120)
+            subprocess.run(cmd, stdout=fh, env=env, check=True, timeout=PROCESS_CEILING_S)
             fh.seek(0)
             return fh.read().decode().splitlines()
     leader, follower = pty.openpty()
@@ -220,7 +221,7 @@ def _lines_of(args: list[str], *, tty: bool) -> list[str]:
             break
         chunks.append(data)
     os.close(leader)
-    assert proc.wait(timeout=120) == 0
+    assert proc.wait(timeout=PROCESS_CEILING_S) == 0
     return b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_serve import free_port, start_prefect_server, stop, wait_for
 
@@ -138,7 +139,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         deploy_dir = Path(__file__).resolve().parents[2] / "deploy"
         made = subprocess.run(
             [sys.executable, "-c", ALERTS, hook_url, str(deploy_dir)],
-            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=120,
+            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S,
         )  # fmt: skip
         assert made.returncode == 0, made.stderr[-3000:]
 
@@ -167,7 +168,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         (tmp_path / "bad.toml").write_text(bad_toml)
         cli = subprocess.run(
             [str(bindir / "dpaudit"), "run", "bad.toml"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S,
         )  # fmt: skip
         assert cli.returncode == 2
         cli_line = cli.stderr.strip().splitlines()[-1]

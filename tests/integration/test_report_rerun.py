@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import audit_run, run_until, standalone_env
 from tests.integration._specs import tiny_spec
 
@@ -35,7 +36,9 @@ def test_a_run_killed_while_writing_its_report_finishes_it_when_run_again(tmp_pa
     assert "data:image/png;base64," in report.read_text()
     assert (run.target / "zarr.json").stat().st_mtime_ns == stamp  # nothing computed again
     # both written: the same command refuses, naming what is there
-    third = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    third = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert third.returncode == 2
     assert "already exists; pass --overwrite" in third.stderr
     assert f"finished run {run.run_id}, and its report {report} is written" in third.stderr

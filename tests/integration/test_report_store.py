@@ -17,6 +17,7 @@ import pytest
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 
 pytestmark = pytest.mark.integration
 
@@ -211,7 +212,7 @@ def test_readme_notebook_snippet_runs_on_the_store(
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PROCESS_CEILING_S,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "Dataset"

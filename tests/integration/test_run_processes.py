@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import (
     alive,
     dpaudit,
@@ -186,7 +187,7 @@ def test_an_http_server_as_scheduler_is_refused_in_one_line(
     # plus the 2 s timeout; Dask's own connect waited for ever
     done = subprocess.run(
         [*cmd, "--scheduler", address],
-        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=240,
+        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
     line = one_line(done.stderr)

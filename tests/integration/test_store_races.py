@@ -18,6 +18,7 @@ import pytest
 
 from auditlib.exceptions import StoreError
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 
 pytestmark = pytest.mark.integration
 
@@ -119,9 +120,9 @@ def _run(target: Any, args: tuple[Any, ...]) -> Counter[str]:
         p.start()
     total: Counter[str] = Counter()
     for _ in procs:
-        total.update(out.get(timeout=120))
+        total.update(out.get(timeout=PROCESS_CEILING_S))
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=PROCESS_CEILING_S)
         assert p.exitcode == 0
     return total
 

@@ -19,6 +19,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from flows.runtime.worker_watch import WorkerWatch, track_client
+from tests._ceilings import PROCESS_CEILING_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -50,15 +51,15 @@ def test_a_cluster_left_without_workers_cancels_what_the_client_waits_for(
 ) -> None:
     c, client = cluster
     (worker,) = client.scheduler_info(n_workers=-1)["workers"]
-    future = client.submit(_slow, 120, pure=False)
+    future = client.submit(_slow, 3600, pure=False)  # it ends only if cancelled
     with WorkerWatch(2.0, poll_s=0.2) as watch:
         time.sleep(1)
         c.scale(0)  # the worker and its nanny close: nothing restarts it
         t0 = time.monotonic()
-        with pytest.raises(Exception, match="all workers lost"):
-            future.result(timeout=60)
+        with pytest.raises(Exception, match="all workers lost"):  # the watch's cancellation
+            future.result(timeout=PROCESS_CEILING_S)
         took = time.monotonic() - t0
-    assert 2.0 <= took < 45, took  # the grace period decides, not the 120 s task (a busy machine)
+    assert took >= 2.0, took  # not before the grace period
     assert watch.lost is not None
     assert watch.lost.startswith(
         f"the worker of the Dask cluster at {c.scheduler_address} was lost"
@@ -83,6 +84,6 @@ def test_a_worker_its_nanny_restarts_is_no_alarm(cluster: tuple[LocalCluster, An
     with WorkerWatch(30.0, poll_s=0.2) as watch:
         time.sleep(1)
         os.kill(pid, signal.SIGKILL)  # the only worker: none until the nanny has restarted it
-        ran_on = future.result(timeout=120)
+        ran_on = future.result(timeout=PROCESS_CEILING_S)
     assert watch.lost is None
     assert ran_on != pid  # re-run on the worker the nanny started

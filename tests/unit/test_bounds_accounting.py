@@ -28,6 +28,7 @@ from auditlib.accounting import (
     tradeoff,
     zcdp_tradeoff,
 )
+from tests._ceilings import PROCESS_CEILING_S
 from tests.unit._bounds import refused
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def test_the_account_command_refuses_a_huge_budget_at_once(tmp_path: Path) -> No
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PROCESS_CEILING_S,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert res.returncode == 2, res.stderr

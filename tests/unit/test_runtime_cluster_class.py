@@ -17,6 +17,7 @@ import pytest
 
 from flows.runtime.cluster import ClusterConfigError, cluster_class_kwargs, cluster_runner
 from flows.spec.cluster import ClusterSection
+from tests._ceilings import PROCESS_CEILING_S
 
 
 def listening() -> set[tuple[str, int]]:
@@ -126,7 +127,11 @@ def test_a_failed_cluster_start_says_one_line_on_the_console(tmp_path: Path) -> 
     env = {k: v for k, v in os.environ.items() if k not in inherited}
     env["DPAUDIT_LOG_DIR"] = str(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-c", CONSOLE], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CONSOLE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_CEILING_S,
     )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr[-3000:]
