@@ -88,8 +88,9 @@ def submit_epl(
 ) -> tuple[Futures, Futures, Futures]:
     """EPL per geolevel in pieces: batches of the level's state blocks (``epl_batches``, after the
     simulation tasks holding its blocks), each reduced to its states' rows and histograms, then
-    one task per level combining them (a published release's levels with a declared law: the
-    floor of their queries at the declared noise); the composed EPL of a tree release after them.
+    one task per level combining them (a level of one batch: one task for both; a published
+    release's levels with a declared law: the floor of their queries at the declared noise); the
+    composed EPL of a tree release after them.
     Returns the pieces' futures, the levels' (their results are the levels' EPL) and the
     composed EPL's."""
     if store.group_complete(url, S.EPL):
@@ -105,20 +106,34 @@ def submit_epl(
             for batch in batches.get(g, [])
         ]
         for g in sorted(sims)
+        if len(batches.get(g, [])) > 1  # a level of one batch: one task, its combine included
     }
-    epls = [
-        tasks.epl_combine.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
-            plan,
-            g,
-            pieces[g],
-            **settings,
-            declared={lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
+    epls = []
+    for g in sorted(sims):
+        declared_g = (
+            {lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
             if g in declared
-            else None,
-            return_state=False,
+            else None
         )
-        for g in sorted(sims)
-    ]
+        name = f"epl {plan.geolevels[g]}"
+        if g in pieces:
+            epls.append(
+                tasks.epl_combine.with_options(task_run_name=name).submit(
+                    plan, g, pieces[g], **settings, declared=declared_g, return_state=False
+                )
+            )
+        else:
+            epls.append(
+                tasks.epl_level.with_options(task_run_name=name).submit(
+                    url,
+                    plan,
+                    g,
+                    **settings,
+                    declared=declared_g,
+                    wait_for=sims[g],
+                    return_state=False,
+                )
+            )
     composed = [
         tasks.epl_composed.with_options(task_run_name="epl composed").submit(
             url,

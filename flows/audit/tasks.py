@@ -21,7 +21,7 @@ from flows.audit import kept_histograms
 from flows.audit.account_cache import account_cached
 from flows.audit.blocks import leaf_maps, topdown_nation, topdown_state
 from flows.audit.claims import PublishedLevel, judge_level, judge_post_processed_levels
-from flows.audit.epl_level import combine_level, epl_knobs
+from flows.audit.epl_level import combine_level, epl_geolevel, epl_knobs
 from flows.audit.epl_level import epl_blocks as _epl_blocks
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan, Block
@@ -240,6 +240,26 @@ def epl_blocks(
     (:func:`flows.audit.epl_level.epl_blocks`; the settings: ``spec.epl.task_settings()``)."""
     knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
     return _epl_blocks(url, plan, geolevel, blocks, knobs)
+
+
+@task(name="epl", **TASK_OPTS)
+def epl_level(
+    url: str,
+    plan: AuditPlan,
+    geolevel: int,
+    bandwidth_factor: float,
+    percentiles: tuple[float, float],
+    *,
+    range_multiplier: float = 1.0,
+    bias_aware: BiasAwareSettings | None = None,
+    declared: dict[int, Any] | None = None,
+) -> dict[str, Any]:
+    """EPL of every query at one geolevel whose blocks are one batch: the batch and its combine in
+    one task (:func:`flows.audit.epl_level.epl_geolevel`), the result :func:`epl_combine`'s."""
+    return epl_geolevel(
+        url, plan, geolevel, bandwidth_factor, percentiles, range_multiplier=range_multiplier,
+        bias_aware=bias_aware, declared=declared,
+    )  # fmt: skip
 
 
 @task(name="epl-combine", **TASK_OPTS)
