@@ -201,7 +201,10 @@ def check_pieces(
 
 def test_pieces_of_integer_residuals_equal_the_single_pass(tmp_path: Path) -> None:
     url, plan = build_store(tmp_path, STATES)
-    assert check_pieces(url, plan) >= 3  # levels of three states each
+    # few bootstrap and null draws: the pieces draw them as the single pass does, any number
+    # (the default numbers: the TopDown release's test below)
+    few = BiasAwareSettings(n_boot=20, n_null=20)
+    assert check_pieces(url, plan, few) >= 3  # levels of three states each
 
 
 def scaled_store(tmp_path: Path) -> tuple[str, AuditPlan]:
