@@ -61,6 +61,12 @@ class ResultStore:
         options = dict(storage_options) if storage_options else None
         return cls(url=targets.absolute(given), storage_options=options, given=given)
 
+    @classmethod
+    def of(cls, store: ResultStore | str) -> ResultStore:
+        """``store`` itself, or the store at a URL (a flow or the report called with a path, from
+        a notebook or a test)."""
+        return store if isinstance(store, ResultStore) else cls.at(store)
+
     def __str__(self) -> str:
         return self.url
 
