@@ -170,9 +170,7 @@ def run_audit(s: Any, store: ResultStore, no_report: bool, lines: StageLog | Non
         )
     from flows.cli.published import has_error_bars, write_error_bars_csv
 
-    if has_error_bars(
-        store
-    ):  # a published table's intervals, beside the store (the report links it)
+    if has_error_bars(store):  # a published table's intervals, beside it (the report links it)
         write_error_bars_csv(store)
     if not no_report:
         try:

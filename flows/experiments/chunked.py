@@ -5,7 +5,7 @@ A run's store is claimed under its run id (:func:`run_id_of`); its work is cut i
 with a done-marker in a grid. The run creates (or, resumed, reopens) a staging group of parts: one
 array per stored quantity, chunked so that each chunk of work writes its own region. Each chunk's
 Prefect task runs on the task runner's Dask cluster and writes its region of the parts with
-:func:`storage.store.write_part` (its marker last). A re-run on the same store submits only the
+``ResultStore.write_part`` (its marker last). A re-run on the same store submits only the
 chunks not marked done; once every chunk is done the parts are assembled into the final group,
 which is written whole, and the parts are removed. A run killed after that write, before the parts
 were removed, only removes them when run again.
