@@ -59,7 +59,7 @@ def run(lv: tuple[str, AuditPlan, int], spec: AuditSpec) -> dict[str, Any]:
     """The EPL task as the audit flow submits it for ``spec``."""
     url, plan, g = lv
     return epl_level.epl_geolevel(
-        url,
+        ResultStore.at(url),
         plan,
         g,
         spec.epl.bandwidth_factor,
