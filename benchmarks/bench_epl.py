@@ -216,7 +216,10 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     )
     for name, fn in (
         ("concatenated (before)", lambda: concatenated_level(url, plan, g, 0.1)),
-        ("streamed (epl_geolevel)", lambda: epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, (5.0, 95.0))),
+        (
+            "streamed (epl_geolevel)",
+            lambda: epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, (5.0, 95.0)),
+        ),
     ):
         tracemalloc.start()
         t = time.perf_counter()
