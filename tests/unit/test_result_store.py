@@ -44,6 +44,7 @@ def test_at_makes_the_url_absolute_and_keeps_the_spelling(tmp_path: Path, monkey
     assert rs.shown == "out/s.zarr" and str(rs) == rs.url
     assert rs == ResultStore.at(str(tmp_path / "out" / "s.zarr"))  # the spelling is not identity
     assert not rs.remote
+    assert ResultStore.of(rs) is rs and ResultStore.of("out/s.zarr") == rs  # a flow given a path
     remote = ResultStore.at("s3://bucket/s.zarr", {"anon": True})
     assert remote.url == "s3://bucket/s.zarr" and remote.remote
     assert remote.storage_options == {"anon": True}
