@@ -63,8 +63,8 @@ class ResultStore:
 
     @classmethod
     def of(cls, store: ResultStore | str) -> ResultStore:
-        """``store`` itself, or the store at a URL (a flow or the report called with a path, from
-        a notebook or a test)."""
+        """``store`` itself, or the store at a URL (a flow called with a path, from a notebook or
+        a test)."""
         return store if isinstance(store, ResultStore) else cls.at(store)
 
     def __str__(self) -> str:
