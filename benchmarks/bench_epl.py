@@ -188,6 +188,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     from flows.spec import parse_spec
     from flows.spec.plan import make_plan
     from storage import store
+    from storage.result_store import ResultStore
 
     print(machine_info())
     spec = parse_spec(
@@ -205,7 +206,7 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     g = plan.geolevels.index("Block")
     t = time.perf_counter()
     for b in plan.blocks_at(g):
-        tasks.simulate_block.fn(url, plan, b)
+        tasks.simulate_block.fn(ResultStore.at(url), plan, b)
     items = sum(b.n_items for b in plan.blocks_at(g))
     level_mib = items * replicates * 4 / 2**20
     print(
@@ -215,7 +216,10 @@ def audit_level(states: int, replicates: int, where: str) -> None:
     )
     for name, fn in (
         ("concatenated (before)", lambda: concatenated_level(url, plan, g, 0.1)),
-        ("streamed (epl_geolevel)", lambda: epl_level.epl_geolevel(url, plan, g, 0.1, (5.0, 95.0))),
+        (
+            "streamed (epl_geolevel)",
+            lambda: epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, (5.0, 95.0)),
+        ),
     ):
         tracemalloc.start()
         t = time.perf_counter()

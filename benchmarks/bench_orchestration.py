@@ -94,12 +94,14 @@ def run_dask(
 ) -> tuple[float, float, list[float]]:
     """(wall s, CPU s, seconds inside each task) of the batches as plain Dask tasks."""
     from flows.audit import tasks
+    from storage.result_store import ResultStore
 
     template(url, plan)
     c0, t0 = cpu_seconds(), time.perf_counter()
     n = len(batches)
     blocks = [list(b.blocks) for b in batches]
-    futs = client.map(tasks.simulate_blocks.fn, [url] * n, [plan] * n, blocks, pure=False)
+    rs = ResultStore.at(url)
+    futs = client.map(tasks.simulate_blocks.fn, [rs] * n, [plan] * n, blocks, pure=False)
     out = client.gather(futs)
     return time.perf_counter() - t0, cpu_seconds() - c0, [o["seconds"] for o in out]
 

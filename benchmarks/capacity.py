@@ -364,13 +364,14 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
     from flows.audit.flow import eps_grid_for
     from flows.audit.groups import ALPHA_GRID, calibration_delta_for
     from flows.spec import parse_spec
+    from storage.result_store import ResultStore
 
     spec = parse_spec(data)
     plan = plan_of(data)
     epl, resid, acct = [], [], []
     for g in range(len(plan.geolevels)):
         c = time.process_time()
-        epl_level.epl_geolevel(url, plan, g, **spec.epl.task_settings())
+        epl_level.epl_geolevel(ResultStore.at(url), plan, g, **spec.epl.task_settings())
         epl.append(time.process_time() - c)
         resid.append(
             float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)

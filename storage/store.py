@@ -13,6 +13,8 @@ This module is the store's API in one namespace. It holds the small groups writt
 attributes, completion (``finalize``) and the parts of a resumable flow; the rest lives in its own
 modules: what is at a URL (``targets``), the run's lock (``locks``), staging and publishing
 (``staging``), the residual template (``residual_template``) and its blocks (``residual_blocks``).
+The CLI, the flows and the report hold a ``ResultStore`` (``result_store``), the store opened once,
+whose methods call these functions.
 
 dpaudit deletes only what it created: every root it writes carries ``dpaudit_store`` from its first
 write (``is_dpaudit_store``), and ``remove``, ``discard``, ``publish`` and ``stale_stagings`` touch

@@ -19,10 +19,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from flows.report.store_data import StoreLike
+    from storage.result_store import ResultStore
 
 #: Prefect's rule for artifact keys
 KEY_RULE = re.compile(r"^[a-z0-9-]+$")
@@ -61,15 +65,16 @@ class Glance:
     claim: str = ""  # the claim in one line ("" without a claims group)
 
 
-def at_a_glance(url: str) -> Glance:
-    """The report's at-a-glance table of the store at ``url`` (the summary section's rows, same
-    cells, and the claim verdict per level: "not judged" in a store without verdicts)."""
+def at_a_glance(store: StoreLike) -> Glance:
+    """The report's at-a-glance table of ``store`` (a ResultStore or its URL: the summary
+    section's rows, same cells, and the claim verdict per level: "not judged" in a store without
+    verdicts)."""
     from flows.report.claims import read_claims
     from flows.report.release_basis import release_basis
     from flows.report.store_data import CLAIMS_GROUP, open_store, replicates
     from flows.report.summary import summary_section
 
-    root, groups = open_store(url, None)
+    root, groups = open_store(store)
     attrs = {**(groups["summary"].attrs if groups["summary"] is not None else {}), **(root or {})}
     try:
         claims = read_claims(groups[CLAIMS_GROUP])
@@ -106,10 +111,10 @@ def at_a_glance(url: str) -> Glance:
     return Glance(rows, section.delta, basis.simulated, claim)
 
 
-def at_a_glance_rows(url: str) -> tuple[list[dict[str, str]], str]:
-    """The at-a-glance rows of the store at ``url`` and the δ they are at ("—" when the store has
-    no accounting)."""
-    g = at_a_glance(url)
+def at_a_glance_rows(store: StoreLike) -> tuple[list[dict[str, str]], str]:
+    """The at-a-glance rows of ``store`` and the δ they are at ("—" when the store has no
+    accounting)."""
+    g = at_a_glance(store)
     return g.rows, g.delta
 
 
@@ -153,14 +158,14 @@ def store_markdown(url: str, problems: list[str], arrays: int, blocks: int) -> s
     return "\n".join(lines)
 
 
-def verified_store(kind: str, run_id: str, url: str) -> Artifact:
+def verified_store(kind: str, run_id: str, store: ResultStore) -> Artifact:
     """The store artifact, with ``verify`` run on the store now."""
     from auditlib.exceptions import DPAuditError
-    from storage import checksums, store
+    from storage import checksums
 
-    url = store.absolute(url)  # a relative path means nothing on the run page
+    url = store.url  # absolute: a relative path means nothing on the run page
     try:
-        v = checksums.verify(url)
+        v = checksums.verify(url, store.storage_options)
         problems, arrays, blocks = list(v.problems), v.arrays, v.blocks
     except DPAuditError as exc:
         problems, arrays, blocks = [str(exc)], 0, 0
@@ -195,17 +200,17 @@ def report_link(kind: str, run_id: str, report: str, served_at: str = "") -> Art
 
 
 def audit_artifacts(
-    url: str, run_id: str, report: str | None, served_at: str = ""
+    store: ResultStore, run_id: str, report: str | None, served_at: str = ""
 ) -> list[Artifact]:
     """The at-a-glance table, the store (with ``verify``) and, if one was written, the report."""
-    glance = at_a_glance(url)
+    glance = at_a_glance(store)
     out = [
         _table(
             artifact_key("audit", run_id, "at-a-glance"),
             glance.rows,
             glance_description(glance),
         ),
-        verified_store("audit", run_id, url),
+        verified_store("audit", run_id, store),
     ]
     if report:
         out.append(report_link("audit", run_id, report, served_at))
@@ -316,11 +321,9 @@ def direct_rows(ds: Any) -> list[dict[str, str]]:
     ]
 
 
-def experiment_artifacts(kind: str, run_id: str, url: str, group: str) -> list[Artifact]:
+def experiment_artifacts(kind: str, run_id: str, store: ResultStore, group: str) -> list[Artifact]:
     """The summary table of a ``sweep`` / ``mpl-coverage`` / ``fdp-coverage`` / ``direct`` store and the store itself."""
-    from storage import store
-
-    ds = store.open_group(url, group)
+    ds = store.open_group(group)
     try:
         if kind == "sweep":
             rows, delta = sweep_rows(ds)
@@ -338,7 +341,7 @@ def experiment_artifacts(kind: str, run_id: str, url: str, group: str) -> list[A
         ds.close()
     return [
         _table(artifact_key(kind, run_id, "summary"), rows, what),
-        verified_store(kind, run_id, url),
+        verified_store(kind, run_id, store),
     ]
 
 

@@ -49,7 +49,7 @@ from flows.spec.model import observed_args
 from flows.spec.plan import make_plan
 from flows.spec.sources import load_observed
 from storage import schema as S
-from storage import store
+from storage.result_store import ResultStore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +172,7 @@ def judge_post_processed_levels(
 
 
 def judge_level(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     level: PublishedLevel,
     *,
@@ -197,7 +197,7 @@ def judge_level(
             )
         )
     moments = {law: LawMoments(law) for law in set(level.laws) if law is not None}
-    for r, law in _residuals(url, plan, level):
+    for r, law in _residuals(store, plan, level):
         moments[law].add(r)
     scale = scale_test(list(moments.values()), 1.0 - threshold)
     factors = {law: fitted_factor(m) for law, m in moments.items()}
@@ -206,7 +206,7 @@ def judge_level(
     fit = FitCounts()
     kept: dict[NoiseLaw, list[np.ndarray]] = {law: [] for law in moments}
     room = {law: 4 * MAX_PER_PART for law in moments}  # the trade-off test's draws, kept
-    for r, law in _residuals(url, plan, level):
+    for r, law in _residuals(store, plan, level):
         fit.add(r, law.scaled(factors[law]), rng)
         if room[law] > 0:
             part = np.asarray(r, dtype=np.float64).ravel()[: room[law]]
@@ -228,11 +228,11 @@ def judge_level(
     return dataclasses.asdict(verdict)
 
 
-def _residuals(url: str, plan: AuditPlan, level: PublishedLevel) -> Any:
+def _residuals(store: ResultStore, plan: AuditPlan, level: PublishedLevel) -> Any:
     """(residuals, law) of each count column in each block of the level, block by block."""
     for b in plan.blocks_at(level.table_level):
-        r, q = store.read_residuals(url, b.state, b.geolevel)
-        cells = store.read_cells(url, b.state, b.geolevel)
+        r, q = store.read_residuals(b.state, b.geolevel)
+        cells = store.read_cells(b.state, b.geolevel)
         for c, law in enumerate(level.laws):
             sel = (q == level.query) & (cells == c)
             if sel.any() and law is not None:

@@ -27,7 +27,7 @@ from auditlib.epl import (
 )
 from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
 from flows.spec.audit_plan import AuditPlan, Block
-from storage import store
+from storage.result_store import ResultStore
 
 #: residuals of a query sampled (from the first block that has it) to choose its lattice
 SPACING_SAMPLE = 1 << 16
@@ -93,7 +93,7 @@ def sample_rows(n_cols: int) -> int:
 
 
 def level_spacings(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     factor: float,
@@ -108,18 +108,18 @@ def level_spacings(
     for b in plan.blocks_at(geolevel):
         if all(spacings[q] is not None for q in needed):
             break
-        qi = store.read_query_index(url, b.state, b.geolevel)
+        qi = store.read_query_index(b.state, b.geolevel)
         open_q, counts = np.unique(qi, return_counts=True)
         todo = [int(c) for q, c in zip(open_q, counts, strict=True) if spacings[int(q)] is None]
         if not todo:
             continue
-        r = store.read_residual_rows(url, b.state, b.geolevel, max(map(sample_rows, todo)))
+        r = store.read_residual_rows(b.state, b.geolevel, max(map(sample_rows, todo)))
         choose_spacings(r, qi, spacings, factor, bias_aware)
     return spacings
 
 
 def epl_blocks(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     blocks: Sequence[Block],
@@ -131,14 +131,14 @@ def epl_blocks(
     factor = smallest_factor(
         float(knobs["bandwidth_factor"]), ba, plan.replicates, plan.blocks_at(geolevel)
     )
-    queries = [store.read_query_index(url, b.state, b.geolevel) for b in blocks]
+    queries = [store.read_query_index(b.state, b.geolevel) for b in blocks]
     needed = {int(q) for qi in queries for q in np.unique(qi)}
-    spacings = level_spacings(url, plan, geolevel, factor, ba, needed)
-    return [epl_block(url, plan, geolevel, b, spacings, knobs) for b in blocks]
+    spacings = level_spacings(store, plan, geolevel, factor, ba, needed)
+    return [epl_block(store, plan, geolevel, b, spacings, knobs) for b in blocks]
 
 
 def epl_block(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     block: Block,
@@ -148,10 +148,10 @@ def epl_block(
     """One state's piece of a level's EPL: its rows (with the EPL(x) surface and its band, the
     bootstrap keyed by the audit's seed, the geolevel and the state), its per-query histograms on
     ``spacings`` and, for a TopDown release, its unit totals' bias sums and counts by truth."""
-    r, q = store.read_residuals(url, block.state, block.geolevel)
+    r, q = store.read_residuals(block.state, block.geolevel)
     out: dict[str, Any] = {"state": block.state}
     if plan.strategy.topdown_bias:
-        truth, units = store.read_items(url, block.state, block.geolevel)
+        truth, units = store.read_items(block.state, block.geolevel)
         sums, counts = total_bias_sums(r, q, truth, units)
         counts = np.array(counts, dtype=np.int64)
         # a sparse release's units left out: true and released totals 0
@@ -221,7 +221,7 @@ def combine_level(
 
 
 def epl_geolevel(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     bandwidth_factor: float,
@@ -241,5 +241,5 @@ def epl_geolevel(
     the state (0 pooled) and the query.
     """
     knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
-    pieces = epl_blocks(url, plan, geolevel, plan.blocks_at(geolevel), knobs)
+    pieces = epl_blocks(store, plan, geolevel, plan.blocks_at(geolevel), knobs)
     return combine_level(plan, geolevel, pieces, knobs, declared)

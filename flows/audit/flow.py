@@ -45,7 +45,7 @@ from flows.spec.digests import content_addressed, path_free
 from flows.spec.plan import make_plan
 from flows.spec.toml_writer import dump_toml
 from storage import schema as S
-from storage import store
+from storage.result_store import ResultStore
 
 
 def run_id_for(spec: AuditSpec) -> str:
@@ -117,49 +117,52 @@ def eps_grid_for(spec: AuditSpec, alloc: Any = None) -> np.ndarray:
     on_failure=[fail_orphaned_task_runs],
     on_crashed=[fail_orphaned_task_runs],
 )
-def audit_flow(spec: AuditSpec, url: str, run_id: str) -> dict[str, Any]:
-    """Run one audit into the (new) store at ``url``; return a small summary."""
+def audit_flow(spec: AuditSpec, store: ResultStore | str, run_id: str) -> dict[str, Any]:
+    """Run one audit into the (new) ``store`` (or the store at a URL); return a small summary."""
+    store = ResultStore.of(store)
     t0 = time.perf_counter()
     plan = make_plan(spec)
     with spine_share.shared(plan) as plan:  # the spine (if any) generated once, on every worker
-        return _audit(spec, url, run_id, plan, t0)
+        return _audit(spec, store, run_id, plan, t0)
 
 
-def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -> dict[str, Any]:
+def _audit(
+    spec: AuditSpec, store: ResultStore, run_id: str, plan: AuditPlan, t0: float
+) -> dict[str, Any]:
     release = plan.strategy
-    done = store.resume_point(url, run_id)  # blocks finished by an interrupted run of this spec
+    done = store.resume_point(run_id)  # blocks finished by an interrupted run of this spec
     if done is None:
-        _create_template(url, spec, plan, run_id)
+        _create_template(store, spec, plan, run_id)
         done = set()
     # exact accounting of the declared allocation and MPL: they need no simulation, so one worker
     # can run them while the others simulate
     grid = eps_grid_for(spec, plan.allocation) if release.accounted else np.zeros(0)
-    accts = submit_accounting(spec, url, plan, grid)
-    mpls = submit_mpl(spec, url, plan)
+    accts = submit_accounting(spec, store, plan, grid)
+    mpls = submit_mpl(spec, store, plan)
     empty_todo = [e for e in plan.empty if tuple(e) not in done]
     futures: list[PrefectFuture[Any]] = [
         tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
-            url, plan, empty_todo
+            store, plan, empty_todo
         )
         for _ in ([1] if empty_todo else [])
     ]
     todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
     workers = planned_workers(spec.cluster)
-    sims = submit_simulation(url, plan, todo, workers, spec.cluster.tasks_per_worker)
+    sims = submit_simulation(store, plan, todo, workers, spec.cluster.tasks_per_worker)
     pub_levels = published_levels(spec, plan) if release.published else []
-    pieces, epls, composed = submit_epl(spec, url, plan, sims, pub_levels, workers)
+    pieces, epls, composed = submit_epl(spec, store, plan, sims, pub_levels, workers)
     n_tests = tests_run(spec, plan, pub_levels)
-    claims_todo = release.accounted and not store.group_complete(url, S.CLAIMS)
-    claims = submit_claims(spec, url, plan, sims, pub_levels, n_tests) if claims_todo else []
+    claims_todo = release.accounted and not store.group_complete(S.CLAIMS)
+    claims = submit_claims(spec, store, plan, sims, pub_levels, n_tests) if claims_todo else []
     unique_sims = {id(f): f for fs in sims.values() for f in fs}  # a TopDown state spans levels
     futures = [*futures, *unique_sims.values(), *pieces, *epls, *composed, *accts, *mpls, *claims]
     named = {"epl": pieces + epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
     wait_all(
-        url, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo}, len(plan.blocks)
+        store, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo}, len(plan.blocks)
     )
-    acct_ds = write_groups(spec, url, plan, epls, composed, accts, grid)
+    acct_ds = write_groups(spec, store, plan, epls, composed, accts, grid)
     if claims_todo:
-        acc = acct_ds if accts else written_accounting(url)
+        acc = acct_ds if accts else written_accounting(store)
         assert acc is not None  # written above, or by the run this one resumes
         results: list[Any] = [f.result() for f in claims]  # a verdict, or a list of them
         published = (
@@ -167,15 +170,14 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
             if release.published
             else None
         )
-        store.write_group(url, S.CLAIMS, claims_dataset(spec, acc, published, n_tests))
-    release.finish(url, plan)  # every block is written: kept histograms go, the kind's groups
+        store.write_group(S.CLAIMS, claims_dataset(spec, acc, published, n_tests))
+    release.finish(store, plan)  # every block is written: kept histograms go, the kind's groups
     if mpls:
-        acc = acct_ds if accts else written_accounting(url)  # its certified curves
-        store.write_group(url, S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
+        acc = acct_ds if accts else written_accounting(store)  # its certified curves
+        store.write_group(S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
     deadline.check()  # a timeout whose signal was lost fails the run here, before it is stamped
     wall = time.perf_counter() - t0
     store.set_root_attrs(
-        url,
         {
             "software": json.dumps(software_versions()),
             "source_commit": source_commit(),
@@ -186,12 +188,12 @@ def _audit(spec: AuditSpec, url: str, run_id: str, plan: AuditPlan, t0: float) -
         "run_id": run_id,
         "blocks": len(plan.blocks),
         "resumed_blocks": len(plan.blocks) - len(todo),
-        "residuals": release.stored_residuals(url, plan),
+        "residuals": release.stored_residuals(store, plan),
         "wall_time_s": wall,
     }
 
 
-def _create_template(url: str, spec: AuditSpec, plan: AuditPlan, run_id: str) -> None:
+def _create_template(store: ResultStore, spec: AuditSpec, plan: AuditPlan, run_id: str) -> None:
     release = plan.strategy
     alloc = (
         plan.allocation if plan.allocation is not None else load_allocation(spec.audit.allocation)
@@ -199,7 +201,6 @@ def _create_template(url: str, spec: AuditSpec, plan: AuditPlan, run_id: str) ->
     label = allocation_label(spec.audit.allocation)  # an allocation file: name and digest, no path
     stored_spec = path_free(spec.model_dump(mode="json"))
     store.create_residual_template(
-        url,
         **plan.template_layout(),
         # TopDown: a state's replicates in ranges of tasks, each range whole chunks of the store
         replicate_chunk=spec.cluster.replicates_per_task if release.replicate_ranges else None,

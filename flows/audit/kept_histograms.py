@@ -10,40 +10,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from storage import store
+from storage.result_store import ResultStore
 
 #: the group of a dense TopDown's staging store: per (state, replicate range), the State level's
 #: released histograms (rows: the range's replicates) and its true histogram
 TOPDOWN_STATE_HISTOGRAMS = "topdown_state_histograms"
 
 
-def create(url: str, group: str) -> None:
+def create(store: ResultStore, group: str) -> None:
     """The (empty) group, made once by the flow before its tasks write into it."""
     import zarr
 
-    root = zarr.open_group(url, mode="r+", zarr_format=3)
+    root = zarr.open_group(store.url, mode="r+", zarr_format=3)
     if group not in root:
         root.create_group(group)
 
 
-def save(url: str, group: str, key: str, arrays: dict[str, np.ndarray]) -> None:
+def save(store: ResultStore, group: str, key: str, arrays: dict[str, np.ndarray]) -> None:
     """Keep ``arrays`` under ``group/key`` of the staging store, its completion attribute last."""
     import zarr
 
-    grp = zarr.open_group(url, mode="a", zarr_format=3, path=f"{group}/{key}")
+    grp = zarr.open_group(store.url, mode="a", zarr_format=3, path=f"{group}/{key}")
     grp.attrs["complete"] = False
     for name, data in arrays.items():
         grp.create_array(name, data=np.asarray(data), overwrite=True)
     grp.attrs["complete"] = True
 
 
-def load(url: str, group: str, key: str, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+def load(
+    store: ResultStore, group: str, key: str, names: tuple[str, ...]
+) -> dict[str, np.ndarray] | None:
     """The arrays kept by :func:`save` under ``group/key``, or None if they were not kept whole."""
     import zarr
     from zarr.errors import NodeNotFoundError
 
     try:
-        grp = zarr.open_group(url, mode="r", zarr_format=3, path=f"{group}/{key}")
+        grp = zarr.open_group(store.url, mode="r", zarr_format=3, path=f"{group}/{key}")
     except (NodeNotFoundError, FileNotFoundError):
         return None
     if grp.attrs.get("complete") is not True or any(n not in grp for n in names):
@@ -51,9 +53,9 @@ def load(url: str, group: str, key: str, names: tuple[str, ...]) -> dict[str, np
     return {n: np.asarray(grp[n][...]) for n in names}  # type: ignore[index]
 
 
-def drop(url: str, group: str) -> None:
+def drop(store: ResultStore, group: str) -> None:
     """Drop the group (every block is written: no run needs it again)."""
-    store.drop_group(url, group)
+    store.drop_group(group)
 
 
 def _range_key(state: int, r0: int) -> str:
@@ -61,22 +63,25 @@ def _range_key(state: int, r0: int) -> str:
 
 
 def save_range(
-    url: str, state: int, r0: int, state_dp: np.ndarray, state_truth: np.ndarray
+    store: ResultStore, state: int, r0: int, state_dp: np.ndarray, state_truth: np.ndarray
 ) -> None:
     """Keep a dense TopDown (state, range)'s State-level histograms (``flows.audit.blocks.topdown_state``:
     released (replicates of the range, n_cells), true (n_cells,)); before its blocks' ranges."""
     save(
-        url, TOPDOWN_STATE_HISTOGRAMS, _range_key(state, r0), {"dp": state_dp, "truth": state_truth}
+        store,
+        TOPDOWN_STATE_HISTOGRAMS,
+        _range_key(state, r0),
+        {"dp": state_dp, "truth": state_truth},
     )
 
 
 def load_range(
-    url: str, state: int, replicates: tuple[int, int]
+    store: ResultStore, state: int, replicates: tuple[int, int]
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A (state, range)'s State-level histograms kept by :func:`save_range`, or None if none were
     kept whole (for this range's replicates)."""
     r0, r1 = replicates
-    got = load(url, TOPDOWN_STATE_HISTOGRAMS, _range_key(state, r0), ("dp", "truth"))
+    got = load(store, TOPDOWN_STATE_HISTOGRAMS, _range_key(state, r0), ("dp", "truth"))
     if got is None or got["dp"].ndim != 2 or got["dp"].shape[0] != r1 - r0:
         return None
     return got["dp"], got["truth"]

@@ -13,7 +13,7 @@ import xarray as xr
 from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.simulate import ResidualBlock
 from flows.audit import kept_histograms
-from storage import store
+from storage.result_store import ResultStore
 
 if TYPE_CHECKING:
     from flows.spec.audit_plan import AuditPlan, Block, ProductionParams
@@ -106,14 +106,14 @@ def production_nation(
     )
 
 
-def create_state_histograms(url: str) -> None:
+def create_state_histograms(store: ResultStore) -> None:
     """The (empty) :data:`STATE_HISTOGRAMS` group, made once by the flow before its tasks write
     their states into it."""
-    kept_histograms.create(url, STATE_HISTOGRAMS)
+    kept_histograms.create(store, STATE_HISTOGRAMS)
 
 
 def save_state_histograms(
-    url: str, state: int, state_dp: list[SparseHistograms], state_truth: SparseHistograms
+    store: ResultStore, state: int, state_dp: list[SparseHistograms], state_truth: SparseHistograms
 ) -> None:
     """Keep a state's one-unit State-level histograms (``production_state``) in the staging
     store, its completion attribute last; written before the state's blocks, whose markers say the
@@ -124,16 +124,16 @@ def save_state_histograms(
     arrays = {"nnz": np.array([h.nnz for h in hists], np.int64)}
     for name in ("cells", "counts"):
         arrays[name] = np.concatenate([np.asarray(getattr(h, name), np.int64) for h in hists])
-    kept_histograms.save(url, STATE_HISTOGRAMS, str(state), arrays)
+    kept_histograms.save(store, STATE_HISTOGRAMS, str(state), arrays)
 
 
 def load_state_histograms(
-    url: str, plan: AuditPlan, state: int
+    store: ResultStore, plan: AuditPlan, state: int
 ) -> tuple[list[SparseHistograms], SparseHistograms] | None:
     """A state's State-level histograms kept by :func:`save_state_histograms` (each replicate's
     release, the truth), or None if none were kept whole."""
     prod, _ = _params(plan)
-    got = kept_histograms.load(url, STATE_HISTOGRAMS, str(state), ("nnz", "cells", "counts"))
+    got = kept_histograms.load(store, STATE_HISTOGRAMS, str(state), ("nnz", "cells", "counts"))
     if got is None or got["nnz"].size != plan.replicates + 1:
         return None
     nnz, cells, counts = got["nnz"], got["cells"], got["counts"]
@@ -150,9 +150,9 @@ def load_state_histograms(
     return hists[:-1], hists[-1]
 
 
-def drop_state_histograms(url: str) -> None:
+def drop_state_histograms(store: ResultStore) -> None:
     """Drop :data:`STATE_HISTOGRAMS` (the nation is written: no run needs them again)."""
-    kept_histograms.drop(url, STATE_HISTOGRAMS)
+    kept_histograms.drop(store, STATE_HISTOGRAMS)
 
 
 def query_cells(plan: AuditPlan, state: int, geolevel: int) -> dict[int, int]:
@@ -169,7 +169,7 @@ def missing_units(plan: AuditPlan, state: int, geolevel: int, unit_index: np.nda
     return prod.units[state][geolevel] - int(np.unique(unit_index).size)
 
 
-def production_dataset(url: str, plan: AuditPlan) -> xr.Dataset:
+def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
     """The ``production`` group: per (state, geolevel, query) the query cells over the block's
     units (``query_cells``), the items stored (non-zero in the truth or a replicate's release) and
     the cells left out (zero in the truth and every replicate: residual 0, not stored); read from
@@ -179,7 +179,7 @@ def production_dataset(url: str, plan: AuditPlan) -> xr.Dataset:
     cells = np.zeros(shape, dtype=np.int64)
     stored = np.zeros(shape, dtype=np.int64)
     for b in plan.blocks:
-        _, qi = store.read_residuals(url, b.state, b.geolevel)
+        _, qi = store.read_residuals(b.state, b.geolevel)
         counts = np.bincount(qi[qi >= 0].astype(np.int64), minlength=len(plan.queries))
         for q, n in query_cells(plan, b.state, b.geolevel).items():
             cells[b.state, b.geolevel, q] = n
@@ -217,9 +217,9 @@ def production_dataset(url: str, plan: AuditPlan) -> xr.Dataset:
     )
 
 
-def stored_residuals(url: str, plan: AuditPlan) -> int:
+def stored_residuals(store: ResultStore, plan: AuditPlan) -> int:
     """Residuals the run stored: every block's items (not its capacity) times the replicates."""
     import zarr
 
-    n = zarr.open_group(url, mode="r", zarr_format=3, path="residuals")["n_items"]
+    n = zarr.open_group(store.url, mode="r", zarr_format=3, path="residuals")["n_items"]
     return plan.replicates * int(np.asarray(n[...]).sum())  # type: ignore[index]

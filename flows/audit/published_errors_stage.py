@@ -24,7 +24,7 @@ from flows.audit.published_errors import (
     replicate_ranges,
 )
 from flows.runtime import progress
-from storage import store
+from storage.result_store import ResultStore
 
 if TYPE_CHECKING:
     from flows.releases.published import PublishedErrorsRelease
@@ -43,12 +43,14 @@ def amc_replicates_task(plan: AuditPlan, first: int, n: int) -> AMCResult:
     return amc_range(plan, first, n)
 
 
-def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -> dict[str, Any]:
+def run_error_bars(
+    store: ResultStore, plan: AuditPlan, release: PublishedErrorsRelease
+) -> dict[str, Any]:
     """Submit the ranges, merge their moments, write the groups (skipped when a finished run's
     groups are there already); returns the number of replicates and ranges."""
     groups = [UNITS_GROUP, *([AREAS_GROUP] if release.areas else [])]
     ranges = replicate_ranges(plan.replicates, release.replicates_per_task, release.tasks)
-    if all(store.group_complete(url, g) for g in groups):
+    if all(store.group_complete(g) for g in groups):
         return {"replicates": plan.replicates, "ranges": 0}
     t0 = time.perf_counter()
     futures = [
@@ -58,7 +60,7 @@ def run_error_bars(url: str, plan: AuditPlan, release: PublishedErrorsRelease) -
     results: list[AMCResult] = [f.result() for f in futures]
     merged = functools.reduce(lambda x, y: x.merge(y), results)
     for name, ds in errors_datasets(plan, merged, release.alpha, release.areas).items():
-        store.write_group(url, name, ds)
+        store.write_group(name, ds)
     progress.stage(
         f"error bars: {merged.n_replicates} TopDown runs from the published counts in "
         f"{len(ranges)} range{'s' if len(ranges) != 1 else ''} ({time.perf_counter() - t0:.0f} s)"

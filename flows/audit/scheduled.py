@@ -152,7 +152,7 @@ def scheduled_audit(
     from flows.audit.labels import audit_tags, retag_current_run
     from flows.runtime.cluster import cluster_runner, worker_count
     from flows.runtime.worker_watch import run_watched
-    from storage import store
+    from storage.result_store import ResultStore
 
     sections = dict(zip(SECTIONS, (audit, population, release, simulation, epl, accounting, mpl,
                                    output, cluster), strict=True))  # fmt: skip
@@ -161,8 +161,9 @@ def scheduled_audit(
         now = datetime.now(UTC)
         url = expand_placeholders(spec.output.store, now)
         report_path = expand_placeholders(spec.output.report, now) if report else None
-        target = store.absolute(url)
-        store.check_target(target, spec.output.overwrite)
+        target = ResultStore.at(url)
+        # checked at the resolved path, its messages naming it so
+        ResultStore.at(target.url).check_target(spec.output.overwrite)
         if report_path:
             from storage.files import check_file_target
 
@@ -172,10 +173,10 @@ def scheduled_audit(
         return Failed(message=f"dpaudit: error: {one_line(str(exc))}")
     retag_current_run(spec)
     run_id = audit_mod.run_id_for(spec)
-    staging = store.staging_path(target, run_id)
-    with store.exclusive(target):
-        store.discard(staging, target)
-        store.prepare_remote(target, run_id, overwrite=True)  # check_target agreed
+    staging = target.staged(run_id)
+    with target.exclusive():
+        target.discard(staging)
+        target.prepare_remote(run_id, overwrite=True)  # check_target agreed
         try:
             logger = get_run_logger()
 
@@ -188,8 +189,7 @@ def scheduled_audit(
                 )
                 # a cluster with no worker left fails the run in cluster.lost_workers_grace_s
                 summary = run_watched(sub, (spec, staging, run_id), spec.cluster).result()
-            store.set_root_attrs(
-                staging,
+            staging.set_root_attrs(
                 {
                     "run_id": run_id,
                     "dask_scheduler": spec.cluster.scheduler
@@ -199,18 +199,18 @@ def scheduled_audit(
                     "prefect_api": "server",
                 },
             )
-            store.finalize(staging)
-            store.publish(staging, target)
+            staging.finalize()
+            target.publish(staging)
         except BaseException:
-            store.discard(staging, target)
+            target.discard(staging)
             raise
     if report_path:
         from flows.report.render import render_report
 
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
-        render_report(url, report_path)
+        render_report(target, report_path)
     try:
-        publish(audit_artifacts(url, run_id, report_path, spec.output.report_url))
+        publish(audit_artifacts(target, run_id, report_path, spec.output.report_url))
     except Exception as exc:  # the store and report are written: say so, do not fail the run
         from prefect import get_run_logger
 

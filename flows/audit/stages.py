@@ -27,12 +27,14 @@ from flows.runtime import deadline, progress
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan
 from storage import schema as S
-from storage import store
+from storage.result_store import ResultStore
 
 Futures = list[PrefectFuture[Any]]
 
 
-def submit_accounting(spec: AuditSpec, url: str, plan: AuditPlan, grid: np.ndarray) -> Futures:
+def submit_accounting(
+    spec: AuditSpec, store: ResultStore, plan: AuditPlan, grid: np.ndarray
+) -> Futures:
     """Exact accounting of the declared allocation's noise, one task per accounted geolevel, the
     composed level (the longest single task) first; none for a release not accounted (Flaxman's
     geometric releases are pure ε-DP by construction: their nominal ε is in the store's
@@ -41,8 +43,8 @@ def submit_accounting(spec: AuditSpec, url: str, plan: AuditPlan, grid: np.ndarr
     levels: list[str | None] = list(spec.accounted_geolevels) if release.accounted else []
     if spec.accounting.composed and release.accounted:
         levels.insert(0, None)
-    if store.group_complete(url, S.ACCOUNTING) and (
-        store.group_complete(url, S.ACCURACY) or not release.simulates_allocation
+    if store.group_complete(S.ACCOUNTING) and (
+        store.group_complete(S.ACCURACY) or not release.simulates_allocation
     ):
         levels = []
     a = spec.audit
@@ -64,10 +66,10 @@ def submit_accounting(spec: AuditSpec, url: str, plan: AuditPlan, grid: np.ndarr
     ]
 
 
-def submit_mpl(spec: AuditSpec, url: str, plan: AuditPlan) -> Futures:
+def submit_mpl(spec: AuditSpec, store: ResultStore, plan: AuditPlan) -> Futures:
     """Maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)."""
     mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
-    if store.group_complete(url, S.MPL):
+    if store.group_complete(S.MPL):
         mpl_levels = []
     settings = mpl_task_settings(spec)
     return [
@@ -80,7 +82,7 @@ def submit_mpl(spec: AuditSpec, url: str, plan: AuditPlan) -> Futures:
 
 def submit_epl(
     spec: AuditSpec,
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     sims: dict[int, Futures],
     pub_levels: list[PublishedLevel],
@@ -93,7 +95,7 @@ def submit_epl(
     composed EPL of a tree release after them.
     Returns the pieces' futures, the levels' (their results are the levels' EPL) and the
     composed EPL's."""
-    if store.group_complete(url, S.EPL):
+    if store.group_complete(S.EPL):
         return [], [], []
     declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
     settings = spec.epl.task_settings()
@@ -102,7 +104,7 @@ def submit_epl(
         g: [
             tasks.epl_blocks.with_options(
                 task_run_name=f"epl {plan.geolevels[g]} {batch.label}"
-            ).submit(url, plan, g, list(batch.blocks), **settings, wait_for=sims[g])
+            ).submit(store, plan, g, list(batch.blocks), **settings, wait_for=sims[g])
             for batch in batches.get(g, [])
         ]
         for g in sorted(sims)
@@ -125,7 +127,7 @@ def submit_epl(
         else:
             epls.append(
                 tasks.epl_level.with_options(task_run_name=name).submit(
-                    url,
+                    store,
                     plan,
                     g,
                     **settings,
@@ -136,7 +138,7 @@ def submit_epl(
             )
     composed = [
         tasks.epl_composed.with_options(task_run_name="epl composed").submit(
-            url,
+            store,
             plan,
             spec.epl.percentiles,
             spec.epl.bias_aware_settings(),
@@ -150,7 +152,7 @@ def submit_epl(
 
 def submit_claims(
     spec: AuditSpec,
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     sims: dict[int, Futures],
     pub_levels: list[PublishedLevel],
@@ -169,7 +171,7 @@ def submit_claims(
         ]
     return [
         tasks.claim_level.with_options(task_run_name=f"claim {lv.geolevel}").submit(
-            url,
+            store,
             plan,
             lv,
             delta,
@@ -182,7 +184,7 @@ def submit_claims(
 
 
 def wait_all(
-    url: str,
+    store: ResultStore,
     futures: list[Any],
     sims: dict[int, Any],
     named: dict[str, list[Any]],
@@ -196,7 +198,7 @@ def wait_all(
     and the failure hook can mark them), then it is raised."""
     stage_of = {id(f): n for n, fs in named.items() for f in fs}
     tracker = progress.BlockProgress(
-        lambda: len(store.done_blocks(url) & regions),
+        lambda: len(store.done_blocks() & regions),
         len(regions),
         len(sims),
         len(futures) - len(sims),
@@ -215,7 +217,7 @@ def wait_all(
 
 def write_groups(
     spec: AuditSpec,
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     epls: Futures,
     composed: Futures,
@@ -227,12 +229,12 @@ def write_groups(
     if epls:
         epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
         epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
-        store.write_group(url, S.EPL, epl_ds)
+        store.write_group(S.EPL, epl_ds)
     if not accts:
         return None
     deltas = list(spec.accounting.deltas)
     acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
-    store.write_group(url, S.ACCOUNTING, acct_ds)
+    store.write_group(S.ACCOUNTING, acct_ds)
     if plan.strategy.simulates_allocation:  # the errors of the simulated queries
-        store.write_group(url, S.ACCURACY, accuracy_dataset(plan, plan.sigma2_matrix(), acct_ds))
+        store.write_group(S.ACCURACY, accuracy_dataset(plan, plan.sigma2_matrix(), acct_ds))
     return acct_ds

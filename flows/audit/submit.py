@@ -15,34 +15,34 @@ from flows.audit.batching import batch_blocks, batch_label, n_batches, pack
 from flows.audit.production_tasks import submit_production
 from flows.releases import BATCHED_BLOCKS, SPARSE_STATES, TOPDOWN_STATES
 from flows.spec.audit_plan import AuditPlan, Block
-from storage import store
 from storage.residuals import replicate_ranges
+from storage.result_store import ResultStore
 
 Sims = dict[int, list[PrefectFuture[Any]]]
 
 
 def submit_simulation(
-    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+    store: ResultStore, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> Sims:
     """The simulation of the blocks still to do, submitted as the plan's release kind says; per
     geolevel of the plan (with or without blocks to do) the futures its EPL waits for."""
     sims: Sims = {b.geolevel: [] for b in plan.blocks}
     if todo:
         sims.update(
-            SUBMITTERS[plan.strategy.submission](url, plan, todo, workers, tasks_per_worker)
+            SUBMITTERS[plan.strategy.submission](store, plan, todo, workers, tasks_per_worker)
         )
     return sims
 
 
 def submit_blocks(
-    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+    store: ResultStore, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> Sims:
     """Batches of independent blocks; level g's EPL waits for every batch holding one of its
     blocks."""
     sims: Sims = {b.geolevel: [] for b in plan.blocks}
     for batch in batch_blocks(plan, todo, workers, tasks_per_worker):
         f = tasks.simulate_blocks.with_options(task_run_name=f"simulate {batch.label}").submit(
-            url, plan, list(batch.blocks)
+            store, plan, list(batch.blocks)
         )
         for g in sorted({b.geolevel for b in batch.blocks}):
             sims[g].append(f)
@@ -50,7 +50,7 @@ def submit_blocks(
 
 
 def submit_topdown(
-    url: str, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
+    store: ResultStore, plan: AuditPlan, todo: list[Block], workers: int, tasks_per_worker: int
 ) -> Sims:
     """Batches of (state, replicate range) units (each range of a state's geolevels from one run;
     the ranges are the store's replicate chunks, ``cluster.replicates_per_task`` when it was
@@ -62,10 +62,10 @@ def submit_topdown(
     nation = [b for b in plan.blocks if b.state_key == 0]
     unfinished = {b.state for b in todo}
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
-    ranges = replicate_ranges(plan.replicates, store.replicate_chunk(url))
-    done = set() if nation else store.done_ranges(url)
+    ranges = replicate_ranges(plan.replicates, store.replicate_chunk())
+    done = set() if nation else store.done_ranges()
     if nation:  # the states' histograms kept for the nation (a resumed run reads them)
-        kept_histograms.create(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
+        kept_histograms.create(store, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
     units = [
         (b, rr)
         for b in state_blocks
@@ -84,7 +84,7 @@ def submit_topdown(
         rr = [units[i][1] for i in g]
         name = batch_label(blocks, "states") if len(ranges) == 1 else _ranges_label(blocks, rr)
         f = tasks.simulate_topdown_states.with_options(task_run_name=f"topdown {name}").submit(
-            url, plan, blocks, bool(nation), rr
+            store, plan, blocks, bool(nation), rr
         )
         batches.append((blocks, f))
     batch_futures: list[Any] = [f for _, f in batches]  # resolved to their results by Prefect
@@ -93,7 +93,7 @@ def submit_topdown(
         if b.state_key == 0:  # the nation: after every state
             f = tasks.simulate_topdown_nation.with_options(
                 task_run_name=f"topdown {b.label}"
-            ).submit(url, plan, b, batch_futures)
+            ).submit(store, plan, b, batch_futures)
             sims.setdefault(b.geolevel, []).append(f)
         else:
             sims.setdefault(b.geolevel, []).extend(
@@ -113,7 +113,7 @@ def _ranges_label(blocks: list[Block], ranges: list[tuple[int, int]]) -> str:
 
 
 #: the submitter of each way a release kind's simulation is submitted
-SUBMITTERS: dict[str, Callable[[str, AuditPlan, list[Block], int, int], Sims]] = {
+SUBMITTERS: dict[str, Callable[[ResultStore, AuditPlan, list[Block], int, int], Sims]] = {
     BATCHED_BLOCKS: submit_blocks,
     TOPDOWN_STATES: submit_topdown,
     SPARSE_STATES: submit_production,

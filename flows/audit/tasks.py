@@ -25,7 +25,7 @@ from flows.audit.epl_level import combine_level, epl_geolevel, epl_knobs
 from flows.audit.epl_level import epl_blocks as _epl_blocks
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan, Block
-from storage import store
+from storage.result_store import ResultStore
 
 #: names of exception classes (anywhere in an error's MRO) that are a moment's failure of the
 #: network or an object store, besides :class:`OSError` (botocore's, distributed's lost comms)
@@ -75,30 +75,30 @@ TASK_OPTS: dict[str, Any] = {
 }
 
 
-def _simulate_one(url: str, plan: AuditPlan, block: Block) -> int:
+def _simulate_one(store: ResultStore, plan: AuditPlan, block: Block) -> int:
     """Simulate every replicate of one (state, geolevel) block, write its region (data, then its
     checksums: the block's done-marker); return its item count."""
     res = plan.strategy.simulate_block(plan, block)
-    return store.write_residual_block(url, block.state, block.geolevel, res)
+    return store.write_residual_block(block.state, block.geolevel, res)
 
 
 @task(name="simulate-block", **TASK_OPTS)
-def simulate_block(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+def simulate_block(store: ResultStore, plan: AuditPlan, block: Block) -> dict[str, Any]:
     """Simulate every replicate of one (state, geolevel) block and write its region."""
     t0 = time.perf_counter()
-    n = _simulate_one(url, plan, block)
+    n = _simulate_one(store, plan, block)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
 
 
 @task(name="simulate-blocks", **TASK_OPTS)
-def simulate_blocks(url: str, plan: AuditPlan, blocks: list[Block]) -> dict[str, Any]:
+def simulate_blocks(store: ResultStore, plan: AuditPlan, blocks: list[Block]) -> dict[str, Any]:
     """Simulate a batch of blocks one after the other, each with its own keyed seeds, region write
     and checksums; blocks already marked done in the store (a re-run of this task after its worker
     died, or of the flow) are skipped."""
     t0 = time.perf_counter()
-    done = store.done_blocks(url)
+    done = store.done_blocks()
     todo = [b for b in blocks if (b.state, b.geolevel) not in done]
-    n = sum(_simulate_one(url, plan, b) for b in todo)
+    n = sum(_simulate_one(store, plan, b) for b in todo)
     return {
         "blocks": len(blocks),
         "simulated": len(todo),
@@ -108,7 +108,7 @@ def simulate_blocks(url: str, plan: AuditPlan, blocks: list[Block]) -> dict[str,
 
 
 def _topdown_one(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     block: Block,
     replicates: tuple[int, int] | None = None,
@@ -117,10 +117,10 @@ def _topdown_one(
     r0, r1 = (0, plan.replicates) if replicates is None else replicates
     blocks, state_dp, state_truth = topdown_state(plan, block, (r0, r1))
     if keep:  # before the blocks: their range markers say the range is finished
-        kept_histograms.save_range(url, block.state, r0, state_dp, state_truth)
+        kept_histograms.save_range(store, block.state, r0, state_dp, state_truth)
     n = 0
     for gi, res in blocks.items():
-        n += store.write_residual_block(url, block.state, gi, res, replicates=(r0, r1))
+        n += store.write_residual_block(block.state, gi, res, replicates=(r0, r1))
     return {
         "state": block.state,
         "replicates": (r0, r1),
@@ -131,17 +131,17 @@ def _topdown_one(
 
 
 @task(name="simulate-topdown-state", **TASK_OPTS)
-def simulate_topdown_state(url: str, plan: AuditPlan, block: Block) -> dict[str, Any]:
+def simulate_topdown_state(store: ResultStore, plan: AuditPlan, block: Block) -> dict[str, Any]:
     """Every replicate of one state's TopDown-style release; writes the state's region at every
     geolevel and returns the State level's histograms (small) for the national sum."""
     t0 = time.perf_counter()
-    out = _topdown_one(url, plan, block)
+    out = _topdown_one(store, plan, block)
     return {"label": block.label, "seconds": time.perf_counter() - t0, **out}
 
 
 @task(name="simulate-topdown-states", **TASK_OPTS)
 def simulate_topdown_states(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     blocks: list[Block],
     nation: bool,
@@ -158,7 +158,7 @@ def simulate_topdown_states(
     """
     t0 = time.perf_counter()
     units = list(zip(blocks, ranges or [(0, plan.replicates)] * len(blocks), strict=True))
-    done = store.done_ranges(url)
+    done = store.done_ranges()
     states, simulated, n_items = [], 0, 0
     for b, rr in units:
         finished = all(
@@ -166,13 +166,13 @@ def simulate_topdown_states(
         )
         if finished and not nation:
             continue
-        kept = kept_histograms.load_range(url, b.state, rr) if finished else None
+        kept = kept_histograms.load_range(store, b.state, rr) if finished else None
         if kept is not None:
             states.append(
                 {"state": b.state, "replicates": rr, "state_dp": kept[0], "state_truth": kept[1]}
             )
             continue
-        one = _topdown_one(url, plan, b, rr, keep=nation)
+        one = _topdown_one(store, plan, b, rr, keep=nation)
         simulated, n_items = simulated + 1, n_items + one["n_items"]
         states.append({k: one[k] for k in ("state", "replicates", "state_dp", "state_truth")})
     return {
@@ -186,7 +186,7 @@ def simulate_topdown_states(
 
 @task(name="simulate-topdown-nation", **TASK_OPTS)
 def simulate_topdown_nation(
-    url: str, plan: AuditPlan, block: Block, batches: list[dict[str, Any]]
+    store: ResultStore, plan: AuditPlan, block: Block, batches: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The national level of a TopDown-style release: the sum of the states' histograms (from the
     results of :func:`simulate_topdown_states` or :func:`simulate_topdown_state`), in state order;
@@ -208,24 +208,24 @@ def simulate_topdown_nation(
     res = topdown_nation(
         plan, block.geolevel, [np.concatenate(dp[k]) for k in order], [truth[k] for k in order]
     )
-    n = store.write_residual_block(url, block.state, block.geolevel, res)
+    n = store.write_residual_block(block.state, block.geolevel, res)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
 
 
 @task(name="write-empty-blocks", **TASK_OPTS)
 def write_empty_blocks(
-    url: str, plan: AuditPlan, regions: list[tuple[int, int]] | None = None
+    store: ResultStore, plan: AuditPlan, regions: list[tuple[int, int]] | None = None
 ) -> int:
     """Write the plan's regions without data (or only ``regions`` of them, when resuming)."""
     todo = list(plan.empty) if regions is None else regions
     for s, g in todo:
-        store.write_residual_block(url, s, g, None)
+        store.write_residual_block(s, g, None)
     return len(todo)
 
 
 @task(name="epl-blocks", **TASK_OPTS)
 def epl_blocks(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     blocks: list[Block],
@@ -239,12 +239,12 @@ def epl_blocks(
     level's EPL: each state's rows, per-query lattice histograms and TopDown bias sums
     (:func:`flows.audit.epl_level.epl_blocks`; the settings: ``spec.epl.task_settings()``)."""
     knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
-    return _epl_blocks(url, plan, geolevel, blocks, knobs)
+    return _epl_blocks(store, plan, geolevel, blocks, knobs)
 
 
 @task(name="epl", **TASK_OPTS)
 def epl_level(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
     bandwidth_factor: float,
@@ -257,7 +257,7 @@ def epl_level(
     """EPL of every query at one geolevel whose blocks are one batch: the batch and its combine in
     one task (:func:`flows.audit.epl_level.epl_geolevel`), the result :func:`epl_combine`'s."""
     return epl_geolevel(
-        url, plan, geolevel, bandwidth_factor, percentiles, range_multiplier=range_multiplier,
+        store, plan, geolevel, bandwidth_factor, percentiles, range_multiplier=range_multiplier,
         bias_aware=bias_aware, declared=declared,
     )  # fmt: skip
 
@@ -325,10 +325,10 @@ def account(
 
 @task(name="claim", **TASK_OPTS)
 def claim_level(
-    url: str, plan: AuditPlan, level: PublishedLevel, delta: float, threshold: float
+    store: ResultStore, plan: AuditPlan, level: PublishedLevel, delta: float, threshold: float
 ) -> dict[str, Any]:
     """The verdict on a published level's declared claim (:func:`flows.audit.claims.judge_level`)."""
-    return judge_level(url, plan, level, delta=delta, threshold=threshold)
+    return judge_level(store, plan, level, delta=delta, threshold=threshold)
 
 
 @task(name="claim-post-processed", **TASK_OPTS)
@@ -351,7 +351,7 @@ COMPOSED_EPL_KEY = 1000
 
 @task(name="epl-composed", **TASK_OPTS)
 def epl_composed(
-    url: str,
+    store: ResultStore,
     plan: AuditPlan,
     percentiles: tuple[float, float],
     bias_aware: BiasAwareSettings | None = None,
@@ -364,7 +364,7 @@ def epl_composed(
     if not plan.strategy.composed_epl:
         raise ValueError("epl_composed needs a tree release (a tree with known paths)")
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
-    levels = [store.read_residuals(url, 0, g)[0] for g in released]
+    levels = [store.read_residuals(0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
     kw = (bias_aware or BiasAwareSettings()).surface_kwargs(percentiles)

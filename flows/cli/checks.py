@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditlib.exceptions import SpecError, StoreError
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 
 def load_spec(path: str | Path | None) -> Any:
@@ -91,36 +94,30 @@ def check_output_file(path: str | Path, overwrite: bool, what: str, *, create: b
     check_parents(p, what, create=create)
 
 
-def check_store_target(url: str, overwrite: bool) -> None:
+def check_store_target(store: ResultStore, overwrite: bool) -> None:
     """An output store: not in the way of an existing one unless ``overwrite``
-    (``storage.store.check_target``), and, if local, in a writable directory."""
-    from storage import store
+    (``storage.targets.check_target``, on the path as given), and, if local, in a writable
+    directory."""
+    store.check_target(overwrite)
+    if not store.remote:
+        check_parents(Path(store.shown), "output store", create=True)
 
-    store.check_target(url, overwrite)
-    if not store.is_remote(url):
-        check_parents(Path(url), "output store", create=True)
 
-
-def check_store_exists(url: str) -> None:
+def check_store_exists(store: ResultStore) -> None:
     """A store to read (``verify``, ``report``): an existing directory with Zarr metadata."""
-    from storage import store
-
-    if store.is_remote(url):
-        if not store.exists(url):
+    url = store.shown
+    if store.remote:
+        if not store.exists():
             raise StoreError(f"store {url!r} not found; give a result store path or URL")
-        from storage import files
-
-        files.check_documents(url)
+        store.check_documents()
         return
     p = Path(url)
     if not p.exists():
         raise StoreError(f"store {url!r} not found; give a result store path or URL")
     if not p.is_dir():
         raise StoreError(f"store {url!r} is a file, not a result store; give the store directory")
-    if not store.exists(url):
+    if not store.exists():
         raise StoreError(
             f"{url!r} is not a result store (no zarr.json); give the directory a run wrote (--store)"
         )
-    from storage import files
-
-    files.check_documents(url)  # before zarr reads any: regular files of bounded size
+    store.check_documents()  # before zarr reads any: regular files of bounded size

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,9 @@ from flows.cli.checks import check_output_file, check_store_exists
 from flows.cli.errors import fail
 from flows.cli.options import OutputFileOption, OverwriteFileOption
 
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
+
 
 class CompareFormat(StrEnum):
     table = "table"
@@ -27,32 +30,30 @@ class CompareFormat(StrEnum):
     json = "json"
 
 
-def check_audit_store(url: str, role: str) -> None:
+def check_audit_store(store: ResultStore, role: str) -> None:
     """A store a comparison reads: an existing, completed dpaudit store whose arrays match their
     checksums (``role`` names it in the message: "store A", "--compare store")."""
-    from storage import checksums, store
-
-    check_store_exists(url)
-    if not store.is_dpaudit_store(url):
+    url = store.shown
+    check_store_exists(store)
+    if not store.is_dpaudit_store():
         raise StoreError(
             f"{role} {url!r} is a Zarr store that dpaudit did not write; give a store written by "
             "dpaudit run"
         )
-    if not store.is_complete(url):
+    if not store.is_complete():
         raise StoreError(
             f"{role} {url!r} is not a completed dpaudit store (a run is still writing it, or it "
             "stopped before the end); wait for the run to finish, or run it again, then compare"
         )
-    checksums.check(url)
+    store.check()
 
 
-def check_audit_kinds(stores: list[tuple[str, str]]) -> None:
-    """Every (role, url) of ``stores`` holds an audit (``dpaudit run``), not another command's
+def check_audit_kinds(stores: list[tuple[str, ResultStore]]) -> None:
+    """Every (role, store) of ``stores`` holds an audit (``dpaudit run``), not another command's
     results (mpl-coverage, direct, sweep), which a comparison of audits cannot line up."""
     from flows.report.compare_data import store_kind
-    from storage import store
 
-    kinds = [(role, url, *store_kind(store.groups(url))) for role, url in stores]
+    kinds = [(role, s.shown, *store_kind(s.groups())) for role, s in stores]
     for role, url, kind, command in kinds:
         if kind != "audit":
             others = "; ".join(f"{r} {u!r} is an {k} store" for r, u, k, _ in kinds if u != url)
@@ -84,14 +85,16 @@ def compare(
     from flows.report.compare import compare as line_up
     from flows.report.compare_data import audit_numbers
     from flows.report.compare_text import csv_text, json_dict, table_text
+    from storage.result_store import ResultStore
 
     try:
         if output is not None:  # the output first, as every command checks it before reading
             check_output_file(output, overwrite, "output", create=False)
-        check_audit_store(store_a, "store A")
-        check_audit_store(store_b, "store B")
-        check_audit_kinds([("store A", store_a), ("store B", store_b)])
-        result = line_up(audit_numbers(store_a), audit_numbers(store_b))
+        a, b = ResultStore.at(store_a), ResultStore.at(store_b)
+        check_audit_store(a, "store A")
+        check_audit_store(b, "store B")
+        check_audit_kinds([("store A", a), ("store B", b)])
+        result = line_up(audit_numbers(a), audit_numbers(b))
     except DPAuditError as exc:
         fail(str(exc))
     if fmt is CompareFormat.json:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from flows.cli.execute import (
 )
 from flows.cli.options import OverwriteOption, SchedulerOption
 from flows.runtime.cluster import apply_prefect_defaults
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 
 def check_params(p: object) -> None:
@@ -234,16 +237,18 @@ def direct(
     values = dict(locals())  # the options, before anything else is bound
     apply_prefect_defaults()
     from flows.experiments.direct_runs import DirectParams, check_spec_params
+    from storage.result_store import ResultStore
 
     if spec:
         try:
             _refuse_mixed(values, spec=True)
             sp = spec_params(spec, values)
             check_spec_params(sp)  # type: ignore[arg-type]
-            cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+            store = ResultStore.at(store_url)
+            cluster = check_target_and_scheduler(store, overwrite, scheduler)
         except DPAuditError as exc:
             fail(str(exc))
-        _run(sp, store_url, cluster, overwrite)
+        _run(sp, store, cluster, overwrite)
         return
     try:
         _refuse_mixed(values, spec=False)
@@ -272,29 +277,29 @@ def direct(
     )
     try:
         check_params(p)
-        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+        store = ResultStore.at(store_url)
+        cluster = check_target_and_scheduler(store, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
-    _run(p, store_url, cluster, overwrite)
+    _run(p, store, cluster, overwrite)
 
 
-def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) -> None:
-    """Run an experiment into its store and print the estimate."""
+def _run(p: object, store: ResultStore, cluster: object, overwrite: bool = False) -> None:
+    """Run an experiment into its ``store`` and print the estimate."""
     from flows.audit.artifacts import experiment_artifacts
     from flows.experiments.direct_loss import GROUP, direct_flow, direct_run_id
-    from storage import store
 
     run_id = direct_run_id(p)  # type: ignore[arg-type]
     summary, api_url, embedded = execute_resumable(
         direct_flow,
         lambda staging: (staging, p),
-        store_url,
+        store,
         cluster,
         run_id,
         overwrite=overwrite,
         parts="chunks",
     )
-    ds = store.open_group(store_url, GROUP)
+    ds = store.open_group(GROUP)
     if ds.attrs.get("population") == "spec":
         typer.echo(
             f"{ds.attrs['release']} of {ds.attrs['state']}/{ds.attrs['geolevel']} unit "
@@ -303,12 +308,12 @@ def _run(p: object, store_url: str, cluster: object, overwrite: bool = False) ->
         )
     for line in direct_table(ds):
         typer.echo(line)
-    typer.echo(f"store:  {store_url} (group {GROUP!r})")
+    typer.echo(f"store:  {store.shown} (group {GROUP!r})")
     publish_artifacts(
         api_url,
         embedded,
         summary["flow_run_id"],
-        lambda: experiment_artifacts("direct", run_id, store_url, GROUP),
+        lambda: experiment_artifacts("direct", run_id, store, GROUP),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -26,15 +26,18 @@ from flows.cli.errors import (
 )
 from flows.runtime.runlog import captured, new_log
 
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
-def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) -> Any:
+
+def check_target_and_scheduler(store: ResultStore, overwrite: bool, scheduler: str) -> Any:
     """The cluster section of a command with ``--store``, ``--overwrite`` and ``--scheduler``.
 
     Raises :class:`DPAuditError` if the store may not be written or the scheduler (if given)
     does not answer."""
     from flows.spec.cluster import ClusterSection
 
-    check_store_target(store_url, overwrite)
+    check_store_target(store, overwrite)
     cluster = ClusterSection(scheduler=scheduler)
     if scheduler:
         from flows.runtime.reachability import check_scheduler
@@ -45,59 +48,60 @@ def check_target_and_scheduler(store_url: str, overwrite: bool, scheduler: str) 
 
 def execute(
     flow_fn: Any,
-    args: Callable[[str], tuple[Any, ...]],
-    url: str,
+    args: Callable[[ResultStore], tuple[Any, ...]],
+    store: ResultStore,
     cluster: Any,
     run_id: str,
     *,
     overwrite: bool = False,
     lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
-    """Run a flow into a staging copy of ``url`` on the configured cluster; publish it on success.
+    """Run a flow into a staging copy of ``store`` on the configured cluster; publish it on success.
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise), but for a
     killed, interrupted or worker-less run: its staging copy is kept, and a run of the same
-    ``run_id`` continues it (other runs' staging copies of ``url`` are dropped).
+    ``run_id`` continues it (other runs' staging copies of ``store`` are dropped).
     ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
     on its cluster, dropped if it cannot start), or ``None``.
     """
     import logging
 
     from auditlib.exceptions import StoreError
-    from storage import store
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # keep the terminal for the bar
-    target = store.absolute(url)  # absolute: workers with another working directory agree on it
-    staging = store.staging_path(target, run_id)
+    staging = store.staged(run_id)  # absolute: workers with another working directory agree on it
     try:
-        with store.exclusive(target):  # one run per store at a time
-            _prepare_resume(target, staging, run_id, overwrite)
-            return execute_locked(flow_fn, args, cluster, run_id, target, staging, lines)
+        with store.exclusive():  # one run per store at a time
+            _prepare_resume(store, staging, run_id, overwrite)
+            return execute_locked(flow_fn, args, cluster, run_id, store, staging, lines)
     except StoreError as exc:  # the lock is held by a live run (failures inside exit by themselves)
         fail(str(exc))
 
 
-def _prepare_resume(target: str, staging: str, run_id: str, overwrite: bool) -> None:
+def _prepare_resume(
+    target: ResultStore, staging: ResultStore, run_id: str, overwrite: bool
+) -> None:
     """Keep this spec's staging copy (resumed); drop other specs' (superseded by this run)."""
     import shutil
 
-    from storage import store
+    from storage.result_store import ResultStore
 
-    for old in store.stale_stagings(target, run_id):
-        if store.is_remote(str(old)):
-            store.remove(str(old))
+    for old in target.stale_stagings(run_id):
+        stale = ResultStore.at(str(old))
+        if stale.remote:
+            stale.remove()
         else:
             shutil.rmtree(old)
-    store.prepare_remote(target, run_id, overwrite)
-    if store.exists(staging) and staging != target:
+    target.prepare_remote(run_id, overwrite)
+    if staging.exists() and staging != target:
         typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)
 
 
 def execute_resumable(
     flow_fn: Any,
-    args: Callable[[str], tuple[Any, ...]],
-    url: str,
+    args: Callable[[ResultStore], tuple[Any, ...]],
+    store: ResultStore,
     cluster: Any,
     run_id: str,
     *,
@@ -106,7 +110,7 @@ def execute_resumable(
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute`, saying how many of the flow's ``parts`` (its summary's ``"tasks"`` chunks
     or ``"jobs"``) a killed run had finished."""
-    summary, api_url, embedded = execute(flow_fn, args, url, cluster, run_id, overwrite=overwrite)
+    summary, api_url, embedded = execute(flow_fn, args, store, cluster, run_id, overwrite=overwrite)
     if summary["resumed"]:
         total = summary["jobs"] if parts == "jobs" else summary["tasks"]
         typer.echo(f"resumed {summary['resumed']} of {total} {parts}")
@@ -115,11 +119,11 @@ def execute_resumable(
 
 def execute_locked(
     flow_fn: Any,
-    args: Callable[[str], tuple[Any, ...]],
+    args: Callable[[ResultStore], tuple[Any, ...]],
     cluster: Any,
     run_id: str,
-    target: str,
-    staging: str,
+    target: ResultStore,
+    staging: ResultStore,
     lines: StageLog | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """:func:`execute` once the store's lock is held: the API, the cluster, the flow, publishing."""
@@ -135,7 +139,6 @@ def execute_locked(
     )
     from flows.runtime.reachability import ClusterUnreachableError, redact_url
     from flows.runtime.worker_watch import AllWorkersLostError, run_watched
-    from storage import store
 
     log = None if debug_mode() else new_log(f"run-{run_id}")
     outcome: tuple[str, int] | None = None
@@ -189,8 +192,7 @@ def execute_locked(
                     lines.release()
                 summary["flow_run_id"] = str(state.state_details.flow_run_id)
             t_store = time.perf_counter()
-            store.set_root_attrs(
-                staging,
+            staging.set_root_attrs(
                 {
                     "run_id": run_id,
                     "dask_scheduler": cluster.scheduler
@@ -201,29 +203,31 @@ def execute_locked(
                     "prefect_flow_run_id": summary["flow_run_id"],
                 },
             )
-            store.finalize(staging)
-            store.publish(staging, target)
+            staging.finalize()
+            target.publish(staging)
             if lines is not None:
                 took = progress_events.seconds(time.perf_counter() - t_store)
                 lines.stage(f"store checksummed and published ({took})")
         except (ClusterUnreachableError, ClusterConfigError) as exc:
-            store.discard(staging, target)
+            target.discard(staging)
             outcome = (str(exc), EXIT_BAD_INPUT)
             if lines is not None:
                 lines.drop()  # bad input: the one error line only
         except AllWorkersLostError as exc:
             append_trace(log, exc)
             keep_log = True
-            kept = f"the staged store {staging!r} is kept: run the same command again to resume it"
+            kept = (
+                f"the staged store {staging.url!r} is kept: run the same command again to resume it"
+            )
             outcome = (f"{exc}; {kept}; {where_logged(log)}", EXIT_FAILED)
         except KeyboardInterrupt:
             outcome = (
-                f"interrupted; finished blocks are kept in {staging!r}: run the same command "
+                f"interrupted; finished blocks are kept in {staging.url!r}: run the same command "
                 "again to resume",
                 EXIT_FAILED,
             )
         except Exception as exc:
-            store.discard(staging, target)
+            target.discard(staging)
             append_trace(log, exc)
             keep_log = True
             failure = describe_failure(exc).rstrip(".")

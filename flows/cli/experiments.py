@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from flows.cli.execute import (
 )
 from flows.cli.options import Neighbours, OverwriteOption, SchedulerOption
 from flows.runtime.cluster import apply_prefect_defaults
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 
 def sweep(
@@ -47,6 +50,7 @@ def sweep(
     from auditlib.allocations import list_allocations, load_allocation
     from flows.audit.artifacts import experiment_artifacts
     from flows.experiments.sweep import accounting_sweep_flow, plan_jobs, sweep_run_id
+    from storage.result_store import ResultStore
 
     allocs = allocation or list_allocations()
     nbs = [n.value for n in neighbours] if neighbours else ["add_remove", "bounded"]
@@ -61,7 +65,8 @@ def sweep(
                 raise InvalidParameterError(f"Invalid delta: {d!r}; must be in [1e-20, 1)")
         if not 10 <= points <= 5000:
             raise InvalidParameterError(f"Invalid --points: {points}; allowed 10..5000")
-        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+        store = ResultStore.at(store_url)
+        cluster = check_target_and_scheduler(store, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     run_id = sweep_run_id(allocs, nbs, deltas, points)
@@ -69,7 +74,7 @@ def sweep(
     summary, api_url, embedded = execute_resumable(
         accounting_sweep_flow,
         lambda staging: (staging, allocs, nbs, deltas, points),
-        store_url,
+        store,
         cluster,
         run_id,
         overwrite=overwrite,
@@ -82,7 +87,7 @@ def sweep(
         api_url,
         embedded,
         summary["flow_run_id"],
-        lambda: experiment_artifacts("sweep", run_id, store_url, "accounting_sweep"),
+        lambda: experiment_artifacts("sweep", run_id, store, "accounting_sweep"),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
@@ -111,7 +116,7 @@ def run_coverage(
     kind: str,
     checks: Callable[[], None],
     flow: Callable[..., Any],
-    args: Callable[[str], tuple[Any, ...]],
+    args: Callable[[ResultStore], tuple[Any, ...]],
     run_id: Callable[[], str],
     table: Callable[[Any], list[str]],
     group: str,
@@ -123,18 +128,19 @@ def run_coverage(
     store and scheduler checked (bad input: exit 2), ``flow`` run resumably on Dask with
     ``args(staging)``, the ``table`` of its ``group`` printed, its artifacts and link published."""
     from flows.audit.artifacts import experiment_artifacts
-    from storage import store
+    from storage.result_store import ResultStore
 
     try:
         checks()
-        cluster = check_target_and_scheduler(store_url, overwrite, scheduler)
+        store = ResultStore.at(store_url)
+        cluster = check_target_and_scheduler(store, overwrite, scheduler)
     except DPAuditError as exc:
         fail(str(exc))
     rid = run_id()
     summary, api_url, embedded = execute_resumable(
-        flow, args, store_url, cluster, rid, overwrite=overwrite, parts="chunks"
+        flow, args, store, cluster, rid, overwrite=overwrite, parts="chunks"
     )
-    ds = store.open_group(store_url, group)
+    ds = store.open_group(group)
     try:
         for line in table(ds):
             typer.echo(line)
@@ -145,7 +151,7 @@ def run_coverage(
         api_url,
         embedded,
         summary["flow_run_id"],
-        lambda: experiment_artifacts(kind, rid, store_url, group),
+        lambda: experiment_artifacts(kind, rid, store, group),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 

@@ -5,7 +5,7 @@ and a table of the intervals' widths by level, within 80 columns."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import typer
@@ -17,29 +17,34 @@ from flows.audit.published_errors import (
     csv_path_for,
     errors_frame,
 )
-from storage import store
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 
-def has_error_bars(url: str) -> bool:
+def has_error_bars(store: ResultStore) -> bool:
     """Whether the store holds a published table's error bars."""
-    return UNITS_GROUP in store.groups(url)
+    return UNITS_GROUP in store.groups()
 
 
-def error_bars_frame(url: str) -> Any:
+def error_bars_frame(store: ResultStore) -> Any:
     """The store's intervals, units then areas, as one table (the CSV's rows)."""
-    groups = [g for g in (UNITS_GROUP, AREAS_GROUP) if g in store.groups(url)]
-    return errors_frame(*(store.open_group(url, g).load() for g in groups))
+    held = store.groups()
+    groups = [g for g in (UNITS_GROUP, AREAS_GROUP) if g in held]
+    return errors_frame(*(store.open_group(g).load() for g in groups))
 
 
-def write_error_bars_csv(url: str, frame: Any = None, path: Path | None = None) -> Path | None:
+def write_error_bars_csv(
+    store: ResultStore, frame: Any = None, path: Path | None = None
+) -> Path | None:
     """The store's intervals (``frame``: :func:`error_bars_frame`) as a CSV at ``path`` (default:
     beside a local store, :func:`~flows.audit.published_errors.csv_path_for`); ``None`` for a
     remote store."""
     if path is None:
-        if store.is_remote(url):
+        if store.remote:
             return None
-        path = csv_path_for(url)
-    frame = error_bars_frame(url) if frame is None else frame
+        path = csv_path_for(store.shown)
+    frame = error_bars_frame(store) if frame is None else frame
     tmp = path.with_name(path.name + ".tmp")
     frame.to_csv(tmp, index=False, float_format="%.6g")
     tmp.replace(path)  # never a half-written CSV under its name
@@ -62,18 +67,19 @@ def width_lines(frame: Any) -> list[str]:
 
 
 def print_error_bars_summary(
-    url: str, report: str | None, summary: dict[str, Any], wall: float
+    store: ResultStore, report: str | None, summary: dict[str, Any], wall: float
 ) -> None:
     """The run's error bars: replicates, widths by level, where the store, CSV and report are."""
-    ds = store.open_group(url, UNITS_GROUP)
+    url = store.shown
+    ds = store.open_group(UNITS_GROUP)
     a = ds.attrs
     level = 100 * (1 - float(a["alpha"]))
     typer.echo(
         f"run {summary['run_id']}: {a['replicates']} TopDown runs from the published counts, "
         f"{wall:.1f} s"
     )
-    frame = error_bars_frame(url)
-    csv = None if store.is_remote(url) else csv_path_for(url)  # run_audit wrote it
+    frame = error_bars_frame(store)
+    csv = None if store.remote else csv_path_for(url)  # run_audit wrote it
     typer.echo(f"{level:g} % intervals of the true counts, widths (upper - lower):")
     for line in width_lines(frame):
         typer.echo(f"  {line}")

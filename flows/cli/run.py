@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
 from flows.cli.options import OverwriteFileOption
 from flows.runtime.cluster import apply_prefect_defaults
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 
 def run(
@@ -51,6 +54,7 @@ def run(
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
     from flows.spec import parse_spec
+    from storage.result_store import ResultStore
 
     try:
         s = load_spec(spec_path)
@@ -64,13 +68,13 @@ def run(
         if overwrite:
             data["output"]["overwrite"] = True
         s = parse_spec(data, "spec with command-line overrides")
-        url = s.output.store
-        finished = finished_run(s, url)
+        store = ResultStore.at(s.output.store)  # opened once: every check and the run use it
+        finished = finished_run(s, store)
         if finished and not no_report and not Path(s.output.report).exists():
-            finish_report(s, url, finished)  # the run stopped while writing its report
+            finish_report(s, store, finished)  # the run stopped while writing its report
             return
         try:
-            check_store_target(url, s.output.overwrite)  # every output first, then the cluster
+            check_store_target(store, s.output.overwrite)  # every output first, then the cluster
         except StoreError as exc:
             if not finished:
                 raise
@@ -93,24 +97,24 @@ def run(
             f"spec loaded: {spec_path.name if spec_path else 'default'} ({s.release.kind}, "
             f"{len(s.geolevels)} levels, {runs_of(s)})"
         )
-    run_audit(s, url, no_report, lines)
+    run_audit(s, store, no_report, lines)
 
 
-def finished_run(s: Any, url: str) -> str:
-    """The run id of this spec's finished run if the store at ``url`` holds it, else "" (also
-    with ``--overwrite``: then the run is done again)."""
+def finished_run(s: Any, store: ResultStore) -> str:
+    """The run id of this spec's finished run if ``store`` holds it, else "" (also with
+    ``--overwrite``: then the run is done again)."""
     from flows.audit import flow as audit
-    from storage import store
 
-    if s.output.overwrite or store.is_remote(url) or not store.is_complete(url):
+    if s.output.overwrite or store.remote or not store.is_complete():
         return ""
-    held = store.root_attrs(url).get("run_id")
+    held = store.root_attrs().get("run_id")
     return held if isinstance(held, str) and held == audit.run_id_for(s) else ""
 
 
-def finish_report(s: Any, url: str, run_id: str) -> None:
+def finish_report(s: Any, store: ResultStore, run_id: str) -> None:
     """A rerun of a run that stopped after publishing its store but before its report was
     written: nothing is computed again; the report is rendered from the store (verified first)."""
+    url = store.shown
     check_output_file(s.output.report, False, "report", create=True)
     typer.echo(
         f"dpaudit: {url} holds this spec's finished run {run_id} but not its report (the run "
@@ -118,7 +122,7 @@ def finish_report(s: Any, url: str, run_id: str) -> None:
     )
     lines = StageLog(held=False) if logged_output() else None
     try:
-        render_with_progress(url, s.output.report, lines)
+        render_with_progress(store, s.output.report, lines)
     except DPAuditError:
         raise
     except Exception as exc:
@@ -141,8 +145,8 @@ def runs_of(s: Any) -> str:
     return f"{n} replicate{'s' if n != 1 else ''}"
 
 
-def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) -> None:
-    """Run the audit of spec ``s`` into store ``url`` (resuming an interrupted run of the same
+def run_audit(s: Any, store: ResultStore, no_report: bool, lines: StageLog | None = None) -> None:
+    """Run the audit of spec ``s`` into ``store`` (resuming an interrupted run of the same
     spec), render its report unless ``no_report``, and print the summary (and the stages on
     ``lines``, when the output is logged)."""
     from prefect import tags
@@ -152,12 +156,13 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
     from flows.audit.labels import audit_tags
 
     t0 = time.perf_counter()
+    url = store.shown
     run_id = audit.run_id_for(s)
     with tags(*audit_tags(s)):  # the flow run's tags in the Prefect UI
         summary, api_url, embedded = execute(
             audit.audit_flow,
             lambda staging: (s, staging, run_id),
-            url,
+            store,
             s.cluster,
             run_id,
             overwrite=s.output.overwrite,
@@ -165,11 +170,11 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
         )
     from flows.cli.published import has_error_bars, write_error_bars_csv
 
-    if has_error_bars(url):  # a published table's intervals, beside the store (the report links it)
-        write_error_bars_csv(url)
+    if has_error_bars(store):  # a published table's intervals, beside it (the report links it)
+        write_error_bars_csv(store)
     if not no_report:
         try:
-            render_with_progress(url, s.output.report, lines)
+            render_with_progress(store, s.output.report, lines)
         except Exception as exc:
             fail_with_trace(
                 "report",
@@ -178,23 +183,23 @@ def run_audit(s: Any, url: str, no_report: bool, lines: StageLog | None = None) 
                 exc,
             )
     report = None if no_report else s.output.report
-    print_run_summary(url, report, summary, time.perf_counter() - t0)
+    print_run_summary(store, report, summary, time.perf_counter() - t0)
     publish_artifacts(
         api_url,
         embedded,
         summary["flow_run_id"],
-        lambda: audit_artifacts(url, run_id, report, s.output.report_url),
+        lambda: audit_artifacts(store, run_id, report, s.output.report_url),
     )
     print_prefect_link(api_url, embedded, summary["flow_run_id"])
 
 
 def render_with_progress(
-    store_url: str,
+    store: ResultStore,
     output: str,
     lines: StageLog | None = None,
-    compare_with: str | None = None,
+    compare_with: ResultStore | None = None,
 ) -> Path:
-    """Render the report of ``store_url`` to ``output``, saying so: on a terminal a bar of the
+    """Render the report of ``store`` to ``output``, saying so: on a terminal a bar of the
     report's sections (it leaves nothing behind), in a logged run a line when it starts and one
     when the report is written (:mod:`flows.cli.console`; ``lines``: the run's, or new ones)."""
     from flows.runtime import progress as events
@@ -203,7 +208,7 @@ def render_with_progress(
         lines = StageLog()
     t0 = time.perf_counter()
     if lines is not None:
-        lines.stage(f"rendering the report of {store_url}")
+        lines.stage(f"rendering the report of {store.shown}")
     from flows.report.render import render_report  # matplotlib: seconds on a busy machine
 
     with progress_bar(sys.stderr) as progress:
@@ -216,7 +221,7 @@ def render_with_progress(
 
         events.listen(hook)
         try:
-            path = render_report(store_url, output, compare_with=compare_with)
+            path = render_report(store, output, compare_with=compare_with)
         finally:
             events.listen(None)
     if lines is not None:
@@ -224,18 +229,21 @@ def render_with_progress(
     return path
 
 
-def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wall: float) -> None:
+def print_run_summary(
+    store: ResultStore, report: str | None, summary: dict[str, Any], wall: float
+) -> None:
     """Blocks, wall time and the ε (or EPL) table of a finished run, then where it was written."""
     from flows.cli.published import has_error_bars, print_error_bars_summary
     from storage import schema as S
-    from storage import store
 
-    if has_error_bars(url):  # a published table's error bars: their widths and CSV
-        return print_error_bars_summary(url, report, summary, wall)
-    if S.ACCOUNTING not in store.groups(url):
-        epl = store.open_group(url, S.EPL)
+    url = store.shown
+    if has_error_bars(store):  # a published table's error bars: their widths and CSV
+        return print_error_bars_summary(store, report, summary, wall)
+    groups = store.groups()
+    if S.ACCOUNTING not in groups:
+        epl = store.open_group(S.EPL)
         typer.echo(f"run {summary['run_id']}: {summary['blocks']} blocks")
-        typer.echo(f"time:   {wall:.1f} s in all{_flow_time(url)}")
+        typer.echo(f"time:   {wall:.1f} s in all{_flow_time(store)}")
         # the report's headline EPL: the bias-aware one (older stores: Flaxman–Petti's)
         name = "epl_bias_aware" if "epl_bias_aware" in epl else "epl_pooled"
         for g in epl.geolevel.values:
@@ -244,32 +252,30 @@ def print_run_summary(url: str, report: str | None, summary: dict[str, Any], wal
         if report:
             typer.echo(f"report: {report}")
         return
-    acc = store.open_group(url, S.ACCOUNTING)
+    acc = store.open_group(S.ACCOUNTING)
     claims = None
-    if S.CLAIMS in store.groups(url):
+    if S.CLAIMS in groups:
         from flows.report.claims import read_claims
 
-        claims = read_claims(store.open_group(url, S.CLAIMS))
+        claims = read_claims(store.open_group(S.CLAIMS))
     resumed = summary.get("resumed_blocks", 0)
     typer.echo(
         f"run {summary['run_id']}: {summary['blocks']} blocks"
         f"{f' ({resumed} resumed)' if resumed else ''}, "
         f"{summary['residuals']:,} residuals"
     )
-    typer.echo(f"time:   {wall:.1f} s in all{_flow_time(url)}")
+    typer.echo(f"time:   {wall:.1f} s in all{_flow_time(store)}")
     print_headline_table(acc, claims)
     typer.echo(f"store:  {url}")
     if report:
         typer.echo(f"report: {report}")
 
 
-def _flow_time(url: str) -> str:
+def _flow_time(store: ResultStore) -> str:
     """The flow's own wall time as the store records it (the report's header), beside the
     command's: the difference is the cluster's start and the report."""
-    from storage import store
-
     try:
-        flow = float(store.root_attrs(url).get("wall_time_s", "nan"))
+        flow = float(store.root_attrs().get("wall_time_s", "nan"))
     except (TypeError, ValueError, KeyError, FileNotFoundError, AttributeError):
         return ""
     if flow != flow:  # not recorded
@@ -352,11 +358,12 @@ def verify(
     store_url: Annotated[str, typer.Argument(metavar="STORE", help="A completed result store.")],
 ) -> None:
     """Check every array of a store against the checksums recorded when it was written."""
-    from storage import checksums
+    from storage.result_store import ResultStore
 
     try:
-        check_store_exists(store_url)
-        v = checksums.verify(store_url)
+        store = ResultStore.at(store_url)
+        check_store_exists(store)
+        v = store.verify()
     except DPAuditError as exc:
         fail(str(exc))
     if len(v.problems) == 1:  # one changed document or chunk: one line naming it
@@ -396,30 +403,31 @@ def report(
 ) -> None:
     """Render the HTML report of a result store."""
     from storage import schema as S
-    from storage import store
+    from storage.result_store import ResultStore
 
+    other = None
     try:
+        store = ResultStore.at(store_url)
         check_output_file(output, overwrite, "report", create=False)
-        check_store_exists(store_url)
-        if not store.root_attrs(store_url).get(S.COMPLETE_ATTR):
+        check_store_exists(store)
+        if not store.root_attrs().get(S.COMPLETE_ATTR):
             raise InvalidParameterError(f"store {store_url!r} is not a completed dpaudit store")
         if compare_with is not None:
             from flows.cli.compare import check_audit_kinds, check_audit_store
 
-            check_audit_store(compare_with, "--compare store")
-            check_audit_kinds([("STORE", store_url), ("--compare store", compare_with)])
+            other = ResultStore.at(compare_with)
+            check_audit_store(other, "--compare store")
+            check_audit_kinds([("STORE", store), ("--compare store", other)])
     except DPAuditError as exc:
         fail(str(exc))
     except Exception as exc:
         fail(f"cannot open store {store_url!r}: {exc}")
-    from storage import checksums
-
     try:
-        checksums.check(store_url)  # never render from a store with a missing or corrupt chunk
+        store.check()  # never render from a store with a missing or corrupt chunk
     except DPAuditError as exc:
         fail(str(exc), EXIT_FAILED)
     try:
-        path = render_with_progress(store_url, output, compare_with=compare_with)
+        path = render_with_progress(store, output, compare_with=other)
     except DPAuditError as exc:  # e.g. the other store lacks this store's headline δ
         fail(str(exc))
     typer.echo(f"report: {path}")

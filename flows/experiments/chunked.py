@@ -5,7 +5,7 @@ A run's store is claimed under its run id (:func:`run_id_of`); its work is cut i
 with a done-marker in a grid. The run creates (or, resumed, reopens) a staging group of parts: one
 array per stored quantity, chunked so that each chunk of work writes its own region. Each chunk's
 Prefect task runs on the task runner's Dask cluster and writes its region of the parts with
-:func:`storage.store.write_part` (its marker last). A re-run on the same store submits only the
+``ResultStore.write_part`` (its marker last). A re-run on the same store submits only the
 chunks not marked done; once every chunk is done the parts are assembled into the final group,
 which is written whole, and the parts are removed. A run killed after that write, before the parts
 were removed, only removes them when run again.
@@ -24,7 +24,8 @@ import xarray as xr
 
 from auditlib.exceptions import StoreError
 from flows.runtime import deadline
-from storage import store
+from storage.result_store import ResultStore
+from storage.store import PART_DONE
 
 #: a parts group's layout: array name -> (shape, chunks, dtype), as :func:`store.chunk_parts` takes
 PartsLayout = Mapping[str, tuple[tuple[int, ...], tuple[int, ...], str]]
@@ -42,7 +43,7 @@ def run_id_of(key: Any) -> str:
 @dataclass(frozen=True)
 class Chunk:
     """One chunk of work: its place in the marker grid, the name of its task run, and the task's
-    arguments after the store's url."""
+    arguments after the store."""
 
     marker: tuple[int, ...]
     label: str
@@ -92,7 +93,7 @@ def grid_chunks(
 
 
 def run_chunked(
-    url: str,
+    store: ResultStore | str,
     run_id: str,
     group: str,
     parts: str,
@@ -103,33 +104,34 @@ def run_chunked(
     assemble: Callable[[dict[str, np.ndarray]], xr.Dataset],
     what: str = "chunks",
 ) -> ChunkedRun:
-    """Run ``chunks`` resumably into the store at ``url`` and write its group ``group``.
+    """Run ``chunks`` resumably into ``store`` (or the store at a URL) and write its group ``group``.
 
     ``run_id``: the store is claimed for it (another run's unfinished store is refused);
     ``parts``: the staging group, laid out as ``layout`` with done-markers of shape ``grid``;
-    ``task``: the Prefect task run per chunk as ``task(url, *chunk.args)``, which writes that
+    ``task``: the Prefect task run per chunk as ``task(store, *chunk.args)``, which writes that
     chunk's values and its marker to ``parts``; ``assemble``: the final group from every array of
     the parts (``store.read_parts``). ``what`` names the chunks in the error raised when some are
     missing after the run."""
-    store.claim_staging(url, run_id)
+    store = ResultStore.of(store)
+    store.claim_staging(run_id)
     chunks = list(chunks)
     total = int(np.prod(grid))
-    if store.group_complete(url, group):  # killed after assembling, before removing the parts
-        if parts in store.groups(url):
-            store.drop_group(url, parts)
+    if store.group_complete(group):  # killed after assembling, before removing the parts
+        if parts in store.groups():
+            store.drop_group(parts)
         return ChunkedRun(total=total, computed=0, resumed=total, dataset=None)
-    done = store.chunk_parts(url, parts, layout, grid)
+    done = store.chunk_parts(parts, layout, grid)
     futures = [
-        task.with_options(task_run_name=c.label).submit(url, *c.args)
+        task.with_options(task_run_name=c.label).submit(store, *c.args)
         for c in chunks
         if c.marker not in done
     ]
     for f in deadline.as_completed(futures):  # the flow's timeout kept by the clock too
         f.result()
-    values = store.read_parts(url, parts)
-    if not values[store.PART_DONE].all():
-        raise StoreError(f"{url!r}: {what} of {parts!r} are missing after the run")
+    values = store.read_parts(parts)
+    if not values[PART_DONE].all():
+        raise StoreError(f"{store.url!r}: {what} of {parts!r} are missing after the run")
     ds = assemble(values)
-    store.write_group(url, group, ds)
-    store.drop_group(url, parts)
+    store.write_group(group, ds)
+    store.drop_group(parts)
     return ChunkedRun(total=total, computed=len(futures), resumed=len(done), dataset=ds)

@@ -45,7 +45,7 @@ from flows.experiments.direct_runs import (
 )
 from flows.spec.digests import content_addressed, path_free
 from flows.spec.toml_writer import dump_toml
-from storage import store
+from storage.result_store import ResultStore
 
 GROUP = "direct"
 
@@ -158,7 +158,7 @@ def direct_run_id(params: DirectParams | SpecDirectParams) -> str:
 
 @task(name="direct-part", **TASK_OPTS)
 def direct_part_task(
-    url: str, index: int, params: dict[str, Any], start: int, stop: int, plan: Any = None
+    store: ResultStore, index: int, params: dict[str, Any], start: int, stop: int, plan: Any = None
 ) -> int:
     """Run replicates ``start..stop−1`` of an experiment (``params`` with ``spec``: on an audit
     spec; ``plan``: its spine population's plan, the spine shared by the flow) and write their
@@ -168,13 +168,15 @@ def direct_part_task(
     else:
         e_d, e_p = direct_chunk_task.fn(params, start, stop)
     values = np.stack([np.asarray(e_d, dtype=float), np.asarray(e_p, dtype=float)])
-    store.write_part(url, PARTS, (index,), {"error": ((slice(None), slice(start, stop)), values)})
+    store.write_part(PARTS, (index,), {"error": ((slice(None), slice(start, stop)), values)})
     return stop - start
 
 
 @flow(name="dpaudit-direct", validate_parameters=False)
-def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, Any]:
-    """Run the experiment into the store at ``url``; return a small summary.
+def direct_flow(
+    store: ResultStore | str, params: DirectParams | SpecDirectParams
+) -> dict[str, Any]:
+    """Run the experiment into ``store``; return a small summary.
 
     Resumable: each chunk's errors and done-marker go to the ``direct_parts`` group as the chunk
     finishes; a re-run on the same store computes only the chunks not marked done, then assembles
@@ -182,6 +184,7 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
 
     A spine population's spine is generated once, here, and shared with the workers of the flow's
     Dask cluster (:mod:`flows.audit.spine_share`), as the audit flow does."""
+    store = ResultStore.of(store)
     raw = asdict(params)
     plan = spine_plan(params) if isinstance(params, SpecDirectParams) else None
     if isinstance(params, SpecDirectParams):
@@ -189,11 +192,15 @@ def direct_flow(url: str, params: DirectParams | SpecDirectParams) -> dict[str, 
     else:
         what = params.algorithm
     with spine_share.shared(plan) if plan is not None else nullcontext(None) as shared_plan:
-        return _run(url, params, raw, what, shared_plan)
+        return _run(store, params, raw, what, shared_plan)
 
 
 def _run(
-    url: str, params: DirectParams | SpecDirectParams, raw: dict[str, Any], what: str, plan: Any
+    store: ResultStore,
+    params: DirectParams | SpecDirectParams,
+    raw: dict[str, Any],
+    what: str,
+    plan: Any,
 ) -> dict[str, Any]:
     reps, chunk = params.replicates, params.chunk
     ranges = repetition_chunks(reps, chunk)
@@ -202,7 +209,7 @@ def _run(
         for i, (s, e) in enumerate(ranges)
     ]
     run = run_chunked(
-        url,
+        store,
         direct_run_id(params),
         GROUP,
         PARTS,
@@ -212,7 +219,7 @@ def _run(
         direct_part_task,
         lambda parts: direct_dataset(params, parts["error"]),
     )
-    attrs = store.group_attrs(url, GROUP) if run.dataset is None else run.dataset.attrs
+    attrs = store.group_attrs(GROUP) if run.dataset is None else run.dataset.attrs
     return {
         **run.counts(),
         "replicates": reps,

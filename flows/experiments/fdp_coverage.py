@@ -24,7 +24,7 @@ from auditlib.mpl.rates import Band
 from auditlib.mpl.tradeoff_coverage import known_tradeoff, refutes, tradeoff_coverage
 from flows.audit.tasks import TASK_OPTS
 from flows.experiments.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
-from storage import store
+from storage.result_store import ResultStore
 
 GROUP = "fdp_coverage"
 #: the per-chunk results of an unfinished run (staging only; assembled into GROUP, then removed)
@@ -59,7 +59,7 @@ def fdp_coverage_run_id(
 
 @task(name="fdp-chunk", **TASK_OPTS)
 def fdp_chunk(
-    url: str,
+    store: ResultStore,
     name: str,
     parameter: float,
     start: int,
@@ -90,13 +90,13 @@ def fdp_chunk(
         values[k] = (reps, np.asarray(rows, dtype=dtype))
     for k in _PER_CELL:
         values[k] = (one, np.array([r[k]], dtype=float))
-    store.write_part(url, PARTS, (mi, pi, index), values)
+    store.write_part(PARTS, (mi, pi, index), values)
     return stop - start
 
 
 @flow(name="dpaudit-fdp-coverage", validate_parameters=False)
 def fdp_coverage_flow(
-    url: str,
+    store: ResultStore | str,
     mechanisms: list[str],
     parameters: list[float],
     repetitions: int,
@@ -132,7 +132,7 @@ def fdp_coverage_flow(
     def assemble(parts: dict[str, np.ndarray]) -> xr.Dataset:
         return fdp_coverage_dataset(parts, mechanisms, parameters, settings)
 
-    run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, fdp_chunk, assemble)
+    run = run_chunked(store, run_id, GROUP, PARTS, layout, grid, chunks, fdp_chunk, assemble)
     return {"cells": shape[0] * shape[1], **run.counts()}
 
 

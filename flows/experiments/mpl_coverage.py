@@ -23,7 +23,7 @@ from auditlib.mpl.fdp_gap import fdp_gap
 from flows.audit.tasks import TASK_OPTS
 from flows.experiments.chunked import grid_chunks, repetition_chunks, run_chunked, run_id_of
 from storage import schema as S
-from storage import store
+from storage.result_store import ResultStore
 
 if TYPE_CHECKING:
     from flows.spec import AuditSpec
@@ -52,7 +52,7 @@ def coverage_run_id(
 
 @task(name="mpl-chunk", **TASK_OPTS)
 def mpl_chunk(
-    url: str,
+    store: ResultStore,
     name: str,
     eps: float,
     start: int,
@@ -69,7 +69,6 @@ def mpl_chunk(
     reps = (mi, ei, slice(start, stop))
     one = (mi, ei, slice(index, index + 1))
     store.write_part(
-        url,
         PARTS,
         (mi, ei, index),
         {
@@ -86,7 +85,7 @@ def mpl_chunk(
 
 @flow(name="dpaudit-mpl-coverage", validate_parameters=False)
 def mpl_coverage_flow(
-    url: str,
+    store: ResultStore | str,
     mechanisms: list[str],
     epsilons: list[float],
     repetitions: int,
@@ -132,7 +131,7 @@ def mpl_coverage_flow(
             }
         return coverage_dataset(results, mechanisms, epsilons, repetitions, settings)
 
-    run = run_chunked(url, run_id, GROUP, PARTS, layout, grid, chunks, mpl_chunk, assemble)
+    run = run_chunked(store, run_id, GROUP, PARTS, layout, grid, chunks, mpl_chunk, assemble)
     return {"cells": shape[0] * shape[1], **run.counts()}
 
 
@@ -288,11 +287,11 @@ def fdp_vars(
     return data, coords
 
 
-def written_accounting(url: str) -> xr.Dataset | None:
+def written_accounting(store: ResultStore) -> xr.Dataset | None:
     """The ``accounting`` group of an unfinished store if written whole (a resumed run), else None."""
-    if not store.group_complete(url, S.ACCOUNTING):
+    if not store.group_complete(S.ACCOUNTING):
         return None
-    return xr.open_zarr(url, group=S.ACCOUNTING, consolidated=False, chunks=None).load()
+    return xr.open_zarr(store.url, group=S.ACCOUNTING, consolidated=False, chunks=None).load()
 
 
 def mpl_dataset(

@@ -29,7 +29,7 @@ from auditlib.allocations import (
 from auditlib.summaries import account_components
 from flows.audit.tasks import TASK_OPTS
 from flows.experiments.chunked import Chunk, run_chunked, run_id_of
-from storage import store
+from storage.result_store import ResultStore
 
 GROUP = "accounting_sweep"
 COMPOSED = "composed"
@@ -122,7 +122,9 @@ def sweep_run_id(
 
 
 @task(name="account-job", **TASK_OPTS)
-def account_job(url: str, index: int, job: Job, deltas: list[float], eps_grid: np.ndarray) -> None:
+def account_job(
+    store: ResultStore, index: int, job: Job, deltas: list[float], eps_grid: np.ndarray
+) -> None:
     """Account one job and write its results as entry ``index`` of the parts group, marker last."""
     r = account_components(job_components(job), deltas, eps_grid)
     one = (slice(index, index + 1),)
@@ -133,7 +135,7 @@ def account_job(url: str, index: int, job: Job, deltas: list[float], eps_grid: n
     values["method"] = (one, np.array([str(r["method"])], dtype=object))
     for k in (*_PER_DELTA, *_PER_EPS):
         values[k] = (row, np.asarray(r[k], dtype=float)[None, :])
-    store.write_part(url, PARTS, (index,), values)
+    store.write_part(PARTS, (index,), values)
 
 
 def sweep_dataset(
@@ -182,7 +184,7 @@ def sweep_dataset(
 
 @flow(name="dpaudit-accounting-sweep", validate_parameters=False)
 def accounting_sweep_flow(
-    url: str,
+    store: ResultStore | str,
     allocations: list[str],
     neighbours: list[str],
     deltas: list[float],
@@ -209,6 +211,6 @@ def accounting_sweep_flow(
 
     run_id = sweep_run_id(allocations, neighbours, deltas, eps_grid_points)
     run = run_chunked(
-        url, run_id, GROUP, PARTS, layout, (nj,), chunks, account_job, assemble, what="jobs"
+        store, run_id, GROUP, PARTS, layout, (nj,), chunks, account_job, assemble, what="jobs"
     )
     return {"jobs": nj, "computed": run.computed, "resumed": run.resumed}

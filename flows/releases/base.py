@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
     from flows.spec import AuditSpec
     from flows.spec.audit_plan import AuditPlan, Block
+    from storage.result_store import ResultStore
 
 #: how a kind's simulation is submitted (``flows.audit.submit.SUBMITTERS``): batches of independent
 #: blocks, TopDown states (a state's geolevels from one run, then the nation), sparse production
@@ -112,10 +113,10 @@ class Release:
         simulated noise (``alloc``, ``label``: the spec's allocation and its path-free label)."""
         return allocation_source(alloc, label)
 
-    def finish(self, url: str, plan: AuditPlan) -> None:
+    def finish(self, store: ResultStore, plan: AuditPlan) -> None:
         """After every block is written: drop kept histograms, write the kind's own groups."""
 
-    def stored_residuals(self, url: str, plan: AuditPlan) -> int:
+    def stored_residuals(self, store: ResultStore, plan: AuditPlan) -> int:
         """Residuals the run stored."""
         return int(sum(b.n_items for b in plan.blocks) * plan.replicates)
 

@@ -17,6 +17,7 @@ from flows.releases.topdown import TableTopDownRelease
 if TYPE_CHECKING:
     from flows.spec import AuditSpec
     from flows.spec.audit_plan import AuditPlan
+    from storage.result_store import ResultStore
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,12 @@ class PublishedErrorsRelease(TableTopDownRelease):
             f"{spec.audit.replicates} TopDown runs of allocation {label} started from them"
         )
 
-    def finish(self, url: str, plan: AuditPlan) -> None:
+    def finish(self, store: ResultStore, plan: AuditPlan) -> None:
         from flows.audit.published_errors_stage import run_error_bars
 
-        run_error_bars(url, plan, self)
+        run_error_bars(store, plan, self)
 
-    def stored_residuals(self, url: str, plan: AuditPlan) -> int:
+    def stored_residuals(self, store: ResultStore, plan: AuditPlan) -> int:
         return 0
 
 

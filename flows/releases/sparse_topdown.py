@@ -14,6 +14,7 @@ from flows.releases.topdown import SpineTopDownRelease
 
 if TYPE_CHECKING:
     from flows.spec.audit_plan import AuditPlan
+    from storage.result_store import ResultStore
 
 
 @dataclass(frozen=True)
@@ -29,19 +30,18 @@ class SparseTopDownRelease(SpineTopDownRelease):
 
         return missing_units(plan, state, geolevel, unit_index)
 
-    def finish(self, url: str, plan: AuditPlan) -> None:
+    def finish(self, store: ResultStore, plan: AuditPlan) -> None:
         from flows.audit.production import (
             PRODUCTION_GROUP,
             drop_state_histograms,
             production_dataset,
         )
-        from storage import store
 
-        drop_state_histograms(url)  # every block is written: the states' kept histograms go
-        if not store.group_complete(url, PRODUCTION_GROUP):
-            store.write_group(url, PRODUCTION_GROUP, production_dataset(url, plan))
+        drop_state_histograms(store)  # every block is written: the states' kept histograms go
+        if not store.group_complete(PRODUCTION_GROUP):
+            store.write_group(PRODUCTION_GROUP, production_dataset(store, plan))
 
-    def stored_residuals(self, url: str, plan: AuditPlan) -> int:
+    def stored_residuals(self, store: ResultStore, plan: AuditPlan) -> int:
         from flows.audit.production import stored_residuals
 
-        return stored_residuals(url, plan)  # a block's n_items is its capacity
+        return stored_residuals(store, plan)  # a block's n_items is its capacity

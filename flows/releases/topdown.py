@@ -14,6 +14,7 @@ from flows.releases.base import TOPDOWN_STATES, Release
 
 if TYPE_CHECKING:
     from flows.spec.audit_plan import AuditPlan
+    from storage.result_store import ResultStore
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ class TopDownRelease(Release):
         h = plan.hierarchy
         return 1 + sum(h.units_per_state(g) for g in h.below_state)
 
-    def finish(self, url: str, plan: AuditPlan) -> None:
+    def finish(self, store: ResultStore, plan: AuditPlan) -> None:
         from flows.audit import kept_histograms
 
-        kept_histograms.drop(url, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
+        kept_histograms.drop(store, kept_histograms.TOPDOWN_STATE_HISTOGRAMS)
 
 
 @dataclass(frozen=True)

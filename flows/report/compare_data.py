@@ -24,6 +24,7 @@ from flows.report.store_data import (
     CLAIMS_GROUP,
     COVERAGE_GROUP,
     FDP_COVERAGE_GROUP,
+    StoreLike,
     epl_interval_label,
     float_values,
     headline_delta,
@@ -165,10 +166,13 @@ def _mpl(mpl: xr.Dataset, out: AuditNumbers) -> None:
         out.mpl[level] = Estimate(v, v if math.isfinite(high) else math.nan, high)
 
 
-def audit_numbers(store: str, storage_options: Mapping[str, Any] | None = None) -> AuditNumbers:
-    """The numbers of the audit store ``store`` a comparison lines up."""
-    url = store_arg(store)
-    root_attrs, groups = open_store(url, dict(storage_options or {}) or None)
+def audit_numbers(
+    store: StoreLike, storage_options: Mapping[str, Any] | None = None
+) -> AuditNumbers:
+    """The numbers of the audit store ``store`` (:func:`~flows.report.store_data.store_arg`) a
+    comparison lines up."""
+    rs = store_arg(store, storage_options)
+    root_attrs, groups = open_store(rs)
     attrs: dict[str, Any] = {}
     if groups.get("summary") is not None:
         attrs.update(groups["summary"].attrs)  # type: ignore[union-attr]
@@ -178,7 +182,7 @@ def audit_numbers(store: str, storage_options: Mapping[str, Any] | None = None) 
     for ds in (acc, epl, mpl):
         order += [g for g in _levels(ds) if g not in order]
     out = AuditNumbers(
-        path=url,
+        path=rs.shown,
         attrs=attrs,
         spec=parse_spec_toml(attrs.get("spec_toml")),
         levels=order,

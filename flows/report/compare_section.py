@@ -5,7 +5,6 @@ store's headline δ."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from flows.report.compare import MEASURES, ClaimRow, Comparison, compare
 from flows.report.compare_data import AuditNumbers, audit_numbers
 from flows.report.compare_text import diff_text, legend, ratio_text, value_text, verdict
 from flows.report.format import fmt_delta
+from flows.report.store_data import StoreLike
 
 #: the statuses that name a side, in the report's words (A: the other store, B: this one)
 SIDES = {"only in A": "only in the other store", "only in B": "only in this store"}
@@ -96,9 +96,9 @@ def section_of(c: Comparison) -> CompareSection:
 
 def compare_section(
     this: AuditNumbers,
-    other: str | os.PathLike[str],
+    other: StoreLike,
     storage_options: dict[str, Any] | None = None,
 ) -> CompareSection:
     """This store (already read) beside the store ``other``: other = A, this = B, δ of this."""
-    there = audit_numbers(os.fspath(other), storage_options)
+    there = audit_numbers(other, storage_options)
     return section_of(compare(there, this, delta_of="b", labels=("the other store", "this store")))

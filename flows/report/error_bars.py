@@ -10,13 +10,16 @@ import csv
 import os
 import pathlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from flows.report.format import fmt_num
 from flows.report.store_data import parse_spec_toml, str_values
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 #: the groups (``flows.audit.published_errors``)
 UNITS_GROUP = "published_errors"
@@ -63,12 +66,14 @@ def allocation_of(attrs: dict[str, Any]) -> str:
     return str(spec.get("audit", {}).get("allocation", "")) or "—"
 
 
-def open_error_bars(store: str, storage_options: dict[str, Any] | None) -> list[xr.Dataset]:
+def open_error_bars(store: ResultStore) -> list[xr.Dataset]:
     """The store's error bars groups (units, then areas), loaded; [] for any other store."""
     out = []
     for g in (UNITS_GROUP, AREAS_GROUP):
         try:
-            ds = xr.open_zarr(store, group=g, consolidated=True, storage_options=storage_options)
+            ds = xr.open_zarr(
+                store.url, group=g, consolidated=True, storage_options=store.storage_options
+            )
         except (FileNotFoundError, KeyError, OSError, ValueError):
             continue
         out.append(ds.load())

@@ -6,13 +6,16 @@ cells stored and those left out, zero in the truth and in every replicate)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from flows.report.format import fmt_num
 from flows.report.store_data import parse_spec_toml
+
+if TYPE_CHECKING:
+    from storage.result_store import ResultStore
 
 #: words of each TopDown attribute schema (``auditlib.geography.schema``)
 SCHEMA_WORDS = {
@@ -71,11 +74,14 @@ def production_note(ds: xr.Dataset | None) -> str | None:
     )
 
 
-def open_production(store: str, storage_options: dict[str, Any] | None) -> xr.Dataset | None:
+def open_production(store: ResultStore) -> xr.Dataset | None:
     """The store's ``production`` group, or ``None`` (any other run)."""
     try:
         return xr.open_zarr(
-            store, group="production", consolidated=True, storage_options=storage_options
+            store.url,
+            group="production",
+            consolidated=True,
+            storage_options=store.storage_options,
         ).load()
     except (FileNotFoundError, KeyError, OSError, ValueError):
         return None

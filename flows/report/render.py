@@ -47,6 +47,7 @@ from flows.report.store_data import (
     FDP_COVERAGE_GROUP,
     GROUP_DESCRIPTIONS,
     GROUPS,
+    StoreLike,
     epl_interval_label,
     headline_delta,
     open_store,
@@ -62,16 +63,17 @@ __all__ = ["render_report"]
 
 
 def render_report(
-    store: str | os.PathLike[str],
+    store: StoreLike,
     output: str | os.PathLike[str],
     *,
     storage_options: dict[str, Any] | None = None,
-    compare_with: str | os.PathLike[str] | None = None,
+    compare_with: StoreLike | None = None,
 ) -> pathlib.Path:
     """Render the HTML audit report of the result ``store`` to ``output``.
 
-    ``store`` is a local path or an fsspec URI of a consolidated Zarr v3 result store;
-    ``storage_options`` are passed to fsspec for URIs. The output is written atomically (a
+    ``store`` is a :class:`~storage.result_store.ResultStore` (the CLI's, opened once), or a
+    local path or an fsspec URI of a consolidated Zarr v3 result store; ``storage_options`` are
+    passed to fsspec for a path or URI. The output is written atomically (a
     temporary file beside it, then :func:`os.replace`). Returns the output path.
 
     ``compare_with``, another audit store (read with the same ``storage_options``), adds the
@@ -80,10 +82,11 @@ def render_report(
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any of
     the result groups.
     """
-    store_s = store_arg(store)
+    rs = store_arg(store, storage_options)
+    store_s = rs.shown  # the store as given: its name and the CSV beside it
     out = pathlib.Path(output)
     _step(0, "reading the store")
-    root_attrs, groups = open_store(store_s, storage_options)
+    root_attrs, groups = open_store(rs)
     store_name = pathlib.PurePosixPath(store_s.rstrip("/")).name or store_s
 
     attrs: dict[str, Any] = {}
@@ -132,8 +135,8 @@ def render_report(
         from flows.report.compare_data import audit_numbers
         from flows.report.compare_section import compare_section
 
-        this = audit_numbers(store_s, storage_options)
-        comparison = compare_section(this, compare_with, storage_options)
+        this = audit_numbers(rs)
+        comparison = compare_section(this, store_arg(compare_with, rs.storage_options))
 
     # a store of ``dpaudit mpl-coverage`` or ``fdp-coverage`` holds no audit group: render its
     # coverage alone
@@ -163,10 +166,10 @@ def render_report(
     # the groups a store lacks are listed once, under the summary (``missing``)
 
     # a published table's error bars: their section alone, no audit group is missing
-    error_bars = error_bars_section(open_error_bars(store_s, storage_options), store_s, out)
+    error_bars = error_bars_section(open_error_bars(rs), store_s, out)
     if error_bars is not None:
         missing, summary_parts = [], [error_bars.summary()]
-    production = open_production(store_s, storage_options)
+    production = open_production(rs)
     note = production_note(production)
     if note is not None:
         summary_parts.append(note)

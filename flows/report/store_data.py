@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from storage.result_store import ResultStore
 from storage.schema import CLAIMS
 
 #: Optional groups of a result store, in report order.
@@ -39,57 +40,66 @@ GROUP_DESCRIPTIONS = {
 }
 
 
-def store_arg(store: str | os.PathLike[str]) -> str:
-    """The store as the string fsspec and zarr take (a path or a URI)."""
-    return os.fspath(store)
+#: a store the report reads: one the caller opened, or a local path or fsspec URI
+StoreLike = ResultStore | str | os.PathLike[str]
 
 
-def open_group(store: str, group: str, storage_options: dict[str, Any] | None) -> xr.Dataset | None:
+def store_arg(store: StoreLike, storage_options: Mapping[str, Any] | None = None) -> ResultStore:
+    """The store the report reads through: ``store`` itself if the caller opened it (the CLI),
+    else the path or URI as given (read in this process: no normalising), with
+    ``storage_options`` for fsspec."""
+    if isinstance(store, ResultStore):
+        return store
+    url = os.fspath(store)
+    options = dict(storage_options) if storage_options else None
+    return ResultStore(url=url, storage_options=options, given=url)
+
+
+def open_group(store: ResultStore, group: str) -> xr.Dataset | None:
     """Open one group lazily (no dask), or ``None`` if the store does not hold it."""
     try:
         return xr.open_zarr(
-            store,
+            store.url,
             group=group,
             consolidated=True,
             chunks=None,
-            storage_options=storage_options or None,
+            storage_options=store.storage_options or None,
         )
     except (KeyError, FileNotFoundError, zarr.errors.NodeNotFoundError):
         return None
 
 
-def read_root_attrs(store: str, storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
+def read_root_attrs(store: ResultStore) -> dict[str, Any] | None:
     """The root attributes of ``store``, or ``None`` if it is no Zarr group."""
     kwargs: dict[str, Any] = {"mode": "r"}
-    if storage_options:
-        kwargs["storage_options"] = storage_options
+    if store.storage_options:
+        kwargs["storage_options"] = store.storage_options
     try:
-        root = zarr.open_group(store, **kwargs)
+        root = zarr.open_group(store.url, **kwargs)
     except (KeyError, FileNotFoundError, zarr.errors.NodeNotFoundError):
         return None
     return dict(root.attrs)
 
 
 def open_store(
-    store: str, storage_options: dict[str, Any] | None
+    store: StoreLike, storage_options: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any] | None, dict[str, xr.Dataset | None]]:
     """The root attributes and every group the report reads (:data:`GROUPS`, ``summary``,
     :data:`CLAIMS_GROUP`, :data:`COVERAGE_GROUP` and :data:`FDP_COVERAGE_GROUP`; ``None`` where
-    absent) of ``store``.
+    absent) of ``store`` (:func:`store_arg`).
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any group.
     """
-    if not storage_options:
-        from storage.files import check_documents
-
-        check_documents(store)  # before zarr reads any metadata document
-    root_attrs = read_root_attrs(store, storage_options)
+    rs = store_arg(store, storage_options)
+    if not rs.storage_options:
+        rs.check_documents()  # before zarr reads any metadata document
+    root_attrs = read_root_attrs(rs)
     groups = {
-        g: open_group(store, g, storage_options)
+        g: open_group(rs, g)
         for g in (*GROUPS, "summary", CLAIMS_GROUP, COVERAGE_GROUP, FDP_COVERAGE_GROUP)
     }
     if root_attrs is None and all(ds is None for ds in groups.values()):
-        raise FileNotFoundError(f"no dpaudit result store at {store!r}")
+        raise FileNotFoundError(f"no dpaudit result store at {rs.shown!r}")
     return root_attrs, groups
 
 

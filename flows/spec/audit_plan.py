@@ -163,7 +163,8 @@ class AuditPlan:
 
     def template_layout(self) -> dict[str, Any]:
         """The residual store's layout for this plan: the keywords of
-        ``storage.store.create_residual_template`` other than ``url`` and ``attrs``."""
+        ``ResultStore.create_residual_template`` (``storage/result_store.py``) other than
+        ``attrs``."""
         return {
             "states": self.states,
             "geolevels": self.geolevels,

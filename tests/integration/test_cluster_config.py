@@ -12,6 +12,7 @@ from flows.audit import flow as audit
 from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import store
+from storage.result_store import ResultStore
 from tests.integration._specs import tiny_spec
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ def test_cluster_class_by_import_path(prefect_harness: None, tmp_path: Path) -> 
         },
     )
     url = s.output.store
-    cli.run_audit(s, url, no_report=True)
+    cli.run_audit(s, ResultStore.at(url), no_report=True)
     attrs = store.root_attrs(url)
     assert attrs["dask_scheduler"] == "distributed.LocalCluster"
     assert attrs["run_id"] == audit.run_id_for(s)
@@ -54,7 +55,7 @@ def test_cluster_class_with_bad_kwargs_exits_2_before_writing(
         {"class": "distributed.LocalCluster", "kwargs": {"n_workers": 1, "n_wrkers": 2}},
     )
     with pytest.raises(typer.Exit) as exc:
-        cli.run_audit(s, s.output.store, no_report=True)
+        cli.run_audit(s, ResultStore.at(s.output.store), no_report=True)
     assert exc.value.exit_code == 2
     err = capsys.readouterr().err
     assert "cluster.class = 'distributed.LocalCluster' did not start" in err

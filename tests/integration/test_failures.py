@@ -11,6 +11,7 @@ import typer
 from flows.audit import flow as audit
 from flows.cli import run as cli
 from flows.spec import parse_spec
+from storage.result_store import ResultStore
 from tests.integration._stores import one_block_template
 
 pytestmark = pytest.mark.integration
@@ -31,6 +32,6 @@ def test_failed_run_leaves_no_store(
     url = str(tmp_path / "out.zarr")
     spec = parse_spec({"output": {"store": url, "report": str(tmp_path / "r.html")}})
     with pytest.raises(typer.Exit) as exc:
-        cli.run_audit(spec, url, no_report=False)
+        cli.run_audit(spec, ResultStore.at(url), no_report=False)
     assert exc.value.exit_code == 1
     assert list(tmp_path.iterdir()) == []  # neither the store, its staging copy, nor a report

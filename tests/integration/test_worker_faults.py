@@ -24,6 +24,7 @@ from flows.cli import run as cli
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from storage.result_store import ResultStore
 from tests.integration._specs import tiny_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -172,7 +173,7 @@ def test_task_that_kills_every_worker_fails_cleanly(
     # one task per block, so the task run that failed is named for the block that killed its worker
     s = spec_for(tmp_path, "poison.zarr", cluster.scheduler.address, seed=32, tasks_per_worker=0)
     with pytest.raises(typer.Exit) as exc:
-        cli.run_audit(s, s.output.store, no_report=True)
+        cli.run_audit(s, ResultStore.at(s.output.store), no_report=True)
     assert exc.value.exit_code == 1
     err = capsys.readouterr().err
     assert "the run failed: KilledWorker" in err and "out of memory?" in err

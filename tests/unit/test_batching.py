@@ -22,6 +22,7 @@ from flows.audit.batching import (
 from flows.spec import load_spec, parse_spec
 from flows.spec.audit_plan import Block
 from flows.spec.plan import make_plan
+from storage.result_store import ResultStore
 
 
 def plan_of(tiny: bool = False, **population: Any) -> Any:
@@ -138,11 +139,11 @@ def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
         attrs={"run_id": "t"},
     )
     blocks = list(plan.blocks)
-    first = tasks.simulate_blocks.fn(url, plan, blocks[:2])
+    first = tasks.simulate_blocks.fn(ResultStore.at(url), plan, blocks[:2])
     assert (first["blocks"], first["simulated"]) == (2, 2)
     before = {(b.state, b.geolevel): store.read_residuals(url, b.state, b.geolevel)[0].copy()
               for b in blocks[:2]}  # fmt: skip
-    again = tasks.simulate_blocks.fn(url, plan, blocks[:3])
+    again = tasks.simulate_blocks.fn(ResultStore.at(url), plan, blocks[:3])
     assert (again["blocks"], again["simulated"]) == (3, 1)  # the two marked blocks skipped
     assert store.done_blocks(url) >= {(b.state, b.geolevel) for b in blocks[:3]}
     for (s, g), r in before.items():

@@ -34,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from bench_epl import concatenated_level
 
+from storage.result_store import ResultStore
+
 PERC = (5.0, 95.0)
 SCALARS = ("epl", "n", "bandwidth", "bias_aware", "ci_low", "ci_high", "null_upper")
 
@@ -57,7 +59,7 @@ def build_store(tmp_path: Path, data: dict[str, Any]) -> tuple[str, AuditPlan]:
         attrs={},
     )
     for b in plan.blocks:
-        tasks.simulate_block.fn(url, plan, b)
+        tasks.simulate_block.fn(ResultStore.at(url), plan, b)
     return url, plan
 
 
@@ -83,7 +85,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
     }
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)  # the most items per state
-    got = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)
+    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC)
     want = concatenated_level(url, plan, g, 0.1)
     assert got["geolevel"] == g
     assert sorted(got["per_state"]) == sorted(want["per_state"]) and len(want["per_state"]) == 3
@@ -107,7 +109,7 @@ def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path
     g = max(b.geolevel for b in plan.blocks)
     r, _ = store.read_residuals(url, 0, g)
     assert not np.all(r == np.round(r))  # raking: non-integer residuals
-    got = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)["pooled"]
+    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC)["pooled"]
     want = concatenated_level(url, plan, g, 0.1)["pooled"]
     for a, b in zip(got, want, strict=True):
         if b is None:

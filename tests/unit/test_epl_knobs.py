@@ -27,6 +27,7 @@ from flows.audit.groups import epl_dataset
 from flows.spec import AuditSpec, load_spec, parse_spec
 from flows.spec.audit_plan import AuditPlan
 from storage import store
+from storage.result_store import ResultStore
 from tests.unit.test_epl_geolevel_stream import (
     assert_rows_equal,
     build_store,
@@ -58,7 +59,7 @@ def run(lv: tuple[str, AuditPlan, int], spec: AuditSpec) -> dict[str, Any]:
     """The EPL task as the audit flow submits it for ``spec``."""
     url, plan, g = lv
     return epl_level.epl_geolevel(
-        url,
+        ResultStore.at(url),
         plan,
         g,
         spec.epl.bandwidth_factor,
@@ -125,7 +126,9 @@ def test_default_spec_gives_the_numbers_of_the_task_without_knobs(
     url, plan, g = level
     spec = with_epl()  # every [epl] key at its default
     got = run(level, spec)
-    before = epl_level.epl_geolevel(url, plan, g, 0.1, PERC)  # the call before the knobs
+    before = epl_level.epl_geolevel(
+        ResultStore.at(url), plan, g, 0.1, PERC
+    )  # the call before the knobs
     want = concatenated_level(url, plan, g, 0.1)  # the in-memory implementation
     for ref in (before, want):
         for a, b in zip(got["pooled"], ref["pooled"], strict=True):
@@ -380,7 +383,9 @@ def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
 
     data = flaxman(replicates=10, seed=5, people=4_000, release="gdpc")
     url, plan = build_store(tmp_path, data)
-    default = tasks.epl_composed.fn(url, plan, PERC, parse_spec(data).epl.bias_aware_settings())
+    default = tasks.epl_composed.fn(
+        ResultStore.at(url), plan, PERC, parse_spec(data).epl.bias_aware_settings()
+    )
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
@@ -389,6 +394,6 @@ def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
     for k in ("epl_sum", "ci_low", "ci_high"):
         assert default[k] == ref[k]
     narrow = parse_spec({**data, "epl": {"confidence": 0.5}}).epl.bias_aware_settings()
-    half = tasks.epl_composed.fn(url, plan, PERC, narrow)
+    half = tasks.epl_composed.fn(ResultStore.at(url), plan, PERC, narrow)
     assert half["epl_sum"] == default["epl_sum"]
     assert half["ci_high"] - half["ci_low"] < default["ci_high"] - default["ci_low"]

@@ -41,6 +41,7 @@ from flows.spec import parse_spec
 from flows.spec.audit_plan import AuditPlan
 from flows.spec.plan import make_plan
 from storage import store
+from storage.result_store import ResultStore
 from tests.unit.test_epl_geolevel_stream import build_store
 from tests.unit.test_topdown_bias import SPEC as TOPDOWN
 
@@ -190,12 +191,16 @@ def check_pieces(
         blocks = plan.blocks_at(g)
         multi += len(blocks) > 1
         for cut in cuts(plan, g):
-            batches = [epl_blocks(url, plan, g, [blocks[i] for i in b], knobs) for b in cut]
+            batches = [
+                epl_blocks(ResultStore.at(url), plan, g, [blocks[i] for i in b], knobs) for b in cut
+            ]
             got = tasks.epl_combine.fn(
                 plan, g, batches, 0.1, PERC, range_multiplier=1.0, bias_aware=bias_aware
             )
             assert_identical(got, want, f"level {g} cut {cut}")
-        assert_identical(epl_geolevel(url, plan, g, 0.1, PERC, bias_aware=bias_aware), want)
+        assert_identical(
+            epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC, bias_aware=bias_aware), want
+        )
     return multi
 
 
@@ -253,9 +258,11 @@ def test_pieces_of_a_topdown_release_equal_the_single_pass(tmp_path: Path) -> No
     url = str(tmp_path / "td.zarr")
     store.create_residual_template(url, **plan.template_layout(), attrs={})
     top = plan.geolevels.index("State")
-    batch = tasks.simulate_topdown_states.fn(url, plan, list(plan.blocks_at(top)), False)
+    batch = tasks.simulate_topdown_states.fn(
+        ResultStore.at(url), plan, list(plan.blocks_at(top)), False
+    )
     nation = next(b for b in plan.blocks if b.state_key == 0)
-    tasks.simulate_topdown_nation.fn(url, plan, nation, [batch])
+    tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
     assert plan.strategy.topdown_bias
     assert check_pieces(url, plan) >= 3
 
@@ -264,7 +271,7 @@ def test_a_missing_piece_is_refused(tmp_path: Path) -> None:
     url, plan = build_store(tmp_path, STATES)
     g = max(b.geolevel for b in plan.blocks)
     knobs = epl_knobs(0.1, PERC)
-    pieces = epl_blocks(url, plan, g, plan.blocks_at(g)[1:], knobs)
+    pieces = epl_blocks(ResultStore.at(url), plan, g, plan.blocks_at(g)[1:], knobs)
     with pytest.raises(ValueError, match="pieces of states"):
         combine_level(plan, g, pieces, knobs)
 

@@ -18,6 +18,7 @@ from flows.audit.groups import epl_dataset
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
 from storage import store
+from storage.result_store import ResultStore
 
 SPEC = {
     "audit": {"allocation": "pl94_2021_production", "replicates": 4, "seed": 2},
@@ -71,11 +72,15 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
     url = str(tmp_path / "a.zarr")
     store.create_residual_template(url, **plan.template_layout(), attrs={})
     top = plan.geolevels.index("State")
-    batch = tasks.simulate_topdown_states.fn(url, plan, list(plan.blocks_at(top)), False)
+    batch = tasks.simulate_topdown_states.fn(
+        ResultStore.at(url), plan, list(plan.blocks_at(top)), False
+    )
     nation = next(b for b in plan.blocks if b.state_key == 0)
-    tasks.simulate_topdown_nation.fn(url, plan, nation, [batch])
+    tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
     results = [
-        epl_level.epl_geolevel(url, plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles)
+        epl_level.epl_geolevel(
+            ResultStore.at(url), plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles
+        )
         for g in sorted({b.geolevel for b in plan.blocks})
     ]
     ds = epl_dataset(plan, results, spec)
