@@ -1,7 +1,11 @@
 """A test tier run as CI runs it, timed, with the machine's load beside it.
 
-    python benchmarks/tier_runs.py fast --runs 3 --burners 8   # the fast tier thrice, 8 CPU hogs
-    python benchmarks/tier_runs.py slow --workers 2            # the slow tier as .ci/run runs it
+    python benchmarks/tier_runs.py fast                        # the fast tier as .ci/run runs it
+    python benchmarks/tier_runs.py fast --runs 3 --burners 8   # thrice, 8 CPU hogs beside it
+    python benchmarks/tier_runs.py slow                        # the slow tier as .ci/run runs it
+
+Both tiers run on two pytest processes (``-n 2``), as ``.ci/run`` runs them; ``--workers 1`` runs
+one.
 
 Each run appends one JSON line to ``benchmarks/results/tier_runs.jsonl``: the tier, the pytest
 command, its exit code and summary line ("1983 passed, 70 deselected in 601.2s"), the wall time,
@@ -96,7 +100,9 @@ def main() -> int:
     ap.add_argument("tier", choices=sorted(TIER_ARGS))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--burners", type=int, default=0, help="CPU-bound processes run beside it")
-    ap.add_argument("--workers", type=int, default=1, help="pytest-xdist workers (-n)")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="pytest-xdist workers (-n), 2 as .ci/run"
+    )
     args = ap.parse_args()
     failed = 0
     for _ in range(args.runs):

@@ -22,6 +22,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import zarr
 
+from tests._ceilings import PROCESS_CEILING_S
+
 if TYPE_CHECKING:
     from flows.spec import AuditSpec
 
@@ -72,7 +74,9 @@ def serving_http() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 120  # a ceiling: python starting on a busy machine
+        deadline = (
+            time.monotonic() + PROCESS_CEILING_S
+        )  # a ceiling: python starting on a busy machine
         while not port_open(port):
             assert time.monotonic() < deadline, "http.server did not start"
             time.sleep(0.05)

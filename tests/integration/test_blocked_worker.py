@@ -21,6 +21,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from flows.runtime import cluster as runtime
+from tests._ceilings import PROCESS_CEILING_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -78,15 +79,15 @@ def test_the_runs_cluster_keeps_a_worker_that_holds_the_gil(
         for attempt in range(4):
             started = tmp_path / f"started-{attempt}"
             held = client.submit(_hold_gil, n, str(started), pure=False)
-            deadline = time.monotonic() + 300
+            deadline = time.monotonic() + PROCESS_CEILING_S
             while not started.exists():  # the task has started and holds the worker's GIL
                 assert time.monotonic() < deadline, "the task did not start in 300 s"
                 time.sleep(0.05)
             queued = [
                 client.submit(_nbytes, np.full(2_000_000, float(i)), pure=False) for i in range(20)
             ]
-            seconds = held.result(timeout=900)
-            total = sum(f.result(timeout=900) for f in queued)
+            seconds = held.result(timeout=PROCESS_CEILING_S)
+            total = sum(f.result(timeout=PROCESS_CEILING_S) for f in queued)
             workers = len(client.scheduler_info()["workers"])
             assert total == 20 * 16_000_000
             assert workers == 1

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import own_environment
 from tests.integration._specs import tiny_spec, to_toml
 from tests.integration.test_cli_run import dpaudit
@@ -24,7 +25,7 @@ def logged(cmd: list[str], cwd: Path, env: dict[str, str], name: str) -> list[st
     log = cwd / name
     with log.open("wb") as out:
         done = subprocess.run(
-            cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=600
+            cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=PROCESS_CEILING_S
         )
     text = log.read_text()
     assert done.returncode == 0, text[-3000:]

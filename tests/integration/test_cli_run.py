@@ -27,7 +27,9 @@ def test_run_writes_store_and_report_then_refuses_to_clobber(tmp_path: Path) -> 
     spec.write_text(SPEC)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     cmd = [*dpaudit(), "run", str(spec), "--store", "out/a.zarr", "--report", "out/r.html"]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "store:  out/a.zarr" in done.stdout
     html = (tmp_path / "out" / "r.html").read_text()
@@ -94,7 +96,7 @@ def test_run_on_an_external_scheduler_with_a_relative_store(tmp_path: Path) -> N
             addr,
         ]
         done = subprocess.run(
-            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
         )
         assert done.returncode == 0, done.stderr[-3000:]
         assert "warning" not in done.stderr  # the cluster's TCP timeout is not Dask's 30 s
@@ -150,7 +152,9 @@ def test_a_run_failing_midway_prints_one_line_and_keeps_the_trace_in_a_log(
     spec = work / "slow.toml"
     spec.write_text(OUTLIVES_ITS_TIMEOUT)
     cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report"]
-    done = subprocess.run(cmd, cwd=work, env=api_env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        cmd, cwd=work, env=api_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -171,7 +175,7 @@ def test_debug_keeps_a_failing_run_on_the_terminal(api_env: dict[str, str], tmp_
     spec.write_text(OUTLIVES_ITS_TIMEOUT)
     cmd = [*dpaudit(), "--debug", "run", str(spec), "--store", "a.zarr", "--no-report"]
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
     )
     assert done.returncode == 1, done.stderr[-3000:]
     assert PREFECT_TIMEOUT.search(done.stderr)
@@ -191,7 +195,7 @@ def test_a_cluster_class_that_does_not_start_is_one_line(
     spec.write_text(to_toml(tiny_spec(cluster=cluster)))
     cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report"]
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=300
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
     )
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.runtime.dask_tcp import tcp_timeout_warning
+from tests._ceilings import PREFECT_START_CEILING_S, PROCESS_CEILING_S
 from tests.integration._processes import free_port, wait_workers
 from tests.integration.test_serve import wait_for
 
@@ -67,11 +68,23 @@ def test_local_sh_on_its_own_ports(tmp_path: Path) -> None:
     try:
         base = f"http://127.0.0.1:{prefect_port}"
         http = httpx.Client(base_url=base, timeout=10)
-        wait_for("the server", lambda: http.get("/api/health").status_code == 200, 150, [proc])
-        settings = wait_for("the UI settings", lambda: http.get("/ui-settings").json(), 60, [proc])
+        wait_for(
+            "the server",
+            lambda: http.get("/api/health").status_code == 200,
+            PREFECT_START_CEILING_S,
+            [proc],
+        )
+        settings = wait_for(
+            "the UI settings",
+            lambda: http.get("/ui-settings").json(),
+            PREFECT_START_CEILING_S,
+            [proc],
+        )
         assert settings["api_url"] == f"{base}/api", settings
         address = f"tcp://127.0.0.1:{dask_port}"
-        wait_for("the scheduler", lambda: wait_workers(address, 1) is not None, 150, [proc])
+        wait_for(
+            "the scheduler", lambda: wait_workers(address, 1) is not None, PROCESS_CEILING_S, [proc]
+        )
 
         def tcp() -> object:  # in the scheduler and the worker
             import dask

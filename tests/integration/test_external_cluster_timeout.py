@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import Workers, dask_scheduler, dpaudit
 from tests.integration._specs import tiny_spec, to_toml
 
@@ -63,7 +64,9 @@ def test_joining_a_cluster_at_the_default_tcp_timeout_warns_once(
     spec = tmp_path / "spec.toml"
     spec.write_text(to_toml(tiny_spec(cluster={"timeout_s": 1})))
     cmd = [*dpaudit(), "run", str(spec), "--store", "a.zarr", "--no-report", "--scheduler", address]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1, done.stderr[-3000:]  # the flow outlived cluster.timeout_s
     assert lines[-1].startswith("dpaudit: error: the run failed: "), done.stderr

@@ -27,6 +27,7 @@ import xarray as xr
 
 from storage import schema as S
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._processes import (
     Workers,
     dask_scheduler,
@@ -109,7 +110,9 @@ def simulating(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        wait_for(lambda: marked_blocks(target.parent) >= 1, 300, "simulated block", proc)
+        wait_for(
+            lambda: marked_blocks(target.parent) >= 1, PROCESS_CEILING_S, "simulated block", proc
+        )
         yield proc
     finally:
         end(proc)
@@ -147,7 +150,7 @@ def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
     workers.start(2)  # the cluster is back: the same command resumes the staged store
     again = subprocess.run(
         run_cmd(spec, target, scheduler), cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=PROCESS_CEILING_S,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming the interrupted run" in again.stderr
@@ -157,7 +160,7 @@ def test_a_run_whose_workers_all_die_fails_in_the_grace_period_and_resumes(
     calm = out / "calm.zarr"  # the same spec, undisturbed
     ok = subprocess.run(
         run_cmd(spec, calm, scheduler), cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=PROCESS_CEILING_S,
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr[-3000:]
     for group in (S.RESIDUALS, S.EPL, S.ACCOUNTING):
@@ -180,7 +183,7 @@ def test_a_worker_its_nanny_restarts_is_no_alarm(
     with simulating(spec, target, scheduler, tmp_path, env) as proc:
         assert proc.poll() is None, "the run ended before its worker was killed"
         psutil.Process(pid).kill()  # the only worker: the cluster has none until it is back
-        _, stderr = proc.communicate(timeout=600)
+        _, stderr = proc.communicate(timeout=PROCESS_CEILING_S)
     assert proc.returncode == 0, stderr[-3000:]
     (restarted,) = wait_workers(scheduler, 1)
     assert restarted != pid  # the worker was replaced by its nanny meanwhile
@@ -209,7 +212,7 @@ def test_a_served_run_whose_workers_all_die_fails_in_the_grace_period(
     killed: list[tuple[float, int]] = []
 
     def kill_midway() -> None:  # beside the flow, which runs in this thread
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + PROCESS_CEILING_S
         while marked_blocks(out) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         blocks = marked_blocks(out)

@@ -15,6 +15,7 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._residuals import padded
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,9 @@ def run_cli(spec: Path, url: Path, dask_address: str, cwd: Path) -> subprocess.C
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     cmd = [*dpaudit(), "run", str(spec), "--store", str(url), "--no-report"]
     cmd += ["--scheduler", dask_address]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
 
 
 def test_dpaudit_run_audits_published_counts(

@@ -115,7 +115,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
             found = [d for d in http.post("/deployments/filter", json={}).json()]
             return found[0] if found else None
 
-        dep = wait_for("the deployment", deployment, 120, procs)
+        dep = wait_for("the deployment", deployment, PROCESS_CEILING_S, procs)
 
         # the run form: one typed field group per spec section, bounds and meanings included
         schema = dep["parameter_openapi_schema"]
@@ -151,7 +151,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
                 r.raise_for_status()  # retried while SQLite is busy
                 return dict(r.json())
 
-            return dict(wait_for("a flow run to be created", go, 60, procs))
+            return dict(wait_for("a flow run to be created", go, PROCESS_CEILING_S, procs))
 
         def finished(run: dict[str, Any], timeout: float) -> dict[str, Any]:
             def done() -> dict[str, Any] | None:
@@ -182,7 +182,9 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
             found = [a for a in Webhook.received if what in a["subject"]]
             return found[0] if found else None
 
-        failed = wait_for("the failure alert", lambda: alert(f"{bad['name']} failed"), 90, procs)
+        failed = wait_for(
+            "the failure alert", lambda: alert(f"{bad['name']} failed"), PROCESS_CEILING_S, procs
+        )
         assert message in failed["body"] and "deployment: nightly" in failed["body"]
 
         # a good run: tags, names and artifacts
@@ -256,7 +258,7 @@ def test_prefect_ui_artifacts_tags_form_and_refusal(tmp_path: Path) -> None:
         (tmp_path / "cli.toml").write_text(to_toml(CLI_SPEC))
         out = subprocess.run(
             [str(bindir / "dpaudit"), "run", "cli.toml"],
-            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=900,
+            cwd=tmp_path, env=served_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         fr_id = str(

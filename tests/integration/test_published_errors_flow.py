@@ -16,6 +16,7 @@ from auditlib.published import amc_interval, amc_replicates
 from flows.spec import parse_spec
 from storage import schema as S
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.unit.test_published_errors import spec_data, write_published
 
 pytestmark = pytest.mark.integration
@@ -116,7 +117,9 @@ def test_dpaudit_run_of_the_example_prints_the_csv(prefect_harness: None, tmp_pa
     }
     cmd = [sys.executable, "-m", "flows.cli", "run", "error_bars.toml", "--store", "e.zarr",
            "--report", "e.html"]  # fmt: skip
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "csv:    e.errors.csv" in done.stdout
     summary = done.stdout.split("run ", 1)[1].split("report:", 1)[0].splitlines()

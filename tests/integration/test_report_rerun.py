@@ -28,7 +28,9 @@ def test_a_run_killed_while_writing_its_report_finishes_it_when_run_again(tmp_pa
     )
     assert not report.exists()
     stamp = (run.target / "zarr.json").stat().st_mtime_ns
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"holds this spec's finished run {run.run_id} but not its report" in again.stdout, (
         again.stdout

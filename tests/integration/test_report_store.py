@@ -185,7 +185,10 @@ def test_notebook_runs_on_the_store(
     monkeypatch.setenv("DPAUDIT_STORE", url)
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
     client = NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=PROCESS_CEILING_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError on the first failing cell
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]

@@ -97,7 +97,7 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
     tree: list[psutil.Process] = []
     try:
         # the embedded server listens and a block is done: the workers are simulating
-        wait_for(lambda: marked_blocks(out) >= 1, 300, "simulated block", proc)
+        wait_for(lambda: marked_blocks(out) >= 1, PROCESS_CEILING_S, "simulated block", proc)
         tree = run.children(recursive=True)
         server = [p for p in tree if "uvicorn" in " ".join(p.cmdline())]
         assert len(server) == 1, [p.cmdline() for p in tree]
@@ -106,7 +106,9 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
         assert len(tree) >= 2, "no Dask worker process"
         os.kill(proc.pid, signal.SIGKILL)  # the run only: what it started must end by itself
         proc.wait(30)
-        deadline = time.monotonic() + 120  # a ceiling: each ends by itself, soon on a calm machine
+        deadline = (
+            time.monotonic() + PROCESS_CEILING_S
+        )  # a ceiling: each ends by itself, soon on a calm machine
 
         def ended() -> bool:
             return not any(alive(p.pid) for p in tree) and not any(map(port_open, ports))
@@ -150,9 +152,9 @@ def test_a_failing_run_keeps_the_console_to_one_line(
             chunks[:] = [s / "residuals/residual/c" for s in staging_dirs(out)]
             return bool(chunks) and chunks[0].is_dir()
 
-        wait_for(written, 300, "residual chunk", proc)
+        wait_for(written, PROCESS_CEILING_S, "residual chunk", proc)
         break_store(chunks[0])
-        _, stderr = proc.communicate(timeout=300)
+        _, stderr = proc.communicate(timeout=PROCESS_CEILING_S)
     finally:
         end(proc)
     assert proc.returncode == 1, stderr[-3000:]

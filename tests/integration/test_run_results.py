@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._ceilings import PROCESS_CEILING_S
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent(
@@ -56,7 +58,11 @@ def test_a_failed_flow_leaves_no_exception_pickle_in_prefect_home(tmp_path: Path
     env["PREFECT_HOME"] = str(tmp_path / "home")
     env["DPAUDIT_LOG_DIR"] = str(tmp_path / "logs")
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_CEILING_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import pytest
 
+from tests._ceilings import PREFECT_START_CEILING_S, PROCESS_CEILING_S
 from tests.integration._processes import free_port
 from tests.integration._specs import tiny_spec, to_toml
 
@@ -92,7 +93,9 @@ def start_prefect_server(
     )  # fmt: skip
     procs.append(server)
     http = httpx.Client(base_url=api, timeout=10)
-    wait_for("the server", lambda: http.get("/health").status_code == 200, 150, procs)
+    wait_for(
+        "the server", lambda: http.get("/health").status_code == 200, PREFECT_START_CEILING_S, procs
+    )
     return PrefectServer(api, env, http)
 
 
@@ -119,7 +122,7 @@ def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
             found = [d for d in r.json() if d["name"] == "nightly"]
             return found[0] if found else None
 
-        dep = wait_for("the deployment", deployment, 120, procs)
+        dep = wait_for("the deployment", deployment, PROCESS_CEILING_S, procs)
         assert [s["schedule"]["cron"] for s in dep["schedules"]] == ["0 3 * * *"]
         assert [s["schedule"]["timezone"] for s in dep["schedules"]] == ["UTC"]
         assert dep["schedules"][0]["active"] is True
@@ -133,7 +136,7 @@ def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
             r.raise_for_status()  # retried while SQLite is busy
             return dict(r.json())
 
-        run = wait_for("a triggered run to be created", trigger, 60, procs)
+        run = wait_for("a triggered run to be created", trigger, PROCESS_CEILING_S, procs)
 
         def finished() -> dict[str, Any] | None:
             r = http.get(f"/flow_runs/{run['id']}")
@@ -143,7 +146,7 @@ def test_serve_registers_a_cron_deployment_and_runs_it(tmp_path: Path) -> None:
                 fr if fr["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
             )
 
-        fr = wait_for("the triggered run", finished, 300, procs)
+        fr = wait_for("the triggered run", finished, PROCESS_CEILING_S, procs)
         assert fr["state_type"] == "COMPLETED", (tmp_path / "serve.log").read_text()[-3000:]
         stores = sorted(p.name for p in (tmp_path / "runs").iterdir())
         assert len(stores) == 1 and stores[0].startswith("nightly-20"), stores

@@ -19,6 +19,7 @@ import zarr
 
 from auditlib.exceptions import StoreError
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration.test_cli_run import SPEC, dpaudit
 from tests.unit.test_store_integrity import assert_no_pickles
 
@@ -90,7 +91,7 @@ def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
     url = f"s3://{s3.bucket}/runs/a.zarr"
     cmd = [*dpaudit(), "run", str(spec), "--store", url, "--no-report"]
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=s3.env, capture_output=True, text=True, timeout=600
+        cmd, cwd=tmp_path, env=s3.env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"store:  {url}" in done.stdout

@@ -17,6 +17,7 @@ import pytest
 
 from storage import schema as S
 from storage import store
+from tests._ceilings import PROCESS_CEILING_S
 from tests.integration._residuals import padded
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -48,7 +49,7 @@ def test_dpaudit_run_of_a_countrys_own_levels(api_env: dict[str, str], tmp_path:
     (tmp_path / "audit.toml").write_text(spec)
     cmd = [*dpaudit(), "run", "audit.toml", "--store", "a.zarr", "--report", "r.html"]
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=900
+        cmd, cwd=tmp_path, env=api_env, capture_output=True, text=True, timeout=PROCESS_CEILING_S
     )
     assert done.returncode == 0, done.stderr[-3000:]
     url = str(tmp_path / "a.zarr")
