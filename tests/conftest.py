@@ -79,4 +79,7 @@ def _tiers_from_reports(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.write_sep("=", "test tiers")
     for tier, ids in ran.items():
-        terminalreporter.write_line(f"{tier} tier: {len(ids)} tests ran")
+        if ids:
+            terminalreporter.write_line(f"{tier} tier: {len(ids)} tests ran")
+        else:
+            terminalreporter.write_line(f"{tier} tier (not run): run it with: {TIERS[tier]}")
