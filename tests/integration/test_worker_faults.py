@@ -47,7 +47,8 @@ class KillInBlockWrite(WorkerPlugin):
         self.marker = marker
 
     def setup(self, worker: Any) -> None:
-        from storage import store as worker_store
+        # the module whose function the store object calls for every block write
+        from storage import residual_blocks as worker_store
 
         original = worker_store.write_residual_block
 
@@ -139,13 +140,13 @@ def test_worker_killed_mid_run_gives_the_same_store(
 ) -> None:
     address = cluster.scheduler.address
     calm = spec_for(tmp_path, "calm.zarr", address, seed=31)
-    cli.run_audit(calm, calm.output.store, no_report=True)
+    cli.run_audit(calm, ResultStore.at(calm.output.store), no_report=True)
 
     pids_before = set(cluster.run(os.getpid).values())
     marker = tmp_path / "killed"
     cluster.register_plugin(KillInBlockWrite(1, 3, str(marker)))
     hit = spec_for(tmp_path, "hit.zarr", address, seed=31)
-    cli.run_audit(hit, hit.output.store, no_report=True)
+    cli.run_audit(hit, ResultStore.at(hit.output.store), no_report=True)
 
     killed = int(marker.read_text())  # a worker died running a simulation block ...
     assert killed in pids_before
