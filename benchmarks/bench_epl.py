@@ -30,7 +30,7 @@ import numpy as np
 from _machine import machine_info
 from _results import best_of
 
-from auditlib.epl import epl, flaxman_petti_reference
+from auditlib.epl import EPLKnobs, epl, flaxman_petti_reference
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
 
 
@@ -218,7 +218,9 @@ def audit_level(states: int, replicates: int, where: str) -> None:
         ("concatenated (before)", lambda: concatenated_level(url, plan, g, 0.1)),
         (
             "streamed (epl_geolevel)",
-            lambda: epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, (5.0, 95.0)),
+            lambda: epl_level.epl_geolevel(
+                ResultStore.at(url), plan, g, EPLKnobs(0.1, (5.0, 95.0))
+            ),
         ),
     ):
         tracemalloc.start()

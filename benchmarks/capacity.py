@@ -371,7 +371,7 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
     epl, resid, acct = [], [], []
     for g in range(len(plan.geolevels)):
         c = time.process_time()
-        epl_level.epl_geolevel(ResultStore.at(url), plan, g, **spec.epl.task_settings())
+        epl_level.epl_geolevel(ResultStore.at(url), plan, g, spec.epl.knobs())
         epl.append(time.process_time() - c)
         resid.append(
             float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)

@@ -87,6 +87,10 @@ class ResultStore:
     def is_complete(self) -> bool:
         return targets.is_complete(self.url)
 
+    def completed_attrs(self) -> dict[str, Any] | None:
+        """The root attributes if the store is complete, else ``None`` (one read)."""
+        return targets.completed_attrs(self.url)
+
     def is_dpaudit_store(self, run_id: str | None = None) -> bool:
         return targets.is_dpaudit_store(self.url, run_id)
 
@@ -155,6 +159,20 @@ class ResultStore:
 
     def open_group(self, group: str, **kw: Any) -> xr.Dataset:
         return store.open_group(self.url, group, **kw)
+
+    def zarr_group(self, path: str = "", mode: str = "r") -> zarr.Group:
+        """The Zarr group at ``path``, as the store is (``store.zarr_group``)."""
+        return store.zarr_group(self.url, path, mode, self.storage_options)
+
+    def dataset(self, group: str, *, consolidated: bool = True, chunks: Any = None) -> xr.Dataset:
+        """One group as an xarray Dataset, as the store is (``store.dataset``)."""
+        return store.dataset(
+            self.url,
+            group,
+            consolidated=consolidated,
+            chunks=chunks,
+            storage_options=self.storage_options,
+        )
 
     def groups(self) -> list[str]:
         return store.groups(self.url)

@@ -140,6 +140,35 @@ def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
         return xr.open_zarr(url, group=group, consolidated=True, **kw)
 
 
+def zarr_group(
+    url: str, path: str = "", mode: str = "r", storage_options: Mapping[str, Any] | None = None
+) -> zarr.Group:
+    """The Zarr group at ``path`` of the store at ``url``, as it is (a staging store too), opened
+    in ``mode`` (zarr's: ``"r"``, ``"r+"``, ``"a"``)."""
+    kw: dict[str, Any] = {"storage_options": dict(storage_options)} if storage_options else {}
+    return zarr.open_group(url, mode=mode, zarr_format=3, path=path, **kw)  # type: ignore[arg-type]
+
+
+def dataset(
+    url: str,
+    group: str,
+    *,
+    consolidated: bool = True,
+    chunks: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> xr.Dataset:
+    """One group of the store at ``url`` as an xarray Dataset, as it is (no check that the store
+    is complete; ``chunks=None``: numpy-backed, lazily read). Raises what xarray raises for a
+    group that is not there."""
+    return xr.open_zarr(
+        url,
+        group=group,
+        consolidated=consolidated,
+        chunks=chunks,
+        storage_options=dict(storage_options) if storage_options else None,
+    )
+
+
 def groups(url: str) -> list[str]:
     """Names of the groups a store holds."""
     check_root(url)

@@ -63,11 +63,19 @@ def _root_meta(url: str) -> dict[str, Any] | None:
 
 def is_complete(url: str) -> bool:
     """A completed store: root marker set *and* consolidated metadata written (both last)."""
+    return completed_attrs(url) is not None
+
+
+def completed_attrs(url: str) -> dict[str, Any] | None:
+    """The root attributes of a completed store (:func:`is_complete`), read once; ``None`` for
+    anything else."""
     meta = _root_meta(url)
     if meta is None:
-        return False
+        return None
     attrs = meta.get("attributes") or {}
-    return bool(attrs.get(S.COMPLETE_ATTR)) and bool(meta.get("consolidated_metadata"))
+    if not isinstance(attrs, dict) or not attrs.get(S.COMPLETE_ATTR):
+        return None
+    return attrs if meta.get("consolidated_metadata") else None
 
 
 def is_dpaudit_store(url: str, run_id: str | None = None) -> bool:

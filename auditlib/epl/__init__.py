@@ -16,7 +16,8 @@
 * :func:`flaxman_petti_reference` — a plain scipy transcription, for cross-checks.
 * :class:`LatticeHistogram`, :func:`histograms_by_query`, :func:`epl_rows` — the same numbers from
   residuals streamed chunk by chunk (an audit's geolevel, a Zarr array);
-  :class:`BiasAwareSettings` — the bias-aware estimate's knobs as an audit sets them.
+  :class:`BiasAwareSettings` — the bias-aware estimate's knobs as an audit sets them;
+  :class:`EPLKnobs` — all of a level's EPL settings, held once.
 """
 
 from auditlib.epl.bandwidth import BANDWIDTH_KINDS
@@ -32,7 +33,7 @@ from auditlib.epl.kde import (
 )
 from auditlib.epl.lattice import Lattice, residual_lattice
 from auditlib.epl.reference import flaxman_petti_reference
-from auditlib.epl.rows import epl_rows
+from auditlib.epl.rows import EPLKnobs, epl_rows
 from auditlib.epl.settings import BANDWIDTH_RULES, BIAS_AWARE_FACTOR, CI_KINDS, BiasAwareSettings
 from auditlib.epl.stream import (
     LatticeHistogram,
@@ -55,6 +56,7 @@ __all__ = [
     "SURFACE_POINTS",
     "BiasAwareSettings",
     "EPLEstimate",
+    "EPLKnobs",
     "EPLResult",
     "EPLSurface",
     "Lattice",

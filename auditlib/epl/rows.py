@@ -16,6 +16,7 @@ binned KDE's bound otherwise (non-integer residuals), NaN when no KDE was evalua
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,23 @@ from auditlib.epl.estimator import EPLResult, epl
 from auditlib.epl.settings import BiasAwareSettings
 from auditlib.epl.stream import LatticeHistogram
 from auditlib.epl.surface import SURFACE_POINTS, epl_surface
+
+
+@dataclass(frozen=True)
+class EPLKnobs:
+    """The settings an audit's EPL rows are computed with, held once: Flaxman–Petti's
+    ``bandwidth_factor`` (h / sd), its window ``percentiles`` and ``range_multiplier``, and the
+    bias-aware estimate's and surfaces' ``bias_aware`` settings (default: the library's). The
+    spec's ``[epl]`` section gives them (``spec.epl.knobs()``)."""
+
+    bandwidth_factor: float
+    percentiles: tuple[float, float]
+    range_multiplier: float = 1.0
+    bias_aware: BiasAwareSettings = field(default_factory=BiasAwareSettings)
+
+    def rows_kwargs(self) -> dict[str, Any]:
+        """These settings as the keyword arguments of :func:`epl_rows`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def epl_rows(

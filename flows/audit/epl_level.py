@@ -20,6 +20,7 @@ import numpy as np
 from auditlib import seeds
 from auditlib.epl import (
     BiasAwareSettings,
+    EPLKnobs,
     LatticeHistogram,
     epl_rows,
     histograms_by_query,
@@ -31,22 +32,6 @@ from storage.result_store import ResultStore
 
 #: residuals of a query sampled (from the first block that has it) to choose its lattice
 SPACING_SAMPLE = 1 << 16
-
-
-def epl_knobs(
-    bandwidth_factor: float,
-    percentiles: tuple[float, float],
-    range_multiplier: float = 1.0,
-    bias_aware: BiasAwareSettings | None = None,
-) -> dict[str, Any]:
-    """The keyword arguments of :func:`auditlib.epl.epl_rows` a level's rows are computed with
-    (``bias_aware`` default: the library's, on the same percentiles)."""
-    return {
-        "bandwidth_factor": bandwidth_factor,
-        "percentiles": percentiles,
-        "range_multiplier": range_multiplier,
-        "bias_aware": bias_aware if bias_aware is not None else BiasAwareSettings(),
-    }
 
 
 def smallest_factor(
@@ -123,14 +108,12 @@ def epl_blocks(
     plan: AuditPlan,
     geolevel: int,
     blocks: Sequence[Block],
-    knobs: Mapping[str, Any],
+    knobs: EPLKnobs,
 ) -> list[dict[str, Any]]:
     """The pieces of a batch of one level's blocks (:func:`epl_block`, one after the other), on
-    the level's lattices; ``knobs``: :func:`epl_knobs`."""
-    ba = knobs["bias_aware"]
-    factor = smallest_factor(
-        float(knobs["bandwidth_factor"]), ba, plan.replicates, plan.blocks_at(geolevel)
-    )
+    the level's lattices."""
+    ba = knobs.bias_aware
+    factor = smallest_factor(knobs.bandwidth_factor, ba, plan.replicates, plan.blocks_at(geolevel))
     queries = [store.read_query_index(b.state, b.geolevel) for b in blocks]
     needed = {int(q) for qi in queries for q in np.unique(qi)}
     spacings = level_spacings(store, plan, geolevel, factor, ba, needed)
@@ -143,7 +126,7 @@ def epl_block(
     geolevel: int,
     block: Block,
     spacings: Sequence[float | None],
-    knobs: Mapping[str, Any],
+    knobs: EPLKnobs,
 ) -> dict[str, Any]:
     """One state's piece of a level's EPL: its rows (with the EPL(x) surface and its band, the
     bootstrap keyed by the audit's seed, the geolevel and the state), its per-query histograms on
@@ -162,7 +145,9 @@ def epl_block(
     hists = histograms_by_query(r, q, len(plan.queries), [s or 1.0 for s in spacings])
     del r
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + block.state)
-    out["rows"] = epl_rows(hists, surface_seed=int(seed.generate_state(1)[0]), **knobs)
+    out["rows"] = epl_rows(
+        hists, surface_seed=int(seed.generate_state(1)[0]), **knobs.rows_kwargs()
+    )
     out["hists"] = hists
     return out
 
@@ -171,7 +156,7 @@ def combine_level(
     plan: AuditPlan,
     geolevel: int,
     pieces: Sequence[dict[str, Any]],
-    knobs: Mapping[str, Any],
+    knobs: EPLKnobs,
     declared: Mapping[int, Any] | None = None,
 ) -> dict[str, Any]:
     """A level's EPL from its blocks' pieces (:func:`epl_blocks`, in any batches and order): per
@@ -209,7 +194,7 @@ def combine_level(
         references=refs,
         uncertainty_seed=int(level_seed.generate_state(1)[0]),
         surface_seed=int(pooled_seed.generate_state(1)[0]),
-        **knobs,
+        **knobs.rows_kwargs(),
     )
     out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
     out["floor_reference"] = {
@@ -224,22 +209,17 @@ def epl_geolevel(
     store: ResultStore,
     plan: AuditPlan,
     geolevel: int,
-    bandwidth_factor: float,
-    percentiles: tuple[float, float],
+    knobs: EPLKnobs,
     *,
-    range_multiplier: float = 1.0,
-    bias_aware: BiasAwareSettings | None = None,
     declared: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel: per state (with the EPL(x) surface and its band), and
     pooled over states; the level's blocks as one batch, then combined (the audit runs the same
     functions in batches, one task each). ``declared``: as :func:`combine_level` takes it.
 
-    ``bandwidth_factor``, ``percentiles`` and ``range_multiplier`` set the Flaxman–Petti estimate;
-    ``bias_aware`` the bias-aware estimate and the surfaces (default: the library's, on the same
-    percentiles). The bootstrap and reference draws are keyed from the audit's seed, the geolevel,
-    the state (0 pooled) and the query.
+    ``knobs`` set the Flaxman–Petti estimate, the bias-aware one and the surfaces. The bootstrap
+    and reference draws are keyed from the audit's seed, the geolevel, the state (0 pooled) and
+    the query.
     """
-    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
     pieces = epl_blocks(store, plan, geolevel, plan.blocks_at(geolevel), knobs)
     return combine_level(plan, geolevel, pieces, knobs, declared)

@@ -19,18 +19,14 @@ TOPDOWN_STATE_HISTOGRAMS = "topdown_state_histograms"
 
 def create(store: ResultStore, group: str) -> None:
     """The (empty) group, made once by the flow before its tasks write into it."""
-    import zarr
-
-    root = zarr.open_group(store.url, mode="r+", zarr_format=3)
+    root = store.zarr_group(mode="r+")
     if group not in root:
         root.create_group(group)
 
 
 def save(store: ResultStore, group: str, key: str, arrays: dict[str, np.ndarray]) -> None:
     """Keep ``arrays`` under ``group/key`` of the staging store, its completion attribute last."""
-    import zarr
-
-    grp = zarr.open_group(store.url, mode="a", zarr_format=3, path=f"{group}/{key}")
+    grp = store.zarr_group(f"{group}/{key}", mode="a")
     grp.attrs["complete"] = False
     for name, data in arrays.items():
         grp.create_array(name, data=np.asarray(data), overwrite=True)
@@ -41,11 +37,10 @@ def load(
     store: ResultStore, group: str, key: str, names: tuple[str, ...]
 ) -> dict[str, np.ndarray] | None:
     """The arrays kept by :func:`save` under ``group/key``, or None if they were not kept whole."""
-    import zarr
     from zarr.errors import NodeNotFoundError
 
     try:
-        grp = zarr.open_group(store.url, mode="r", zarr_format=3, path=f"{group}/{key}")
+        grp = store.zarr_group(f"{group}/{key}")
     except (NodeNotFoundError, FileNotFoundError):
         return None
     if grp.attrs.get("complete") is not True or any(n not in grp for n in names):

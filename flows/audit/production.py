@@ -219,7 +219,5 @@ def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
 
 def stored_residuals(store: ResultStore, plan: AuditPlan) -> int:
     """Residuals the run stored: every block's items (not its capacity) times the replicates."""
-    import zarr
-
-    n = zarr.open_group(store.url, mode="r", zarr_format=3, path="residuals")["n_items"]
+    n = store.zarr_group("residuals")["n_items"]
     return plan.replicates * int(np.asarray(n[...]).sum())  # type: ignore[index]

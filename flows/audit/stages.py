@@ -98,13 +98,15 @@ def submit_epl(
     if store.group_complete(S.EPL):
         return [], [], []
     declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
-    settings = spec.epl.task_settings()
+    knobs = spec.epl.knobs()
     batches = epl_batches(plan, workers, spec.cluster.tasks_per_worker)
     pieces: dict[int, Futures] = {
         g: [
             tasks.epl_blocks.with_options(
                 task_run_name=f"epl {plan.geolevels[g]} {batch.label}"
-            ).submit(store, plan, g, list(batch.blocks), **settings, wait_for=sims[g])
+            ).submit(
+                store, plan, g, list(batch.blocks), knobs, wait_for=sims[g], return_state=False
+            )
             for batch in batches.get(g, [])
         ]
         for g in sorted(sims)
@@ -121,7 +123,7 @@ def submit_epl(
         if g in pieces:
             epls.append(
                 tasks.epl_combine.with_options(task_run_name=name).submit(
-                    plan, g, pieces[g], **settings, declared=declared_g, return_state=False
+                    plan, g, pieces[g], knobs, declared=declared_g, return_state=False
                 )
             )
         else:
@@ -130,7 +132,7 @@ def submit_epl(
                     store,
                     plan,
                     g,
-                    **settings,
+                    knobs,
                     declared=declared_g,
                     wait_for=sims[g],
                     return_state=False,
@@ -140,8 +142,7 @@ def submit_epl(
         tasks.epl_composed.with_options(task_run_name="epl composed").submit(
             store,
             plan,
-            spec.epl.percentiles,
-            spec.epl.bias_aware_settings(),
+            knobs,
             wait_for=epls,
             return_state=False,
         )

@@ -15,13 +15,13 @@ from prefect.cache_policies import NO_CACHE
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
-from auditlib.epl import BiasAwareSettings
+from auditlib.epl import EPLKnobs
 from auditlib.mpl.audit import mpl_geolevel as _mpl_geolevel
 from flows.audit import kept_histograms
 from flows.audit.account_cache import account_cached
 from flows.audit.blocks import leaf_maps, topdown_nation, topdown_state
 from flows.audit.claims import PublishedLevel, judge_level, judge_post_processed_levels
-from flows.audit.epl_level import combine_level, epl_geolevel, epl_knobs
+from flows.audit.epl_level import combine_level, epl_geolevel
 from flows.audit.epl_level import epl_blocks as _epl_blocks
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan, Block
@@ -223,43 +223,14 @@ def write_empty_blocks(
     return len(todo)
 
 
-@task(name="epl-blocks", **TASK_OPTS)
-def epl_blocks(
-    store: ResultStore,
-    plan: AuditPlan,
-    geolevel: int,
-    blocks: list[Block],
-    bandwidth_factor: float,
-    percentiles: tuple[float, float],
-    *,
-    range_multiplier: float = 1.0,
-    bias_aware: BiasAwareSettings | None = None,
-) -> list[dict[str, Any]]:
-    """A batch of one geolevel's blocks reduced, one after the other, to their pieces of the
-    level's EPL: each state's rows, per-query lattice histograms and TopDown bias sums
-    (:func:`flows.audit.epl_level.epl_blocks`; the settings: ``spec.epl.task_settings()``)."""
-    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
-    return _epl_blocks(store, plan, geolevel, blocks, knobs)
+#: A batch of one geolevel's blocks reduced, one after the other, to their pieces of the level's
+#: EPL: each state's rows, per-query lattice histograms and TopDown bias sums (the settings:
+#: ``spec.epl.knobs()``).
+epl_blocks = task(name="epl-blocks", **TASK_OPTS)(_epl_blocks)
 
-
-@task(name="epl", **TASK_OPTS)
-def epl_level(
-    store: ResultStore,
-    plan: AuditPlan,
-    geolevel: int,
-    bandwidth_factor: float,
-    percentiles: tuple[float, float],
-    *,
-    range_multiplier: float = 1.0,
-    bias_aware: BiasAwareSettings | None = None,
-    declared: dict[int, Any] | None = None,
-) -> dict[str, Any]:
-    """EPL of every query at one geolevel whose blocks are one batch: the batch and its combine in
-    one task (:func:`flows.audit.epl_level.epl_geolevel`), the result :func:`epl_combine`'s."""
-    return epl_geolevel(
-        store, plan, geolevel, bandwidth_factor, percentiles, range_multiplier=range_multiplier,
-        bias_aware=bias_aware, declared=declared,
-    )  # fmt: skip
+#: EPL of every query at one geolevel whose blocks are one batch: the batch and its combine in one
+#: task, the result :func:`epl_combine`'s.
+epl_level = task(name="epl", **TASK_OPTS)(epl_geolevel)
 
 
 @task(name="epl-combine", **TASK_OPTS)
@@ -267,11 +238,8 @@ def epl_combine(
     plan: AuditPlan,
     geolevel: int,
     batches: list[list[dict[str, Any]]],
-    bandwidth_factor: float,
-    percentiles: tuple[float, float],
+    knobs: EPLKnobs,
     *,
-    range_multiplier: float = 1.0,
-    bias_aware: BiasAwareSettings | None = None,
     declared: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     """EPL of every query at one geolevel, per state and pooled, from the pieces of its blocks
@@ -279,7 +247,6 @@ def epl_combine(
     (:func:`flows.audit.epl_level.combine_level`); ``declared`` (query index -> its declared
     :class:`~auditlib.claims.NoiseLaw`, a published release's) puts those queries' floors at the
     declared noise."""
-    knobs = epl_knobs(bandwidth_factor, percentiles, range_multiplier, bias_aware)
     pieces = [p for batch in batches for p in batch]
     return combine_level(plan, geolevel, pieces, knobs, declared)
 
@@ -353,12 +320,11 @@ COMPOSED_EPL_KEY = 1000
 def epl_composed(
     store: ResultStore,
     plan: AuditPlan,
-    percentiles: tuple[float, float],
-    bias_aware: BiasAwareSettings | None = None,
+    knobs: EPLKnobs,
 ) -> dict[str, Any]:
     """Composed EPL of the counts containing one person, over every released level of a Flaxman 2019
     tree (paths leaf → root), with the cross-level residual correlations; each level's EPL is the
-    bias-aware estimate with the spec's knobs (``bias_aware``; default: the library's)."""
+    bias-aware estimate with the spec's knobs (``knobs.bias_aware`` on ``knobs.percentiles``)."""
     from auditlib.epl.composed import composed_epl
 
     if not plan.strategy.composed_epl:
@@ -367,7 +333,7 @@ def epl_composed(
     levels = [store.read_residuals(0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
-    kw = (bias_aware or BiasAwareSettings()).surface_kwargs(percentiles)
+    kw = knobs.bias_aware.surface_kwargs(knobs.percentiles)
     n_boot, confidence = kw.pop("n_boot"), kw.pop("confidence")
     c = composed_epl(levels, maps, n_boot=n_boot, confidence=confidence, seed=seed, **kw)
     return {"geolevels": released, **c.to_dict(), "correlation": c.correlation}

@@ -105,9 +105,8 @@ def finished_run(s: Any, store: ResultStore) -> str:
     ``--overwrite``: then the run is done again)."""
     from flows.audit import flow as audit
 
-    if s.output.overwrite or store.remote or not store.is_complete():
-        return ""
-    held = store.root_attrs().get("run_id")
+    attrs = None if s.output.overwrite or store.remote else store.completed_attrs()
+    held = (attrs or {}).get("run_id")
     return held if isinstance(held, str) and held == audit.run_id_for(s) else ""
 
 

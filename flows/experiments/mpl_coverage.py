@@ -291,7 +291,7 @@ def written_accounting(store: ResultStore) -> xr.Dataset | None:
     """The ``accounting`` group of an unfinished store if written whole (a resumed run), else None."""
     if not store.group_complete(S.ACCOUNTING):
         return None
-    return xr.open_zarr(store.url, group=S.ACCOUNTING, consolidated=False, chunks=None).load()
+    return store.dataset(S.ACCOUNTING, consolidated=False).load()
 
 
 def mpl_dataset(

@@ -71,9 +71,7 @@ def open_error_bars(store: ResultStore) -> list[xr.Dataset]:
     out = []
     for g in (UNITS_GROUP, AREAS_GROUP):
         try:
-            ds = xr.open_zarr(
-                store.url, group=g, consolidated=True, storage_options=store.storage_options
-            )
+            ds = store.dataset(g)
         except (FileNotFoundError, KeyError, OSError, ValueError):
             continue
         out.append(ds.load())

@@ -77,11 +77,6 @@ def production_note(ds: xr.Dataset | None) -> str | None:
 def open_production(store: ResultStore) -> xr.Dataset | None:
     """The store's ``production`` group, or ``None`` (any other run)."""
     try:
-        return xr.open_zarr(
-            store.url,
-            group="production",
-            consolidated=True,
-            storage_options=store.storage_options,
-        ).load()
+        return store.dataset("production").load()
     except (FileNotFoundError, KeyError, OSError, ValueError):
         return None

@@ -58,13 +58,7 @@ def store_arg(store: StoreLike, storage_options: Mapping[str, Any] | None = None
 def open_group(store: ResultStore, group: str) -> xr.Dataset | None:
     """Open one group lazily (no dask), or ``None`` if the store does not hold it."""
     try:
-        return xr.open_zarr(
-            store.url,
-            group=group,
-            consolidated=True,
-            chunks=None,
-            storage_options=store.storage_options or None,
-        )
+        return store.dataset(group)
     except (KeyError, FileNotFoundError, zarr.errors.NodeNotFoundError):
         return None
 

@@ -22,6 +22,7 @@ from pydantic import (
 
 from auditlib.allocation_file import is_allocation_path
 from auditlib.allocations import ALLOCATION_FILES, Allocation, load_allocation
+from auditlib.epl.rows import EPLKnobs
 from auditlib.epl.settings import DEFAULTS as EPL_DEFAULTS
 from auditlib.epl.settings import MAX_DRAWS, BiasAwareSettings
 from auditlib.geography.flaxman import MAX_PEOPLE
@@ -383,7 +384,7 @@ class EPLSection(Strict):
         return v
 
     def bias_aware_settings(self) -> BiasAwareSettings:
-        """The bias-aware estimate's knobs, as the EPL tasks (``flows/audit/tasks.py``) take them."""
+        """The bias-aware estimate's knobs (part of :meth:`knobs`)."""
         p = self.bias_aware_percentiles
         return BiasAwareSettings(
             bandwidth=self.bias_aware_bandwidth,
@@ -398,14 +399,10 @@ class EPLSection(Strict):
             null_quantile=self.null_quantile,
         )
 
-    def task_settings(self) -> dict[str, Any]:
-        """The keyword arguments of the EPL tasks (``flows/audit/tasks.py``) this section sets."""
-        return {
-            "bandwidth_factor": self.bandwidth_factor,
-            "percentiles": self.percentiles,
-            "range_multiplier": self.range_multiplier,
-            "bias_aware": self.bias_aware_settings(),
-        }
+    def knobs(self) -> EPLKnobs:
+        """The settings of the EPL tasks (``flows/audit/tasks.py``) this section sets."""
+        b = self.bias_aware_settings()
+        return EPLKnobs(self.bandwidth_factor, self.percentiles, self.range_multiplier, b)
 
     def store_attrs(self) -> dict[str, Any]:
         """Attributes of the ``epl`` group that describe the bias-aware estimate, its surfaces

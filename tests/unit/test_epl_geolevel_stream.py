@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from auditlib.epl import EPLKnobs
 from flows.audit import epl_level, tasks
 from flows.spec import parse_spec
 from flows.spec.audit_plan import AuditPlan
@@ -85,7 +86,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
     }
     url, plan = build_store(tmp_path, data)
     g = max(b.geolevel for b in plan.blocks)  # the most items per state
-    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC)
+    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, EPLKnobs(0.1, PERC))
     want = concatenated_level(url, plan, g, 0.1)
     assert got["geolevel"] == g
     assert sorted(got["per_state"]) == sorted(want["per_state"]) and len(want["per_state"]) == 3
@@ -109,7 +110,7 @@ def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path
     g = max(b.geolevel for b in plan.blocks)
     r, _ = store.read_residuals(url, 0, g)
     assert not np.all(r == np.round(r))  # raking: non-integer residuals
-    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC)["pooled"]
+    got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, EPLKnobs(0.1, PERC))["pooled"]
     want = concatenated_level(url, plan, g, 0.1)["pooled"]
     for a, b in zip(got, want, strict=True):
         if b is None:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from auditlib import seeds
-from auditlib.epl import BiasAwareSettings, EPLEstimate, epl, estimate_epl
+from auditlib.epl import BiasAwareSettings, EPLEstimate, EPLKnobs, epl, estimate_epl
 from auditlib.exceptions import InvalidParameterError, SpecError, UnknownNameError
 from flows.audit import epl_level, tasks
 from flows.audit.groups import epl_dataset
@@ -58,15 +58,7 @@ def base(level: tuple[str, AuditPlan, int]) -> list[dict[str, Any] | None]:
 def run(lv: tuple[str, AuditPlan, int], spec: AuditSpec) -> dict[str, Any]:
     """The EPL task as the audit flow submits it for ``spec``."""
     url, plan, g = lv
-    return epl_level.epl_geolevel(
-        ResultStore.at(url),
-        plan,
-        g,
-        spec.epl.bandwidth_factor,
-        spec.epl.percentiles,
-        range_multiplier=spec.epl.range_multiplier,
-        bias_aware=spec.epl.bias_aware_settings(),
-    )
+    return epl_level.epl_geolevel(ResultStore.at(url), plan, g, spec.epl.knobs())
 
 
 def with_epl(**knobs: Any) -> AuditSpec:
@@ -126,9 +118,8 @@ def test_default_spec_gives_the_numbers_of_the_task_without_knobs(
     url, plan, g = level
     spec = with_epl()  # every [epl] key at its default
     got = run(level, spec)
-    before = epl_level.epl_geolevel(
-        ResultStore.at(url), plan, g, 0.1, PERC
-    )  # the call before the knobs
+    # the library's defaults, not the spec's
+    before = epl_level.epl_geolevel(ResultStore.at(url), plan, g, EPLKnobs(0.1, PERC))
     want = concatenated_level(url, plan, g, 0.1)  # the in-memory implementation
     for ref in (before, want):
         for a, b in zip(got["pooled"], ref["pooled"], strict=True):
@@ -383,9 +374,7 @@ def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
 
     data = flaxman(replicates=10, seed=5, people=4_000, release="gdpc")
     url, plan = build_store(tmp_path, data)
-    default = tasks.epl_composed.fn(
-        ResultStore.at(url), plan, PERC, parse_spec(data).epl.bias_aware_settings()
-    )
+    default = tasks.epl_composed.fn(ResultStore.at(url), plan, parse_spec(data).epl.knobs())
     released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
@@ -393,7 +382,7 @@ def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
     ref = composed_epl(levels, maps, percentiles=PERC, seed=seed).to_dict()
     for k in ("epl_sum", "ci_low", "ci_high"):
         assert default[k] == ref[k]
-    narrow = parse_spec({**data, "epl": {"confidence": 0.5}}).epl.bias_aware_settings()
-    half = tasks.epl_composed.fn(ResultStore.at(url), plan, PERC, narrow)
+    narrow = parse_spec({**data, "epl": {"confidence": 0.5}}).epl.knobs()
+    half = tasks.epl_composed.fn(ResultStore.at(url), plan, narrow)
     assert half["epl_sum"] == default["epl_sum"]
     assert half["ci_high"] - half["ci_low"] < default["ci_high"] - default["ci_low"]

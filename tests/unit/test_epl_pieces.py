@@ -21,6 +21,7 @@ import pytest
 from auditlib import seeds
 from auditlib.epl import (
     BiasAwareSettings,
+    EPLKnobs,
     LatticeHistogram,
     epl_rows,
     histograms_by_query,
@@ -34,7 +35,6 @@ from flows.audit.epl_level import (
     combine_level,
     epl_blocks,
     epl_geolevel,
-    epl_knobs,
     smallest_factor,
 )
 from flows.spec import parse_spec
@@ -185,7 +185,7 @@ def check_pieces(
     """Every level of the plan (or ``levels``), every cut: the combined pieces equal the single
     pass; returns the number of levels with more than one block."""
     multi = 0
-    knobs = epl_knobs(0.1, PERC, 1.0, bias_aware)
+    knobs = EPLKnobs(0.1, PERC, 1.0, bias_aware or BiasAwareSettings())
     for g in levels or sorted({b.geolevel for b in plan.blocks}):
         want = single_pass(url, plan, g, 0.1, PERC, bias_aware=bias_aware)
         blocks = plan.blocks_at(g)
@@ -194,13 +194,9 @@ def check_pieces(
             batches = [
                 epl_blocks(ResultStore.at(url), plan, g, [blocks[i] for i in b], knobs) for b in cut
             ]
-            got = tasks.epl_combine.fn(
-                plan, g, batches, 0.1, PERC, range_multiplier=1.0, bias_aware=bias_aware
-            )
+            got = tasks.epl_combine.fn(plan, g, batches, knobs)
             assert_identical(got, want, f"level {g} cut {cut}")
-        assert_identical(
-            epl_geolevel(ResultStore.at(url), plan, g, 0.1, PERC, bias_aware=bias_aware), want
-        )
+        assert_identical(epl_geolevel(ResultStore.at(url), plan, g, knobs), want)
     return multi
 
 
@@ -270,7 +266,7 @@ def test_pieces_of_a_topdown_release_equal_the_single_pass(tmp_path: Path) -> No
 def test_a_missing_piece_is_refused(tmp_path: Path) -> None:
     url, plan = build_store(tmp_path, STATES)
     g = max(b.geolevel for b in plan.blocks)
-    knobs = epl_knobs(0.1, PERC)
+    knobs = EPLKnobs(0.1, PERC)
     pieces = epl_blocks(ResultStore.at(url), plan, g, plan.blocks_at(g)[1:], knobs)
     with pytest.raises(ValueError, match="pieces of states"):
         combine_level(plan, g, pieces, knobs)

@@ -87,6 +87,31 @@ def test_a_group_written_through_it_is_read_back_by_xarray(tmp_path: Path) -> No
     assert rs.check_documents() == len(list(Path(rs.url).rglob("zarr.json")))
 
 
+def test_raw_reads_see_an_unfinished_store_and_the_finished_one_read_once(tmp_path: Path) -> None:
+    """``zarr_group`` and ``dataset`` read the store as it is (a staging store too), with the
+    store's storage options; ``completed_attrs`` is ``root_attrs`` of a completed store only."""
+    rs = ResultStore.at(str(tmp_path / "s.zarr"))
+    _template(rs)
+    rs.write_group(S.EPL, _small_group())
+    assert rs.completed_attrs() is None and not rs.is_complete()  # unfinished
+    grp = rs.zarr_group("kept/a", mode="a")
+    grp.create_array("x", data=np.arange(3))
+    np.testing.assert_array_equal(rs.zarr_group("kept/a")["x"][...], np.arange(3))
+    with pytest.raises(FileNotFoundError):
+        rs.zarr_group("absent")
+    got = rs.dataset(S.EPL, consolidated=False)
+    want = xr.open_zarr(rs.url, group=S.EPL, consolidated=False, chunks=None)
+    xr.testing.assert_identical(got.load(), want.load())
+    with pytest.raises((KeyError, FileNotFoundError)):
+        rs.dataset("absent", consolidated=False)
+    rs.drop_group("kept")
+    for s, g in [(0, 0), (1, 1), (1, 2), (2, 1), (2, 2), (0, 1), (0, 2), (1, 0), (2, 0)]:
+        rs.write_residual_block(s, g, make_block(3, 2, s * 3 + g) if s and g else None)
+    rs.finalize()
+    assert rs.completed_attrs() == rs.root_attrs() and rs.completed_attrs()["run_id"] == "abc"
+    xr.testing.assert_identical(rs.dataset(S.EPL).load(), rs.open_group(S.EPL).load())
+
+
 def test_blocks_and_reads_agree_with_the_module_functions(tmp_path: Path) -> None:
     rs = ResultStore.at(str(tmp_path / "s.zarr"))
     _template(rs)

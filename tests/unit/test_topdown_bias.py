@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from auditlib import seeds
+from auditlib.epl import EPLKnobs
 from auditlib.geography import NATIONAL
 from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
 from auditlib.simulate.topdown_residuals import total_bias_sums
@@ -79,7 +80,7 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
     tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
     results = [
         epl_level.epl_geolevel(
-            ResultStore.at(url), plan, g, spec.epl.bandwidth_factor, spec.epl.percentiles
+            ResultStore.at(url), plan, g, EPLKnobs(spec.epl.bandwidth_factor, spec.epl.percentiles)
         )
         for g in sorted({b.geolevel for b in plan.blocks})
     ]
