@@ -56,10 +56,8 @@ def _server(late: int, delay: float) -> Any:
 def test_a_server_slow_to_answer_its_first_health_check_still_starts() -> None:
     server = _server(late=1, delay=7.0)  # later than httpx's default 5 s read timeout
     try:
-        t0 = time.monotonic()
-        server.start(timeout=60)
+        server.start(timeout=60)  # raises if the slow answer made it give up
         assert server.server_process.poll() is None  # up, and kept
-        assert time.monotonic() - t0 < 30
     finally:
         server.stop()
 

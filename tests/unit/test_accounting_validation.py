@@ -116,10 +116,10 @@ def test_a_sum_too_costly_to_build_is_refused_before_any_lattice() -> None:
     direct convolutions); refused with the bounds named, before anything is built."""
     import time
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(AccountingError) as info:
         DiscreteGaussianComposition([(4, 10**12)])
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5  # CPU seconds, whatever the machine's load
     msg = str(info.value)
     assert "1,000,000,000,000 discrete Gaussian terms of sigma2 = 4" in msg
     assert "MAX_LATTICE" in msg and "MAX_WORK" in msg and "lower the sensitivity" in msg
