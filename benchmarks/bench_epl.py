@@ -151,7 +151,7 @@ def concatenated_level(url: str, plan: Any, g: int, factor: float) -> dict[str, 
     nq, perc = len(plan.queries), (5.0, 95.0)
     per_state, res, qis = {}, [], []
     for b in plan.blocks_at(g):
-        r, q = store.read_residuals(url, b.state, b.geolevel)
+        r, q = store.read_residuals(url, b.state, b.level)
         s = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, g, 1 + b.state)
         per_state[b.state] = epl_by_query(
             r,

@@ -171,7 +171,7 @@ def overhead(tmp: str, plan: Any, per_worker: int, repeats: int) -> tuple[int, f
             )
             best["prefect"] = min(best.get("prefect", (w, cpu)), (w, cpu))
     (dw, dc), (pw, pc) = best["dask"], best["prefect"]
-    states = sum(1 for b in plan.blocks if plan.geolevels[b.geolevel] == "State")
+    states = sum(1 for b in plan.blocks if plan.geolevels[b.level] == "State")
     print(
         f"overhead, {states} states ({len(plan.blocks)} blocks, {plan.replicates} replicates) in "
         f"{n} tasks (tasks_per_worker = {per_worker}, 2 workers): plain Dask {dw:.2f} s wall / "
@@ -199,7 +199,7 @@ def speedup(tmp: str, plan: Any, per_worker: int, repeats: int) -> None:
                 w, cpu, _ = run_prefect(c.scheduler_address, url, plan, batches)
                 if w < walls.get(workers, float("inf")):
                     walls[workers], cpus[workers] = w, cpu
-    states = sum(1 for b in plan.blocks if plan.geolevels[b.geolevel] == "State")
+    states = sum(1 for b in plan.blocks if plan.geolevels[b.level] == "State")
     print(
         f"speed-up, {states} states ({len(plan.blocks)} blocks, {plan.replicates} "
         f"replicates, tasks_per_worker = {per_worker}), Prefect + Dask: 1 worker {walls[1]:.2f} s "

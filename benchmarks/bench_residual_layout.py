@@ -60,8 +60,8 @@ def main() -> None:
         truth.append(state_truth)
     for b in plan.blocks:
         if b.state_key == 0:
-            res = topdown_nation(plan, b.geolevel, dp, truth)
-            store.write_residual_block(url, b.state, b.geolevel, res, *extra)
+            res = topdown_nation(plan, b.level, dp, truth)
+            store.write_residual_block(url, b.state, b.level, res, *extra)
     for s, g in plan.empty:
         store.write_residual_block(url, s, g, None, *extra)
     wall = time.perf_counter() - t0

@@ -153,7 +153,7 @@ def state_work(plan: Any, counts: dict[str, tuple[int, int]]) -> list[StateWork]
 def audit_of(plan: Any, counts: dict[str, tuple[int, int]], composed: bool = False) -> Audit:
     items = [0] * len(plan.geolevels)
     for b in plan.blocks:
-        items[b.geolevel] += b.n_items
+        items[b.level] += b.n_items
     per_item = 4.0 * plan.replicates + 14.0  # residuals of every replicate; item indices
     nation = [b for b in plan.blocks if b.state_key == 0]
     return Audit(
@@ -373,9 +373,7 @@ def epl_and_accounting(data: dict[str, Any], url: str) -> dict[str, list[float]]
         c = time.process_time()
         epl_level.epl_geolevel(ResultStore.at(url), plan, g, spec.epl.knobs())
         epl.append(time.process_time() - c)
-        resid.append(
-            float(sum(b.n_items for b in plan.blocks if b.geolevel == g) * plan.replicates)
-        )
+        resid.append(float(sum(b.n_items for b in plan.blocks if b.level == g) * plan.replicates))
     a = spec.audit
     grid = eps_grid_for(spec)
     for level in spec.accounted_geolevels:

@@ -1,4 +1,4 @@
-"""The residual group's blocks: one chunk-aligned (state, geolevel) region per writer, its
+"""The residual group's blocks: one chunk-aligned (state, level) region per writer, its
 checksums recorded after its data (the marker a resumed run skips it by), and reading a block's
 residuals, cells and items back."""
 
@@ -36,7 +36,7 @@ def residual_array(url: str, name: str, mode: str = "r") -> zarr.Array:
     return arr
 
 
-def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
+def block_place(url: str, state: int, level: int) -> tuple[int, int, int]:
     """(first item, planned items, items of its whole chunks) of a block on the item axis."""
     grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
     if "item_offset" not in grp:
@@ -48,12 +48,10 @@ def block_place(url: str, state: int, geolevel: int) -> tuple[int, int, int]:
         residual_array(url, name) for name in ("item_offset", "item_capacity", "truth")
     )
     shape = off.shape
-    if not (0 <= state < shape[0] and 0 <= geolevel < shape[1]):
-        raise StoreError(
-            f"region (state={state}, geolevel={geolevel}) is outside the store {shape}"
-        )
-    n = int(np.asarray(cap[state, geolevel]))
-    return int(np.asarray(off[state, geolevel])), n, int(spans(n, int(truth.chunks[0])))
+    if not (0 <= state < shape[0] and 0 <= level < shape[1]):
+        raise StoreError(f"region (state={state}, geolevel={level}) is outside the store {shape}")
+    n = int(np.asarray(cap[state, level]))
+    return int(np.asarray(off[state, level])), n, int(spans(n, int(truth.chunks[0])))
 
 
 def replicate_chunk(url: str) -> int:
@@ -64,30 +62,30 @@ def replicate_chunk(url: str) -> int:
 def write_residual_block(
     url: str,
     state: int,
-    geolevel: int,
+    level: int,
     block: ResidualBlock | None,
     *,
     replicates: tuple[int, int] | None = None,
 ) -> int:
-    """Write one (state, geolevel) block, or the replicate range ``replicates`` = (start, stop) of
+    """Write one (state, level) block, or the replicate range ``replicates`` = (start, stop) of
     it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
     last replicate): its rows of the whole chunks of its place on the item axis (its items, then NaN
     padding to the end of its last chunk), then each replicate's digest (the range's completion
     marker). The first range also writes the block's item variables (−1 / 0 padding) and
     ``n_items`` before its digests. The block's checksums follow once every replicate of the
     block is written (:func:`seal_block`)."""
-    off, cap, span = block_place(url, state, geolevel)
+    off, cap, span = block_place(url, state, level)
     arr = residual_array(url, "residual")
     r, rc = arr.shape[0], int(arr.chunks[0])
     r0, r1 = (0, r) if replicates is None else (int(replicates[0]), int(replicates[1]))
     if not (0 <= r0 < r1 <= r) or r0 % rc or (r1 % rc and r1 != r):
         raise StoreError(
-            f"replicates [{r0}, {r1}) of block ({state}, {geolevel}) are not whole chunks of the "
+            f"replicates [{r0}, {r1}) of block ({state}, {level}) are not whole chunks of the "
             f"store's {r} replicates (chunks of {rc}); write ranges of {rc} replicates"
         )
     n = 0 if block is None else block.n_items
     if n > cap:
-        raise StoreError(f"block ({state}, {geolevel}) has {n} items; the store holds {cap} for it")
+        raise StoreError(f"block ({state}, {level}) has {n} items; the store holds {cap} for it")
     res = np.full((r1 - r0, span), np.nan, np.float32)
     items = _item_values(span, block)
     if block is not None:
@@ -102,13 +100,13 @@ def write_residual_block(
         if span:
             for name in ("truth", "query_index", "unit_index", "cell_index"):
                 residual_array(url, name, mode="r+")[off : off + span] = items[name]
-        residual_array(url, "n_items", mode="r+")[state : state + 1, geolevel : geolevel + 1] = (
-            items["n_items"]
-        )
+        residual_array(url, "n_items", mode="r+")[state : state + 1, level : level + 1] = items[
+            "n_items"
+        ]
     # each replicate's digest after its data: the range's completion marker
     rows = np.stack([np.frombuffer(checksums.digest(row), np.uint8) for row in res])
-    residual_array(url, REPLICATE_SHA256, mode="r+")[state, geolevel, r0:r1] = rows
-    seal_block(url, state, geolevel, items)
+    residual_array(url, REPLICATE_SHA256, mode="r+")[state, level, r0:r1] = rows
+    seal_block(url, state, level, items)
     return n
 
 
@@ -131,22 +129,22 @@ def _item_values(span: int, block: ResidualBlock | None) -> dict[str, np.ndarray
 
 
 def seal_block(
-    url: str, state: int, geolevel: int, items: Mapping[str, np.ndarray] | None = None
+    url: str, state: int, level: int, items: Mapping[str, np.ndarray] | None = None
 ) -> bool:
     """Write a block's checksums (its completion marker) if every replicate of it is written;
     return whether it is sealed. ``items``: its item variables and ``n_items`` as written (else
     read back). Two tasks finishing a block's last ranges together both write the same bytes."""
-    reps = np.asarray(residual_array(url, REPLICATE_SHA256)[state, geolevel])
+    reps = np.asarray(residual_array(url, REPLICATE_SHA256)[state, level])
     if not reps.any(axis=-1).all():
         return False
     if items is None:
-        off, _, span = block_place(url, state, geolevel)
+        off, _, span = block_place(url, state, level)
         items = {
             name: np.asarray(residual_array(url, name)[off : off + span])
             for name in ("truth", "query_index", "unit_index", "cell_index")
         }
         items["n_items"] = np.asarray(
-            residual_array(url, "n_items")[state : state + 1, geolevel : geolevel + 1]
+            residual_array(url, "n_items")[state : state + 1, level : level + 1]
         )
     digests = np.stack(
         [
@@ -156,12 +154,12 @@ def seal_block(
             for name in S.RESIDUAL_BLOCK_VARS
         ]
     )
-    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, geolevel] = digests
+    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, level] = digests
     return True
 
 
 def done_blocks(url: str) -> set[tuple[int, int]]:
-    """(state, geolevel) indices of the blocks whose writes completed (their checksums are set)."""
+    """(state, level) indices of the blocks whose writes completed (their checksums are set)."""
     marks = np.asarray(residual_array(url, S.BLOCK_SHA256)[...]).reshape(
         *residual_array(url, S.BLOCK_SHA256).shape[:2], -1
     )
@@ -170,10 +168,10 @@ def done_blocks(url: str) -> set[tuple[int, int]]:
 
 
 def done_ranges(url: str) -> set[tuple[int, int, int]]:
-    """(state, geolevel, first replicate) of every replicate range whose writes completed (every
+    """(state, level, first replicate) of every replicate range whose writes completed (every
     replicate's digest set), in a layout-3 store."""
     arr = residual_array(url, REPLICATE_SHA256)
-    written = np.asarray(np.asarray(arr[...]).any(axis=-1))  # (state, geolevel, replicate)
+    written = np.asarray(np.asarray(arr[...]).any(axis=-1))  # (state, level, replicate)
     out: set[tuple[int, int, int]] = set()
     for r0, r1 in replicate_ranges(arr.shape[2], int(arr.chunks[2])):
         s, g = np.nonzero(written[:, :, r0:r1].all(axis=-1))
@@ -198,45 +196,45 @@ def seal_pending(url: str) -> set[tuple[int, int]]:
     return pending
 
 
-def _items(url: str, state: int, geolevel: int) -> slice:
-    off, _, _ = block_place(url, state, geolevel)
-    n = int(np.asarray(residual_array(url, "n_items")[state, geolevel]))
+def _items(url: str, state: int, level: int) -> slice:
+    off, _, _ = block_place(url, state, level)
+    n = int(np.asarray(residual_array(url, "n_items")[state, level]))
     return slice(off, off + n)
 
 
-def read_residuals(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+def read_residuals(url: str, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
     """(residual (replicates, n), query_index (n,)) of one block, its own items only."""
-    items = _items(url, state, geolevel)
+    items = _items(url, state, level)
     res = np.asarray(residual_array(url, "residual")[:, items])
     qi = np.asarray(residual_array(url, "query_index")[items])
     return res, qi
 
 
-def read_query_index(url: str, state: int, geolevel: int) -> np.ndarray:
+def read_query_index(url: str, state: int, level: int) -> np.ndarray:
     """query_index (n,) of one block's items."""
-    return np.asarray(residual_array(url, "query_index")[_items(url, state, geolevel)])
+    return np.asarray(residual_array(url, "query_index")[_items(url, state, level)])
 
 
-def read_residual_rows(url: str, state: int, geolevel: int, rows: int) -> np.ndarray:
+def read_residual_rows(url: str, state: int, level: int, rows: int) -> np.ndarray:
     """The first ``rows`` replicates (all of them if fewer) of one block's residuals, as
     :func:`read_residuals` reads them: (min(rows, replicates), n)."""
-    return np.asarray(residual_array(url, "residual")[: max(0, rows), _items(url, state, geolevel)])
+    return np.asarray(residual_array(url, "residual")[: max(0, rows), _items(url, state, level)])
 
 
-def read_cells(url: str, state: int, geolevel: int) -> np.ndarray:
+def read_cells(url: str, state: int, level: int) -> np.ndarray:
     """cell_index (n,) of one block's items (the cell of its query each item counts)."""
-    return np.asarray(residual_array(url, "cell_index")[_items(url, state, geolevel)])
+    return np.asarray(residual_array(url, "cell_index")[_items(url, state, level)])
 
 
-def read_items(url: str, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
+def read_items(url: str, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
     """(truth (n,), unit_index (n,)) of one block's items."""
-    items = _items(url, state, geolevel)
+    items = _items(url, state, level)
     truth = np.asarray(residual_array(url, "truth")[items])
     return truth, np.asarray(residual_array(url, "unit_index")[items])
 
 
 def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
-    """The finished (state, geolevel) blocks of an interrupted run of the same spec at ``url``.
+    """The finished (state, level) blocks of an interrupted run of the same spec at ``url``.
 
     ``None``: nothing there yet (start a new store). A store of another spec is refused; one of
     this spec in an older residual layout (written by an older dpaudit) is removed (start again).

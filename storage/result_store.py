@@ -191,8 +191,8 @@ class ResultStore:
     def residual_array(self, name: str, mode: str = "r") -> zarr.Array:
         return residual_blocks.residual_array(self.url, name, mode)
 
-    def block_place(self, state: int, geolevel: int) -> tuple[int, int, int]:
-        return residual_blocks.block_place(self.url, state, geolevel)
+    def block_place(self, state: int, level: int) -> tuple[int, int, int]:
+        return residual_blocks.block_place(self.url, state, level)
 
     def replicate_chunk(self) -> int:
         return residual_blocks.replicate_chunk(self.url)
@@ -200,19 +200,19 @@ class ResultStore:
     def write_residual_block(
         self,
         state: int,
-        geolevel: int,
+        level: int,
         block: ResidualBlock | None,
         *,
         replicates: tuple[int, int] | None = None,
     ) -> int:
         return residual_blocks.write_residual_block(
-            self.url, state, geolevel, block, replicates=replicates
+            self.url, state, level, block, replicates=replicates
         )
 
     def seal_block(
-        self, state: int, geolevel: int, items: Mapping[str, np.ndarray] | None = None
+        self, state: int, level: int, items: Mapping[str, np.ndarray] | None = None
     ) -> bool:
-        return residual_blocks.seal_block(self.url, state, geolevel, items)
+        return residual_blocks.seal_block(self.url, state, level, items)
 
     def seal_pending(self) -> set[tuple[int, int]]:
         return residual_blocks.seal_pending(self.url)
@@ -229,20 +229,20 @@ class ResultStore:
     def resume_point(self, run_id: str) -> set[tuple[int, int]] | None:
         return residual_blocks.resume_point(self.url, run_id)
 
-    def read_residuals(self, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
-        return residual_blocks.read_residuals(self.url, state, geolevel)
+    def read_residuals(self, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
+        return residual_blocks.read_residuals(self.url, state, level)
 
-    def read_query_index(self, state: int, geolevel: int) -> np.ndarray:
-        return residual_blocks.read_query_index(self.url, state, geolevel)
+    def read_query_index(self, state: int, level: int) -> np.ndarray:
+        return residual_blocks.read_query_index(self.url, state, level)
 
-    def read_residual_rows(self, state: int, geolevel: int, rows: int) -> np.ndarray:
-        return residual_blocks.read_residual_rows(self.url, state, geolevel, rows)
+    def read_residual_rows(self, state: int, level: int, rows: int) -> np.ndarray:
+        return residual_blocks.read_residual_rows(self.url, state, level, rows)
 
-    def read_cells(self, state: int, geolevel: int) -> np.ndarray:
-        return residual_blocks.read_cells(self.url, state, geolevel)
+    def read_cells(self, state: int, level: int) -> np.ndarray:
+        return residual_blocks.read_cells(self.url, state, level)
 
-    def read_items(self, state: int, geolevel: int) -> tuple[np.ndarray, np.ndarray]:
-        return residual_blocks.read_items(self.url, state, geolevel)
+    def read_items(self, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
+        return residual_blocks.read_items(self.url, state, level)
 
     def open_residuals(self, **kw: Any) -> Residuals:
         """The residuals group of a completed store (``residuals.open_residuals``)."""

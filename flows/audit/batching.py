@@ -104,7 +104,7 @@ def epl_batches(plan: AuditPlan, workers: int, tasks_per_worker: int) -> dict[in
     the blocks are packed longest-first (:func:`pack`), each batch in plan order."""
     levels: dict[int, list[Block]] = {}
     for b in plan.blocks:
-        levels.setdefault(b.geolevel, []).append(b)
+        levels.setdefault(b.level, []).append(b)
     costs = {g: [block_cost(plan, b) + EPL_BLOCK_RESIDUALS for b in bs] for g, bs in levels.items()}
     total = sum(sum(c) for c in costs.values())
     budget = n_batches(len(plan.blocks), workers, tasks_per_worker)

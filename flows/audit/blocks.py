@@ -49,7 +49,7 @@ def state_population(plan: AuditPlan, key: int) -> tuple[Any, np.ndarray]:
 
 
 def run_levels(plan: AuditPlan) -> list[int]:
-    """The geolevel indices of one TopDown run of a plan, top first (the nation is a sum)."""
+    """The levels (indices in ``plan.geolevels``) of one TopDown run of a plan, top first (the nation is a sum)."""
     return plan.strategy.run_levels(plan)
 
 
@@ -58,7 +58,7 @@ def topdown_state(
 ) -> tuple[dict[int, ResidualBlock], np.ndarray, np.ndarray]:
     """One state's TopDown replicates (``block``: the state's State-level block), all of them or
     those of ``replicate_range`` = [start, stop) (each replicate its own keyed streams, so a range
-    is the same rows of the whole run): residual blocks per geolevel index, the State level's
+    is the same rows of the whole run): residual blocks per level, the State level's
     released histograms (replicates, n_cells) and its true histogram (n_cells,)."""
     from auditlib.simulate.topdown_residuals import level_residuals
 
@@ -80,7 +80,7 @@ def topdown_state(
 def _topdown_runs(
     plan: AuditPlan, block: Block, replicate_range: tuple[int, int] | None
 ) -> tuple[list[int], list[Any]]:
-    """The geolevel indices of one state's TopDown run (top first) and its replicates'
+    """The levels of one state's TopDown run (top first) and its replicates'
     releases (``auditlib.simulate.topdown.TopDownRelease``)."""
     from auditlib import seeds
     from auditlib.simulate.topdown import TOPDOWN_NOISE, replicates
@@ -103,7 +103,7 @@ def _topdown_runs(
 
 
 def topdown_histograms(plan: AuditPlan, block: Block) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """One state's TopDown replicates as histograms: per geolevel index, the true (units,
+    """One state's TopDown replicates as histograms: per level, the true (units,
     cells) and the released (replicates, units, cells) — every cell of every unit, whichever
     queries the level measures."""
     gis, runs = _topdown_runs(plan, block, None)
@@ -114,7 +114,7 @@ def topdown_histograms(plan: AuditPlan, block: Block) -> dict[int, tuple[np.ndar
 
 
 def topdown_nation(
-    plan: AuditPlan, geolevel: int, state_dp: list[np.ndarray], state_truth: list[np.ndarray]
+    plan: AuditPlan, level: int, state_dp: list[np.ndarray], state_truth: list[np.ndarray]
 ) -> ResidualBlock:
     """The national level: the sum of the states' released (and true) histograms."""
     from auditlib.simulate.topdown_residuals import level_residuals
@@ -126,6 +126,6 @@ def topdown_nation(
         truth[None, :],
         [row[None, :] for row in dp],
         matrices,
-        [q.name for _, q in plan.level_queries[geolevel]],
+        [q.name for _, q in plan.level_queries[level]],
         ids,
     )

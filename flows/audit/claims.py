@@ -231,8 +231,8 @@ def judge_level(
 def _residuals(store: ResultStore, plan: AuditPlan, level: PublishedLevel) -> Any:
     """(residuals, law) of each count column in each block of the level, block by block."""
     for b in plan.blocks_at(level.table_level):
-        r, q = store.read_residuals(b.state, b.geolevel)
-        cells = store.read_cells(b.state, b.geolevel)
+        r, q = store.read_residuals(b.state, b.level)
+        cells = store.read_cells(b.state, b.level)
         for c, law in enumerate(level.laws):
             sel = (q == level.query) & (cells == c)
             if sel.any() and law is not None:

@@ -80,7 +80,7 @@ def sample_rows(n_cols: int) -> int:
 def level_spacings(
     store: ResultStore,
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     factor: float,
     bias_aware: BiasAwareSettings | None,
     needed: set[int],
@@ -90,15 +90,15 @@ def level_spacings(
     each block's query index and only the first rows its samples take, until ``needed`` is
     decided."""
     spacings: list[float | None] = [None] * len(plan.queries)
-    for b in plan.blocks_at(geolevel):
+    for b in plan.blocks_at(level):
         if all(spacings[q] is not None for q in needed):
             break
-        qi = store.read_query_index(b.state, b.geolevel)
+        qi = store.read_query_index(b.state, b.level)
         open_q, counts = np.unique(qi, return_counts=True)
         todo = [int(c) for q, c in zip(open_q, counts, strict=True) if spacings[int(q)] is None]
         if not todo:
             continue
-        r = store.read_residual_rows(b.state, b.geolevel, max(map(sample_rows, todo)))
+        r = store.read_residual_rows(b.state, b.level, max(map(sample_rows, todo)))
         choose_spacings(r, qi, spacings, factor, bias_aware)
     return spacings
 
@@ -106,45 +106,45 @@ def level_spacings(
 def epl_blocks(
     store: ResultStore,
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     blocks: Sequence[Block],
     knobs: EPLKnobs,
 ) -> list[dict[str, Any]]:
     """The pieces of a batch of one level's blocks (:func:`epl_block`, one after the other), on
     the level's lattices."""
     ba = knobs.bias_aware
-    factor = smallest_factor(knobs.bandwidth_factor, ba, plan.replicates, plan.blocks_at(geolevel))
-    queries = [store.read_query_index(b.state, b.geolevel) for b in blocks]
+    factor = smallest_factor(knobs.bandwidth_factor, ba, plan.replicates, plan.blocks_at(level))
+    queries = [store.read_query_index(b.state, b.level) for b in blocks]
     needed = {int(q) for qi in queries for q in np.unique(qi)}
-    spacings = level_spacings(store, plan, geolevel, factor, ba, needed)
-    return [epl_block(store, plan, geolevel, b, spacings, knobs) for b in blocks]
+    spacings = level_spacings(store, plan, level, factor, ba, needed)
+    return [epl_block(store, plan, level, b, spacings, knobs) for b in blocks]
 
 
 def epl_block(
     store: ResultStore,
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     block: Block,
     spacings: Sequence[float | None],
     knobs: EPLKnobs,
 ) -> dict[str, Any]:
     """One state's piece of a level's EPL: its rows (with the EPL(x) surface and its band, the
-    bootstrap keyed by the audit's seed, the geolevel and the state), its per-query histograms on
+    bootstrap keyed by the audit's seed, the level and the state), its per-query histograms on
     ``spacings`` and, for a TopDown release, its unit totals' bias sums and counts by truth."""
-    r, q = store.read_residuals(block.state, block.geolevel)
+    r, q = store.read_residuals(block.state, block.level)
     out: dict[str, Any] = {"state": block.state}
     if plan.strategy.topdown_bias:
-        truth, units = store.read_items(block.state, block.geolevel)
+        truth, units = store.read_items(block.state, block.level)
         sums, counts = total_bias_sums(r, q, truth, units)
         counts = np.array(counts, dtype=np.int64)
         # a sparse release's units left out: true and released totals 0
         counts[0] += plan.replicates * plan.strategy.missing_units(
-            plan, block.state, block.geolevel, units
+            plan, block.state, block.level, units
         )
         out["bias"] = (sums, counts)
     hists = histograms_by_query(r, q, len(plan.queries), [s or 1.0 for s in spacings])
     del r
-    seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 1 + block.state)
+    seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, level, 1 + block.state)
     out["rows"] = epl_rows(
         hists, surface_seed=int(seed.generate_state(1)[0]), **knobs.rows_kwargs()
     )
@@ -154,7 +154,7 @@ def epl_block(
 
 def combine_level(
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     pieces: Sequence[dict[str, Any]],
     knobs: EPLKnobs,
     declared: Mapping[int, Any] | None = None,
@@ -164,10 +164,10 @@ def combine_level(
     ``declared`` (query index -> its declared :class:`~auditlib.claims.NoiseLaw`, a published
     release's) puts those queries' floors at the declared noise."""
     by_state = {p["state"]: p for p in pieces}
-    order = [b.state for b in plan.blocks_at(geolevel)]
+    order = [b.state for b in plan.blocks_at(level)]
     if sorted(by_state) != sorted(order) or len(pieces) != len(order):
         raise ValueError(
-            f"geolevel {geolevel}: pieces of states {sorted(by_state)}, the level's blocks "
+            f"geolevel {level}: pieces of states {sorted(by_state)}, the level's blocks "
             f"{sorted(order)}"
         )
     nq = len(plan.queries)
@@ -187,8 +187,8 @@ def combine_level(
     refs = [None] * nq
     for qi, law in (declared or {}).items():
         refs[qi] = law.lattice_pmf() if law.discrete else law.moments()[0]
-    level_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel)
-    pooled_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, geolevel, 0)
+    level_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, level)
+    pooled_seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, level, 0)
     pooled_rows = epl_rows(
         pooled,
         references=refs,
@@ -196,7 +196,7 @@ def combine_level(
         surface_seed=int(pooled_seed.generate_state(1)[0]),
         **knobs.rows_kwargs(),
     )
-    out = {"geolevel": geolevel, "per_state": per_state, "pooled": pooled_rows}
+    out = {"geolevel": level, "per_state": per_state, "pooled": pooled_rows}
     out["floor_reference"] = {
         q: f"declared {law.describe()}" for q, law in (declared or {}).items()
     }
@@ -208,7 +208,7 @@ def combine_level(
 def epl_geolevel(
     store: ResultStore,
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     knobs: EPLKnobs,
     *,
     declared: dict[int, Any] | None = None,
@@ -218,8 +218,8 @@ def epl_geolevel(
     functions in batches, one task each). ``declared``: as :func:`combine_level` takes it.
 
     ``knobs`` set the Flaxman–Petti estimate, the bias-aware one and the surfaces. The bootstrap
-    and reference draws are keyed from the audit's seed, the geolevel, the state (0 pooled) and
+    and reference draws are keyed from the audit's seed, the level, the state (0 pooled) and
     the query.
     """
-    pieces = epl_blocks(store, plan, geolevel, plan.blocks_at(geolevel), knobs)
-    return combine_level(plan, geolevel, pieces, knobs, declared)
+    pieces = epl_blocks(store, plan, level, plan.blocks_at(level), knobs)
+    return combine_level(plan, level, pieces, knobs, declared)

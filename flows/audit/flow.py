@@ -146,7 +146,7 @@ def _audit(
         )
         for _ in ([1] if empty_todo else [])
     ]
-    todo = [b for b in plan.blocks if (b.state, b.geolevel) not in done]
+    todo = [b for b in plan.blocks if (b.state, b.level) not in done]
     workers = planned_workers(spec.cluster)
     sims = submit_simulation(store, plan, todo, workers, spec.cluster.tasks_per_worker)
     pub_levels = published_levels(spec, plan) if release.published else []
@@ -158,7 +158,7 @@ def _audit(
     futures = [*futures, *unique_sims.values(), *pieces, *epls, *composed, *accts, *mpls, *claims]
     named = {"epl": pieces + epls + composed, "accounting": accts, "mpl": mpls, "claims": claims}
     wait_all(
-        store, futures, unique_sims, named, {(b.state, b.geolevel) for b in todo}, len(plan.blocks)
+        store, futures, unique_sims, named, {(b.state, b.level) for b in todo}, len(plan.blocks)
     )
     acct_ds = write_groups(spec, store, plan, epls, composed, accts, grid)
     if claims_todo:

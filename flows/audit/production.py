@@ -42,7 +42,7 @@ def production_state(
     plan: AuditPlan, block: Block
 ) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
-    residual blocks per geolevel index, the State level's released histograms (one per replicate)
+    residual blocks per level, the State level's released histograms (one per replicate)
     and its true histogram, for the nation's sum."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
     from auditlib.simulate.sparse_release import sparse_level_residuals
@@ -88,7 +88,7 @@ def production_state(
 
 def production_nation(
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     state_dp: list[list[SparseHistograms]],
     state_truth: list[SparseHistograms],
 ) -> ResidualBlock:
@@ -101,7 +101,7 @@ def production_nation(
     return sparse_level_residuals(
         sum_units(state_truth),
         dps,
-        [q.name for _, q in plan.level_queries[geolevel]],
+        [q.name for _, q in plan.level_queries[level]],
         _query_ids(plan),
     )
 
@@ -155,18 +155,18 @@ def drop_state_histograms(store: ResultStore) -> None:
     kept_histograms.drop(store, STATE_HISTOGRAMS)
 
 
-def query_cells(plan: AuditPlan, state: int, geolevel: int) -> dict[int, int]:
+def query_cells(plan: AuditPlan, state: int, level: int) -> dict[int, int]:
     """Per query index measured at a block: its cells over the block's units (stored or not)."""
     prod, _ = _params(plan)
-    n = prod.units[state][geolevel]
-    return {qid: n * q.n_sim for qid, q in plan.level_queries[geolevel]}
+    n = prod.units[state][level]
+    return {qid: n * q.n_sim for qid, q in plan.level_queries[level]}
 
 
-def missing_units(plan: AuditPlan, state: int, geolevel: int, unit_index: np.ndarray) -> int:
+def missing_units(plan: AuditPlan, state: int, level: int, unit_index: np.ndarray) -> int:
     """Units of a block with no item (true total 0 and released total 0 in every replicate: every
     query's cells of such a unit are left out), from the block's items' ``unit_index``."""
     prod, _ = _params(plan)
-    return prod.units[state][geolevel] - int(np.unique(unit_index).size)
+    return prod.units[state][level] - int(np.unique(unit_index).size)
 
 
 def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
@@ -179,11 +179,11 @@ def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
     cells = np.zeros(shape, dtype=np.int64)
     stored = np.zeros(shape, dtype=np.int64)
     for b in plan.blocks:
-        _, qi = store.read_residuals(b.state, b.geolevel)
+        _, qi = store.read_residuals(b.state, b.level)
         counts = np.bincount(qi[qi >= 0].astype(np.int64), minlength=len(plan.queries))
-        for q, n in query_cells(plan, b.state, b.geolevel).items():
-            cells[b.state, b.geolevel, q] = n
-            stored[b.state, b.geolevel, q] = counts[q]
+        for q, n in query_cells(plan, b.state, b.level).items():
+            cells[b.state, b.level, q] = n
+            stored[b.state, b.level, q] = counts[q]
     dims = ("state", "geolevel", "query")
     return xr.Dataset(
         {

@@ -45,7 +45,7 @@ def simulate_production_states(
     done = store.done_blocks()
     states, simulated, n_items = [], 0, 0
     for b in blocks:
-        finished = all((o.state, o.geolevel) in done for o in plan.blocks if o.state == b.state)
+        finished = all((o.state, o.level) in done for o in plan.blocks if o.state == b.state)
         kept = load_state_histograms(store, plan, b.state) if finished and nation else None
         if finished and not nation:
             continue
@@ -71,9 +71,9 @@ def simulate_production_nation(
     t0 = time.perf_counter()
     states = sorted((s for r in batches for s in r["states"]), key=lambda s: int(s["state"]))
     res = production_nation(
-        plan, block.geolevel, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
+        plan, block.level, [s["state_dp"] for s in states], [s["state_truth"] for s in states]
     )
-    n = store.write_residual_block(block.state, block.geolevel, res)
+    n = store.write_residual_block(block.state, block.level, res)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
 
 
@@ -105,9 +105,9 @@ def submit_production(
             f = simulate_production_nation.with_options(
                 task_run_name=f"production topdown {b.label}"
             ).submit(store, plan, b, batch_futures)
-            sims.setdefault(b.geolevel, []).append(f)
+            sims.setdefault(b.level, []).append(f)
         else:
-            sims.setdefault(b.geolevel, []).extend(
+            sims.setdefault(b.level, []).extend(
                 f for batch, f in batches if any(s.state == b.state for s in batch.blocks)
             )
     return sims

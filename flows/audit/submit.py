@@ -1,7 +1,7 @@
 """The simulation tasks of an audit submitted as its release kind says
 (``plan.strategy.submission``): batches of independent blocks, TopDown states in replicate ranges
-then the nation, or sparse production states. Each submitter returns, per geolevel index, the
-futures that level's EPL waits for."""
+then the nation, or sparse production states. Each submitter returns, per level (index in
+``plan.geolevels``), the futures that level's EPL waits for."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def submit_simulation(
 ) -> Sims:
     """The simulation of the blocks still to do, submitted as the plan's release kind says; per
     geolevel of the plan (with or without blocks to do) the futures its EPL waits for."""
-    sims: Sims = {b.geolevel: [] for b in plan.blocks}
+    sims: Sims = {b.level: [] for b in plan.blocks}
     if todo:
         sims.update(
             SUBMITTERS[plan.strategy.submission](store, plan, todo, workers, tasks_per_worker)
@@ -39,12 +39,12 @@ def submit_blocks(
 ) -> Sims:
     """Batches of independent blocks; level g's EPL waits for every batch holding one of its
     blocks."""
-    sims: Sims = {b.geolevel: [] for b in plan.blocks}
+    sims: Sims = {b.level: [] for b in plan.blocks}
     for batch in batch_blocks(plan, todo, workers, tasks_per_worker):
         f = tasks.simulate_blocks.with_options(task_run_name=f"simulate {batch.label}").submit(
             store, plan, list(batch.blocks)
         )
-        for g in sorted({b.geolevel for b in batch.blocks}):
+        for g in sorted({b.level for b in batch.blocks}):
             sims[g].append(f)
     return sims
 
@@ -71,7 +71,7 @@ def submit_topdown(
         for b in state_blocks
         for rr in ranges
         if nation
-        or not all((o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state)
+        or not all((o.state, o.level, rr[0]) in done for o in plan.blocks if o.state == b.state)
     ]
     per_state: dict[int, float] = {}
     for b in plan.blocks:
@@ -94,9 +94,9 @@ def submit_topdown(
             f = tasks.simulate_topdown_nation.with_options(
                 task_run_name=f"topdown {b.label}"
             ).submit(store, plan, b, batch_futures)
-            sims.setdefault(b.geolevel, []).append(f)
+            sims.setdefault(b.level, []).append(f)
         else:
-            sims.setdefault(b.geolevel, []).extend(
+            sims.setdefault(b.level, []).extend(
                 f for blocks, f in batches if any(s.state == b.state for s in blocks)
             )
     return sims

@@ -79,7 +79,7 @@ def _simulate_one(store: ResultStore, plan: AuditPlan, block: Block) -> int:
     """Simulate every replicate of one (state, geolevel) block, write its region (data, then its
     checksums: the block's done-marker); return its item count."""
     res = plan.strategy.simulate_block(plan, block)
-    return store.write_residual_block(block.state, block.geolevel, res)
+    return store.write_residual_block(block.state, block.level, res)
 
 
 @task(name="simulate-block", **TASK_OPTS)
@@ -97,7 +97,7 @@ def simulate_blocks(store: ResultStore, plan: AuditPlan, blocks: list[Block]) ->
     died, or of the flow) are skipped."""
     t0 = time.perf_counter()
     done = store.done_blocks()
-    todo = [b for b in blocks if (b.state, b.geolevel) not in done]
+    todo = [b for b in blocks if (b.state, b.level) not in done]
     n = sum(_simulate_one(store, plan, b) for b in todo)
     return {
         "blocks": len(blocks),
@@ -161,9 +161,7 @@ def simulate_topdown_states(
     done = store.done_ranges()
     states, simulated, n_items = [], 0, 0
     for b, rr in units:
-        finished = all(
-            (o.state, o.geolevel, rr[0]) in done for o in plan.blocks if o.state == b.state
-        )
+        finished = all((o.state, o.level, rr[0]) in done for o in plan.blocks if o.state == b.state)
         if finished and not nation:
             continue
         kept = kept_histograms.load_range(store, b.state, rr) if finished else None
@@ -206,9 +204,9 @@ def simulate_topdown_nation(
     if short:
         raise ValueError(f"states {short}: not every replicate range reached the national sum")
     res = topdown_nation(
-        plan, block.geolevel, [np.concatenate(dp[k]) for k in order], [truth[k] for k in order]
+        plan, block.level, [np.concatenate(dp[k]) for k in order], [truth[k] for k in order]
     )
-    n = store.write_residual_block(block.state, block.geolevel, res)
+    n = store.write_residual_block(block.state, block.level, res)
     return {"label": block.label, "n_items": n, "seconds": time.perf_counter() - t0}
 
 
@@ -236,19 +234,19 @@ epl_level = task(name="epl", **TASK_OPTS)(epl_geolevel)
 @task(name="epl-combine", **TASK_OPTS)
 def epl_combine(
     plan: AuditPlan,
-    geolevel: int,
+    level: int,
     batches: list[list[dict[str, Any]]],
     knobs: EPLKnobs,
     *,
     declared: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
-    """EPL of every query at one geolevel, per state and pooled, from the pieces of its blocks
+    """EPL of every query at one level, per state and pooled, from the pieces of its blocks
     (the results of :func:`epl_blocks`) merged in the level's block order
     (:func:`flows.audit.epl_level.combine_level`); ``declared`` (query index -> its declared
     :class:`~auditlib.claims.NoiseLaw`, a published release's) puts those queries' floors at the
     declared noise."""
     pieces = [p for batch in batches for p in batch]
-    return combine_level(plan, geolevel, pieces, knobs, declared)
+    return combine_level(plan, level, pieces, knobs, declared)
 
 
 @task(name="account", **TASK_OPTS)
@@ -312,7 +310,7 @@ def claim_post_processed(
 
 
 #: keyed stream of the composed EPL's bootstrap: (EPL_BOOTSTRAP, COMPOSED_EPL_KEY), beyond any
-#: geolevel index used by the per-level streams
+#: level (index in AuditPlan.geolevels) used by the per-level streams
 COMPOSED_EPL_KEY = 1000
 
 
@@ -329,7 +327,7 @@ def epl_composed(
 
     if not plan.strategy.composed_epl:
         raise ValueError("epl_composed needs a tree release (a tree with known paths)")
-    released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
+    released = [b.level for b in sorted(plan.blocks, key=lambda b: b.level)]
     levels = [store.read_residuals(0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, COMPOSED_EPL_KEY)
@@ -340,6 +338,7 @@ def epl_composed(
 
 
 @task(name="mpl-geolevel", **TASK_OPTS)
-def mpl_geolevel(geolevel: str, geolevel_index: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """MPL of one geolevel's released cell count (D vs D′): LB, curves, flags, δ(ε)."""
-    return _mpl_geolevel(geolevel, geolevel_index, **settings)
+def mpl_geolevel(geolevel: str, level: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """MPL of one geolevel's released cell count (D vs D′): LB, curves, flags, δ(ε); ``level``:
+    its index in ``AuditPlan.geolevels``."""
+    return _mpl_geolevel(geolevel, level, **settings)

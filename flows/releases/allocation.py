@@ -23,9 +23,9 @@ class AllocationRelease(Release):
             hierarchy=plan.hierarchy,
             params=plan.population,
             state=block.state_key,
-            geolevel=plan.geolevels[block.geolevel],
-            geolevel_index=block.geolevel,
-            queries=plan.level_queries[block.geolevel],
+            geolevel=plan.geolevels[block.level],
+            geolevel_index=block.level,
+            queries=plan.level_queries[block.level],
             replicates=plan.replicates,
             noise_seed=plan.noise_seed,
             postprocess=plan.postprocess,  # type: ignore[arg-type]

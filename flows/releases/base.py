@@ -79,7 +79,7 @@ class Release:
         raise ValueError(f"a {self.kind} release runs no TopDown state")
 
     def run_levels(self, plan: AuditPlan) -> list[int]:
-        """The geolevel indices of one TopDown run, top first (the nation is a sum)."""
+        """The level indices of one TopDown run, top first (the nation is a sum)."""
         raise ValueError(f"a {self.kind} release runs no TopDown state")
 
     def state_units(self, plan: AuditPlan, key: int) -> int:
@@ -87,16 +87,14 @@ class Release:
         raise ValueError(f"a {self.kind} release runs no TopDown state")
 
     def top_geolevel(self, plan: AuditPlan) -> int:
-        """The geolevel index of the top of each TopDown run."""
+        """The level (index in ``plan.geolevels``) of the top of each TopDown run."""
         return plan.geolevels.index("State")
 
     def measured_as(self, plan: AuditPlan, geolevel: str | None) -> str | None:
         """The allocation geolevel a plan's geolevel is accounted as (None: all composed)."""
         return geolevel
 
-    def missing_units(
-        self, plan: AuditPlan, state: int, geolevel: int, unit_index: np.ndarray
-    ) -> int:
+    def missing_units(self, plan: AuditPlan, state: int, level: int, unit_index: np.ndarray) -> int:
         """Units of a block left out of its items (true and released totals 0)."""
         return 0
 

@@ -52,7 +52,7 @@ class GeometricRelease(Release):
             tree,
             self.variant,  # type: ignore[arg-type]
             epsilon,
-            level=block.geolevel,
+            level=block.level,
             seed=plan.noise_seed,
             replicates=plan.replicates,
             n_runs=n_runs,

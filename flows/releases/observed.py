@@ -40,7 +40,7 @@ class ObservedRelease(Release):
         from flows.spec.sources import load_observed
 
         assert plan.table is not None and plan.table.observed is not None
-        level = plan.geolevels[block.geolevel] if block.geolevel else None  # 0: the root
+        level = plan.geolevels[block.level] if block.level else None  # 0: the root
         return load_observed(*plan.table.observed).residual_block(level)
 
     def leaf_maps(self, plan: AuditPlan, levels: list[int]) -> tuple[int, list[np.ndarray]]:

@@ -23,12 +23,10 @@ class SparseTopDownRelease(SpineTopDownRelease):
 
     submission: ClassVar[str] = SPARSE_STATES
 
-    def missing_units(
-        self, plan: AuditPlan, state: int, geolevel: int, unit_index: np.ndarray
-    ) -> int:
+    def missing_units(self, plan: AuditPlan, state: int, level: int, unit_index: np.ndarray) -> int:
         from flows.audit.production import missing_units
 
-        return missing_units(plan, state, geolevel, unit_index)
+        return missing_units(plan, state, level, unit_index)
 
     def finish(self, store: ResultStore, plan: AuditPlan) -> None:
         from flows.audit.production import (

@@ -42,7 +42,7 @@ class TopDownRelease(Release):
         return synthetic_state(plan.hierarchy, plan.population, key, sch)
 
     def run_levels(self, plan: AuditPlan) -> list[int]:
-        """The geolevel indices of one run, top first (the nation is a sum)."""
+        """The levels (indices in ``plan.geolevels``) of one run, top first (the nation is a sum)."""
         return [plan.geolevels.index(level) for level in plan.hierarchy.geolevels]
 
     def state_units(self, plan: AuditPlan, key: int) -> int:

@@ -18,10 +18,10 @@ from flows.releases import AllocationRelease, Release
 
 @dataclass(frozen=True)
 class Block:
-    """One unit of simulation work: a (state, geolevel) region of the residual store."""
+    """One unit of simulation work: a (state, level) region of the residual store."""
 
     state: int  # index in AuditPlan.states (0 = the nation when there is a US level)
-    geolevel: int  # index in AuditPlan.geolevels
+    level: int  # index in AuditPlan.geolevels
     state_key: int  # 0 = nation, 1..n = states
     label: str  # e.g. "ST02/County"
     n_items: int
@@ -53,7 +53,7 @@ class ProductionParams:
     """TopDown on a production schema's sparse histograms (``flows.audit.production``): a block's items
     are the query cells non-zero in the truth or a replicate's release
     (``auditlib.simulate.sparse_release``), so a block's ``n_items`` is its capacity, not its
-    count; ``units[state][geolevel]``: the block's geounits (its query ``q`` has ``units × n_q``
+    count; ``units[state][level]``: the block's geounits (its query ``q`` has ``units × n_q``
     cells, those not stored zero in the truth and in every replicate)."""
 
     schema: str
@@ -112,7 +112,7 @@ class AuditPlan:
     hierarchy: SyntheticHierarchy
     population: PopulationParams
     blocks: tuple[Block, ...]  # the blocks with data
-    empty: tuple[tuple[int, int], ...]  # (state, geolevel) regions without data
+    empty: tuple[tuple[int, int], ...]  # (state, level) regions without data
     replicates: int
     noise_seed: int
     postprocess: str
@@ -134,7 +134,8 @@ class AuditPlan:
 
     @property
     def topdown_top(self) -> int:
-        """The geolevel index of the top of each TopDown run: the table's root, else State."""
+        """The level (index in ``geolevels``) of the top of each TopDown run: the table's root, else
+        State."""
         return self.strategy.top_geolevel(self)
 
     @property
@@ -143,8 +144,8 @@ class AuditPlan:
         table's): its residuals are not the allocation's simulated noise."""
         return self.strategy.geometric
 
-    def blocks_at(self, geolevel: int) -> tuple[Block, ...]:
-        return tuple(b for b in self.blocks if b.geolevel == geolevel)
+    def blocks_at(self, level: int) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.level == level)
 
     def sigma2_matrix(self) -> np.ndarray:
         """σ² of every (geolevel, query) the plan measures; NaN where a level has no such query."""
@@ -155,10 +156,10 @@ class AuditPlan:
         return sigma2
 
     def block_items(self) -> np.ndarray:
-        """(state, geolevel) items of every block with data (0: a region without data)."""
+        """(state, level) items of every block with data (0: a region without data)."""
         n = np.zeros((len(self.states), len(self.geolevels)), dtype=np.int64)
         for b in self.blocks:
-            n[b.state, b.geolevel] = b.n_items
+            n[b.state, b.level] = b.n_items
         return n
 
     def template_layout(self) -> dict[str, Any]:

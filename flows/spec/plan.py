@@ -152,11 +152,9 @@ def _topdown_plan(spec: AuditSpec) -> AuditPlan:
     queries, level_queries = measured_query_plans(measured, sch)
     blocks = []
     for b in base.blocks:
-        units = (
-            1 if b.state_key == 0 else base.hierarchy.units_per_state(base.geolevels[b.geolevel])
-        )
-        n = units * sum(q.n_sim for _, q in level_queries[b.geolevel])
-        blocks.append(Block(b.state, b.geolevel, b.state_key, b.label, n))
+        units = 1 if b.state_key == 0 else base.hierarchy.units_per_state(base.geolevels[b.level])
+        n = units * sum(q.n_sim for _, q in level_queries[b.level])
+        blocks.append(Block(b.state, b.level, b.state_key, b.label, n))
     return replace(
         base,
         queries=queries,

@@ -93,15 +93,15 @@ def _production_blocks(
     units = [[0] * len(levels) for _ in states]
     out = []
     for b in blocks:
-        g = levels[b.geolevel]
+        g = levels[b.level]
         if b.state_key == 0:
             n_units, p = 1, int(sum(int(people[i]) for i in indices))
         else:
             n_units = int(spine.units_per_state(SPINE_LEVEL_OF[g])[b.state_key - 1])
             p = int(people[b.state_key - 1])
-        units[b.state][b.geolevel] = n_units
+        units[b.state][b.level] = n_units
         cap = block_capacity(
-            b.label, schema_name, n_units, [q.n_sim for _, q in level_queries[b.geolevel]], p,
+            b.label, schema_name, n_units, [q.n_sim for _, q in level_queries[b.level]], p,
             replicates,
         )  # fmt: skip
         out.append(replace(b, n_items=cap))

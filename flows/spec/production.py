@@ -73,7 +73,7 @@ def check_dense_blocks(plan: Any, attributes: str, release_kind: str, max_cells:
     size = b.n_items * (4 * plan.replicates + 14)
     if size <= MAX_BLOCK_BYTES:
         return
-    cells = sum(q.n_sim for _, q in plan.level_queries[b.geolevel])
+    cells = sum(q.n_sim for _, q in plan.level_queries[b.level])
     fix = (
         f"lower simulation.max_cells_per_query (now {max_cells:,}), population.fanout or "
         "audit.replicates"

@@ -40,7 +40,7 @@ def finished_states(staging: Path, plan) -> set[int]:  # type: ignore[no-untyped
     done = store.done_blocks(str(staging))
     states = {b.state for b in plan.blocks if b.state_key}
     return {
-        s for s in states if all((b.state, b.geolevel) in done for b in plan.blocks if b.state == s)
+        s for s in states if all((b.state, b.level) in done for b in plan.blocks if b.state == s)
     }
 
 
@@ -52,12 +52,12 @@ def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignor
     for b in plan.blocks:
         if b.state != state:
             continue
-        off, _, span = store.block_place(url, b.state, b.geolevel)
+        off, _, span = store.block_place(url, b.state, b.level)
         chunks = range(off // item_chunk, (off + span) // item_chunk)
         paths = [p for k in chunks for p in (root / "residuals" / "residual" / "c").glob(f"*/{k}")]
         paths += [root / "residuals" / "truth" / "c" / str(k) for k in chunks]  # unless all 0
         paths += [p for p in (root / "residuals" / "block_sha256" / "c" / str(b.state) /
-                              str(b.geolevel)).rglob("*") if p.is_file()]  # fmt: skip
+                              str(b.level)).rglob("*") if p.is_file()]  # fmt: skip
         out.update({p.relative_to(root): p.stat().st_mtime_ns for p in paths if p.exists()})
     return out
 

@@ -64,7 +64,7 @@ def test_killed_run_resumes_to_the_undisturbed_store(
     # a block killed after its last write but before its seal is sealed by the resumed run, and
     # counts as resumed
     sealed_later = store.pending_blocks(str(staging))
-    simulated = (done | sealed_later) & {(b.state, b.geolevel) for b in make_plan(run.spec).blocks}
+    simulated = (done | sealed_later) & {(b.state, b.level) for b in make_plan(run.spec).blocks}
     assert len(done) < N_REGIONS and 3 <= len(simulated) < N_BLOCKS, (len(done), len(simulated))
     assert store.lock_path(str(target)).exists()  # left by the killed run (its pid is gone)
 

@@ -44,7 +44,7 @@ def done_units(staging: Path, plan) -> set[tuple[int, int]]:  # type: ignore[no-
     levels: dict[int, list[int]] = {}
     for b in plan.blocks:
         if b.state_key:
-            levels.setdefault(b.state, []).append(b.geolevel)
+            levels.setdefault(b.state, []).append(b.level)
     return {
         (s, k * PER_TASK)
         for s, gs in levels.items()
@@ -78,10 +78,10 @@ def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
         ranges = [r0 // PER_TASK for s, r0 in finished if s == b.state]
         if not ranges:
             continue
-        off, _, span = store.block_place(str(staging), b.state, b.geolevel)
+        off, _, span = store.block_place(str(staging), b.state, b.level)
         items = range(off // item_chunk, -(-(off + span) // item_chunk))
         res = staging / "residuals" / "residual" / "c"
-        marks = staging / "residuals" / "replicate_sha256" / "c" / str(b.state) / str(b.geolevel)
+        marks = staging / "residuals" / "replicate_sha256" / "c" / str(b.state) / str(b.level)
         paths = [res / str(k) / str(i) for k in ranges for i in items]
         paths += [marks / str(k) / "0" for k in ranges]
         before.update({p.relative_to(staging): p.stat().st_mtime_ns for p in paths})

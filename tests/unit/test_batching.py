@@ -81,8 +81,8 @@ def test_batches_of_the_default_plan_cover_each_block_once() -> None:
     batches = batch_blocks(plan, list(plan.blocks), workers=2, tasks_per_worker=2)
     assert len(batches) == 4
     got = [b for batch in batches for b in batch.blocks]
-    assert sorted(got, key=lambda b: (b.state, b.geolevel)) == sorted(
-        plan.blocks, key=lambda b: (b.state, b.geolevel)
+    assert sorted(got, key=lambda b: (b.state, b.level)) == sorted(
+        plan.blocks, key=lambda b: (b.state, b.level)
     )
     assert len(set(got)) == len(plan.blocks)
     costs = [batch.cost for batch in batches]
@@ -115,8 +115,8 @@ def test_state_batches_carry_whole_states() -> None:
 
 
 def test_labels_read_as_state_ranges() -> None:
-    def blk(state: int, geolevel: int, label: str) -> Block:
-        return Block(state, geolevel, state, label, 1)
+    def blk(state: int, level: int, label: str) -> Block:
+        return Block(state, level, state, label, 1)
 
     one = [blk(1, 2, "ST01/County")]
     assert batch_label(one) == "ST01/County"
@@ -141,11 +141,11 @@ def test_batch_task_skips_blocks_marked_done(tmp_path: Path) -> None:
     blocks = list(plan.blocks)
     first = tasks.simulate_blocks.fn(ResultStore.at(url), plan, blocks[:2])
     assert (first["blocks"], first["simulated"]) == (2, 2)
-    before = {(b.state, b.geolevel): store.read_residuals(url, b.state, b.geolevel)[0].copy()
+    before = {(b.state, b.level): store.read_residuals(url, b.state, b.level)[0].copy()
               for b in blocks[:2]}  # fmt: skip
     again = tasks.simulate_blocks.fn(ResultStore.at(url), plan, blocks[:3])
     assert (again["blocks"], again["simulated"]) == (3, 1)  # the two marked blocks skipped
-    assert store.done_blocks(url) >= {(b.state, b.geolevel) for b in blocks[:3]}
+    assert store.done_blocks(url) >= {(b.state, b.level) for b in blocks[:3]}
     for (s, g), r in before.items():
         np.testing.assert_array_equal(store.read_residuals(url, s, g)[0], r)
 

@@ -34,7 +34,7 @@ def test_synthetic_pl94_database_is_the_audits_population() -> None:
         np.testing.assert_array_equal(db.histograms, hist)
         # the audit's own TopDown run of that state: its true counts at every level and query
         # (the store's `truth`) are those of D
-        block = next(b for b in plan.blocks if b.state_key == key and b.geolevel == 1)
+        block = next(b for b in plan.blocks if b.state_key == key and b.level == 1)
         residuals, _, state_truth = topdown_state(plan, block)
         np.testing.assert_array_equal(state_truth, db.level_histograms()[0][0])
         for gi, res in residuals.items():

@@ -85,7 +85,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
         "simulation": {"max_cells_per_query": 4},
     }
     url, plan = build_store(tmp_path, data)
-    g = max(b.geolevel for b in plan.blocks)  # the most items per state
+    g = max(b.level for b in plan.blocks)  # the most items per state
     got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, EPLKnobs(0.1, PERC))
     want = concatenated_level(url, plan, g, 0.1)
     assert got["geolevel"] == g
@@ -107,7 +107,7 @@ def test_streamed_level_equals_the_concatenated_residuals(tmp_path: Path) -> Non
 def test_raked_non_integer_residuals_are_binned_within_the_stated_error(tmp_path: Path) -> None:
     data = flaxman(replicates=40, seed=3, people=20_000, release="rdpc")
     url, plan = build_store(tmp_path, data)
-    g = max(b.geolevel for b in plan.blocks)
+    g = max(b.level for b in plan.blocks)
     r, _ = store.read_residuals(url, 0, g)
     assert not np.all(r == np.round(r))  # raking: non-integer residuals
     got = epl_level.epl_geolevel(ResultStore.at(url), plan, g, EPLKnobs(0.1, PERC))["pooled"]

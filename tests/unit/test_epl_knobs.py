@@ -46,7 +46,7 @@ SMALL = {
 @pytest.fixture(scope="module")
 def level(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, AuditPlan, int]:
     url, plan = build_store(tmp_path_factory.mktemp("knobs"), SMALL)
-    return url, plan, max(b.geolevel for b in plan.blocks)
+    return url, plan, max(b.level for b in plan.blocks)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def concatenated(lv: tuple[str, AuditPlan, int], q: int) -> np.ndarray:
     url, plan, g = lv
     parts = []
     for b in plan.blocks_at(g):
-        r, qi = store.read_residuals(url, b.state, b.geolevel)
+        r, qi = store.read_residuals(url, b.state, b.level)
         parts.append(r[:, qi == q].ravel())
     return np.concatenate(parts)
 
@@ -259,7 +259,7 @@ def test_raked_residuals_with_a_small_absolute_bandwidth_get_a_finer_lattice(
     finely enough that the stored bound stays small and really bounds the estimate's error."""
     data = flaxman(replicates=10, seed=3, people=4_000, release="rdpc")
     url, plan = build_store(tmp_path, data)
-    g = max(b.geolevel for b in plan.blocks)
+    g = max(b.level for b in plan.blocks)
     lv = (url, plan, g)
     q = 0
     r = concatenated(lv, q)
@@ -375,7 +375,7 @@ def test_composed_epl_task_takes_the_knobs(tmp_path: Path) -> None:
     data = flaxman(replicates=10, seed=5, people=4_000, release="gdpc")
     url, plan = build_store(tmp_path, data)
     default = tasks.epl_composed.fn(ResultStore.at(url), plan, parse_spec(data).epl.knobs())
-    released = [b.geolevel for b in sorted(plan.blocks, key=lambda b: b.geolevel)]
+    released = [b.level for b in sorted(plan.blocks, key=lambda b: b.level)]
     levels = [store.read_residuals(url, 0, g)[0] for g in released]
     _, maps = leaf_maps(plan, released)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, tasks.COMPOSED_EPL_KEY)

@@ -79,13 +79,13 @@ def single_pass(
     k = len(TRUTH_CLASSES)
     bias_sums, bias_n = np.zeros(k), np.zeros(k, dtype=np.int64)
     for b in blocks:
-        r, q = store.read_residuals(url, b.state, b.geolevel)
+        r, q = store.read_residuals(url, b.state, b.level)
         if plan.strategy.topdown_bias:
-            truth, units = store.read_items(url, b.state, b.geolevel)
+            truth, units = store.read_items(url, b.state, b.level)
             s, c = total_bias_sums(r, q, truth, units)
             bias_sums += s
             bias_n += c
-            missing = plan.strategy.missing_units(plan, b.state, b.geolevel, units)
+            missing = plan.strategy.missing_units(plan, b.state, b.level, units)
             bias_n[0] += plan.replicates * missing
         _choose_spacings(r, q, spacings, factor, ba)
         hists = histograms_by_query(r, q, nq, [s or 1.0 for s in spacings])
@@ -186,7 +186,7 @@ def check_pieces(
     pass; returns the number of levels with more than one block."""
     multi = 0
     knobs = EPLKnobs(0.1, PERC, 1.0, bias_aware or BiasAwareSettings())
-    for g in levels or sorted({b.geolevel for b in plan.blocks}):
+    for g in levels or sorted({b.level for b in plan.blocks}):
         want = single_pass(url, plan, g, 0.1, PERC, bias_aware=bias_aware)
         blocks = plan.blocks_at(g)
         multi += len(blocks) > 1
@@ -219,7 +219,7 @@ def scaled_store(tmp_path: Path) -> tuple[str, AuditPlan]:
     for b in plan.blocks:
         res = plan.strategy.simulate_block(plan, b)
         keep = np.ones(res.n_items, bool)
-        if b == plan.blocks_at(b.geolevel)[0] and len(plan.blocks_at(b.geolevel)) > 1:
+        if b == plan.blocks_at(b.level)[0] and len(plan.blocks_at(b.level)) > 1:
             keep = res.query_index != 0
         r = res.residual[:, keep] * (1 + b.state) + rng.random((plan.replicates, int(keep.sum())))
         block = ResidualBlock(
@@ -229,13 +229,13 @@ def scaled_store(tmp_path: Path) -> tuple[str, AuditPlan]:
             res.unit_index[keep],
             res.cell_index[keep],
         )
-        store.write_residual_block(url, b.state, b.geolevel, block)
+        store.write_residual_block(url, b.state, b.level, block)
     return url, plan
 
 
 def test_pieces_of_binned_residuals_equal_the_single_pass(tmp_path: Path) -> None:
     url, plan = scaled_store(tmp_path)
-    small = min(b.geolevel for b in plan.blocks if len(plan.blocks_at(b.geolevel)) > 1)
+    small = min(b.level for b in plan.blocks if len(plan.blocks_at(b.level)) > 1)
     r, _ = store.read_residuals(url, plan.blocks_at(small)[0].state, small)
     assert not np.all(r == np.round(r))
     few = {"n_boot": 10, "n_null": 10}
@@ -243,7 +243,7 @@ def test_pieces_of_binned_residuals_equal_the_single_pass(tmp_path: Path) -> Non
     assert any(row is not None and row["kde_error"] > 0 for row in pooled["pooled"])  # binned
     # fine lattices make long histograms: few bootstrap and null draws, on the smallest level of
     # three states and one of a few hundred items a state
-    mid = max(b.geolevel for b in plan.blocks if b.state and 200 < b.n_items < 1000)
+    mid = max(b.level for b in plan.blocks if b.state and 200 < b.n_items < 1000)
     assert check_pieces(url, plan, BiasAwareSettings(**few), [small, mid]) == 2
     absolute = BiasAwareSettings(bandwidth=0.5, bandwidth_kind="absolute", **few)
     assert check_pieces(url, plan, absolute, [small, mid]) == 2
@@ -265,7 +265,7 @@ def test_pieces_of_a_topdown_release_equal_the_single_pass(tmp_path: Path) -> No
 
 def test_a_missing_piece_is_refused(tmp_path: Path) -> None:
     url, plan = build_store(tmp_path, STATES)
-    g = max(b.geolevel for b in plan.blocks)
+    g = max(b.level for b in plan.blocks)
     knobs = EPLKnobs(0.1, PERC)
     pieces = epl_blocks(ResultStore.at(url), plan, g, plan.blocks_at(g)[1:], knobs)
     with pytest.raises(ValueError, match="pieces of states"):
@@ -276,12 +276,12 @@ def test_a_missing_piece_is_refused(tmp_path: Path) -> None:
 def test_epl_batches_cover_every_block_once(workers: int, per_worker: int) -> None:
     plan = make_plan(parse_spec(STATES))
     batches = epl_batches(plan, workers, per_worker)
-    assert sorted(batches) == sorted({b.geolevel for b in plan.blocks})
+    assert sorted(batches) == sorted({b.level for b in plan.blocks})
     for g, bs in batches.items():
         got = [b for batch in bs for b in batch.blocks]
         assert sorted(got, key=plan.blocks.index) == list(plan.blocks_at(g))
         assert len(got) == len(set(got))
-        assert all(b.geolevel == g for b in got)
+        assert all(b.level == g for b in got)
         assert 1 <= len(bs) <= len(plan.blocks_at(g))
         if per_worker == 0:
             assert len(bs) == len(plan.blocks_at(g))

@@ -56,10 +56,10 @@ def test_plan_blocks_at_capacity_with_their_units() -> None:
     people = int(spine.populations()["State"][12])
     sch = schema("pl94_production")
     for b in plan.blocks:
-        units = plan.production.units[b.state][b.geolevel]
-        level = plan.geolevels[b.geolevel]
+        units = plan.production.units[b.state][b.level]
+        level = plan.geolevels[b.level]
         want = 1 if level == "US" else int(spine.units_per_state(level)[12])
         assert units == want
-        cells = [sch.n_query_cells(q.name) for _, q in plan.level_queries[b.geolevel]]
+        cells = [sch.n_query_cells(q.name) for _, q in plan.level_queries[b.level]]
         assert b.n_items == sum(min(units * c, 4 * people) for c in cells)
     assert plan.blocks[-1].n_items < np.prod([6714, sch.n_cells])  # not the dense count

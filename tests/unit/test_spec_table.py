@@ -43,7 +43,7 @@ def test_plan_of_a_table_rdpc(csv: Path) -> None:
     plan = make_plan(s)
     assert plan.states == ("all",) and plan.queries == ("total",)
     # RDPC releases every level: 1 root, 2 states, 5 counties; nothing is left empty
-    assert [(b.geolevel, b.n_items) for b in plan.blocks] == [(0, 1), (1, 2), (2, 5)]
+    assert [(b.level, b.n_items) for b in plan.blocks] == [(0, 1), (1, 2), (2, 5)]
     assert plan.empty == ()
     assert plan.table is not None and plan.geometric
     tree = table_tree(plan.table)
@@ -61,7 +61,7 @@ def test_plan_of_a_table_rdpc(csv: Path) -> None:
 
 def test_gdpc_releases_the_rows_only(csv: Path) -> None:
     plan = make_plan(parse_spec(table_spec(csv, "gdpc")))
-    assert [(b.geolevel, b.n_items) for b in plan.blocks] == [(2, 5)]
+    assert [(b.level, b.n_items) for b in plan.blocks] == [(2, 5)]
     assert plan.empty == ((0, 0), (0, 1))
 
 
@@ -174,7 +174,7 @@ def stratified(tmp_path: Path, kind: str, **release: object) -> tuple:
 def test_sa3_plan_and_its_weighted_median_limits(tmp_path: Path) -> None:
     plan, b = stratified(tmp_path, "sa3", epsilon=0.3)
     assert plan.queries == ("total", "strata")
-    assert [(blk.geolevel, blk.n_items) for blk in plan.blocks] == [(2, 5 * 4)]  # rows x (1 + 3)
+    assert [(blk.level, blk.n_items) for blk in plan.blocks] == [(2, 5 * 4)]  # rows x (1 + 3)
     # truth: each row's total, then its counts, from the CSV by hand (rows sorted A, B)
     assert b.truth[:5].tolist() == [35, 55, 21, 59, 63]
     assert b.truth[5:8].tolist() == [30, 5, 0]

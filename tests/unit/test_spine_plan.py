@@ -51,7 +51,7 @@ def test_all_states_hold_the_2020_unit_counts() -> None:
         gi = plan.geolevels.index(level)
         assert sum(b.n_items for b in plan.blocks_at(gi)) == total, level  # total: one cell
     # one region per (state, level): the nation only at US, every state at every other level
-    assert {(b.state, b.geolevel) for b in plan.blocks} | set(plan.empty) == {
+    assert {(b.state, b.level) for b in plan.blocks} | set(plan.empty) == {
         (s, g) for s in range(52) for g in range(6)
     }
     assert [b.label for b in plan.blocks_at(0)] == ["US/US"]

@@ -82,7 +82,7 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
         epl_level.epl_geolevel(
             ResultStore.at(url), plan, g, EPLKnobs(spec.epl.bandwidth_factor, spec.epl.percentiles)
         )
-        for g in sorted({b.geolevel for b in plan.blocks})
+        for g in sorted({b.level for b in plan.blocks})
     ]
     ds = epl_dataset(plan, results, spec)
     classes = ["empty", "populated", "1–9", "10–99", "100–999", "≥ 1000"]
