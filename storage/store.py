@@ -133,11 +133,10 @@ def finalize(url: str) -> None:
 def open_group(url: str, group: str, **kw: Any) -> xr.Dataset:
     """Open one group of a completed store as an xarray Dataset (numpy-backed by default)."""
     check_root(url)
-    kw.setdefault("chunks", None)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning)
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        return xr.open_zarr(url, group=group, consolidated=True, **kw)
+        return dataset(url, group, **kw)
 
 
 def zarr_group(
