@@ -5,9 +5,10 @@ which zarr silently reads as fill values, is caught as well as a corrupt one):
 
 - per (state, geolevel) block of every residual variable: ``residuals/block_sha256(state, geolevel,
   block_var, byte)`` (uint8, one chunk per block), written right after the block's data: of the
-  block's whole place on the item axis (its items and the padding to its last chunk's end;
-  ``storage/residuals.py``), or in a layout-1 store of its padded (state, geolevel) slab. A block
-  whose digest row is still zero has not been written (the resume marker). In a layout-3 store the
+  whole chunks its items take on the item axis (its items and the padding to their last chunk's
+  end; in a layout-2 or -3 store, of its capacity's chunks; ``storage/residuals.py``), or in a
+  layout-1 store of its padded (state, geolevel) slab. A block
+  whose digest row is still zero has not been written (the resume marker). In a layout-3 or -4 store the
   residual's entry is the sha256 of its replicates' digests (``split_digest``), and
   ``residuals/replicate_sha256(state, geolevel, replicate, byte)`` holds the digest of each
   replicate's row of the block, written after the row by the task of its replicate range (the
@@ -40,7 +41,7 @@ import zarr
 from auditlib.exceptions import IntegrityError
 from storage import files, root_document
 from storage import schema as S
-from storage.residuals import REPLICATE_SHA256, split_digest
+from storage.residuals import REPLICATE_SHA256, layout_of, pieces, spans, split_digest
 
 
 def digest(values: Any) -> bytes:
@@ -55,6 +56,33 @@ def digest(values: Any) -> bytes:
         h.update(a.dtype.str.encode())
         h.update(np.ascontiguousarray(a).tobytes())
     return h.digest()
+
+
+class DigestStream:
+    """:func:`digest` of a 1-D array of ``length`` values of a numeric ``dtype``, fed in pieces in
+    order (``update``), so a block too large to hold twice is digested as it is written or read."""
+
+    def __init__(self, length: int, dtype: Any) -> None:
+        self.dtype = np.dtype(dtype)
+        self.left = int(length)
+        self._h = hashlib.sha256()
+        self._h.update(repr((self.left,)).encode())
+        self._h.update(self.dtype.str.encode())
+
+    def update(self, piece: np.ndarray) -> None:
+        a = np.ascontiguousarray(piece)
+        if a.dtype != self.dtype or a.ndim != 1 or a.size > self.left:
+            raise ValueError(
+                f"a piece of {a.size} {a.dtype} values (ndim {a.ndim}) does not continue "
+                f"{self.left} {self.dtype} values still to digest"
+            )
+        self.left -= a.size
+        self._h.update(a.data.cast("B"))
+
+    def digest(self) -> bytes:
+        if self.left:
+            raise ValueError(f"{self.left} values are still to digest")
+        return self._h.digest()
 
 
 def block_digests(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -204,8 +232,10 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
         return
     flat = "item_offset" in grp  # layout 2: blocks on one item axis; else padded (s, g) blocks
     split = REPLICATE_SHA256 in grp  # layout 3: a digest per replicate row of each block
+    # layout 4: a block is written as the chunks of its items; before, of its capacity
+    written = "n_items" if layout_of(dict(grp.attrs)) >= 4 else "item_capacity"
     try:
-        places = (_read(grp, "item_offset"), _read(grp, "item_capacity")) if flat else None
+        places = (_read(grp, "item_offset"), _read(grp, written)) if flat else None
     except Exception as exc:
         out.problems.append(f"{S.RESIDUALS}/item_offset: unreadable ({exc}); blocks not checked")
         return
@@ -218,21 +248,44 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
                 continue
             for v, name in enumerate(S.RESIDUAL_BLOCK_VARS):
                 where = f"{S.RESIDUALS}/{name} {label}"
-                if name == "residual" and split and places is not None:
-                    _verify_replicates(grp, s, g, places, recorded[s, g, v], where, out)
-                    continue
-                index: tuple[slice, ...] = (slice(s, s + 1), slice(g, g + 1))
-                if places is not None and name != "n_items":
-                    off, chunk = int(places[0][s, g]), int(grp["truth"].chunks[0])  # type: ignore[union-attr]
-                    items = slice(off, off + int(-(-int(places[1][s, g]) // chunk) * chunk))
-                    index = (slice(None), items) if name == "residual" else (items,)
                 try:
-                    got = digest(_read(grp, name, *index))
+                    if places is None or name == "n_items":
+                        index = (slice(s, s + 1), slice(g, g + 1))
+                        ok = digest(_read(grp, name, *index)) == recorded[s, g, v].tobytes()
+                    elif name == "residual" and split:
+                        _verify_replicates(grp, s, g, places, recorded[s, g, v], where, out)
+                        continue
+                    elif name == "residual":  # layout 2: the block's rows as one array
+                        items = _place(grp, places, s, g)
+                        ok = (
+                            digest(_read(grp, name, slice(None), items))
+                            == recorded[s, g, v].tobytes()
+                        )
+                    else:
+                        ok = _stream_digest(grp, name, _place(grp, places, s, g)) == (
+                            recorded[s, g, v].tobytes()
+                        )
                 except Exception as exc:
                     out.problems.append(f"{where}: unreadable ({type(exc).__name__}: {exc})")
                     continue
-                if got != recorded[s, g, v].tobytes():
+                if not ok:
                     out.problems.append(f"{where}: checksum mismatch (missing or corrupt chunk)")
+
+
+def _place(grp: zarr.Group, places: tuple[np.ndarray, np.ndarray], s: int, g: int) -> slice:
+    """The items a block was written as: its offset, and its items or (before layout 4) its
+    capacity rounded up to whole chunks."""
+    off, chunk = int(places[0][s, g]), int(grp["truth"].chunks[0])  # type: ignore[union-attr]
+    return slice(off, off + int(spans(int(places[1][s, g]), chunk)))
+
+
+def _stream_digest(grp: zarr.Group, name: str, items: slice) -> bytes:
+    """:func:`digest` of an item variable over ``items``, read in pieces of whole chunks."""
+    arr: Any = grp[name]
+    h = DigestStream(items.stop - items.start, arr.dtype)
+    for a, b in pieces(items.stop - items.start, int(arr.chunks[0]), 1):
+        h.update(np.asarray(arr[items.start + a : items.start + b]))
+    return h.digest()
 
 
 def _verify_replicates(
@@ -244,20 +297,23 @@ def _verify_replicates(
     where: str,
     out: Verification,
 ) -> None:
-    """A layout-3 block's residual: each replicate's row against its digest, the digests against
-    the block's checksum."""
-    chunk = int(grp["truth"].chunks[0])  # type: ignore[union-attr]
-    off = int(places[0][s, g])
-    items = slice(off, off + int(-(-int(places[1][s, g]) // chunk) * chunk))
+    """A layout-3 or -4 block's residual: each replicate's row against its digest (read in
+    pieces), the digests against the block's checksum."""
+    items = _place(grp, places, s, g)
+    arr: Any = grp["residual"]
     try:
         reps = _read(grp, REPLICATE_SHA256, s, g)
-        rows = _read(grp, "residual", slice(None), items)
+        rows = [DigestStream(items.stop - items.start, arr.dtype) for _ in range(arr.shape[0])]
+        for a, b in pieces(items.stop - items.start, int(arr.chunks[1]), arr.shape[0]):
+            piece = np.asarray(arr[:, items.start + a : items.start + b])
+            for h, row in zip(rows, piece, strict=True):
+                h.update(row)
     except Exception as exc:
         out.problems.append(f"{where}: unreadable ({type(exc).__name__}: {exc})")
         return
     if split_digest(reps) != recorded.tobytes():
         out.problems.append(f"{where}: replicate digests do not match the block's checksum")
-    bad = [k for k, row in enumerate(rows) if digest(row) != reps[k].tobytes()]
+    bad = [k for k, h in enumerate(rows) if h.digest() != reps[k].tobytes()]
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         out.problems.append(

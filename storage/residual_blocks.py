@@ -18,6 +18,7 @@ from storage.residuals import (
     LAYOUT,
     REPLICATE_SHA256,
     layout_of,
+    pieces,
     replicate_ranges,
     spans,
     split_digest,
@@ -36,8 +37,13 @@ def residual_array(url: str, name: str, mode: str = "r") -> zarr.Array:
     return arr
 
 
+#: the item variables of a block with their padding value, beside ``residual`` (NaN padding)
+_ITEM_PADDING = {"truth": 0, "query_index": -1, "unit_index": 0, "cell_index": 0}
+
+
 def block_place(url: str, state: int, level: int) -> tuple[int, int, int]:
-    """(first item, planned items, items of its whole chunks) of a block on the item axis."""
+    """(first item, planned items, items of the whole chunks it is written as: those of its
+    ``n_items``, 0 before it is written) of a block on the item axis."""
     grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
     if "item_offset" not in grp:
         raise StoreError(
@@ -50,8 +56,12 @@ def block_place(url: str, state: int, level: int) -> tuple[int, int, int]:
     shape = off.shape
     if not (0 <= state < shape[0] and 0 <= level < shape[1]):
         raise StoreError(f"region (state={state}, geolevel={level}) is outside the store {shape}")
-    n = int(np.asarray(cap[state, level]))
-    return int(np.asarray(off[state, level])), n, int(spans(n, int(truth.chunks[0])))
+    n = int(np.asarray(residual_array(url, "n_items")[state, level]))
+    return (
+        int(np.asarray(off[state, level])),
+        int(np.asarray(cap[state, level])),
+        int(spans(n, int(truth.chunks[0]))),
+    )
 
 
 def replicate_chunk(url: str) -> int:
@@ -69,14 +79,15 @@ def write_residual_block(
 ) -> int:
     """Write one (state, level) block, or the replicate range ``replicates`` = (start, stop) of
     it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
-    last replicate): its rows of the whole chunks of its place on the item axis (its items, then NaN
-    padding to the end of its last chunk), then each replicate's digest (the range's completion
+    last replicate): its rows of the whole chunks its items take on the item axis (its items, then
+    NaN padding to the end of their last chunk; the rest of its planned place is never written),
+    in pieces (``storage.residuals.pieces``), then each replicate's digest (the range's completion
     marker). The first range also writes the block's item variables (−1 / 0 padding) and
     ``n_items`` before its digests. The block's checksums follow once every replicate of the
     block is written (:func:`seal_block`)."""
-    off, cap, span = block_place(url, state, level)
-    arr = residual_array(url, "residual")
-    r, rc = arr.shape[0], int(arr.chunks[0])
+    off, cap, _ = block_place(url, state, level)
+    arr = residual_array(url, "residual", mode="r+")
+    r, rc, chunk = arr.shape[0], int(arr.chunks[0]), int(arr.chunks[1])
     r0, r1 = (0, r) if replicates is None else (int(replicates[0]), int(replicates[1]))
     if not (0 <= r0 < r1 <= r) or r0 % rc or (r1 % rc and r1 != r):
         raise StoreError(
@@ -86,75 +97,77 @@ def write_residual_block(
     n = 0 if block is None else block.n_items
     if n > cap:
         raise StoreError(f"block ({state}, {level}) has {n} items; the store holds {cap} for it")
-    res = np.full((r1 - r0, span), np.nan, np.float32)
-    items = _item_values(span, block)
-    if block is not None:
-        if block.residual.shape[0] != r1 - r0:
-            raise StoreError(
-                f"block has {block.residual.shape[0]} replicates; the range [{r0}, {r1}) {r1 - r0}"
-            )
-        res[:, :n] = block.residual
-    if span:
-        residual_array(url, "residual", mode="r+")[r0:r1, off : off + span] = res
-    if r0 == 0:  # one writer of the block's items: the task of its first range
-        if span:
-            for name in ("truth", "query_index", "unit_index", "cell_index"):
-                residual_array(url, name, mode="r+")[off : off + span] = items[name]
-        residual_array(url, "n_items", mode="r+")[state : state + 1, level : level + 1] = items[
-            "n_items"
-        ]
+    if block is not None and block.residual.shape[0] != r1 - r0:
+        raise StoreError(
+            f"block has {block.residual.shape[0]} replicates; the range [{r0}, {r1}) {r1 - r0}"
+        )
+    span = int(spans(n, chunk))
+    first = r0 == 0  # one writer of the block's items: the task of its first range
+    rows = [checksums.DigestStream(span, np.float32) for _ in range(r1 - r0)]
+    names = tuple(_ITEM_PADDING) if first else ()
+    targets = {name: residual_array(url, name, mode="r+") for name in names}
+    streams = {name: checksums.DigestStream(span, targets[name].dtype) for name in names}
+    for a, b in pieces(span, chunk, r1 - r0):
+        m = max(0, min(b, n) - a)  # the piece's own items, then padding
+        res = np.full((r1 - r0, b - a), np.nan, np.float32)
+        if block is not None and m:
+            res[:, :m] = block.residual[:, a : a + m]
+        arr[r0:r1, off + a : off + b] = res
+        for h, row in zip(rows, res, strict=True):
+            h.update(row)
+        for name in names:
+            vals = np.full(b - a, _ITEM_PADDING[name], targets[name].dtype)
+            if block is not None and m:
+                vals[:m] = getattr(block, name)[a : a + m]
+            targets[name][off + a : off + b] = vals
+            streams[name].update(vals)
+    digests = None
+    if first:
+        count = np.array([[n]], np.int64)
+        residual_array(url, "n_items", mode="r+")[state : state + 1, level : level + 1] = count
+        digests = {name: h.digest() for name, h in streams.items()}
+        digests["n_items"] = checksums.digest(count)
     # each replicate's digest after its data: the range's completion marker
-    rows = np.stack([np.frombuffer(checksums.digest(row), np.uint8) for row in res])
-    residual_array(url, REPLICATE_SHA256, mode="r+")[state, level, r0:r1] = rows
-    seal_block(url, state, level, items)
+    done = np.stack([np.frombuffer(h.digest(), np.uint8) for h in rows])
+    residual_array(url, REPLICATE_SHA256, mode="r+")[state, level, r0:r1] = done
+    seal_block(url, state, level, digests)
     return n
 
 
-def _item_values(span: int, block: ResidualBlock | None) -> dict[str, np.ndarray]:
-    """The item variables of a block's place (its items, then −1 / 0 padding) and ``n_items``."""
-    n = 0 if block is None else block.n_items
-    out: dict[str, np.ndarray] = {
-        "truth": np.zeros(span, np.int32),
-        "query_index": np.full(span, -1, np.int16),
-        "unit_index": np.zeros(span, np.int32),
-        "cell_index": np.zeros(span, np.int32),
-        "n_items": np.array([[n]], np.int64),
-    }
-    if block is not None:
-        out["truth"][:n] = block.truth
-        out["query_index"][:n] = block.query_index
-        out["unit_index"][:n] = block.unit_index
-        out["cell_index"][:n] = block.cell_index
+def item_digests(url: str, state: int, level: int) -> dict[str, bytes]:
+    """The digests of a written block's item variables and ``n_items``, read back in pieces."""
+    off, _, span = block_place(url, state, level)
+    out: dict[str, bytes] = {}
+    for name in _ITEM_PADDING:
+        arr = residual_array(url, name)
+        h = checksums.DigestStream(span, arr.dtype)
+        for a, b in pieces(span, int(arr.chunks[0]), 1):
+            h.update(np.asarray(arr[off + a : off + b]))
+        out[name] = h.digest()
+    count = np.asarray(residual_array(url, "n_items")[state : state + 1, level : level + 1])
+    out["n_items"] = checksums.digest(count)
     return out
 
 
 def seal_block(
-    url: str, state: int, level: int, items: Mapping[str, np.ndarray] | None = None
+    url: str, state: int, level: int, digests: Mapping[str, bytes] | None = None
 ) -> bool:
     """Write a block's checksums (its completion marker) if every replicate of it is written;
-    return whether it is sealed. ``items``: its item variables and ``n_items`` as written (else
-    read back). Two tasks finishing a block's last ranges together both write the same bytes."""
+    return whether it is sealed. ``digests``: those of its item variables and ``n_items`` as
+    written (else read back, :func:`item_digests`). Two tasks finishing a block's last ranges
+    together both write the same bytes."""
     reps = np.asarray(residual_array(url, REPLICATE_SHA256)[state, level])
     if not reps.any(axis=-1).all():
         return False
-    if items is None:
-        off, _, span = block_place(url, state, level)
-        items = {
-            name: np.asarray(residual_array(url, name)[off : off + span])
-            for name in ("truth", "query_index", "unit_index", "cell_index")
-        }
-        items["n_items"] = np.asarray(
-            residual_array(url, "n_items")[state : state + 1, level : level + 1]
-        )
-    digests = np.stack(
+    if digests is None:
+        digests = item_digests(url, state, level)
+    rows = np.stack(
         [
-            np.frombuffer(split_digest(reps), np.uint8)
-            if name == "residual"
-            else np.frombuffer(checksums.digest(items[name]), np.uint8)
+            np.frombuffer(split_digest(reps) if name == "residual" else digests[name], np.uint8)
             for name in S.RESIDUAL_BLOCK_VARS
         ]
     )
-    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, level] = digests
+    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, level] = rows
     return True
 
 

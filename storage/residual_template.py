@@ -83,17 +83,17 @@ def create_residual_template(
         {
             "residual": (
                 (S.REPLICATE, S.ITEM),
-                da.full((r, n), np.nan, dtype=np.float32, chunks=(rc, c)),
+                da.full((r, n), np.nan, dtype=np.float32, chunks=(rc, n)),
                 {"long_name": "DP count - true count", "units": "persons"},
             ),
-            "truth": (item, da.zeros(n, dtype=np.int32, chunks=c)),
+            "truth": (item, da.zeros(n, dtype=np.int32, chunks=n)),
             "query_index": (
                 item,
-                da.full(n, -1, dtype=np.int16, chunks=c),
+                da.full(n, -1, dtype=np.int16, chunks=n),
                 {"description": "index into the query coordinate; -1 = padding"},
             ),
-            "unit_index": (item, da.zeros(n, dtype=np.int32, chunks=c)),
-            "cell_index": (item, da.zeros(n, dtype=np.int32, chunks=c)),
+            "unit_index": (item, da.zeros(n, dtype=np.int32, chunks=n)),
+            "cell_index": (item, da.zeros(n, dtype=np.int32, chunks=n)),
             "n_items": ((S.STATE, S.GEOLEVEL), da.zeros((s, g), dtype=np.int64, chunks=(1, 1))),
             S.BLOCK_SHA256: (
                 (S.STATE, S.GEOLEVEL, S.BLOCK_VAR, S.BYTE),

@@ -11,12 +11,20 @@ rounded up) — so concurrent writers never share a chunk (Zarr loses updates wh
 block is padded by less than one chunk, never to the largest block. Chunks of padding alone are
 not written, and padding compresses to almost nothing.
 
-Layout 3 (``dpaudit_layout`` = 3; what this dpaudit writes): layout 2 with the replicate axis of
+Layout 4 (``dpaudit_layout`` = 4; what this dpaudit writes): layout 3, each block written (and
+digested) as the whole chunks its ``n_items`` items take, not its capacity's: the rest of its
+planned place is never written, never read, and reads as the arrays' fill values. A block's
+capacity (an upper bound: a production block's is, per query, ``(replicates + 1) × people``)
+reserves room on the item axis and costs neither memory nor disk; a block is written, read back
+and verified in pieces of whole chunks (``storage/residual_blocks.py``), so no task holds more
+than its items and one piece.
+
+Layout 3 (stores written before): layout 2 with the replicate axis of
 ``residual`` chunked by ``replicate_chunk`` (a residuals group attribute; the whole axis in one
 chunk unless the flow splits a state's replicates over tasks, ``cluster.replicates_per_task``), so
 that each task writes whole chunks of its own replicate range and no chunk straddles two tasks'
 ranges; and ``replicate_sha256(state, geolevel, replicate, byte)``, the sha256 of each replicate's
-row of a block (its whole chunks), written by the task of that replicate's range after its data:
+row of a block (its whole chunks; in layout 3 of its capacity), written by the task of that replicate's range after its data:
 the completion marker of a (state, geolevel, replicate range). The task of the first range also
 writes the block's item variables and ``n_items``; the block's checksums (``block_sha256``, the
 residual's entry the sha256 of its replicates' digests in order, so independent of the split) are
@@ -55,7 +63,7 @@ from auditlib.exceptions import StoreError
 from storage import schema as S
 
 #: the residual layout this dpaudit writes (residuals group attribute ``dpaudit_layout``; absent: 1)
-LAYOUT = 3
+LAYOUT = 4
 LAYOUT_ATTR = "dpaudit_layout"
 #: residuals group attribute of layout 3: replicates per chunk of ``residual``'s replicate axis
 REPLICATE_CHUNK_ATTR = "replicate_chunk"
@@ -89,6 +97,18 @@ class ItemLayout:
 def spans(capacity: npt.ArrayLike, chunk: int) -> npt.NDArray[np.int64]:
     """Capacities rounded up to whole chunks."""
     return np.asarray(-(-np.asarray(capacity, dtype=np.int64) // chunk) * chunk, dtype=np.int64)
+
+
+#: most bytes of residual rows a writer or reader holds at once beside a block's items: a block
+#: is written, read back and verified in pieces of whole chunks of about this size
+PIECE_BYTES = 64 << 20
+
+
+def pieces(span: int, chunk: int, rows: int) -> list[tuple[int, int]]:
+    """[start, stop) of the pieces of whole chunks a block's ``span`` items are written and read
+    in: each at most :data:`PIECE_BYTES` of ``rows`` float32 rows (one chunk at least)."""
+    step = int(chunk) * max(1, PIECE_BYTES // (4 * max(int(rows), 1) * int(chunk)))
+    return [(a, min(a + step, int(span))) for a in range(0, int(span), step)]
 
 
 def item_chunk(replicates: int, largest: int = ITEM_CHUNK) -> int:

@@ -210,9 +210,9 @@ class ResultStore:
         )
 
     def seal_block(
-        self, state: int, level: int, items: Mapping[str, np.ndarray] | None = None
+        self, state: int, level: int, digests: Mapping[str, bytes] | None = None
     ) -> bool:
-        return residual_blocks.seal_block(self.url, state, level, items)
+        return residual_blocks.seal_block(self.url, state, level, digests)
 
     def seal_pending(self) -> set[tuple[int, int]]:
         return residual_blocks.seal_pending(self.url)

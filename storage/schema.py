@@ -11,15 +11,16 @@ A store is one Zarr v3 hierarchy per audit run, with consolidated metadata:
   of the root document itself and of every consolidated copy in it), ``dpaudit_version``, ``run_id``, ``spec_toml``, ``allocation_id``, ``allocation_source``,
   ``neighbours``, ``created_utc``, ``seed``, ``n_workers``, ``dask_scheduler``, ``software`` (JSON),
   ``wall_time_s``.
-- ``residuals`` (attr ``dpaudit_layout`` = 3; ``storage/residuals.py``, which also reads layouts 1
-  and 2; layout 3 chunks ``residual``'s replicate axis by the attr ``replicate_chunk``, the
+- ``residuals`` (attr ``dpaudit_layout`` = 4; ``storage/residuals.py``, which also reads layouts 1
+  to 3; layout 4 writes a block as the chunks of its items, not of its capacity; layout 3 chunks ``residual``'s replicate axis by the attr ``replicate_chunk``, the
   replicate ranges of the tasks that write it, and records ``replicate_sha256(state, geolevel,
   replicate, byte)``, each replicate row's digest, the completion marker of its range):
   ``residual(replicate, item)`` float32 (DP − truth); ``truth``, ``query_index``, ``unit_index``,
   ``cell_index`` (item): every (state, geolevel) block at its own length on one item axis, block
   (s, g) starting at ``item_offset(state, geolevel)`` (a chunk boundary) and holding
   ``n_items(state, geolevel)`` ≤ ``item_capacity(state, geolevel)`` (its planned items) items, then
-  NaN / −1 padding to the end of its last chunk (< 65,536 items); ``sigma2(geolevel, query)``. Each
+  NaN / −1 padding to the end of their last chunk (< 65,536 items; the rest of its planned place is
+  never written); ``sigma2(geolevel, query)``. Each
   block is written as whole chunks by one task. ``block_sha256(state, geolevel, block_var, byte)``:
   the sha256 of each block variable over the block's chunks, written after the block (zero: the
   block was never written; see ``storage/checksums.py``). Layout 1 (stores written before; no

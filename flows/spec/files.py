@@ -58,8 +58,8 @@ def parse_spec(data: dict[str, Any], origin: str = "spec") -> AuditSpec:
         from flows.spec.plan import make_plan
 
         try:
-            plan = make_plan(spec)  # on the spine: every block's capacity within MAX_BLOCK_BYTES
-            if spec.population.kind != "spine":  # dense blocks: within MAX_BLOCK_BYTES too
+            plan = make_plan(spec)
+            if spec.population.kind != "spine":  # dense blocks: within MAX_BLOCK_BYTES
                 check_dense_blocks(
                     plan,
                     spec.population.attributes,

@@ -13,7 +13,7 @@ from flows.releases import SparseTopDownRelease, SpineTopDownRelease
 from flows.spec.audit_plan import AuditPlan, Block, ProductionParams, SpineParams, TopDownParams
 from flows.spec.model import AuditSpec
 from flows.spec.plan_levels import by_level, measured_queries, measured_query_plans, state_levels
-from flows.spec.production import PRODUCTION_SCHEMAS, block_capacity
+from flows.spec.production import PRODUCTION_SCHEMAS
 from flows.spec.sources import (
     SPINE_LEVEL_OF,
     load_spine,
@@ -87,8 +87,11 @@ def _production_blocks(
     replicates: int,
 ) -> tuple[list[Block], ProductionParams]:
     """A production schema's blocks at their capacity (``sparse_release.capacity``: per query the
-    fewer of its cells and the non-zero cells of the truth and the replicates), and their units;
-    ``ValueError`` naming a block too large to write (the spec's checks name it first)."""
+    fewer of its cells and the non-zero cells of the truth and the replicates), and their units.
+    A capacity is an upper bound that reserves room on the store's item axis; a block is written
+    as its own items (``storage/residuals.py``, layout 4), so no capacity is refused."""
+    from auditlib.simulate.sparse_release import capacity
+
     people = spine.populations()["State"]
     units = [[0] * len(levels) for _ in states]
     out = []
@@ -100,9 +103,6 @@ def _production_blocks(
             n_units = int(spine.units_per_state(SPINE_LEVEL_OF[g])[b.state_key - 1])
             p = int(people[b.state_key - 1])
         units[b.state][b.level] = n_units
-        cap = block_capacity(
-            b.label, schema_name, n_units, [q.n_sim for _, q in level_queries[b.level]], p,
-            replicates,
-        )  # fmt: skip
-        out.append(replace(b, n_items=cap))
+        cells = [q.n_sim for _, q in level_queries[b.level]]
+        out.append(replace(b, n_items=capacity(n_units, cells, p, replicates)))
     return out, ProductionParams(schema_name, tuple(tuple(u) for u in units))

@@ -1,5 +1,5 @@
 """TopDown on the production schemas (``population.attributes = "pl94_production" |
-"dhc_production"``): what the spec may combine them with, and how large a block may grow."""
+"dhc_production"``): what the spec may combine them with, and how large a dense block may grow."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 #: attribute schemas whose TopDown runs on sparse histograms (``auditlib.simulate.sparse_topdown``)
 PRODUCTION_SCHEMAS = ("pl94_production", "dhc_production")
 
-#: most bytes a production block's place on the item axis may take (residuals of every replicate
-#: and the four item variables; a task holds it once while writing it, ``verify`` while reading)
+#: most bytes a dense production block may take (residuals of every replicate and the four item
+#: variables of every cell of its units: the task that simulates it holds them all). A sparse
+#: block (on the spine) is not bounded here: its capacity only reserves room on the store's item
+#: axis, and it is written and verified in pieces of its own items (``storage/residuals.py``)
 MAX_BLOCK_BYTES = 2 << 30
 
 
@@ -41,25 +43,6 @@ def production_combination(population_kind: str, release_kind: str, attributes: 
             '1,227,744-cell histograms): set population.kind = "spine" with spine_states, or '
             "set release.kind = 'allocation'"
         )
-
-
-def block_capacity(
-    label: str, attributes: str, n_units: int, query_cells: list[int], people: int, replicates: int
-) -> int:
-    """The items a production block may hold (``sparse_release.capacity``); ``ValueError`` naming
-    the block and the fix when its place on the item axis exceeds :data:`MAX_BLOCK_BYTES`."""
-    from auditlib.simulate.sparse_release import capacity
-
-    cap = capacity(n_units, query_cells, people, replicates)
-    size = cap * (4 * replicates + 14)
-    if size > MAX_BLOCK_BYTES:
-        raise ValueError(
-            f"population.attributes = {attributes!r}: block {label} ({people:,} people, "
-            f"{replicates} replicate(s)) may hold {cap:,} non-zero query cells, "
-            f"{size / 2**30:.1f} GiB to write at once (at most {MAX_BLOCK_BYTES / 2**30:g} GiB); "
-            "lower audit.replicates or run smaller states (population.spine_states)"
-        )
-    return cap
 
 
 def check_dense_blocks(plan: Any, attributes: str, release_kind: str, max_cells: int) -> None:

@@ -121,15 +121,12 @@ SPECS = {
     "deep": "[audit]\nname = " + "[" * 3000 + "]" * 3000 + "\n",
     "good": to_toml(tiny_spec()),
     "alloc-nan": "[audit]\nallocation = '../alloc/nan.csv'\n",
-    # production schemas: TopDown on the spine only, blocks small enough to write
+    # production schemas: TopDown on the spine only, dense blocks small enough to write
     "prod-synthetic": "[population]\nattributes = 'dhc_production'\n[release]\nkind = 'topdown'\n",
     "prod-allocation": "[population]\nkind = 'flaxman'\nattributes = 'dhc_production'\n"
     "[release]\nkind = 'gdpc'\n",
     "prod-table": "[population]\nkind = 'table'\npath = 'counts.csv'\n"
     "attributes = 'pl94_production'\n[release]\nkind = 'topdown'\n",
-    "prod-too-large": "[audit]\nallocation = 'dhc_2023_production'\nreplicates = 100\n"
-    "[population]\nkind = 'spine'\nspine_states = ['ST05']\nattributes = 'dhc_production'\n"
-    "[release]\nkind = 'topdown'\n",
     # a dense allocation release of the DHC's schema on a synthetic population: its Block level's
     # every cell (432 units x the cells of its queries, 1,227,744 of them the detailed query's)
     "prod-dense-too-large": "[audit]\nallocation = 'dhc_2023_production'\n[population]\n"
@@ -260,12 +257,6 @@ CASES = [
         run_(S("prod-table")),
         "population.kind = 'table'",
         'set population.kind = "spine"',
-    ),
-    line(
-        "run-production-too-large",
-        run_(S("prod-too-large")),
-        "block ST05/County",
-        "lower audit.replicates",
     ),
     line(
         "run-production-dense-too-large",

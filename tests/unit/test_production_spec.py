@@ -63,3 +63,21 @@ def test_plan_blocks_at_capacity_with_their_units() -> None:
         cells = [sch.n_query_cells(q.name) for _, q in plan.level_queries[b.level]]
         assert b.n_items == sum(min(units * c, 4 * people) for c in cells)
     assert plan.blocks[-1].n_items < np.prod([6714, sch.n_cells])  # not the dense count
+
+
+def test_the_full_us_production_spec_is_accepted() -> None:
+    """The full-US PL94 production spec at one replicate loads and plans: its largest Block
+    block's capacity would take more than 2 GiB to write padded to it (refused at load when a
+    block was written as its capacity); a capacity only reserves room on the item axis now."""
+    spec = parse_spec(
+        {
+            "audit": {"allocation": "pl94_2021_production", "replicates": 1},
+            "population": {"kind": "spine", "attributes": "pl94_production"},
+            "release": {"kind": "topdown"},
+        }
+    )
+    plan = make_plan(spec)
+    assert len(plan.states) == 52  # the nation and every spine state
+    largest = max(plan.blocks, key=lambda b: b.n_items)
+    assert plan.geolevels[largest.level] == "Block"
+    assert largest.n_items * (4 * plan.replicates + 14) > 2 << 30
