@@ -3,6 +3,7 @@ credentials from the environment, and specs that dpaudit accepts."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -14,9 +15,18 @@ import pytest
 import yaml
 
 from flows.audit.scheduled import check_cron
-from flows.spec import load_spec
+from flows.spec import load_spec as _load_spec
+from flows.spec.model import AuditSpec
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+#: the spec each recipe starts
+RECIPE_SPECS = ("compose/nightly.toml", "kubernetes/spec.toml", "slurm/spec.toml")
+
+
+@functools.cache
+def load_spec(path: Path) -> AuditSpec:
+    """A recipe's spec, loaded once (a full-US production spec plans the spine when it loads)."""
+    return _load_spec(path)
 
 
 def load_yaml(path: Path) -> list[Any]:
@@ -142,3 +152,20 @@ def test_no_credentials_in_recipes() -> None:
             checked += 1
             assert m.group(1).startswith(("${", "<")), (path.name, m[0])
     assert checked >= 3  # the compose database password (twice) and the Kubernetes Secret example
+
+
+def test_every_recipe_starts_the_same_production_audit() -> None:
+    """compose, Kubernetes and Slurm run one audit: the PL94-171 production allocation's sparse
+    TopDown over every spine state; only where it writes and the cluster differ."""
+    specs = [load_spec(DEPLOY / p) for p in RECIPE_SPECS]
+    audits = [s.model_dump(exclude={"output", "cluster"}) for s in specs]
+    assert audits[1:] == audits[:1] * 2
+    spec = specs[0]
+    assert spec.audit.allocation == "pl94_2021_production" and spec.release.kind == "topdown"
+    assert spec.population.kind == "spine" and spec.population.attributes == "pl94_production"
+    assert spec.population.spine_states == "all"
+    # each worker holds the largest state's TopDown (4.1 GB measured, benchmarks/README.md)
+    (doc,) = load_yaml(DEPLOY / "compose" / "compose.yaml")
+    worker = doc["services"]["dask-worker"]["command"]
+    assert worker[worker.index("--memory-limit") + 1] == "8GiB"
+    assert "memory = \"8GiB\"" in (DEPLOY / "slurm" / "spec.toml").read_text()
