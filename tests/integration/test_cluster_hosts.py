@@ -1,0 +1,178 @@
+"""The deploy recipes' production audit on a cluster of separately started processes on hosts of
+their own: a Prefect server on the submitting host, a Dask scheduler on a second host and one
+worker on each of two more, each host a network namespace with its own address on one bridge (the
+traffic stays on this machine). The run is the recipes' spec (`deploy/compose/nightly.toml`) cut
+to one small state and one replicate; it publishes a store that verifies, a report, and a flow
+run the server records as completed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from storage import store
+from tests._ceilings import PREFECT_START_CEILING_S, PROCESS_CEILING_S
+from tests.integration._processes import dpaudit, own_environment
+from tests.integration._specs import to_toml
+from tests.integration.test_serve import stop, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+#: the bridge's subnet (the submitting host is .1, the scheduler .10, the workers .11 and .12)
+NET = "10.231.7"
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=60)
+
+
+def can_make_hosts() -> str:
+    """'' if this process may create network namespaces, else why not."""
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    probe = f"dpa-probe-{uuid.uuid4().hex[:6]}"
+    try:
+        ip("netns", "add", probe)
+    except subprocess.CalledProcessError as exc:
+        return f"cannot create a network namespace: {exc.stderr.decode().strip()}"
+    ip("netns", "del", probe)
+    return ""
+
+
+@contextmanager
+def hosts(names: list[str]) -> Iterator[dict[str, tuple[str, str]]]:
+    """A bridge with address .1 here, and per name a namespace with address .10, .11, … on it:
+    {name: (namespace, address)}; all removed at the end."""
+    tag = uuid.uuid4().hex[:5]
+    bridge = f"dpb{tag}"
+    made: dict[str, tuple[str, str]] = {}
+    ip("link", "add", bridge, "type", "bridge")
+    try:
+        ip("addr", "add", f"{NET}.1/24", "dev", bridge)
+        ip("link", "set", bridge, "up")
+        for k, name in enumerate(names):
+            ns, addr = f"dpa-{tag}-{name}", f"{NET}.{10 + k}"
+            here, there = f"dpv{tag}{k}", f"dpp{tag}{k}"
+            ip("netns", "add", ns)
+            made[name] = (ns, addr)
+            ip("link", "add", here, "type", "veth", "peer", "name", there)
+            ip("link", "set", there, "netns", ns)
+            ip("link", "set", here, "master", bridge)
+            ip("link", "set", here, "up")
+            ip("-n", ns, "addr", "add", f"{addr}/24", "dev", there)
+            ip("-n", ns, "link", "set", there, "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+        yield made
+    finally:
+        for ns, _ in made.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True, timeout=60)
+
+
+def recipe_spec(tmp_path: Path, scheduler: str) -> Path:
+    """The recipes' production audit on ST13 of the seed-7 spine (247 k people), one replicate,
+    small EPL and accounting settings, no MPL, written to ``tmp_path``."""
+    spec = tomllib.loads((DEPLOY / "compose" / "nightly.toml").read_text())
+    spec["audit"].update(replicates=1, seed=11)
+    spec["population"].update(spine_states=["ST13"], seed=7)
+    spec["epl"] = {"n_boot": 20, "n_null": 20}
+    spec["accounting"] = {"deltas": [1e-10], "eps_grid_points": 20, "composed": False}
+    spec["mpl"] = {"enabled": False}
+    spec["output"] = {"store": "hosts.zarr", "report": "hosts.html"}
+    spec["cluster"] = {"scheduler": scheduler, "timeout_s": PROCESS_CEILING_S}
+    path = tmp_path / "hosts.toml"
+    path.write_text(to_toml(spec))
+    return path
+
+
+def test_the_recipes_audit_on_separately_started_hosts(tmp_path: Path) -> None:
+    import httpx
+
+    why = can_make_hosts()
+    if why:
+        pytest.skip(why)
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in own_environment().items() if k != "PREFECT_API_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(DEPLOY.parent), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    env["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = "600s"  # as the recipes start them
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = {n: (tmp_path / f"{n}.log").open("wb") for n in ("server", "sched", "w1", "w2", "run")}
+    with hosts(["sched", "w1", "w2"]) as net:
+        try:
+            api = f"http://{NET}.1:4200/api"  # the server on the submitting host's bridge address
+            server_env = {**env, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+                          "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}  # fmt: skip
+            procs.append(subprocess.Popen(
+                [str(bindir / "prefect"), "server", "start", "--host", f"{NET}.1", "--port", "4200"],
+                cwd=tmp_path, env=server_env, stdout=logs["server"], stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+            http = httpx.Client(base_url=api, timeout=10)
+            wait_for("the server", lambda: http.get("/health").status_code == 200,
+                     PREFECT_START_CEILING_S, procs)  # fmt: skip
+            env["PREFECT_API_URL"] = api  # every process reports to it
+            ns, addr = net["sched"]
+            scheduler = f"tcp://{addr}:8786"
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, str(bindir / "dask"), "scheduler", "--host", addr,
+                 "--port", "8786", "--no-dashboard"],
+                cwd=tmp_path, env=env, stdout=logs["sched"], stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+            for w in ("w1", "w2"):
+                ns, addr = net[w]
+                procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", ns, str(bindir / "dask"), "worker", scheduler,
+                     "--host", addr, "--nthreads", "1", "--memory-limit", "4GiB",
+                     "--no-dashboard"],
+                    cwd=tmp_path, env=env, stdout=logs[w], stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+
+            def workers() -> list[str]:
+                from distributed import Client
+
+                with Client(scheduler, timeout=30, set_as_default=False) as client:
+                    got = sorted(client.scheduler_info(n_workers=-1)["workers"])
+                return got if len(got) == 2 else []
+
+            joined = wait_for("two workers", workers, PROCESS_CEILING_S, procs)
+            assert [w.rsplit(":", 1)[0] for w in joined] == [
+                f"tcp://{net['w1'][1]}",
+                f"tcp://{net['w2'][1]}",
+            ]  # each on its own host
+            spec = recipe_spec(tmp_path, scheduler)
+            run = subprocess.run(
+                [*dpaudit(), "run", str(spec)], cwd=tmp_path, env=env, stdout=logs["run"],
+                stderr=subprocess.STDOUT, timeout=PROCESS_CEILING_S,
+            )  # fmt: skip
+            text = (tmp_path / "run.log").read_text()
+            assert run.returncode == 0, text[-3000:]
+            url = str(tmp_path / "hosts.zarr")
+            verified = subprocess.run(
+                [*dpaudit(), "verify", url], cwd=tmp_path, env=env, capture_output=True,
+                text=True, timeout=PROCESS_CEILING_S,
+            )  # fmt: skip
+            assert verified.returncode == 0, verified.stdout + verified.stderr
+            attrs = store.root_attrs(url)
+            assert attrs["dask_scheduler"] == scheduler and int(attrs["n_workers"]) == 2
+            assert (tmp_path / "hosts.html").stat().st_size > 0
+            runs = http.post("/flow_runs/filter", json={"limit": 10}).json()
+            assert [r["state_type"] for r in runs] == ["COMPLETED"], runs
+            tasks = http.post("/task_runs/filter", json={"limit": 200}).json()
+            names = {t["name"].split(" ")[0] for t in tasks}
+            assert "production" in names, sorted(names)  # the sparse TopDown ran on the workers
+        finally:
+            for p in reversed(procs):
+                stop(p)
+            for log in logs.values():
+                log.close()
