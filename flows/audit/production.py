@@ -38,14 +38,13 @@ def _query_ids(plan: AuditPlan) -> dict[str, int]:
     return {q: i for i, q in enumerate(plan.queries)}
 
 
-def production_state(
-    plan: AuditPlan, block: Block
-) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
-    """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
-    residual blocks per level, the State level's released histograms (one per replicate)
-    and its true histogram, for the nation's sum."""
+def production_runs(
+    plan: AuditPlan, block: Block, replicates: tuple[int, int] | None = None
+) -> tuple[list[list[SparseHistograms]], list[SparseHistograms]]:
+    """The replicates ``[r0, r1)`` (default: all) of one spine state's sparse TopDown
+    (``block``: its State-level block): per replicate its released histograms at every run level,
+    and the true ones."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
-    from auditlib.simulate.sparse_release import sparse_level_residuals
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
     from flows.audit.blocks import run_levels
@@ -61,8 +60,10 @@ def production_state(
     pop = spine_state_sparse_population(spine, st, plan.population.seed)
     gis = run_levels(plan)
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
-    runs = [
-        sparse_topdown(
+    r0, r1 = (0, plan.replicates) if replicates is None else replicates
+    dps, truth = [], []
+    for r in range(r0, r1):
+        run = sparse_topdown(
             hierarchy.parents,
             hierarchy.levels,
             pop.histograms(prod.schema),
@@ -71,19 +72,36 @@ def production_state(
             noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
             tol=td.tol,
         )
-        for r in range(plan.replicates)
-    ]
+        dps.append(list(run.dp))
+        truth = list(run.truth)
+    return dps, truth
+
+
+def production_blocks(
+    plan: AuditPlan, dps: list[list[SparseHistograms]], truth: list[SparseHistograms]
+) -> dict[int, ResidualBlock]:
+    """Residual blocks per run level of a state from every replicate's released histograms
+    (``dps[replicate][level]``) and the true ones."""
+    from auditlib.simulate.sparse_release import sparse_level_residuals
+    from flows.audit.blocks import run_levels
+
     ids = _query_ids(plan)
-    out = {
+    return {
         gi: sparse_level_residuals(
-            runs[0].truth[i],
-            [run.dp[i] for run in runs],
-            [q.name for _, q in plan.level_queries[gi]],
-            ids,
+            truth[i], [run[i] for run in dps], [q.name for _, q in plan.level_queries[gi]], ids
         )
-        for i, gi in enumerate(gis)
+        for i, gi in enumerate(run_levels(plan))
     }
-    return out, [run.dp[0] for run in runs], runs[0].truth[0]
+
+
+def production_state(
+    plan: AuditPlan, block: Block
+) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
+    """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
+    residual blocks per level, the State level's released histograms (one per replicate)
+    and its true histogram, for the nation's sum."""
+    dps, truth = production_runs(plan, block)
+    return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
 
 
 def production_nation(

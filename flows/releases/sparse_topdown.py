@@ -22,6 +22,9 @@ class SparseTopDownRelease(SpineTopDownRelease):
     """Sparse states submitted one by one; the ``production`` group written at the end."""
 
     submission: ClassVar[str] = SPARSE_STATES
+    #: a state's replicates run in ranges of ``cluster.replicates_per_task``; its blocks are
+    #: written by one task from all of them (``flows.audit.production_ranges``)
+    replicate_ranges: ClassVar[bool] = True
 
     def missing_units(self, plan: AuditPlan, state: int, level: int, unit_index: np.ndarray) -> int:
         from flows.audit.production import missing_units
@@ -29,6 +32,7 @@ class SparseTopDownRelease(SpineTopDownRelease):
         return missing_units(plan, state, level, unit_index)
 
     def finish(self, store: ResultStore, plan: AuditPlan) -> None:
+        from flows.audit import production_ranges
         from flows.audit.production import (
             PRODUCTION_GROUP,
             drop_state_histograms,
@@ -36,6 +40,7 @@ class SparseTopDownRelease(SpineTopDownRelease):
         )
 
         drop_state_histograms(store)  # every block is written: the states' kept histograms go
+        production_ranges.drop(store)  # and the ranges' histograms
         if not store.group_complete(PRODUCTION_GROUP):
             store.write_group(PRODUCTION_GROUP, production_dataset(store, plan))
 

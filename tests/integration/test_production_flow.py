@@ -21,6 +21,7 @@ from flows.spec.plan import make_plan
 from flows.spec.sources import load_spine
 from storage import schema as S
 from storage import store
+from storage.residual_blocks import residual_array
 from storage.residuals import open_residuals
 
 pytestmark = pytest.mark.integration
@@ -188,3 +189,40 @@ def check_store(url: str, spec, spine, st: int) -> None:  # type: ignore[no-unty
     assert int(epl.total_bias_units.values[-1, 0]) == 2 * int((true_blocks == 0).sum())
     # among them the blocks left out (no item: true and released totals 0 in both replicates)
     assert np.unique(blk.unit_index.values).size < n_blocks
+
+
+def test_replicates_in_ranges_store_what_one_task_stores(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    """A state's 3 replicates in ranges of 2 (``cluster.replicates_per_task``: a task per range,
+    then one writing the state's blocks from the kept histograms) store the same values as one
+    task running all 3; the ranges' histograms are gone from the published store."""
+    from tests.integration._stores import assert_same_arrays, undisturbed_audit
+
+    spine = load_spine(SEED, "US")
+    label = f"ST{int(np.argmin(spine.populations()['State'])) + 1:02d}"
+    stores = {}
+    for per_task in (2, 0):
+        spec = parse_spec(
+            {
+                "audit": {"allocation": "pl94_2021_production", "replicates": 3, "seed": 11},
+                "population": {
+                    "kind": "spine",
+                    "seed": SEED,
+                    "spine_states": [label],
+                    "attributes": "pl94_production",
+                },
+                "release": {"kind": "topdown"},
+                "epl": {"n_boot": 20, "n_null": 20},
+                "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
+                "mpl": {"enabled": False},
+                "cluster": {"replicates_per_task": per_task},
+            }
+        )
+        stores[per_task] = url = str(tmp_path / f"per{per_task}.zarr")
+        undisturbed_audit(spec, url, dask_address)
+    split = store.groups(stores[2])
+    assert "production_ranges" not in split and "production_state_histograms" not in split
+    chunks = [int(residual_array(u, "residual").chunks[0]) for u in (stores[2], stores[0])]
+    assert chunks == [2, 3]  # the ranges are the residual's replicate chunks
+    assert_same_arrays(stores[2], stores[0], at_least=21)

@@ -62,12 +62,18 @@ def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignor
     return out
 
 
+@pytest.mark.parametrize("per_task", [25, 1], ids=["whole-states", "ranges"])
 def test_a_killed_production_run_resumes_without_redoing_finished_states(
-    prefect_harness: None, dask_address: str, tmp_path: Path
+    prefect_harness: None, dask_address: str, tmp_path: Path, per_task: int
 ) -> None:
+    """Whole states in one task each, or each state's 2 replicates in ranges of 1 (a task per
+    range, one writing the state's blocks): killed once a state is done, run again, the finished
+    state is not written again and the store holds what an undisturbed run of one task per
+    state holds."""
     from flows.spec.plan import make_plan
 
-    run = audit_run(tmp_path, SPEC)
+    spec = {**SPEC, "cluster": {**SPEC["cluster"], "replicates_per_task": per_task}}
+    run = audit_run(tmp_path, spec)
     plan = make_plan(run.spec)
     assert plan.production is not None and plan.states[0] == "US"  # the nation sums the states
     staging, target, env = run.staging, run.target, standalone_env()
@@ -90,5 +96,6 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
 
     # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
     ref = str(tmp_path / "ref.zarr")
-    undisturbed_audit(run.spec, ref, dask_address)
+    undisturbed_audit(run.spec.model_copy(update={"cluster": run.spec.cluster.model_copy(
+        update={"replicates_per_task": 25})}), ref, dask_address)  # fmt: skip
     assert_same_arrays(str(target), ref, at_least=21)

@@ -168,4 +168,4 @@ def test_every_recipe_starts_the_same_production_audit() -> None:
     (doc,) = load_yaml(DEPLOY / "compose" / "compose.yaml")
     worker = doc["services"]["dask-worker"]["command"]
     assert worker[worker.index("--memory-limit") + 1] == "8GiB"
-    assert "memory = \"8GiB\"" in (DEPLOY / "slurm" / "spec.toml").read_text()
+    assert 'memory = "8GiB"' in (DEPLOY / "slurm" / "spec.toml").read_text()
