@@ -1180,12 +1180,16 @@ def production_rows(
     deadline; ``fixed``: task_s, worker_s, flow_s, write_mb_s, store_mb_s."""
     from production_model import predict_production, workers_needed
 
-    variants = [("one task per state", None), ("one task per state × replicate", 1)]
+    variants = [
+        ("one task per state", None),
+        ("a task per range of 25 replicates (the default)", 25),
+        ("one task per state × replicate", 1),
+    ]
     rows, need = [], []
     for r in replicates:
         for name, split in variants:
-            if split is not None and r == 1:
-                continue  # the same tasks
+            if split is not None and r <= split:
+                continue  # the same tasks as one per state
             for n in workers:
                 p = predict_production(states, r, n, replicates_per_task=split, **fixed)
                 rows.append({"variant": name, **p.row()})
