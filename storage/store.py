@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,12 +80,65 @@ if TYPE_CHECKING:
 
 def write_group(url: str, group: str, ds: xr.Dataset) -> None:
     """Write a small group whole (one writer)."""
+    to_zarr(_object_strings(ds), url, group=group, mode="w")
+    record_checksums(url, group)
+
+
+def _object_strings(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its fixed-width strings as objects (as every group stores them)."""
+    if not any(var.dtype.kind == "U" for var in ds.variables.values()):
+        return ds
     ds = ds.copy()
     for name, var in ds.variables.items():
         if var.dtype.kind == "U":
             ds[name] = var.astype(object)
-    to_zarr(ds, url, group=group, mode="w")
+    return ds
+
+
+def whole_chunks(length: int, dtype: Any) -> tuple[int, ...]:
+    """The chunks zarr gives an array of ``length`` values of ``dtype`` written whole (its
+    automatic choice, as :func:`write_group` leaves it; strings as ``str``)."""
+    kind = np.dtype(dtype).kind
+    arr = zarr.create_array(
+        zarr.storage.MemoryStore(),
+        shape=(int(length),),
+        dtype=str if kind in "OUT" else np.dtype(dtype),
+        chunks="auto",
+    )
+    return tuple(int(c) for c in arr.chunks)
+
+
+def write_group_parts(url: str, group: str, parts: Iterable[xr.Dataset], rows: int) -> int:
+    """Write a group of one long dimension in parts along it, in order, by one writer: the
+    first part creates the group (its attributes and the variables not along that dimension),
+    each next one is appended; every array is chunked as :func:`write_group` would chunk the
+    whole ``rows``, so the group is the same, byte for byte, as one written whole. Then its
+    checksums (read back in pieces) and its completion marker, as :func:`write_group`. Only one
+    part's values are held at a time; returns the rows written (``rows``, else ``StoreError``)."""
+    written, dim = 0, ""
+    for part in parts:
+        if not dim:
+            if len(part.dims) != 1:
+                raise StoreError(f"a group written in parts has one dimension, not {part.dims}")
+            dim = str(next(iter(part.dims)))
+        n = int(part.sizes[dim])
+        if n == 0:
+            continue
+        ds = _object_strings(part)
+        if written == 0:
+            enc = {
+                str(k): {"chunks": whole_chunks(rows, v.dtype)}
+                for k, v in ds.variables.items()
+                if v.dims == (dim,)
+            }
+            to_zarr(ds, url, group=group, mode="w", encoding=enc)
+        else:
+            to_zarr(ds, url, group=group, append_dim=dim)
+        written += n
+    if written != rows:
+        raise StoreError(f"group {group!r}: {written} rows written in parts, not {rows}")
     record_checksums(url, group)
+    return written
 
 
 def record_checksums(url: str, group: str) -> None:
