@@ -119,9 +119,12 @@ def unit_labels(plan: AuditPlan) -> list[tuple[str, ...]]:
     return [(plan.geolevels[0],), *(tuple(tab.labels[lv]) for lv in tab.levels)]
 
 
-#: the most rows a part of a group is built of (:func:`errors_parts`): a part's columns (four of
-#: strings, eight of numbers) take a few hundred bytes a row
+#: the most rows a part of a group is built of (:meth:`ErrorsGroup.parts`): a part's columns
+#: (four of strings, eight of numbers) take about 100 bytes a row, their strings shared
 PART_ROWS = 1_000_000
+#: the rows of a stored group read at a time (the CSV, the printed widths, the report): each row
+#: read back holds four strings of its own, a few hundred bytes with its table's copies
+READ_ROWS = 250_000
 
 
 def _rows(level: str, labels: tuple[str, ...], query: str, cells: tuple[str, ...], m: Moments,

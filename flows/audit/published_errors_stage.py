@@ -9,7 +9,6 @@ ranges and the workers."""
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +57,12 @@ def run_error_bars(
         amc_replicates_task.with_options(task_run_name=f"amc r{a}–{a + n - 1}").submit(plan, a, n)
         for a, n in ranges
     ]
-    results: list[AMCResult] = [f.result() for f in futures]
-    merged = functools.reduce(lambda x, y: x.merge(y), results)
+    merged: AMCResult | None = None
+    while futures:  # in range order, each range's moments dropped once merged
+        result: AMCResult = futures.pop(0).result()
+        merged = result if merged is None else merged.merge(result)
+        del result
+    assert merged is not None
     for group in errors_groups(plan, merged, release.alpha, release.areas):
         store.write_group_parts(group.name, group.parts(), group.rows)  # one part held at a time
     progress.stage(

@@ -15,7 +15,7 @@ import typer
 from flows.audit.published_errors import (
     AREAS_GROUP,
     AREAS_LEVEL,
-    PART_ROWS,
+    READ_ROWS,
     UNITS_GROUP,
     csv_path_for,
     errors_frame,
@@ -30,7 +30,7 @@ def has_error_bars(store: ResultStore) -> bool:
     return UNITS_GROUP in store.groups()
 
 
-def error_bars_frames(store: ResultStore, rows: int = PART_ROWS) -> Iterator[Any]:
+def error_bars_frames(store: ResultStore, rows: int = READ_ROWS) -> Iterator[Any]:
     """The store's intervals, units then areas, as tables of at most ``rows`` rows each, read
     from the groups in row slices, in order (together: the CSV's rows)."""
     held = store.groups()
@@ -52,7 +52,7 @@ def error_bars_frame(store: ResultStore) -> Any:
 
 
 def write_error_bars_csv(
-    store: ResultStore, frame: Any = None, path: Path | None = None, rows: int = PART_ROWS
+    store: ResultStore, frame: Any = None, path: Path | None = None, rows: int = READ_ROWS
 ) -> Path | None:
     """The store's intervals as a CSV at ``path`` (default: beside a local store,
     :func:`~flows.audit.published_errors.csv_path_for`); ``None`` for a remote store. Written

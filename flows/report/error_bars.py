@@ -66,8 +66,8 @@ def allocation_of(attrs: dict[str, Any]) -> str:
     return str(spec.get("audit", {}).get("allocation", "")) or "—"
 
 
-#: the rows of a group read at a time (:func:`width_rows`)
-SLICE_ROWS = 1_000_000
+#: the rows of a group read at a time (:func:`width_rows`; ``published_errors.READ_ROWS``)
+SLICE_ROWS = 250_000
 
 
 def open_error_bars(store: ResultStore) -> list[xr.Dataset]:
