@@ -1,6 +1,8 @@
 """Error bars of a published table (``release.kind = "published"``), as pure functions: the AMC
 replicates of a range (:func:`amc_range`), the ranges a run is cut into, and the store's groups
-and CSV built from the merged moments.
+and CSV built from the merged moments: each group an :class:`ErrorsGroup`, built and written in
+parts of at most :data:`PART_ROWS` rows and read back :data:`READ_ROWS` rows at a time, so a
+state's long tables are never held whole.
 
 Groups: ``published_errors`` (every level's units) and, with an areas file,
 ``published_area_errors`` (the areas' sums, summed per replicate before their moments). Both are
