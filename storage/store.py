@@ -1,7 +1,8 @@
 """Open, template and write result stores (Zarr v3 through xarray).
 
 Writes are safe by construction: the template is written once (metadata only), each worker writes
-exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer.
+exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer
+(a long table, the error bars', by one writer in parts appended in order: ``write_group_parts``).
 A local store is built in a staging directory beside its target and moved into place only when the run
 has completed, so a failed or interrupted run never leaves a half-written store at the target. An
 ``s3://`` store (no rename) is staged under a prefix beside its target and published by copying, the
@@ -9,9 +10,9 @@ root metadata with the completion marker and the consolidated metadata last. Eve
 checksums after its data (``storage/checksums.py``): they are both its integrity record and the
 marker a resumed run uses to skip it.
 
-This module is the store's API in one namespace. It holds the small groups written whole, the root
-attributes, completion (``finalize``) and the parts of a resumable flow; the rest lives in its own
-modules: what is at a URL (``targets``), the run's lock (``locks``), staging and publishing
+This module is the store's API in one namespace. It holds the small groups written whole (or in
+parts), the root attributes, completion (``finalize``) and the parts of a resumable flow; the rest
+lives in its own modules: what is at a URL (``targets``), the run's lock (``locks``), staging and publishing
 (``staging``), the residual template (``residual_template``) and its blocks (``residual_blocks``).
 The CLI, the flows and the report hold a ``ResultStore`` (``result_store``), the store opened once,
 whose methods call these functions.
