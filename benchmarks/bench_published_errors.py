@@ -113,6 +113,7 @@ def main() -> int:
     ap.add_argument("--queries", default="", help="comma-separated (default: every pl94 query)")
     ap.add_argument("--seed", type=int, default=2020)
     ap.add_argument("--keep", type=Path, help="run in this directory and keep it")
+    ap.add_argument("--note", default="", help="recorded with the row (e.g. the code's commit)")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="dpaudit-errors-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -140,6 +141,7 @@ def main() -> int:
     csv = work / "results" / "audit.errors.csv"
     row = {
         "blocks": n,
+        **({"note": a.note} if a.note else {}),
         "replicates": a.replicates,
         "queries": queries or "all",
         "exit_code": proc.returncode,

@@ -13,7 +13,7 @@ beside the target, keyed by the run id), published onto its target by :meth:`Res
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -144,6 +144,10 @@ class ResultStore:
     # --- small groups, root attributes, completion (store) -------------------------------------
     def write_group(self, group: str, ds: xr.Dataset) -> None:
         store.write_group(self.url, group, ds)
+
+    def write_group_parts(self, group: str, parts: Iterable[xr.Dataset], rows: int) -> int:
+        """A long group written part after part, then sealed (``store.write_group_parts``)."""
+        return store.write_group_parts(self.url, group, parts, rows)
 
     def record_checksums(self, group: str) -> None:
         store.record_checksums(self.url, group)

@@ -1,7 +1,8 @@
 """Open, template and write result stores (Zarr v3 through xarray).
 
 Writes are safe by construction: the template is written once (metadata only), each worker writes
-exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer.
+exactly one chunk-aligned (state, geolevel) region, and small groups are written whole by one writer
+(a long table, the error bars', by one writer in parts appended in order: ``write_group_parts``).
 A local store is built in a staging directory beside its target and moved into place only when the run
 has completed, so a failed or interrupted run never leaves a half-written store at the target. An
 ``s3://`` store (no rename) is staged under a prefix beside its target and published by copying, the
@@ -9,9 +10,9 @@ root metadata with the completion marker and the consolidated metadata last. Eve
 checksums after its data (``storage/checksums.py``): they are both its integrity record and the
 marker a resumed run uses to skip it.
 
-This module is the store's API in one namespace. It holds the small groups written whole, the root
-attributes, completion (``finalize``) and the parts of a resumable flow; the rest lives in its own
-modules: what is at a URL (``targets``), the run's lock (``locks``), staging and publishing
+This module is the store's API in one namespace. It holds the small groups written whole (or in
+parts), the root attributes, completion (``finalize``) and the parts of a resumable flow; the rest
+lives in its own modules: what is at a URL (``targets``), the run's lock (``locks``), staging and publishing
 (``staging``), the residual template (``residual_template``) and its blocks (``residual_blocks``).
 The CLI, the flows and the report hold a ``ResultStore`` (``result_store``), the store opened once,
 whose methods call these functions.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,12 +81,65 @@ if TYPE_CHECKING:
 
 def write_group(url: str, group: str, ds: xr.Dataset) -> None:
     """Write a small group whole (one writer)."""
+    to_zarr(_object_strings(ds), url, group=group, mode="w")
+    record_checksums(url, group)
+
+
+def _object_strings(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its fixed-width strings as objects (as every group stores them)."""
+    if not any(var.dtype.kind == "U" for var in ds.variables.values()):
+        return ds
     ds = ds.copy()
     for name, var in ds.variables.items():
         if var.dtype.kind == "U":
             ds[name] = var.astype(object)
-    to_zarr(ds, url, group=group, mode="w")
+    return ds
+
+
+def whole_chunks(length: int, dtype: Any) -> tuple[int, ...]:
+    """The chunks zarr gives an array of ``length`` values of ``dtype`` written whole (its
+    automatic choice, as :func:`write_group` leaves it; strings as ``str``)."""
+    kind = np.dtype(dtype).kind
+    arr = zarr.create_array(
+        zarr.storage.MemoryStore(),
+        shape=(int(length),),
+        dtype=str if kind in "OUT" else np.dtype(dtype),
+        chunks="auto",
+    )
+    return tuple(int(c) for c in arr.chunks)
+
+
+def write_group_parts(url: str, group: str, parts: Iterable[xr.Dataset], rows: int) -> int:
+    """Write a group of one long dimension in parts along it, in order, by one writer: the
+    first part creates the group (its attributes and the variables not along that dimension),
+    each next one is appended; every array is chunked as :func:`write_group` would chunk the
+    whole ``rows``, so the group is the same, byte for byte, as one written whole. Then its
+    checksums (read back in pieces) and its completion marker, as :func:`write_group`. Only one
+    part's values are held at a time; returns the rows written (``rows``, else ``StoreError``)."""
+    written, dim = 0, ""
+    for part in parts:
+        if not dim:
+            if len(part.dims) != 1:
+                raise StoreError(f"a group written in parts has one dimension, not {part.dims}")
+            dim = str(next(iter(part.dims)))
+        n = int(part.sizes[dim])
+        if n == 0:
+            continue
+        ds = _object_strings(part)
+        if written == 0:
+            enc = {
+                str(k): {"chunks": whole_chunks(rows, v.dtype)}
+                for k, v in ds.variables.items()
+                if v.dims == (dim,)
+            }
+            to_zarr(ds, url, group=group, mode="w", encoding=enc)
+        else:
+            to_zarr(ds, url, group=group, append_dim=dim)
+        written += n
+    if written != rows:
+        raise StoreError(f"group {group!r}: {written} rows written in parts, not {rows}")
     record_checksums(url, group)
+    return written
 
 
 def record_checksums(url: str, group: str) -> None:

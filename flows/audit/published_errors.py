@@ -1,6 +1,8 @@
 """Error bars of a published table (``release.kind = "published"``), as pure functions: the AMC
 replicates of a range (:func:`amc_range`), the ranges a run is cut into, and the store's groups
-and CSV built from the merged moments.
+and CSV built from the merged moments: each group an :class:`ErrorsGroup`, built and written in
+parts of at most :data:`PART_ROWS` rows and read back :data:`READ_ROWS` rows at a time, so a
+state's long tables are never held whole.
 
 Groups: ``published_errors`` (every level's units) and, with an areas file,
 ``published_area_errors`` (the areas' sums, summed per replicate before their moments). Both are
@@ -11,6 +13,8 @@ attributes say alpha, R, the seed and how the interval is built."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +121,14 @@ def unit_labels(plan: AuditPlan) -> list[tuple[str, ...]]:
     return [(plan.geolevels[0],), *(tuple(tab.labels[lv]) for lv in tab.levels)]
 
 
+#: the most rows a part of a group is built of (:meth:`ErrorsGroup.parts`): a part's columns
+#: (four of strings, eight of numbers) take about 100 bytes a row, their strings shared
+PART_ROWS = 1_000_000
+#: the rows of a stored group read at a time (the CSV, the printed widths, the report): each row
+#: read back holds four strings of its own, a few hundred bytes with its table's copies
+READ_ROWS = 250_000
+
+
 def _rows(level: str, labels: tuple[str, ...], query: str, cells: tuple[str, ...], m: Moments,
           alpha: float) -> dict[str, np.ndarray]:  # fmt: skip
     """The long rows of one (level, query): units × cells, unit-major."""
@@ -144,9 +156,49 @@ def _dataset(parts: list[dict[str, np.ndarray]], attrs: dict[str, Any]) -> xr.Da
     return xr.Dataset({c: ("row", v) for c, v in cols.items()}, coords=coords, attrs=attrs)
 
 
-def errors_datasets(
+@dataclass(frozen=True)
+class ErrorsGroup:
+    """One group's rows, to be built part after part (:meth:`parts`): its (level, labels, query,
+    cells, moments) pieces in row order, each unit's cells together."""
+
+    name: str
+    pieces: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...], Moments], ...]
+    alpha: float
+    attrs: dict[str, Any]
+
+    @property
+    def rows(self) -> int:
+        return sum(m.published.size for *_, m in self.pieces)
+
+    def parts(self, max_rows: int = PART_ROWS) -> Iterator[xr.Dataset]:
+        """The group's rows in order, as datasets of whole units of at most ``max_rows`` rows
+        each (one unit's cells at least): a (level, query)'s units cut into ranges, the ranges
+        of small ones gathered into one part. The same rows, values and attributes as
+        :meth:`whole`, cut along ``row``."""
+        held: list[dict[str, np.ndarray]] = []
+        size = 0
+        for level, labels, query, cells, m in self.pieces:
+            n, k = m.published.shape
+            step = max(1, int(max_rows) // max(k, 1))
+            for a in range(0, n, step):
+                b = min(a + step, n)
+                if held and size + (b - a) * k > max_rows:
+                    yield _dataset(held, self.attrs)
+                    held, size = [], 0
+                sub = Moments(m.published[a:b], m.sum_dev[a:b], m.sum_sq_dev[a:b], m.n_replicates)
+                held.append(_rows(level, labels[a:b], query, cells, sub, self.alpha))
+                size += (b - a) * k
+        if held:
+            yield _dataset(held, self.attrs)
+
+    def whole(self) -> xr.Dataset:
+        """The group's rows at once (a small table's; a large one is written in :meth:`parts`)."""
+        return _dataset([_rows(*p, self.alpha) for p in self.pieces], self.attrs)
+
+
+def errors_groups(
     plan: AuditPlan, result: AMCResult, alpha: float, areas_file: str = ""
-) -> dict[str, xr.Dataset]:
+) -> list[ErrorsGroup]:
     """The groups of a run's merged AMC result: every level's units, and the areas' if any."""
     from auditlib.geography.schema import schema
 
@@ -165,22 +217,27 @@ def errors_datasets(
         "areas_file": Path(areas_file).name if areas_file else "",
     }
     labels = unit_labels(plan)
-    units = [
-        _rows(lv, labels[i], q, sch.cell_labels(q), result.levels[lv][q], alpha)
+    units = tuple(
+        (lv, labels[i], q, tuple(sch.cell_labels(q)), result.levels[lv][q])
         for i, lv in enumerate(result.level_names)
         for q in result.queries
-    ]
-    out = {UNITS_GROUP: _dataset(units, attrs)}
+    )
+    out = [ErrorsGroup(UNITS_GROUP, units, alpha, attrs)]
     if result.areas:
-        names = result.area_names
-        out[AREAS_GROUP] = _dataset(
-            [
-                _rows(AREAS_LEVEL, names, q, sch.cell_labels(q), result.areas[q], alpha)
-                for q in result.queries
-            ],
-            attrs,
+        names = tuple(result.area_names)
+        areas = tuple(
+            (AREAS_LEVEL, names, q, tuple(sch.cell_labels(q)), result.areas[q])
+            for q in result.queries
         )
+        out.append(ErrorsGroup(AREAS_GROUP, areas, alpha, attrs))
     return out
+
+
+def errors_datasets(
+    plan: AuditPlan, result: AMCResult, alpha: float, areas_file: str = ""
+) -> dict[str, xr.Dataset]:
+    """The groups of :func:`errors_groups`, each built whole."""
+    return {g.name: g.whole() for g in errors_groups(plan, result, alpha, areas_file)}
 
 
 def errors_frame(*datasets: xr.Dataset) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """The stage of a published table's error bars (``release.kind = "published"``): its AMC
 replicates in ranges, one Prefect task each on the run's Dask cluster, merged exactly in range
-order, then the ``published_errors`` (and ``published_area_errors``) groups written.
+order, then the ``published_errors`` (and ``published_area_errors``) groups written part after
+part (at most ``PART_ROWS`` rows each), so the long tables are never held whole.
 
 A range's task returns the range's moments (running sums per level, unit and query cell): the
 sums of integer deviations are exact, so the merged moments are those of one run whatever the
@@ -8,7 +9,6 @@ ranges and the workers."""
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from flows.audit.published_errors import (
     AREAS_GROUP,
     UNITS_GROUP,
     amc_range,
-    errors_datasets,
+    errors_groups,
     replicate_ranges,
 )
 from flows.runtime import progress
@@ -57,10 +57,14 @@ def run_error_bars(
         amc_replicates_task.with_options(task_run_name=f"amc r{a}–{a + n - 1}").submit(plan, a, n)
         for a, n in ranges
     ]
-    results: list[AMCResult] = [f.result() for f in futures]
-    merged = functools.reduce(lambda x, y: x.merge(y), results)
-    for name, ds in errors_datasets(plan, merged, release.alpha, release.areas).items():
-        store.write_group(name, ds)
+    merged: AMCResult | None = None
+    while futures:  # in range order, each range's moments dropped once merged
+        result: AMCResult = futures.pop(0).result()
+        merged = result if merged is None else merged.merge(result)
+        del result
+    assert merged is not None
+    for group in errors_groups(plan, merged, release.alpha, release.areas):
+        store.write_group_parts(group.name, group.parts(), group.rows)  # one part held at a time
     progress.stage(
         f"error bars: {merged.n_replicates} TopDown runs from the published counts in "
         f"{len(ranges)} range{'s' if len(ranges) != 1 else ''} ({time.perf_counter() - t0:.0f} s)"

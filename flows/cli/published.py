@@ -1,9 +1,11 @@
 """What ``dpaudit run`` prints and writes at the end of a published table's error bars
 (``release.kind = "published"``): the CSV of every unit's and area's interval beside the store,
-and a table of the intervals' widths by level, within 80 columns."""
+and a table of the intervals' widths by level, within 80 columns. Both read the groups in slices
+of rows, so a state's long tables are never held whole."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,7 @@ import typer
 from flows.audit.published_errors import (
     AREAS_GROUP,
     AREAS_LEVEL,
+    READ_ROWS,
     UNITS_GROUP,
     csv_path_for,
     errors_frame,
@@ -27,43 +30,85 @@ def has_error_bars(store: ResultStore) -> bool:
     return UNITS_GROUP in store.groups()
 
 
-def error_bars_frame(store: ResultStore) -> Any:
-    """The store's intervals, units then areas, as one table (the CSV's rows)."""
+def error_bars_frames(store: ResultStore, rows: int = READ_ROWS) -> Iterator[Any]:
+    """The store's intervals, units then areas, as tables of at most ``rows`` rows each, read
+    from the groups in row slices, in order (together: the CSV's rows)."""
     held = store.groups()
-    groups = [g for g in (UNITS_GROUP, AREAS_GROUP) if g in held]
-    return errors_frame(*(store.open_group(g).load() for g in groups))
+    for g in (UNITS_GROUP, AREAS_GROUP):
+        if g not in held:
+            continue
+        ds = store.open_group(g)  # lazy: each slice read alone
+        n = int(ds.sizes["row"])
+        for a in range(0, n, max(1, int(rows))):
+            yield errors_frame(ds.isel(row=slice(a, min(a + int(rows), n))).load())
+
+
+def error_bars_frame(store: ResultStore) -> Any:
+    """The store's intervals, units then areas, as one table (the CSV's rows; a small store's:
+    a large one is read in :func:`error_bars_frames`)."""
+    import pandas as pd
+
+    return pd.concat(list(error_bars_frames(store)), ignore_index=True)
 
 
 def write_error_bars_csv(
-    store: ResultStore, frame: Any = None, path: Path | None = None
+    store: ResultStore, frame: Any = None, path: Path | None = None, rows: int = READ_ROWS
 ) -> Path | None:
-    """The store's intervals (``frame``: :func:`error_bars_frame`) as a CSV at ``path`` (default:
-    beside a local store, :func:`~flows.audit.published_errors.csv_path_for`); ``None`` for a
-    remote store."""
+    """The store's intervals as a CSV at ``path`` (default: beside a local store,
+    :func:`~flows.audit.published_errors.csv_path_for`); ``None`` for a remote store. Written
+    from ``frame`` if given, else read and written ``rows`` rows at a time (the header once): the
+    same bytes as one table written whole."""
     if path is None:
         if store.remote:
             return None
         path = csv_path_for(store.shown)
-    frame = error_bars_frame(store) if frame is None else frame
+    frames = [frame] if frame is not None else error_bars_frames(store, rows)
     tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False, float_format="%.6g")
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        for i, part in enumerate(frames):
+            part.to_csv(fh, index=False, header=i == 0, float_format="%.6g")
     tmp.replace(path)  # never a half-written CSV under its name
     return path
 
 
+class Widths:
+    """The widths of intervals by level (in order of appearance), gathered from tables of rows
+    fed one after the other (:meth:`add`): the units, each row's width, and which rows are of
+    the query ``total``."""
+
+    def __init__(self) -> None:
+        self.units: dict[str, set[str]] = {}
+        self.width: dict[str, list[np.ndarray]] = {}
+        self.total: dict[str, list[np.ndarray]] = {}
+
+    def add(self, frame: Any) -> Widths:
+        for level, rows in frame.groupby("level", sort=False):
+            lv = str(level)
+            self.units.setdefault(lv, set()).update(rows["unit"].astype(str))
+            self.width.setdefault(lv, []).append((rows["upper"] - rows["lower"]).to_numpy())
+            self.total.setdefault(lv, []).append(rows["query"].to_numpy() == "total")
+        return self
+
+    def lines(self) -> list[str]:
+        """Per level (and the areas): units, the median and largest width of the intervals of
+        the total count, and of every count's interval (at most 80 columns)."""
+        lines = [
+            f"{'level':<16}{'units':>8}{'total: median':>15}{'max':>7}{'all counts: median':>20}"
+        ]
+        for lv, units in self.units.items():
+            width = np.concatenate(self.width[lv])
+            total = np.concatenate(self.total[lv])
+            tw = width[total] if total.any() else width
+            lines.append(
+                f"{lv[:15]:<16}{len(units):>8}{np.median(tw):>15.0f}"
+                f"{tw.max():>7.0f}{np.median(width):>20.0f}"
+            )
+        return lines
+
+
 def width_lines(frame: Any) -> list[str]:
-    """Per level (and the areas): units, the median and largest width of the intervals of the
-    total count, and of every count's interval (at most 80 columns)."""
-    lines = [f"{'level':<16}{'units':>8}{'total: median':>15}{'max':>7}{'all counts: median':>20}"]
-    for level, rows in frame.groupby("level", sort=False):
-        width = (rows["upper"] - rows["lower"]).to_numpy()
-        total = rows["query"].to_numpy() == "total"
-        tw = width[total] if total.any() else width
-        lines.append(
-            f"{str(level)[:15]:<16}{rows['unit'].nunique():>8}{np.median(tw):>15.0f}"
-            f"{tw.max():>7.0f}{np.median(width):>20.0f}"
-        )
-    return lines
+    """:meth:`Widths.lines` of one table."""
+    return Widths().add(frame).lines()
 
 
 def print_error_bars_summary(
@@ -78,12 +123,14 @@ def print_error_bars_summary(
         f"run {summary['run_id']}: {a['replicates']} TopDown runs from the published counts, "
         f"{wall:.1f} s"
     )
-    frame = error_bars_frame(store)
+    widths = Widths()
+    for frame in error_bars_frames(store):  # a slice of rows at a time
+        widths.add(frame)
     csv = None if store.remote else csv_path_for(url)  # run_audit wrote it
     typer.echo(f"{level:g} % intervals of the true counts, widths (upper - lower):")
-    for line in width_lines(frame):
+    for line in widths.lines():
         typer.echo(f"  {line}")
-    if AREAS_LEVEL in set(frame["level"]):
+    if AREAS_LEVEL in widths.units:
         typer.echo(f"areas: {a['areas_file']} (sums per replicate, so their covariances count)")
     typer.echo(f"store:  {url}")
     if csv is not None:

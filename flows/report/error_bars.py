@@ -66,45 +66,63 @@ def allocation_of(attrs: dict[str, Any]) -> str:
     return str(spec.get("audit", {}).get("allocation", "")) or "—"
 
 
+#: the rows of a group read at a time (:func:`width_rows`; ``published_errors.READ_ROWS``)
+SLICE_ROWS = 250_000
+
+
 def open_error_bars(store: ResultStore) -> list[xr.Dataset]:
-    """The store's error bars groups (units, then areas), loaded; [] for any other store."""
+    """The store's error bars groups (units, then areas), opened lazily (read in slices by
+    :func:`width_rows`); [] for any other store."""
     out = []
     for g in (UNITS_GROUP, AREAS_GROUP):
         try:
             ds = store.dataset(g)
         except (FileNotFoundError, KeyError, OSError, ValueError):
             continue
-        out.append(ds.load())
+        out.append(ds)
     return out
 
 
-def width_rows(datasets: list[xr.Dataset]) -> list[dict[str, str]]:
+def width_rows(datasets: list[xr.Dataset], rows: int = SLICE_ROWS) -> list[dict[str, str]]:
     """Per level (areas last) and size bin of the published count: counts, the median, mean and
-    largest width of their intervals and the share bias-corrected."""
-    rows = []
+    largest width of their intervals and the share bias-corrected. Each group is read ``rows``
+    rows at a time; only the widths and whether they are corrected are kept."""
+    out = []
     for ds in datasets:
-        levels = np.asarray(str_values(ds["level"].values))
-        p = np.asarray(ds["published"].values, dtype=float)
-        width = np.asarray(ds["upper"].values - ds["lower"].values, dtype=float)
-        corrected = np.asarray(ds["bias_corrected"].values, dtype=bool)
-        for lv in dict.fromkeys(levels.tolist()):
-            for label, lo, hi in BINS:
-                m = (levels == lv) & (p >= lo) & (p <= hi)
-                if not m.any():
+        kept: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
+        n = int(ds.sizes["row"])
+        for a in range(0, n, max(1, int(rows))):
+            part = ds[["published", "upper", "lower", "bias_corrected"]].isel(
+                row=slice(a, min(a + int(rows), n))
+            )
+            levels = np.asarray(str_values(part["level"].values))
+            p = np.asarray(part["published"].values, dtype=float)
+            width = np.asarray(part["upper"].values - part["lower"].values, dtype=float)
+            corrected = np.asarray(part["bias_corrected"].values, dtype=bool)
+            for lv in dict.fromkeys(levels.tolist()):
+                bins = kept.setdefault(str(lv), {})
+                for label, lo, hi in BINS:
+                    m = (levels == lv) & (p >= lo) & (p <= hi)
+                    if m.any():
+                        bins.setdefault(label, []).append((width[m], corrected[m]))
+        for lv, bins in kept.items():
+            for label, _, _ in BINS:
+                if label not in bins:
                     continue
-                w = width[m]
-                rows.append(
+                w = np.concatenate([x for x, _ in bins[label]])
+                c = np.concatenate([x for _, x in bins[label]])
+                out.append(
                     {
-                        "level": str(lv),
+                        "level": lv,
                         "bin": label,
-                        "counts": f"{int(m.sum()):,}",
+                        "counts": f"{w.size:,}",
                         "median": fmt_num(float(np.median(w)), 3),
                         "mean": fmt_num(float(w.mean()), 3),
                         "max": fmt_num(float(w.max()), 3),
-                        "corrected": f"{100 * corrected[m].mean():.0f} %",
+                        "corrected": f"{100 * c.mean():.0f} %",
                     }
                 )
-    return rows
+    return out
 
 
 def study_rows(path: pathlib.Path = STUDY) -> list[dict[str, str]]:
