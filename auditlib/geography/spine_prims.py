@@ -25,12 +25,12 @@ boundaries, so there are more tract subsets than tracts); the DAS's spine optimi
 grouping (``optimize_spine``'s bypassing of single-child geounits, ``bypassing_improves_parent``
 L363–390) is not reproduced, so a Prim of one group keeps it.
 
-Measured on the default spine seed (``generate_spine(2020)``, the US; the counts are drawn here, not
-published — the Bureau has published no count of Prims or Tract_Subset_Groups): 26,431 Prims and
-28,812 Tract_Subset_Groups over the 3,143 counties and 84,414 tracts; largest fan-outs County → Prim
-134, Prim → Tract_Subset_Group 40, Tract_Subset_Group → Tract 67 (the DAS's bound
-``int(√n + 13)`` for a Prim of ``n`` tracts). Deriving them for the US takes about 10 ms
-(benchmarks/README.md).
+Measured on the benchmarks' spine seed (``generate_spine(20200325)``, the US: 3,143 counties, 84,414
+tracts; its S41 holds a county of 4,391 tracts): 25,083 Prims and 26,013 Tract_Subset_Groups; largest
+fan-outs County → Prim 138, Prim → Tract_Subset_Group 9, Tract_Subset_Group → Tract 28 (a Prim of
+246 tracts: the DAS's ``int(√n + 13)``). Seed 7: 25,116 and 25,956; 67, 6 and 24. These counts are
+drawn here, not published: the Bureau has published no count of Prims or Tract_Subset_Groups.
+Deriving them for the US takes about 8 ms (benchmarks/README.md).
 
 Every step is vectorized over counties, Prims and tracts (no Python loop).
 """
