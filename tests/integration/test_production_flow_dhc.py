@@ -22,8 +22,8 @@ from storage import schema as S
 from storage import store
 from storage.residuals import open_residuals
 
-# minutes: a full-size state's DHC TopDown (ST13 of the seed-7 spine: 246,980 people, 9 min wall
-# on 2 loaded cores before the Prim levels, benchmarks/README.md)
+# minutes: a full-size state's DHC TopDown (ST13 of the seed-7 spine: 246,980 people; 12 min wall
+# on 2 cores at load 8-10, benchmarks/README.md)
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = 7
