@@ -30,7 +30,7 @@ tracts; its S41 holds a county of 4,391 tracts): 25,083 Prims and 26,013 Tract_S
 fan-outs County → Prim 138, Prim → Tract_Subset_Group 9, Tract_Subset_Group → Tract 28 (a Prim of
 246 tracts: the DAS's ``int(√n + 13)``). Seed 7: 25,116 and 25,956; 67, 6 and 24. These counts are
 drawn here, not published: the Bureau has published no count of Prims or Tract_Subset_Groups.
-Deriving them for the US takes about 8 ms (benchmarks/README.md).
+Deriving them for the US takes 7–29 ms on a loaded 2-core machine (benchmarks/README.md).
 
 Every step is vectorized over counties, Prims and tracts (no Python loop).
 """
