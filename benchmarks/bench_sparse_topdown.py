@@ -10,7 +10,8 @@ Each state's blocks come from the spine (``--spine-scale`` < 1: a spine with the
 population scaled, as the unit tests use), its people from
 :func:`~auditlib.geography.sparse_population.spine_state_sparse_population`; every query of the
 schema's production allocation is measured at every level (``pl94_2021_production``;
-``dhc_2023_production`` with its Tract_Subset on the spine's tracts). Per level the script prints
+``dhc_2023_production`` over its seven levels, Prim and Tract_Subset_Group the spine's drawn ones
+and Tract_Subset its tracts; ``--no-prims``: over the spine's five levels, as before them). Per level the script prints
 the fit's variables and FISTA iterations, the wall and CPU seconds of the level (measurement, fit,
 rounding) and the process's peak resident set so far; per replicate it checks that no production
 constraint is broken at any level (:func:`~auditlib.geography.sparse_histograms.invariant_violations`)
@@ -35,12 +36,15 @@ from auditlib.geography.spine import Spine, generate_spine, tallies_2020
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
 from auditlib.simulate.topdown import spine_state
+from flows.spec.sources import spine_levels
 
 ALLOCATION = {"pl94_production": "pl94_2021_production", "dhc_production": "dhc_2023_production"}
 ALLOCATION_LEVELS = {
     "pl94_production": ["State", "County", "Tract", "Block_Group", "Block"],
-    "dhc_production": ["State", "County", "Tract_Subset", "Block_Group", "Block"],
-}
+    "dhc_production": [
+        "State", "County", "Prim", "Tract_Subset_Group", "Tract_Subset", "Block_Group", "Block",
+    ],
+}  # fmt: skip
 
 
 def peak_rss_mb() -> float:
@@ -65,6 +69,7 @@ def main() -> None:
     ap.add_argument("--spine-scale", type=float, default=1.0)
     ap.add_argument("--tol", type=float, default=1e-4, help="the fit's stopping step (people)")
     ap.add_argument("--max-iter", type=int, default=20_000)
+    ap.add_argument("--no-prims", action="store_true", help="DHC without Prim, Tract_Subset_Group")
     args = ap.parse_args()
     print(machine_info())
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
@@ -80,13 +85,15 @@ def main() -> None:
     print(f"spine: {time.perf_counter() - t:.1f} s")
     sch = schema(args.schema)
     levels = ALLOCATION_LEVELS[args.schema]
+    if args.no_prims:
+        levels = [g for g in levels if g not in ("Prim", "Tract_Subset_Group")]
     measured = allocation_measured(
         load_allocation(ALLOCATION[args.schema]), levels, sch.query_names, "bounded", schema=sch
     )
     for name in args.states.split(","):
         st = pick_state(spine, name)
         t = time.perf_counter()
-        hierarchy, _ = spine_state(spine, st)
+        hierarchy, _ = spine_state(spine, st, spine_levels(tuple(levels)))
         pop = spine_state_sparse_population(spine, st, args.seed)
         hist, inv = pop.histograms(args.schema), pop.invariants(args.schema)
         print(

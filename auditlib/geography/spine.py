@@ -32,25 +32,37 @@ Model (every step vectorized over units; ``Gamma(k)`` has mean 1 and shape ``k``
 Layout: units of each level are numbered so that the children of a unit are contiguous and in parent
 order; ``parents[level]`` gives each unit's parent index at the level above (int32). No Python loop runs
 over units.
+
+The DHC's Prim and Tract_Subset_Group levels between County and Tract (:data:`PRIM_LEVELS`) are drawn
+afterwards from their own keyed stream ``(SPINE_PRIMS, region)`` (:mod:`auditlib.geography.spine_prims`),
+so the levels above are the same draws with or without them; ``prim_parents`` holds their links and
+:meth:`Spine.parents_over` the parents over any chain of levels.
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
 
 from auditlib import seeds
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
+from auditlib.geography.spine_prims import prim_parents as draw_prim_parents
 
-#: keyed streams: (SPINE_UNITS, region) for the unit counts, (SPINE_POPULATION, region) for people
+#: keyed streams: (SPINE_UNITS, region) for the unit counts, (SPINE_POPULATION, region) for people,
+#: (SPINE_PRIMS, region) for the Prims (drawn last: the other draws do not depend on them)
 SPINE_UNITS = 13
 SPINE_POPULATION = 14
+SPINE_PRIMS = 35
 
 LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
+#: the DHC's spine: Prim and Tract_Subset_Group between County and the tracts (its Tract_Subsets)
+PRIM_LEVELS = ("State", "County", "Prim", "Tract_Subset_Group", "Tract", "Block_Group", "Block")
 REGIONS = ("US", "PR")
 _REGION_KEYS = {"US": 0, "PR": 1}
 _CSV_ROWS = {
@@ -141,11 +153,15 @@ class SpineModel:
 
 @dataclass(frozen=True)
 class Spine:
-    """Flat arrays of a spine. ``parents[level]`` (levels below State): parent index, int32, sorted."""
+    """Flat arrays of a spine. ``parents[level]`` (levels below State): parent index, int32, sorted.
+    ``prim_parents`` (empty if not drawn): the links of :data:`PRIM_LEVELS` that differ, each sorted
+    — ``"Prim"``: the county of each Prim, ``"Tract_Subset_Group"``: the Prim of each group,
+    ``"Tract"``: the group of each tract."""
 
     state_names: tuple[str, ...]
     parents: dict[str, npt.NDArray[np.int32]]
     block_population: npt.NDArray[np.int32]
+    prim_parents: dict[str, npt.NDArray[np.int32]] = field(default_factory=dict)
 
     @property
     def n_states(self) -> int:
@@ -154,20 +170,61 @@ class Spine:
     def n_units(self, level: str) -> int:
         if level == "State":
             return self.n_states
+        if level in ("Prim", "Tract_Subset_Group"):
+            return int(self._link(level).size)
         return int(self._parents(level).size)
 
     def _parents(self, level: str) -> npt.NDArray[np.int32]:
         if level not in self.parents:
-            raise UnknownNameError(f"Unknown geolevel: {level!r}; allowed: {', '.join(LEVELS)}")
+            raise UnknownNameError(
+                f"Unknown geolevel: {level!r}; allowed: {', '.join(PRIM_LEVELS)}"
+            )
         return self.parents[level]
+
+    def _link(self, level: str, prims: bool = True) -> npt.NDArray[np.int32]:
+        """Parent of every unit of ``level`` at the level above it in :data:`PRIM_LEVELS`
+        (``prims``) or :data:`LEVELS`."""
+        if level in ("Prim", "Tract_Subset_Group") or (prims and level == "Tract"):
+            if level not in self.prim_parents:
+                raise UnknownNameError(
+                    f"Unknown geolevel: this spine has no {level!r} level drawn; "
+                    "generate_spine draws the Prims"
+                )
+            return self.prim_parents[level]
+        return self._parents(level)
+
+    def parents_over(self, levels: Sequence[str]) -> list[npt.NDArray[np.int32]]:
+        """The parent (at ``levels[i]``) of every unit of ``levels[i + 1]``, over a chain of levels in
+        :data:`PRIM_LEVELS` order (e.g. ``LEVELS``, ``PRIM_LEVELS``, or State, County, Prim, Tract,
+        Block): sorted, composed through the levels skipped. Without Prim or Tract_Subset_Group in
+        ``levels`` these are ``parents`` (tracts under counties), as they were drawn."""
+        prims = bool(set(levels) & {"Prim", "Tract_Subset_Group"})
+        chain = PRIM_LEVELS if prims else LEVELS
+        pos = [chain.index(g) if g in chain else -1 for g in levels]
+        if min(pos, default=0) < 0 or pos != sorted(set(pos)):
+            raise UnknownNameError(
+                f"Invalid geolevels {tuple(levels)}: need distinct levels of "
+                f"{', '.join(PRIM_LEVELS)}, in that order"
+            )
+        out = []
+        for up, lo in pairwise(pos):
+            idx = self._link(chain[lo], prims)
+            for k in range(lo - 1, up, -1):
+                idx = self._link(chain[k], prims)[idx]
+            out.append(idx)
+        return out
 
     def state_of(self, level: str) -> IntArray:
         """State index (0-based) of every unit of ``level``."""
         if level == "State":
             return np.arange(self.n_states, dtype=np.int64)
+        if level in ("Prim", "Tract_Subset_Group"):
+            return self.parents_over(("State", level))[0].astype(np.int64)
         i = LEVELS.index(level) if level in LEVELS else -1
         if i < 1:
-            raise UnknownNameError(f"Unknown geolevel: {level!r}; allowed: {', '.join(LEVELS)}")
+            raise UnknownNameError(
+                f"Unknown geolevel: {level!r}; allowed: {', '.join(PRIM_LEVELS)}"
+            )
         idx = self._parents(level).astype(np.int64)
         for up in reversed(LEVELS[1:i]):
             idx = self.parents[up][idx].astype(np.int64)
@@ -197,7 +254,10 @@ class Spine:
 
     @property
     def nbytes(self) -> int:
-        return int(sum(p.nbytes for p in self.parents.values()) + self.block_population.nbytes)
+        links = sum(p.nbytes for p in self.prim_parents.values())
+        return int(
+            sum(p.nbytes for p in self.parents.values()) + self.block_population.nbytes + links
+        )
 
 
 def _gamma(rng: np.random.Generator, shape: float, n: int) -> npt.NDArray[np.float64]:
@@ -314,7 +374,30 @@ def generate_spine(
             offset += tall[r].states if up == "State" else parts[regions.index(r)][0][up].size
         parents[level] = np.concatenate(chunks).astype(np.int32)
     block_pop = np.concatenate([p for _, p in parts])
-    return Spine(tuple(names), parents, block_pop)
+    return Spine(tuple(names), parents, block_pop, _prims(parents, regions, tall, seed))
+
+
+def _prims(
+    parents: dict[str, npt.NDArray[np.int32]],
+    regions: tuple[str, ...],
+    totals: dict[str, SpineTotals],
+    seed: int,
+) -> dict[str, npt.NDArray[np.int32]]:
+    """The Prim links of every region (:mod:`~auditlib.geography.spine_prims`), each region from
+    its keyed stream ``(SPINE_PRIMS, region)``, concatenated as the regions' units are."""
+    links: dict[str, list[IntArray]] = {"Prim": [], "Tract_Subset_Group": [], "Tract": []}
+    county0 = tract0 = prim0 = tsg0 = 0
+    for r in regions:
+        n_counties, n_tracts = totals[r].counties, totals[r].tracts
+        county = parents["Tract"][tract0 : tract0 + n_tracts].astype(np.int64) - county0
+        rng = seeds.rng(seed, SPINE_PRIMS, _REGION_KEYS[r])
+        got = draw_prim_parents(county, n_counties, rng, one_per_county=r == "PR")
+        links["Prim"].append(got["Prim"] + county0)
+        links["Tract_Subset_Group"].append(got["Tract_Subset_Group"] + prim0)
+        links["Tract"].append(got["Tract"] + tsg0)
+        county0, tract0 = county0 + n_counties, tract0 + n_tracts
+        prim0, tsg0 = prim0 + got["Prim"].size, tsg0 + got["Tract_Subset_Group"].size
+    return {k: np.concatenate(v).astype(np.int32) for k, v in links.items()}
 
 
 def with_population(spine: Spine, block_population: npt.ArrayLike) -> Spine:

@@ -69,11 +69,14 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    constraints (``householder_ub``, ``spousesUnmarriedPartners_ub``, ``people100Plus_ub``,
    ``parents_ub``, ``parentInLaws_ub``: bounds by the housing units, not modelled).
 5. **Levels**: one state's run starts at State; the DAS's US run starts at the nation (the US
-   level's measurements and the national histogram's split into states are not simulated). The
-   DHC's Prim and Tract_Subset_Group levels are not in the spine; its Tract_Subset stands on the
-   spine's tracts. Those levels bound the DAS's fan-out below a county; without them all of a
-   county's tracts are one problem (S28's largest county: 401 tracts, 10.7 M variables; a
-   county of thousands of tracts would be beyond one worker's memory, benchmarks/README.md).
+   level's measurements and the national histogram's split into states are not simulated). A DHC
+   run has the DAS's seven levels below the nation: the spine's Prims and Tract_Subset_Groups
+   are drawn (:mod:`auditlib.geography.spine_prims`, each group at most ``int(√n + 13)`` of a
+   Prim's ``n`` tracts, the DAS's rule), its Tract_Subsets are the spine's tracts. They bound the
+   fan-out below a county as in the DAS: over the five base levels a county's tracts are one
+   problem (S28's largest county: 401 tracts, 10.7 M variables; S41's 4,391 tracts ≈ 290 M,
+   beyond one worker), over the seven S41's county is 9.1 M variables at County → Prim and
+   ≤ 0.4 M below (benchmarks/README.md).
 """
 
 from __future__ import annotations

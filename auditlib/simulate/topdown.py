@@ -135,24 +135,32 @@ class StateHierarchy:
         return out
 
 
-def spine_state(spine: object, state: int) -> tuple[StateHierarchy, IntArray]:
+def spine_state(
+    spine: object, state: int, levels: Sequence[str] | None = None
+) -> tuple[StateHierarchy, IntArray]:
     """One state of a :class:`auditlib.geography.Spine` as its own hierarchy, with its block
-    populations as a one-cell histogram (n_blocks, 1)."""
+    populations as a one-cell histogram (n_blocks, 1). ``levels``: State first, Block last, in
+    the order of ``PRIM_LEVELS`` (default the spine's ``LEVELS``); e.g. ``PRIM_LEVELS`` puts the
+    tracts under their Tract_Subset_Groups, under their Prims, under their counties."""
     from auditlib.geography.spine import LEVELS, Spine
 
     if not isinstance(spine, Spine):
         raise InvalidParameterError("spine_state needs an auditlib.geography.Spine")
     if not 0 <= state < spine.n_states:
         raise InvalidParameterError(f"Invalid state: {state}; allowed 0..{spine.n_states - 1}")
+    chain = LEVELS if levels is None else tuple(levels)
+    if chain[0] != "State" or chain[-1] != "Block":
+        raise InvalidParameterError(
+            f"Invalid levels {chain}: a state's hierarchy runs from State to Block"
+        )
     lo, hi = state, state + 1  # range of the state's units at the level above
     parents = []
-    for level in LEVELS[1:]:
-        p = spine.parents[level]
+    for p in spine.parents_over(chain):
         a, b = np.searchsorted(p, [lo, hi])
         parents.append(p[a:b].astype(np.int64) - lo)
         lo, hi = int(a), int(b)
     pops = spine.block_population[lo:hi].astype(np.int64)[:, None]
-    return StateHierarchy(LEVELS, tuple(parents)), pops
+    return StateHierarchy(chain, tuple(parents)), pops
 
 
 def synthetic_state(

@@ -49,6 +49,7 @@ def production_runs(
     from auditlib.simulate.topdown import spine_state
     from flows.audit.blocks import run_levels
     from flows.audit.spine_share import spine_of
+    from flows.spec.sources import spine_levels
 
     prod, td = _params(plan)
     params = plan.spine
@@ -56,9 +57,11 @@ def production_runs(
         raise ValueError("needs a TopDown plan of a production schema on the spine")
     spine = spine_of(params)
     st = block.state_key - 1
-    hierarchy, _ = spine_state(spine, st)
-    pop = spine_state_sparse_population(spine, st, plan.population.seed)
     gis = run_levels(plan)
+    # the hierarchy over the run's levels (the DHC's: Prim and Tract_Subset_Group included), one
+    # spine level per measured level, in the same order
+    hierarchy, _ = spine_state(spine, st, spine_levels(tuple(plan.geolevels[gi] for gi in gis)))
+    pop = spine_state_sparse_population(spine, st, plan.population.seed)
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
     r0, r1 = (0, plan.replicates) if replicates is None else replicates
     dps, truth = [], []

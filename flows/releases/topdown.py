@@ -69,12 +69,15 @@ class SpineTopDownRelease(TopDownRelease):
         from auditlib.geography.schema import schema
         from auditlib.simulate.topdown import spine_state
         from flows.audit.spine_share import spine_of
+        from flows.spec.sources import spine_levels
 
         assert plan.topdown is not None and plan.spine is not None
         sch = schema(plan.topdown.schema)
         spine = spine_of(plan.spine)  # the run's shared copy on a Dask worker
         hist: np.ndarray
-        hierarchy, hist = spine_state(spine, key - 1)
+        # over the plan's levels: the spine's five (PL94), with the DHC's Prim and
+        # Tract_Subset_Group where the allocation has them
+        hierarchy, hist = spine_state(spine, key - 1, spine_levels(plan.geolevels))
         if sch.n_cells != 1:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
         return hierarchy, hist
@@ -83,12 +86,12 @@ class SpineTopDownRelease(TopDownRelease):
         return [gi for gi, g in enumerate(plan.geolevels) if g != NATIONAL]
 
     def state_units(self, plan: AuditPlan, key: int) -> int:
-        from auditlib.geography.spine import LEVELS
         from flows.audit.spine_share import spine_of
+        from flows.spec.sources import spine_levels
 
         assert plan.spine is not None
         spine = spine_of(plan.spine)
-        return sum(int(spine.units_per_state(g)[key - 1]) for g in LEVELS)
+        return sum(int(spine.units_per_state(g)[key - 1]) for g in spine_levels(plan.geolevels))
 
 
 @dataclass(frozen=True)

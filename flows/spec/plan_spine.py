@@ -18,6 +18,7 @@ from flows.spec.sources import (
     SPINE_LEVEL_OF,
     load_spine,
     spine_geolevels,
+    spine_levels,
     spine_state_indices,
     spine_state_labels,
 )
@@ -27,7 +28,6 @@ def spine_plan(spec: AuditSpec) -> AuditPlan:
     """A TopDown-style release on the US spine: one spine state's levels are one run; the nation
     (if the allocation has it) is the sum of the chosen states."""
     from auditlib.geography.schema import schema
-    from auditlib.geography.spine import LEVELS
 
     a = spec.audit
     sch = schema(spec.population.attributes)
@@ -41,7 +41,7 @@ def spine_plan(spec: AuditSpec) -> AuditPlan:
     queries, level_queries = measured_query_plans(measured, sch)
     has_nation = NATIONAL in levels
     cells = [sum(q.n_sim for _, q in lq) for lq in level_queries]
-    units = {g: spine.units_per_state(g) for g in LEVELS}
+    units = {g: spine.units_per_state(g) for g in spine_levels(levels)}
     states = ([NATIONAL] if has_nation else []) + [labels[i] for i in indices]
     blocks: list[Block] = []
     empty: list[tuple[int, int]] = []
@@ -93,6 +93,7 @@ def _production_blocks(
     from auditlib.simulate.sparse_release import capacity
 
     people = spine.populations()["State"]
+    per_state = {g: spine.units_per_state(g) for g in spine_levels(levels)}
     units = [[0] * len(levels) for _ in states]
     out = []
     for b in blocks:
@@ -100,7 +101,7 @@ def _production_blocks(
         if b.state_key == 0:
             n_units, p = 1, int(sum(int(people[i]) for i in indices))
         else:
-            n_units = int(spine.units_per_state(SPINE_LEVEL_OF[g])[b.state_key - 1])
+            n_units = int(per_state[SPINE_LEVEL_OF[g]][b.state_key - 1])
             p = int(people[b.state_key - 1])
         units[b.state][b.level] = n_units
         cells = [q.n_sim for _, q in level_queries[b.level]]

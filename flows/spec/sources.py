@@ -216,11 +216,14 @@ def topdown_measured(
     )
 
 
-#: the spine level each allocation geolevel stands on (the DHC's Tract_Subset: the spine's tracts);
-#: Prim and Tract_Subset_Group have no spine level and are not simulated
+#: the spine level each allocation geolevel stands on: the DHC's Prim and Tract_Subset_Group are
+#: the spine's drawn ones (``auditlib.geography.spine_prims``: drawn, not the real Prims), its
+#: Tract_Subset the spine's tracts (under their Tract_Subset_Groups)
 SPINE_LEVEL_OF: dict[str, str] = {
     "State": "State",
     "County": "County",
+    "Prim": "Prim",
+    "Tract_Subset_Group": "Tract_Subset_Group",
     "Tract": "Tract",
     "Tract_Subset": "Tract",
     "Block_Group": "Block_Group",
@@ -230,17 +233,27 @@ SPINE_LEVEL_OF: dict[str, str] = {
 
 def spine_geolevels(allocation_levels: tuple[str, ...]) -> tuple[str, ...]:
     """The allocation's geolevels simulated on the spine (US, if present, first; then one per spine
-    level, in spine order), named as the allocation names them."""
-    from auditlib.geography.spine import LEVELS
+    level, in spine order: the spine's five, with Prim and Tract_Subset_Group where the allocation
+    has them), named as the allocation names them."""
+    from auditlib.geography.spine import LEVELS, PRIM_LEVELS
 
     kept = tuple(g for g in allocation_levels if g == NATIONAL or g in SPINE_LEVEL_OF)
-    on_spine = tuple(SPINE_LEVEL_OF[g] for g in kept if g != NATIONAL)
-    if on_spine != LEVELS:
+    on_spine = spine_levels(kept)
+    if tuple(g for g in on_spine if g in LEVELS) != LEVELS or on_spine != tuple(
+        g for g in PRIM_LEVELS if g in on_spine
+    ):
         raise ValueError(
             f"the allocation's geolevels {', '.join(allocation_levels)} do not map one to one onto "
-            f"the spine's {', '.join(LEVELS)}; use an allocation with those levels"
+            f"the spine's {', '.join(LEVELS)} (with Prim and Tract_Subset_Group between County "
+            "and Tract, if any); use an allocation with those levels"
         )
     return kept
+
+
+def spine_levels(geolevels: tuple[str, ...]) -> tuple[str, ...]:
+    """The spine level each of a plan's geolevels (the nation left out) stands on, in order: the
+    levels of one state's run on the spine (``spine_state``'s ``levels``)."""
+    return tuple(SPINE_LEVEL_OF[g] for g in geolevels if g != NATIONAL)
 
 
 def spine_state_labels(region: str) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from auditlib.exceptions import SpecError
-from auditlib.geography.spine import Spine, generate_spine
+from auditlib.geography.spine import PRIM_LEVELS, Spine, generate_spine
 from flows.audit.blocks import topdown_state
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
@@ -77,13 +77,17 @@ def test_puerto_rico_is_its_own_run() -> None:
 
 
 def test_dhc_levels_are_mapped_onto_the_spine(spine: Spine) -> None:
-    """Tract_Subset stands on the spine's tracts; Prim and Tract_Subset_Group are not simulated."""
+    """Prim and Tract_Subset_Group stand on the spine's drawn ones, Tract_Subset on its tracts."""
     plan = make_plan(parse_spec(spine_spec(["ST03"], allocation="dhc_2023_production")))
-    assert plan.geolevels == ("US", "State", "County", "Tract_Subset", "Block_Group", "Block")
-    gi = plan.geolevels.index("Tract_Subset")
-    assert plan.blocks_at(gi)[0].n_items == int(np.sum(spine.state_of("Tract") == 2))
+    assert plan.geolevels == (
+        "US", "State", "County", "Prim", "Tract_Subset_Group", "Tract_Subset", "Block_Group",
+        "Block",
+    )  # fmt: skip
+    for g, level in (("Tract_Subset", "Tract"), ("Prim", "Prim"), ("Tract_Subset_Group",) * 2):
+        gi = plan.geolevels.index(g)
+        assert plan.blocks_at(gi)[0].n_items == int(np.sum(spine.state_of(level) == 2)), g
     res, _, _ = topdown_state(plan, plan.blocks_at(1)[0])  # the release runs on those levels
-    spine_levels = ("State", "County", "Tract", "Block_Group", "Block")
+    spine_levels = PRIM_LEVELS
     for g, level in zip(plan.geolevels[1:], spine_levels, strict=True):
         r = res[plan.geolevels.index(g)].residual
         assert r.shape == (2, int(np.sum(spine.state_of(level) == 2))), g
