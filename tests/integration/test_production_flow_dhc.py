@@ -61,7 +61,9 @@ def test_dhc_production_state_through_the_flow(
                 "spine_states": [label],
                 "attributes": "dhc_production",
             },
-            "release": {"kind": "topdown"},
+            # a coarse stopping step: what is checked (the levels, the constraints, the counts)
+            # does not depend on how close the fit comes to its optimum
+            "release": {"kind": "topdown", "tolerance": 0.05},
             "epl": {"n_boot": 20, "n_null": 20},
             "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
         }
