@@ -90,7 +90,11 @@ def create_residual_template(
             "query_index": (
                 item,
                 da.full(n, -1, dtype=np.int16, chunks=n),
-                {"description": "index into the query coordinate; -1 = padding"},
+                {
+                    "description": "index into the query coordinate; -1 = padding to the end of "
+                    "a block's last chunk; past it a block's unused capacity is never written "
+                    "(read a block's n_items only)"
+                },
             ),
             "unit_index": (item, da.zeros(n, dtype=np.int32, chunks=n)),
             "cell_index": (item, da.zeros(n, dtype=np.int32, chunks=n)),
