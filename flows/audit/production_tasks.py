@@ -52,21 +52,42 @@ def _write_state(
     return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 
 
-def _finished(store: ResultStore, plan: AuditPlan, state: int) -> bool:
+def _done_state(
+    store: ResultStore, plan: AuditPlan, state: int, nation: bool
+) -> dict[str, Any] | None:
+    """A finished state's entry for the nation (its kept State-level histograms; ``{}`` without a
+    ``nation``), or None if it is to be simulated: not finished, or finished without them."""
     done = store.done_blocks()
-    return all((o.state, o.level) in done for o in plan.blocks if o.state == state)
+    if not all((o.state, o.level) in done for o in plan.blocks if o.state == state):
+        return None
+    if not nation:
+        return {}
+    kept = load_state_histograms(store, plan, state)
+    return None if kept is None else {"state": state, "state_dp": kept[0], "state_truth": kept[1]}
+
+
+def _result(t0: float, done: list[dict[str, Any]]) -> dict[str, Any]:
+    """A states task's result: what it simulated, its items, its time and, per state, the
+    State-level histograms the nation sums."""
+    new = [d for d in done if "n_items" in d]
+    return {
+        "simulated": len(new),
+        "n_items": sum(d["n_items"] for d in new),
+        "seconds": time.perf_counter() - t0,
+        "states": [{k: d[k] for k in ("state", "state_dp", "state_truth")} for d in done if d],
+    }
 
 
 @task(name="simulate-production-range", **TASK_OPTS)
 def simulate_production_range(
-    store: ResultStore, plan: AuditPlan, block: Block, replicates: tuple[int, int]
+    store: ResultStore, plan: AuditPlan, block: Block, replicates: tuple[int, int], nation: bool
 ) -> dict[str, Any]:
     """One range of a spine state's replicates (``block``: its State-level block): their sparse
     TopDown, kept in the staging store (``flows.audit.production_ranges``) for the state's blocks.
     Nothing is simulated for a finished state or a range kept whole by an earlier run."""
     t0 = time.perf_counter()
     if (
-        _finished(store, plan, block.state)
+        _done_state(store, plan, block.state, nation) is not None
         or production_ranges.load_range(store, plan, block.state, replicates) is not None
     ):
         return {"simulated": 0, "seconds": time.perf_counter() - t0}
@@ -91,13 +112,8 @@ def production_state_blocks(
     a finished state's are not written again (with a ``nation`` its kept State-level histograms
     are read back)."""
     t0 = time.perf_counter()
-    states: list[dict[str, Any]] = []
-    simulated, n_items = 0, 0
-    if _finished(store, plan, block.state):
-        kept = load_state_histograms(store, plan, block.state) if nation else None
-        if kept is not None:
-            states.append({"state": block.state, "state_dp": kept[0], "state_truth": kept[1]})
-    if not states and not (_finished(store, plan, block.state) and not nation):
+    done = _done_state(store, plan, block.state, nation)
+    if done is None:
         dps: list[Any] = []
         truth: list[Any] | None = None
         for rr in ranges:
@@ -110,16 +126,9 @@ def production_state_blocks(
             dps += got[0]
             truth = got[1] if got[1] is not None else truth
         assert truth is not None  # the first range keeps the truth
-        one = _write_state(store, block, nation, production_blocks(plan, dps, truth),
-                           [run[0] for run in dps], truth[0])  # fmt: skip
-        simulated, n_items = 1, one["n_items"]
-        states.append({k: one[k] for k in ("state", "state_dp", "state_truth")})
-    return {
-        "simulated": simulated,
-        "n_items": n_items,
-        "seconds": time.perf_counter() - t0,
-        "states": states,
-    }
+        blocks = production_blocks(plan, dps, truth)
+        done = _write_state(store, block, nation, blocks, [run[0] for run in dps], truth[0])
+    return _result(t0, [done])
 
 
 @task(name="simulate-production-states", **TASK_OPTS)
@@ -131,25 +140,11 @@ def simulate_production_states(
     ``nation`` its State-level histograms are read back from the staging store (kept there before
     its blocks were written; a state finished without them runs again)."""
     t0 = time.perf_counter()
-    done = store.done_blocks()
-    states, simulated, n_items = [], 0, 0
+    done = []
     for b in blocks:
-        finished = all((o.state, o.level) in done for o in plan.blocks if o.state == b.state)
-        kept = load_state_histograms(store, plan, b.state) if finished and nation else None
-        if finished and not nation:
-            continue
-        if kept is not None:
-            states.append({"state": b.state, "state_dp": kept[0], "state_truth": kept[1]})
-            continue
-        one = _state_one(store, plan, b, nation)
-        simulated, n_items = simulated + 1, n_items + one["n_items"]
-        states.append({k: one[k] for k in ("state", "state_dp", "state_truth")})
-    return {
-        "simulated": simulated,
-        "n_items": n_items,
-        "seconds": time.perf_counter() - t0,
-        "states": states,
-    }
+        one = _done_state(store, plan, b.state, nation)
+        done.append(_state_one(store, plan, b, nation) if one is None else one)
+    return _result(t0, done)
 
 
 @task(name="simulate-production-nation", **TASK_OPTS)
@@ -221,7 +216,7 @@ def _submit_ranges(
         futures: list[Any] = [  # the blocks' task waits for them
             simulate_production_range.with_options(
                 task_run_name=f"production topdown {label} r{r0}–{r1 - 1}"
-            ).submit(store, plan, b, (r0, r1))
+            ).submit(store, plan, b, (r0, r1), nation)
             for r0, r1 in ranges
         ]
         blocks_f = production_state_blocks.with_options(

@@ -7,6 +7,7 @@ run for a sample of items; the cells left out are zero everywhere and counted.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +30,30 @@ pytestmark = pytest.mark.integration
 SEED = 7  # population.seed: the spine's and the people's
 SCH = schema("pl94_production")
 LEVELS = ("State", "County", "Tract", "Block_Group", "Block")
+
+
+def state_spec(
+    label: str,
+    replicates: int,
+    allocation: str = "pl94_2021_production",
+    attributes: str = "pl94_production",
+    **sections: dict[str, Any],
+) -> dict[str, Any]:
+    """The spec mapping of a production TopDown of spine state ``label`` (spine seed
+    :data:`SEED`), small EPL and accounting settings; ``sections`` added (``cluster={...}``)."""
+    return {
+        "audit": {"allocation": allocation, "replicates": replicates, "seed": 11},
+        "population": {
+            "kind": "spine",
+            "seed": SEED,
+            "spine_states": [label],
+            "attributes": attributes,
+        },
+        "release": {"kind": "topdown"},
+        "epl": {"n_boot": 20, "n_null": 20},
+        "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
+        **sections,
+    }
 
 
 def _released(res: xr.Dataset, qid: int, n_units: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,20 +104,7 @@ def test_pl94_production_state_through_the_flow(
     spine = load_spine(SEED, "US")
     st = int(np.argmin(spine.populations()["State"]))
     label = f"ST{st + 1:02d}"
-    spec = parse_spec(
-        {
-            "audit": {"allocation": "pl94_2021_production", "replicates": 2, "seed": 11},
-            "population": {
-                "kind": "spine",
-                "seed": SEED,
-                "spine_states": [label],
-                "attributes": "pl94_production",
-            },
-            "release": {"kind": "topdown"},
-            "epl": {"n_boot": 20, "n_null": 20},
-            "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
-        }
-    )
+    spec = parse_spec(state_spec(label, 2))
     url = str(tmp_path / "production.zarr")
     summary = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
         spec, url, run_id_for(spec)
@@ -203,22 +215,7 @@ def test_replicates_in_ranges_store_what_one_task_stores(
     label = f"ST{int(np.argmin(spine.populations()['State'])) + 1:02d}"
     stores = {}
     for per_task in (2, 0):
-        spec = parse_spec(
-            {
-                "audit": {"allocation": "pl94_2021_production", "replicates": 3, "seed": 11},
-                "population": {
-                    "kind": "spine",
-                    "seed": SEED,
-                    "spine_states": [label],
-                    "attributes": "pl94_production",
-                },
-                "release": {"kind": "topdown"},
-                "epl": {"n_boot": 20, "n_null": 20},
-                "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
-                "mpl": {"enabled": False},
-                "cluster": {"replicates_per_task": per_task},
-            }
-        )
+        spec = parse_spec(state_spec(label, 3, cluster={"replicates_per_task": per_task}))
         stores[per_task] = url = str(tmp_path / f"per{per_task}.zarr")
         undisturbed_audit(spec, url, dask_address)
     split = store.groups(stores[2])

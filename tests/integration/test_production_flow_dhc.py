@@ -21,6 +21,7 @@ from flows.spec.sources import load_spine
 from storage import schema as S
 from storage import store
 from storage.residuals import open_residuals
+from tests.integration.test_production_flow import state_spec
 
 # minutes: a full-size state's DHC TopDown (ST13 of the seed-7 spine: 246,980 people; 12 min wall
 # on 2 cores at load 8-10, benchmarks/README.md)
@@ -52,22 +53,12 @@ def test_dhc_production_state_through_the_flow(
     spine = load_spine(SEED, "US")
     st = int(np.argmin(spine.populations()["State"]))
     label = f"ST{st + 1:02d}"
+    # a coarse stopping step: what is checked (the levels, the constraints, the counts) does not
+    # depend on how close the fit comes to its optimum
     spec = parse_spec(
-        {
-            "audit": {"allocation": "dhc_2023_production", "replicates": 1, "seed": 11},
-            "population": {
-                "kind": "spine",
-                "seed": SEED,
-                "spine_states": [label],
-                "attributes": "dhc_production",
-            },
-            # a coarse stopping step: what is checked (the levels, the constraints, the counts)
-            # does not depend on how close the fit comes to its optimum
-            "release": {"kind": "topdown", "tolerance": 0.05},
-            "epl": {"n_boot": 20, "n_null": 20},
-            "accounting": {"deltas": [1e-10], "eps_grid_points": 20, "composed": False},
-        }
-    )
+        state_spec(label, 1, "dhc_2023_production", "dhc_production",
+                   release={"kind": "topdown", "tolerance": 0.05})
+    )  # fmt: skip
     url = str(tmp_path / "dhc.zarr")
     summary = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
         spec, url, run_id_for(spec)
