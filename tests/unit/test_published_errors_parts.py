@@ -143,7 +143,7 @@ def new_store(url: Path) -> ResultStore:
     return ResultStore.at(str(url))
 
 
-@pytest.mark.parametrize("part_rows", [16, 100, 10**6])
+@pytest.mark.parametrize("part_rows", [100, 10**6])
 def test_error_bars_in_parts_are_the_one_shot_groups_and_csv(
     tmp_path: Path, part_rows: int
 ) -> None:
