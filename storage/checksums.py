@@ -289,7 +289,7 @@ def _verify_blocks(grp: zarr.Group, out: Verification) -> None:
                             == recorded[s, g, v].tobytes()
                         )
                     else:
-                        ok = _stream_digest(grp, name, _place(grp, places, s, g)) == (
+                        ok = slice_digest(grp[name], _place(grp, places, s, g)) == (
                             recorded[s, g, v].tobytes()
                         )
                 except Exception as exc:
@@ -306,9 +306,8 @@ def _place(grp: zarr.Group, places: tuple[np.ndarray, np.ndarray], s: int, g: in
     return slice(off, off + int(spans(int(places[1][s, g]), chunk)))
 
 
-def _stream_digest(grp: zarr.Group, name: str, items: slice) -> bytes:
-    """:func:`digest` of an item variable over ``items``, read in pieces of whole chunks."""
-    arr: Any = grp[name]
+def slice_digest(arr: Any, items: slice) -> bytes:
+    """:func:`digest` of a 1-D stored array over ``items``, read in pieces of whole chunks."""
     h = DigestStream(items.stop - items.start, arr.dtype)
     for a, b in pieces(items.stop - items.start, int(arr.chunks[0]), 1):
         h.update(np.asarray(arr[items.start + a : items.start + b]))

@@ -139,11 +139,7 @@ def item_digests(url: str, state: int, level: int) -> dict[str, bytes]:
     off, _, span = block_place(url, state, level)
     out: dict[str, bytes] = {}
     for name in _ITEM_PADDING:
-        arr = residual_array(url, name)
-        h = checksums.DigestStream(span, arr.dtype)
-        for a, b in pieces(span, int(arr.chunks[0]), 1):
-            h.update(np.asarray(arr[off + a : off + b]))
-        out[name] = h.digest()
+        out[name] = checksums.slice_digest(residual_array(url, name), slice(off, off + span))
     count = np.asarray(residual_array(url, "n_items")[state : state + 1, level : level + 1])
     out["n_items"] = checksums.digest(count)
     return out

@@ -24,6 +24,7 @@ from storage import schema as S
 from storage import store
 from storage.residual_blocks import residual_array
 from storage.residuals import open_residuals
+from tests.integration._stores import assert_same_arrays, undisturbed_audit
 
 pytestmark = pytest.mark.integration
 
@@ -97,20 +98,13 @@ def _answer(hist, unit: np.ndarray, query: str, cell: np.ndarray) -> np.ndarray:
 def test_pl94_production_state_through_the_flow(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit.flow import audit_flow, run_id_for
-
     spine = load_spine(SEED, "US")
     st = int(np.argmin(spine.populations()["State"]))
     label = f"ST{st + 1:02d}"
     spec = parse_spec(state_spec(label, 2))
     url = str(tmp_path / "production.zarr")
-    summary = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
-        spec, url, run_id_for(spec)
-    )
+    summary = undisturbed_audit(spec, url, dask_address)  # run, then finalized
     assert summary["blocks"] == 1 + len(LEVELS)
-    store.finalize(url)
     check_store(url, spec, spine, st)
 
 
@@ -209,8 +203,6 @@ def test_replicates_in_ranges_store_what_one_task_stores(
     """A state's 3 replicates in ranges of 2 (``cluster.replicates_per_task``: a task per range,
     then one writing the state's blocks from the kept histograms) store the same values as one
     task running all 3; the ranges' histograms are gone from the published store."""
-    from tests.integration._stores import assert_same_arrays, undisturbed_audit
-
     spine = load_spine(SEED, "US")
     label = f"ST{int(np.argmin(spine.populations()['State'])) + 1:02d}"
     stores = {}

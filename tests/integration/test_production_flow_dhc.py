@@ -19,8 +19,8 @@ from flows.spec import parse_spec
 from flows.spec.plan import make_plan
 from flows.spec.sources import load_spine
 from storage import schema as S
-from storage import store
 from storage.residuals import open_residuals
+from tests.integration._stores import undisturbed_audit
 from tests.integration.test_production_flow import state_spec
 
 # minutes: a full-size state's DHC TopDown (ST13 of the seed-7 spine: 246,980 people; 12 min wall
@@ -46,10 +46,6 @@ def _unit_totals(res: xr.Dataset, qid: int, n_units: int) -> np.ndarray:
 def test_dhc_production_state_through_the_flow(
     prefect_harness: None, dask_address: str, tmp_path: Path
 ) -> None:
-    from prefect_dask import DaskTaskRunner
-
-    from flows.audit.flow import audit_flow, run_id_for
-
     spine = load_spine(SEED, "US")
     st = int(np.argmin(spine.populations()["State"]))
     label = f"ST{st + 1:02d}"
@@ -60,11 +56,8 @@ def test_dhc_production_state_through_the_flow(
                    release={"kind": "topdown", "tolerance": 0.05})
     )  # fmt: skip
     url = str(tmp_path / "dhc.zarr")
-    summary = audit_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
-        spec, url, run_id_for(spec)
-    )
+    summary = undisturbed_audit(spec, url, dask_address)  # run, then finalized
     assert summary["blocks"] == 1 + len(GEOLEVELS)
-    store.finalize(url)
 
     plan = make_plan(spec)
     res = open_residuals(url)
