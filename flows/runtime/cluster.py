@@ -1,7 +1,8 @@
 """Where the flow runs: the Prefect API it reports to and the Dask cluster its tasks run on.
-(Over 400 lines: the settings applied before Prefect and Dask are imported, the API and the cluster
-share one import order. The reachability checks are in flows/runtime/reachability.py, Dask's TCP timeout of
-a run's clusters in flows/runtime/dask_tcp.py.)
+(The settings applied before Prefect and Dask are imported, the API and the cluster share one
+import order. The embedded API's process is in flows/runtime/embedded_api.py, the reachability
+checks in flows/runtime/reachability.py, Dask's TCP timeout of a run's clusters in
+flows/runtime/dask_tcp.py.)
 
 - No ``PREFECT_API_URL``: one embedded API server is started up front and its URL exported, so every
   Dask worker process reports to it (instead of each starting its own); logs are drained before it
@@ -29,6 +30,7 @@ from urllib.parse import urlparse
 from auditlib.exceptions import DPAuditError
 from flows.runtime.cluster_class import LOOPBACK, class_failure, cluster_class_kwargs
 from flows.runtime.dask_tcp import apply_dask_defaults, tcp_timeout_warning
+from flows.runtime.embedded_api import EmbeddedAPIServer, wait_healthy
 from flows.runtime.reachability import (
     CONNECT_TIMEOUT_S,
     check_reachable,
@@ -123,7 +125,7 @@ def starting_prefect_api(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     timeout = startup_timeout_s() if startup_timeout is None else startup_timeout
-    server = embedded_server_class()()
+    server = EmbeddedAPIServer()
     deadline = time.monotonic() + timeout
     server.launch()
     answered: list[bool] = []
@@ -146,104 +148,6 @@ def starting_prefect_api(
         os.environ.pop("PREFECT_API_URL", None)
         os.environ.pop("DPAUDIT_EMBEDDED_API", None)
         server.stop()
-
-
-def embedded_server_class() -> type:
-    """Prefect's ``SubprocessASGIServer`` whose uvicorn process ends with this process.
-
-    The command is Prefect 3.8.8's (prefect/server/api/server.py, ``_run_uvicorn_command``), run
-    under :mod:`flows.runtime.lifeline`: after a ``kill -9`` of the run the server would otherwise keep
-    its port and the ``PREFECT_HOME`` database for ever. Its own instance registry keeps it apart
-    from servers Prefect starts (a test harness's).
-    """
-    global _EmbeddedServer
-    if _EmbeddedServer is not None:
-        return _EmbeddedServer
-    import atexit
-    import subprocess
-
-    import prefect
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import get_current_settings
-
-    from flows.runtime import lifeline
-
-    class EmbeddedAPIServer(SubprocessASGIServer):
-        _instances: dict[int | None, SubprocessASGIServer] = {}  # noqa: RUF012 (Prefect's)
-
-        def start(self, timeout: int | None = None) -> None:
-            """Prefect's start, patient with a server that is up but slow to answer: Prefect
-            polls ``/health`` with httpx's 5 s read timeout and fails the run on the first late
-            answer (a busy machine, the database's migrations); here :meth:`launch`, then
-            :func:`wait_healthy` polls until ``timeout``."""
-            deadline = time.monotonic() + (timeout or startup_timeout_s())
-            self.launch()
-            wait_healthy(self, deadline)
-
-        def launch(self) -> None:
-            """Start the server's process on a free port and return at once (Prefect's start
-            without its wait: :func:`wait_healthy` waits)."""
-            if self.running:
-                return
-            if self.port is None:
-                self.port = self.find_available_port()
-            self.running = True
-            self.server_process = self._run_uvicorn_command()
-            atexit.register(self.stop)
-
-        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-            server_env = {
-                "PREFECT_UI_ENABLED": "0",
-                "PREFECT__SERVER_EPHEMERAL": "1",
-                "PREFECT__SERVER_FINAL": "1",
-            }
-            args = ["-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)]
-            args += ["--factory", "prefect.server.api.server:create_app"]
-            args += ["--host", "127.0.0.1", "--port", str(self.port)]
-            args += ["--log-level", "error", "--lifespan", "on"]
-            return subprocess.Popen(
-                args=lifeline.command(args),
-                env={
-                    **os.environ,
-                    **server_env,
-                    **get_current_settings().to_environment_variables(exclude_unset=True),
-                },
-            )
-
-    _EmbeddedServer = EmbeddedAPIServer
-    return _EmbeddedServer
-
-
-_EmbeddedServer: type | None = None
-
-
-def wait_healthy(server: Any, deadline: float, read_timeout: float = 30.0) -> None:
-    """Poll ``server``'s ``/health`` (connection refused or answers late: try again) until it
-    answers 200, its process ends, or ``deadline`` (``time.monotonic``) passes; then stop it and
-    raise."""
-    import httpx
-
-    with httpx.Client() as client:
-        while (left := deadline - time.monotonic()) > 0:
-            if server.server_process.poll() is not None:
-                code = server.server_process.returncode
-                server.stop()
-                raise RuntimeError(
-                    f"the embedded Prefect API server exited with code {code} while starting"
-                )
-            try:
-                answer = client.get(f"{server.api_url}/health", timeout=min(read_timeout, left))
-                if answer.status_code == 200:
-                    return
-            except (httpx.TimeoutException, httpx.ConnectError):
-                pass
-            time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(
-        "the embedded Prefect API server did not answer its health check in time; the machine "
-        "may be overloaded: retry, or start a server (`prefect server start`) and set "
-        "PREFECT_API_URL"
-    )
 
 
 def _drain() -> None:

@@ -6,6 +6,7 @@ the embedded server was given."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from flows.runtime.cluster import embedded_server_class
+from flows.runtime.embedded_api import EmbeddedAPIServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,11 +42,7 @@ HTTPServer(("127.0.0.1", port), H).serve_forever()
 
 
 def _server(late: int, delay: float) -> Any:
-    base = embedded_server_class()
-
-    class Slow(base):  # type: ignore[misc, valid-type]
-        _instances: dict[int | None, Any] = {}  # noqa: RUF012 (Prefect's)
-
+    class Slow(EmbeddedAPIServer):
         def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
             cmd = [sys.executable, "-c", SLOW_SERVER, str(self.port), str(late), str(delay)]
             return subprocess.Popen(cmd)
@@ -69,3 +66,28 @@ def test_a_server_that_never_answers_in_time_is_stopped_with_a_clear_error() -> 
         server.start(timeout=8)
     assert time.monotonic() - t0 < 20  # the start-up timeout, not the slow answers, decides
     assert not server.running and server.server_process is None  # stopped, not left behind
+
+
+PREFECT_SERVER_IN_CLIENT = """
+import sys
+import httpx
+from flows.runtime.cluster import apply_prefect_defaults, prefect_api
+apply_prefect_defaults()
+with prefect_api() as url:
+    print(httpx.get(url + "/health", timeout=30).status_code)
+    print(httpx.get(url + "/admin/version", timeout=30).status_code)
+print(sorted(m for m in sys.modules if m.startswith("prefect.server")))
+"""
+
+
+def test_the_embedded_api_is_prefects_server_and_the_run_does_not_import_it(
+    tmp_path: Any,
+) -> None:
+    """The real server answers its health and version routes, and the process that started it
+    holds none of ``prefect.server`` (its import is the server process's work, not the run's)."""
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path), "PREFECT_API_URL": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", PREFECT_SERVER_IN_CLIENT],
+        env=env, capture_output=True, text=True, timeout=300, check=True,
+    ).stdout.split("\n")  # fmt: skip
+    assert out[:3] == ["200", "200", "[]"], out
