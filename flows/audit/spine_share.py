@@ -31,11 +31,15 @@ _fetched: dict[str, Any] = {}
 
 
 def digest(spine: Any) -> str:
-    """sha256 (hex, 16 digits) of a spine's state names, parent arrays and block populations."""
+    """sha256 (hex, 16 digits) of a spine's state names, parent arrays, the DHC's Prim links (where
+    drawn) and block populations."""
     h = hashlib.sha256("\x00".join(spine.state_names).encode())
     for level in sorted(spine.parents):
         h.update(level.encode())
         h.update(np.ascontiguousarray(spine.parents[level]).tobytes())
+    for level in sorted(spine.prim_parents):
+        h.update(f"prims:{level}".encode())
+        h.update(np.ascontiguousarray(spine.prim_parents[level]).tobytes())
     h.update(np.ascontiguousarray(spine.block_population).tobytes())
     return h.hexdigest()[:16]
 
