@@ -108,3 +108,16 @@ def method_line(rounds: int, warmup: int = 1) -> str:
         f"{os.cpu_count()} logical CPUs | load {os.getloadavg()[0]:.2f} | "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+def median_cpu(fn: Callable[[], Any], *, rounds: int = 5, warmup: int = 1) -> tuple[float, float]:
+    """Median CPU-s and median wall s of ``rounds`` calls of one callable after ``warmup`` calls
+    (an absolute figure, e.g. a sampling rate, by the same method as :func:`alternate`)."""
+    for _ in range(warmup):
+        fn()
+    cpu, wall = [], []
+    for _ in range(rounds):
+        c, w, _ = _timed(fn)
+        cpu.append(c)
+        wall.append(w)
+    return statistics.median(cpu), statistics.median(wall)
