@@ -22,7 +22,10 @@ the full US. Run it with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as Dask's
 workers: the solver's small (units × 28) @ (28 × 28) products only lose to a second BLAS thread.
 
 ``--sampler`` picks the discrete-Gaussian sampler of every part: ``table`` (the default,
-:class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``.
+:class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``; ``both`` (with
+``--spine-states``) releases each spine state with the reference and with the table sampler,
+alternated in this process (``_timing.alternate``: a warm-up of each, then ``--rounds`` rounds), and
+prints the median CPU-s of each and their ratio.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 from _machine import machine_info
 from _pl94_production import LEVELS, measured_for
+from _timing import alternate, method_line
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
@@ -249,9 +253,23 @@ def spine_states(args: argparse.Namespace) -> None:
         s = names.index(name)
         h, _ = spine_state(spine, s)
         hist = spine_state_histograms(spine, s, sch, args.seed)
-        rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+
+        def release(sampler: str, s: int = s, h: Any = h, hist: Any = hist) -> Any:
+            rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+            return topdown(h, hist, queries, measured, rngs, tol=args.tol, sampler=sampler)
+
+        if args.sampler == "both":
+            print(method_line(args.rounds))
+            p = alternate(
+                lambda: release("reference"),
+                lambda: release("table"),
+                rounds=args.rounds,
+                labels=("reference", "table"),
+            )
+            print(f"{name}: {hist.shape[0]:,} blocks, TopDown by sampler: {p.line(2)}", flush=True)
+            continue
         t, cpu = time.perf_counter(), time.process_time()
-        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol, sampler=args.sampler)
+        rel = release(args.sampler)
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         assert (rel.dp[-1] >= 0).all() and rel.dp[0].sum() == rel.truth[0].sum()
         blocks_done += hist.shape[0]
@@ -294,9 +312,11 @@ def main() -> None:
     ap.add_argument(
         "--sampler",
         default="table",
-        choices=("table", "reference"),
-        help="the discrete-Gaussian sampler of the measurements (default: table)",
+        choices=("table", "reference", "both"),
+        help="the discrete-Gaussian sampler of the measurements (default: table; both: the spine "
+        "states' TopDown with each, alternated, median CPU-s)",
     )
+    ap.add_argument("--rounds", type=int, default=3, help="--sampler both: alternated rounds")
     args = ap.parse_args()
     print(machine_info())
     if not args.no_us:
