@@ -279,6 +279,8 @@ def spine_states(args: argparse.Namespace) -> None:
             f"({cpu:.1f} CPU-s); iterations per level {rel.iterations}; peak RSS "
             f"{peak_rss_mb():.0f} MB"
         )
+    if not blocks_done:  # --sampler both: no single-sampler runs to extrapolate
+        return
     us = 8_132_968 * cpu_done / blocks_done
     print(
         f"extrapolated full US (8,132,968 blocks): {us:.0f} CPU-s per replicate, "
