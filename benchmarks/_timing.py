@@ -10,10 +10,13 @@ of a call) returns :class:`SelfTimed`, whose figures are taken instead.
 from __future__ import annotations
 
 import os
+import re
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from _machine import cpu_model
@@ -121,3 +124,18 @@ def median_cpu(fn: Callable[[], Any], *, rounds: int = 5, warmup: int = 1) -> tu
         cpu.append(c)
         wall.append(w)
     return statistics.median(cpu), statistics.median(wall)
+
+
+def child_timed(
+    argv: list[str], *, cwd: str | Path, env: dict[str, str], pattern: str, label: str = ""
+) -> SelfTimed:
+    """Run ``argv`` as a fresh process and take its own figures from its output: ``pattern`` (a
+    regular expression with groups named ``cpu`` and ``wall``) on its stdout. For runs that must
+    each start cold (or run another checkout's code), alternated as processes with
+    :func:`alternate`."""
+    out = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+    m = re.search(pattern, out)
+    if m is None:
+        raise RuntimeError(f"no match of {pattern!r} in the output of {argv}:\n{out}")
+    print(f"  {label}: {m.group(0)}", flush=True)
+    return SelfTimed(float(m.group("cpu")), float(m.group("wall")), m.group(0))

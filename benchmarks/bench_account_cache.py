@@ -17,8 +17,6 @@ ratio of the medians is printed. The CPU-s are each process's own, of the ``acco
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,18 +60,16 @@ def main(label: str) -> None:
 
 def cold_in(tree: Path) -> object:
     """One ``cold`` run of ``tree``'s benchmark in a fresh process on an empty cache directory."""
-    from _timing import SelfTimed
+    from _timing import child_timed
 
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, DPAUDIT_CACHE_DIR=cache, PYTHONPATH=str(tree))
-        out = subprocess.run(
+        return child_timed(
             [sys.executable, str(tree / "benchmarks" / "bench_account_cache.py"), "cold"],
-            env=env, capture_output=True, text=True, check=True, cwd=tree,
-        ).stdout  # fmt: skip
-    m = re.search(r"CPU ([0-9.]+) s, wall ([0-9.]+) s;(.*)", out)
-    assert m, out
-    print(f"  {tree.name}: {m.group(0)}", flush=True)
-    return SelfTimed(float(m.group(1)), float(m.group(2)), m.group(3).strip())
+            cwd=tree,
+            env=dict(os.environ, DPAUDIT_CACHE_DIR=cache, PYTHONPATH=str(tree)),
+            pattern=r"CPU (?P<cpu>[0-9.]+) s, wall (?P<wall>[0-9.]+) s;.*",
+            label=tree.name,
+        )
 
 
 def rounds(n: int, old: str | None) -> None:

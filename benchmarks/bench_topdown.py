@@ -25,7 +25,10 @@ workers: the solver's small (units × 28) @ (28 × 28) products only lose to a s
 :class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``; ``both`` (with
 ``--spine-states``) releases each spine state with the reference and with the table sampler,
 alternated in this process (``_timing.alternate``: a warm-up of each, then ``--rounds`` rounds), and
-prints the median CPU-s of each and their ratio.
+prints the median CPU-s of each and their ratio. ``--against TREE`` (with ``--spine-states``)
+instead alternates fresh processes of ``TREE``'s ``benchmarks/bench_topdown.py`` and this tree's,
+each releasing the spine states once (``--rounds`` rounds, one BLAS thread), and prints the median
+CPU-s of each state's TopDown: a change measured against the revision before it.
 """
 
 from __future__ import annotations
@@ -288,6 +291,39 @@ def spine_states(args: argparse.Namespace) -> None:
     )
 
 
+def against(args: argparse.Namespace) -> None:
+    """Fresh processes of ``args.against``'s benchmark and this tree's, alternated (module doc)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from _timing import child_timed
+
+    trees = (Path(args.against).resolve(), Path(__file__).resolve().parent.parent)
+    print(method_line(args.rounds, 0) + " (a fresh process per run)")
+    for name in args.spine_states.split(","):
+
+        def run(tree: Path, name: str = name) -> Any:
+            argv = [sys.executable, str(tree / "benchmarks" / "bench_topdown.py"), "--no-us"]
+            argv += ["--no-multi", "--spine-states", name, "--seed", str(args.seed)]
+            return child_timed(
+                argv,
+                cwd=tree,
+                env=dict(os.environ, PYTHONPATH=str(tree), OPENBLAS_NUM_THREADS="1"),
+                pattern=rf"{name}: .*?: (?P<wall>[0-9.]+) s \((?P<cpu>[0-9.]+) CPU-s\).*",
+                label=tree.name,
+            )
+
+        p = alternate(
+            lambda: run(trees[0]),
+            lambda: run(trees[1]),
+            rounds=args.rounds,
+            warmup=0,
+            labels=(trees[0].name, trees[1].name),
+        )
+        print(f"{name}: TopDown, {p.line(2)}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=20200325)
@@ -318,9 +354,15 @@ def main() -> None:
         help="the discrete-Gaussian sampler of the measurements (default: table; both: the spine "
         "states' TopDown with each, alternated, median CPU-s)",
     )
-    ap.add_argument("--rounds", type=int, default=3, help="--sampler both: alternated rounds")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="--sampler both, --against: alternated rounds"
+    )
+    ap.add_argument("--against", default="", help="a checkout to alternate with (see above)")
     args = ap.parse_args()
     print(machine_info())
+    if args.against:
+        against(args)
+        return
     if not args.no_us:
         full_us(args)
     if not args.no_multi:
