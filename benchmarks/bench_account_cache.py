@@ -4,15 +4,23 @@
     DPAUDIT_CACHE_DIR=DIR python benchmarks/bench_account_cache.py cold   # empty DIR: computes, stores
     DPAUDIT_CACHE_DIR=DIR python benchmarks/bench_account_cache.py warm   # a new process: a cache hit
     python benchmarks/bench_account_cache.py off                          # no persistent cache
+    python benchmarks/bench_account_cache.py rounds 5 [OLD_TREE]   # 5 cold runs, fresh processes
 
 Prints CPU seconds (``time.process_time``; the machine is shared) and the certified results.
+``rounds N``: N ``cold`` runs, each in a fresh process on an empty cache directory, and their
+median CPU-s (``_timing.alternate``); with ``OLD_TREE`` (a checkout of another revision, run with
+its own ``benchmarks/bench_account_cache.py``) its cold runs alternate with this tree's, and the
+ratio of the medians is printed. The CPU-s are each process's own, of the ``account`` task alone
+(not its imports).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 
 def main(label: str) -> None:
@@ -50,5 +58,43 @@ def main(label: str) -> None:
     )
 
 
+def cold_in(tree: Path) -> object:
+    """One ``cold`` run of ``tree``'s benchmark in a fresh process on an empty cache directory."""
+    from _timing import child_timed
+
+    with tempfile.TemporaryDirectory() as cache:
+        return child_timed(
+            [sys.executable, str(tree / "benchmarks" / "bench_account_cache.py"), "cold"],
+            cwd=tree,
+            env=dict(os.environ, DPAUDIT_CACHE_DIR=cache, PYTHONPATH=str(tree)),
+            pattern=r"CPU (?P<cpu>[0-9.]+) s, wall (?P<wall>[0-9.]+) s;.*",
+            label=tree.name,
+        )
+
+
+def rounds(n: int, old: str | None) -> None:
+    """``n`` cold runs in fresh processes (alternated with ``old``'s, if given); medians."""
+    from _machine import machine_info
+    from _timing import alternate, method_line
+
+    here = Path(__file__).resolve().parent.parent
+    print(machine_info())
+    print(method_line(n, 0) + " (each run a fresh process: its own CPU-s of the task)")
+    if old is None:  # this tree's cold runs alone (the second callable does nothing)
+        p = alternate(lambda: cold_in(here), lambda: None, rounds=n, warmup=0)
+        print(
+            f"cold: median {p.median_cpu(0):.2f} CPU-s, runs {sorted(p.cpu[0])}; load {p.load_range}"
+        )
+        return
+    p = alternate(
+        lambda: cold_in(Path(old).resolve()), lambda: cold_in(here), rounds=n, warmup=0,
+        labels=("old", "new"),
+    )  # fmt: skip
+    print(p.line(2))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "cold")
+    if len(sys.argv) > 2 and sys.argv[1] == "rounds":
+        rounds(int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "cold")

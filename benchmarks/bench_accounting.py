@@ -4,6 +4,12 @@ Run: ``python benchmarks/bench_accounting.py``. Prints the machine, then for eac
 (10 i.i.d. queries) and for the 8-level composition: build time, time of eps(delta) at three deltas,
 time of delta(eps) at the three resulting eps, and the certified bracket widths. If Google's ``dp_accounting``
 is importable it is timed side by side (its PLD is an FFT-based estimate, not a certified bracket).
+
+Times are CPU-s (``time.process_time``): medians of repeated calls (``_timing.median_cpu``) and,
+beside ``dp_accounting``, medians of calls alternated with its own (``_timing.alternate``); the
+bracket-mode rows are single calls. Every figure is taken with the accountant's in-process caches
+off (``auditlib.accounting._memo.caching(False)``): each call builds its measures, as a process's
+first call does.
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from _results import best_of
+from _timing import alternate, median_cpu, method_line
 
-from auditlib.accounting import DiscreteGaussianComposition, bureau_epsilon, cks_epsilon
+from auditlib.accounting import DiscreteGaussianComposition, _memo, bureau_epsilon, cks_epsilon
 
 RHO = Fraction(73, 20)
 LEVELS = {
@@ -30,6 +36,12 @@ LEVELS = {
     "Block": 3,
 }
 DELTAS = [1e-5, 1e-10, 1e-11]
+ROUNDS = 5
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Median CPU-s of :data:`ROUNDS` calls of ``fn`` (after one more), and its value."""
+    return median_cpu(fn, rounds=ROUNDS)[0], fn()
 
 
 def sigma2(share: int) -> Fraction:
@@ -40,6 +52,7 @@ def machine() -> None:
     from _machine import machine_info
 
     print(machine_info())
+    print(method_line(ROUNDS) + "; accountant caches off")
     print()
 
 
@@ -51,10 +64,10 @@ def bench_levels() -> None:
     )
     for level, share in LEVELS.items():
         comps = [(sigma2(share), 10)]
-        t_build, acc = best_of(lambda comps=comps: DiscreteGaussianComposition(comps))
-        t_eps, e = best_of(lambda acc=acc: acc.epsilon(DELTAS))
+        t_build, acc = timed(lambda comps=comps: DiscreteGaussianComposition(comps))
+        t_eps, e = timed(lambda acc=acc: acc.epsilon(DELTAS))
         # delta at the level's own eps(1e-5), eps(1e-10), eps(1e-11): relative widths are meaningful
-        t_delta, d = best_of(lambda acc=acc, e=e: acc.delta(e.midpoint))
+        t_delta, d = timed(lambda acc=acc, e=e: acc.delta(e.midpoint))
         rel = float(np.max((d.upper - d.lower) / d.upper))
         print(
             f"{level:<13}{1e3 * t_build:9.2f}{1e3 * t_delta:9.2f}{1e3 * t_eps:8.2f}"
@@ -65,8 +78,8 @@ def bench_levels() -> None:
 
 def bench_composed() -> None:
     comps = [(sigma2(share), 10) for share in LEVELS.values()]
-    t_build, acc = best_of(lambda: DiscreteGaussianComposition(comps))
-    t_eps, e = best_of(lambda: acc.epsilon(DELTAS))
+    t_build, acc = timed(lambda: DiscreteGaussianComposition(comps))
+    t_eps, e = timed(lambda: acc.epsilon(DELTAS))
     print(f"8 levels composed: {acc}")
     print(f"  build {t_build:.3f} s, eps at 3 deltas {t_eps:.3f} s")
     for delta, lo, hi in zip(DELTAS, e.lower, e.upper, strict=True):
@@ -78,12 +91,12 @@ def bench_composed() -> None:
     print(f"  CKS eps    {np.round(cks_epsilon(acc.rho, DELTAS), 3)}")
     print()
     for grid in (1e-3, 1e-4, None):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         br = DiscreteGaussianComposition(comps, mode="bracket-grid", grid=grid)
-        t_b = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_b = time.process_time() - t0
+        t0 = time.process_time()
         eb = br.epsilon(1e-10)
-        t_e = time.perf_counter() - t0
+        t_e = time.process_time() - t0
         print(
             f"  bracket mode grid={br.grid:.3g}: build {t_b:.2f} s, eps(1e-10) {t_e:.2f} s,"
             f" [{eb.lower:.9f}, {eb.upper:.9f}] width {eb.width:.1e}, lattice {br.lattice_size}"
@@ -103,10 +116,10 @@ def bench_production() -> None:
     cases.append(("PL94+DHC cumulative", cumulative_components(RELEASED_PRODUCTS, "add_remove")))
     for name, comps in cases:
         for refine in (False, True):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             acc = DiscreteGaussianComposition(comps, refine=refine)
             e = acc.epsilon(1e-10)
-            t = time.perf_counter() - t0
+            t = time.process_time() - t0
             print(
                 f"  {name:<24} refine={refine!s:<5} {acc.method:<13} {t:6.2f} s"
                 f"  [{e.lower:.9f}, {e.upper:.9f}] width {e.width:.1e}"
@@ -145,8 +158,9 @@ def bench_dp_accounting() -> None:
             def ours(share: int = share) -> Any:
                 return DiscreteGaussianComposition([(sigma2(share), 10)]).epsilon(DELTAS)
 
-            t_dp, (p, eps) = best_of(theirs, repeat=1)
-            t_us, e = best_of(ours)
+            pair = alternate(theirs, ours, rounds=3, labels=("dp", "certified"))
+            t_dp, t_us = pair.median_cpu(0), pair.median_cpu(1)
+            (p, eps), e = pair.values
             plds[level] = p
             err = np.max(np.abs(np.asarray(eps) - e.midpoint))
             print(
@@ -161,21 +175,26 @@ def bench_dp_accounting() -> None:
             return total, total.get_epsilon_for_delta(1e-10)
 
         comps = [(sigma2(share), 10) for share in LEVELS.values()]
-        t_dp, (_, eps) = best_of(compose_all, repeat=1)
-        t_us, e = best_of(
-            lambda comps=comps: DiscreteGaussianComposition(comps).epsilon(1e-10)  # type: ignore[misc]
+        pair = alternate(
+            compose_all,
+            lambda comps=comps: DiscreteGaussianComposition(comps).epsilon(1e-10),  # type: ignore[misc]
+            rounds=3,
+            labels=("dp", "certified"),
         )
+        t_dp, t_us = pair.median_cpu(0), pair.median_cpu(1)
+        (_, eps), e = pair.values
         print(
             f"  8 levels eps(1e-10): dp {t_dp:.2f} s, {eps:.9f} (off by {abs(eps - truth):.1e});"
             f" certified {t_us:.3f} s, [{e.lower:.11f}, {e.upper:.11f}] width {e.width:.1e}"
-            f" ({abs(eps - truth) / e.width:.1e} x narrower than dp's error)"
+            f" ({abs(eps - truth) / e.width:.1e} x narrower than dp's error); load {pair.load_range}"
         )
         print()
 
 
 if __name__ == "__main__":
     machine()
-    bench_levels()
-    bench_composed()
-    bench_production()
-    bench_dp_accounting()
+    with _memo.caching(False):
+        bench_levels()
+        bench_composed()
+        bench_production()
+        bench_dp_accounting()

@@ -4,7 +4,9 @@ production allocation — draws per second, build time, stated bounds, and a χ�
     PYTHONPATH=. python benchmarks/bench_dg_sampler.py               # speed and bounds
     PYTHONPATH=. python benchmarks/bench_dg_sampler.py --chi2 1e8    # and the χ² fit at 10⁸ draws
 
-Speed: draws of 10⁷ at a time, the two samplers alternated (best of ``--reps`` each), one core. The
+Speed: draws of 10⁷ a call, the reference and the table sampler alternated in one process
+(``_timing.alternate``: one warm-up call each, then ``--reps`` rounds; median CPU-s of each and the
+ratio of the medians; draws/s from the median CPU-s), one core. The
 χ² fit compares the counts of ``--chi2`` draws (in chunks of 10⁷ from one generator: the same
 draws as one call) with the exact pmf (60-digit mpmath), over the bins with ≥ 20 expected draws and
 the two tails pooled; its power is the same fit of draws at σ²·1.02.
@@ -18,6 +20,7 @@ import time
 import mpmath
 import numpy as np
 from _machine import machine_info
+from _timing import alternate, method_line
 from scipy import stats
 
 from auditlib.mechanisms import DiscreteGaussian, DiscreteGaussianTable
@@ -57,28 +60,17 @@ def chi2_fit(sampler: DiscreteGaussianTable, sigma2: float, n: int, seed: int) -
     return float(stats.chi2.sf(chi2, counts.size - 1)), counts.size - 1
 
 
-def best_rate(
-    sampler: DiscreteGaussianTable | DiscreteGaussian, g: np.random.Generator, reps: int
-) -> float:
-    """Millions of draws per second, best of ``reps`` calls of :data:`CHUNK` draws."""
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        sampler.rvs(CHUNK, g)
-        best = min(best, time.perf_counter() - t)
-    return CHUNK / best / 1e6
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5, help="alternated rounds of the speed figures")
     ap.add_argument("--chi2", type=float, default=0.0, help="draws of the χ² fit (0: none)")
     ap.add_argument("--seed", type=int, default=20260325)
     args = ap.parse_args()
     print(machine_info())
+    print(method_line(args.reps))
     print(
         "sigma2 | levels A | build s (table / ref) | truncated mass | TV bound (table) | "
-        "TV bound (ref) | M draws/s table / ref | ratio"
+        "TV bound (ref) | M draws/CPU-s table / ref | ratio of median CPU-s | load"
     )
     for s2 in SIGMA2:
         t = time.perf_counter()
@@ -88,16 +80,20 @@ def main() -> None:
         ref = DiscreteGaussian(s2)
         b_ref = time.perf_counter() - t
         g = np.random.default_rng(args.seed)
-        r_tab = r_ref = 0.0
-        for _ in range(2):  # alternate: a load change hits both
-            r_tab = max(r_tab, best_rate(tab, g, args.reps))
-            r_ref = max(r_ref, best_rate(ref, g, args.reps))
+        p = alternate(
+            lambda ref=ref, g=g: ref.rvs(CHUNK, g),  # type: ignore[misc]
+            lambda tab=tab, g=g: tab.rvs(CHUNK, g),  # type: ignore[misc]
+            rounds=args.reps,
+            labels=("reference", "table"),
+        )
+        r_ref, r_tab = (CHUNK / p.median_cpu(i) / 1e6 for i in (0, 1))
         print(
             f"{s2:g} | {tab.levels} | {b_tab:.3f} / {b_ref:.4f} | {tab.truncated_mass:.2e} | "
             f"{tab.tv_bound:.2e} | {ref.sampler_tv_bound:.2e} | {r_tab:.0f} / {r_ref:.0f} | "
-            f"{r_tab / r_ref:.1f}×",
+            f"{p.ratio:.2f}× | {p.load_range}",
             flush=True,
         )
+        print(f"  {p.line()}", flush=True)
     if args.chi2:
         n = int(args.chi2)
         print(f"χ² fit at {n:.0e} draws (tails pooled): sigma2 | p-value (df) | σ²·1.02: p-value")

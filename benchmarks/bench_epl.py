@@ -2,6 +2,10 @@
 
 scipy's KDE costs n × grid kernel evaluations, so it is timed on a subsample and scaled up linearly
 (the scaled figure is an estimate, labelled as such); on that subsample both give the same EPL(x).
+Every time is the median CPU-s (``time.process_time``) of calls alternated in one process
+(``_timing.alternate``: the reference, then the lattice KDE, ``--rounds`` times after a warm-up of
+each; ``--scipy-full``: after the subsample's warm-up, no further one); the sampler rates are
+draws per median CPU-s of ``--rounds`` calls.
 
 From the repository root (or with the package installed):
 
@@ -11,13 +15,7 @@ From the repository root (or with the package installed):
     PYTHONPATH=. python benchmarks/bench_epl.py --stream 1e8 --stream-dir /tmp/x  # Zarr streaming
     PYTHONPATH=. python benchmarks/bench_epl.py --audit-level --states 8 --stream-dir /tmp/x
 
-Measured on a 2-core AMD EPYC (numpy 2.4, scipy 1.17): samplers 22-35 M draws/s; EPL of 10⁷
-residuals 0.07 s with the lattice KDE vs 15.7 s with scipy's gaussian_kde (≈230×), same EPL(x)
-to 5e-14. Streaming (``--stream 1e8``, load 10): 10⁸ float32 residuals (381 MiB) in a Zarr array
-of 100 chunks -> lattice histogram in 9.7 s, estimate_epl with B = 200 and the floor in 0.20 s,
-peak traced memory 31.8 MiB. ``--scipy-full`` (load 10.6): 0.075 s vs scipy 62.8 s on all 10⁷ (836×).
-``--audit-level --states 8 --replicates 50`` (load 10): one level of 21.8 M residuals, peak traced
-memory 242.5 MiB concatenated vs 25.2 MiB streamed (benchmarks/README.md).
+Figures, their machine and load: benchmarks/README.md ("EPL").
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from typing import Any
 
 import numpy as np
 from _machine import machine_info
-from _results import best_of
+from _timing import alternate, median_cpu, method_line
 
 from auditlib.epl import EPLKnobs, epl, flaxman_petti_reference
 from auditlib.mechanisms import DiscreteGaussian, TwoSidedGeometric
@@ -39,6 +37,7 @@ def main() -> None:
     ap.add_argument("--n", type=float, default=1e7, help="residuals for the lattice EPL")
     ap.add_argument("--scipy-n", type=float, default=1e5, help="subsample for scipy's KDE")
     ap.add_argument("--seed", type=int, default=20200325)
+    ap.add_argument("--rounds", type=int, default=5, help="alternated rounds of each comparison")
     ap.add_argument("--scipy-full", action="store_true", help="also time scipy on all n points")
     ap.add_argument(
         "--stream", type=float, default=0, help="residuals to stream from Zarr (0: skip)"
@@ -61,38 +60,53 @@ def main() -> None:
     n, n_sub = int(args.n), int(args.scipy_n)
     rng = np.random.default_rng(args.seed)
     print(machine_info())
+    print(method_line(args.rounds))
 
-    print("\n# samplers (best of 3, 10^7 draws)")
+    print(f"\n# samplers (10^7 draws a call, median CPU-s of {args.rounds} calls)")
     for name, mech in [
         ("DiscreteGaussian(4.9995)", DiscreteGaussian(4.9995)),
         ("DiscreteGaussian(456.62)", DiscreteGaussian(456.62)),
         ("TwoSidedGeometric(0.05)", TwoSidedGeometric(0.05)),
     ]:
-        dt, _ = best_of(lambda m=mech: m.rvs(10**7, rng))  # type: ignore[misc]
+        cpu, _ = median_cpu(lambda m=mech: m.rvs(10**7, rng), rounds=args.rounds)  # type: ignore[misc]
         tv = getattr(mech, "sampler_tv_bound", 0.0)
-        print(f"{name:26s} {1e7 / dt / 1e6:7.1f} M samples/s   TV bound {tv:.1e}")
+        print(f"{name:26s} {1e7 / cpu / 1e6:7.1f} M samples/CPU-s   TV bound {tv:.1e}")
 
     # Flaxman & Petti's setting at ε = 0.05 (p = ε/2), but with n residuals
     mech = TwoSidedGeometric.from_success_probability(0.025)
     r = mech.rvs(n, rng)
-    dt_lat, res = best_of(lambda: epl(r))
-    print(f"\n# EPL, n = {n:,}, grid {res.x.size + 1} points, factor 0.1, window 5-95 %")
-    print(f"lattice KDE : {dt_lat:8.3f} s   EPL = {res.epl:.5f} (true loss {mech.epsilon:.5f})")
-
     sub = r[:n_sub]
-    dt_sp, (_, _, ref_epl_x) = best_of(lambda: flaxman_petti_reference(sub), repeat=1)
-    dt_sub, res_sub = best_of(lambda: epl(sub))
-    agree = float(np.max(np.abs(res_sub.epl_x - ref_epl_x)))
-    est = dt_sp * n / n_sub
-    print(f"scipy KDE   : {dt_sp:8.3f} s on n = {n_sub:,} -> ~{est:.1f} s estimated at {n:,}")
-    print(f"lattice KDE : {dt_sub:8.3f} s on n = {n_sub:,}; max |EPL(x) diff| = {agree:.1e}")
-    print(f"speed-up at n = {n:,}: ~{est / dt_lat:,.0f}x (scipy time scaled linearly in n)")
+    on_sub = alternate(
+        lambda: flaxman_petti_reference(sub),
+        lambda: epl(sub),
+        rounds=args.rounds,
+        labels=("scipy KDE", "lattice KDE"),
+    )
+    _, _, ref_epl_x = on_sub.values[0]
+    agree = float(np.max(np.abs(on_sub.values[1].epl_x - ref_epl_x)))
+    print(f"\n# EPL on the subsample n = {n_sub:,}: {on_sub.line()}")
+    print(f"  max |EPL(x) diff| = {agree:.1e}")
+    cpu_lat, _ = median_cpu(lambda: epl(r), rounds=args.rounds)
+    res = epl(r)
+    est = on_sub.median_cpu(0) * n / n_sub
+    print(f"\n# EPL, n = {n:,}, grid {res.x.size + 1} points, factor 0.1, window 5-95 %")
+    print(
+        f"lattice KDE : {cpu_lat:8.3f} CPU-s (median of {args.rounds})   EPL = {res.epl:.5f} "
+        f"(true loss {mech.epsilon:.5f})"
+    )
+    print(
+        f"scipy KDE   : ~{est:.1f} CPU-s estimated at {n:,} (scaled linearly from {n_sub:,}): "
+        f"~{est / cpu_lat:,.0f}x"
+    )
     if args.scipy_full:
-        dt_full, (full_epl, _, _) = best_of(lambda: flaxman_petti_reference(r), repeat=1)
-        print(
-            f"scipy KDE   : {dt_full:8.3f} s measured at n = {n:,} (EPL {full_epl:.5f}); "
-            f"speed-up {dt_full / dt_lat:,.0f}x"
+        full = alternate(
+            lambda: flaxman_petti_reference(r),
+            lambda: epl(r),
+            rounds=args.rounds,
+            warmup=0,
+            labels=("scipy KDE", "lattice KDE"),
         )
+        print(f"both on all n = {n:,}: {full.line()}; scipy EPL {full.values[0][0]:.5f}")
 
 
 def stream(n: int, where: str, seed: int, chunk: int = 10**6) -> None:

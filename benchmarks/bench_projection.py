@@ -10,9 +10,10 @@ One replicate of sparse TopDown of each state (PL94 production schema, every que
    ratio, the layout (variables, segments, largest segment) and the largest difference of the
    results. The fit follows the new projection.
 2. *whole*: the state's TopDown with the baseline projection and with the new one, alternately
-   (``--repeat`` each; CPU-s of each), then with the baseline projection of its inputs scaled by
-   ``1 + 2⁻⁵⁰`` (a last-bit change); each release's production invariants checked; the first
-   baseline release compared with the first new one and with the scaled one, level by level: cells
+   (``_timing.alternate``: ``--warmup`` runs of each, then ``--repeat`` rounds; the median CPU-s
+   of each and their ratio), then with the baseline projection of its inputs scaled by
+   ``1 + 2⁻⁵⁰`` (a last-bit change); each release's production invariants checked; the last
+   baseline release compared with the new one and with the scaled one, level by level: cells
    whose released count differs, and the largest difference of the real-valued fits (levels whose
    parents were released alike).
 
@@ -27,11 +28,13 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _machine import machine_info
+from _timing import alternate, method_line
 
 from auditlib.allocations import load_allocation
 from auditlib.geography.schema import schema
@@ -82,7 +85,8 @@ def main() -> None:
     ap.add_argument("--baseline", default="c978ca7", help="git revision of the sort projection")
     ap.add_argument("--seed", type=int, default=20200401, help="spine and noise (bench_production)")
     ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--repeat", type=int, default=2, help="whole TopDowns per projection")
+    ap.add_argument("--repeat", type=int, default=3, help="alternated rounds of the whole TopDown")
+    ap.add_argument("--warmup", type=int, default=1, help="whole TopDowns of each before them")
     ap.add_argument("--skip-paired", action="store_true")
     args = ap.parse_args()
     print(machine_info())
@@ -177,32 +181,48 @@ def bench_state(
         fits[-1].append(x.copy())
         return x, its
 
+    def checked(label: str, segments: Any) -> Callable[[], Any]:
+        def once() -> Any:
+            fits.append([])
+            t = time.process_time()
+            rel = run(segments)
+            cpu = time.process_time() - t
+            bad = [
+                rel.levels[i]
+                for i in range(len(rel.levels))
+                if any(invariant_violations(rel.dp[i], rel.invariants[i]).values())
+            ]
+            print(
+                f"  whole TopDown, {label} projection: {cpu:.1f} CPU-s; iterations "
+                f"{rel.iterations}; invariants broken at {bad or 'no level'}",
+                flush=True,
+            )
+            return rel, fits[-1]
+
+        return once
+
     sparse_fit._Fit.solve = keep_fit  # type: ignore[method-assign]
-    runs = [("baseline", old_segments), ("new", new_segments)] * args.repeat
-    runs.append(("baseline, inputs x (1 + 2^-50)", Jittered))
-    releases = []
-    for label, segments in runs:
-        fits.append([])
-        t = time.process_time()
-        rel = run(segments)
-        cpu = time.process_time() - t
-        bad = [
-            rel.levels[i]
-            for i in range(len(rel.levels))
-            if any(invariant_violations(rel.dp[i], rel.invariants[i]).values())
-        ]
-        print(
-            f"  whole TopDown, {label} projection: {cpu:.1f} CPU-s; iterations "
-            f"{rel.iterations}; invariants broken at {bad or 'no level'}"
-        )
-        releases.append(rel)
+    print(method_line(args.repeat, args.warmup))
+    paired = alternate(
+        checked("baseline", old_segments),
+        checked("new", new_segments),
+        rounds=args.repeat,
+        warmup=args.warmup,
+        labels=("baseline", "sort-free"),
+    )
+    print(f"  whole TopDown of {name}: {paired.line(2)}", flush=True)
+    (base, base_fits), (new, new_fits) = paired.values
+    jittered, jittered_fits = checked("baseline, inputs x (1 + 2^-50)", Jittered)()
     sparse_fit._Fit.solve = solve  # type: ignore[method-assign]
-    nnz = [h.nnz for h in releases[0].dp]
-    for j, label in ((1, "new"), (len(runs) - 1, "baseline, inputs x (1 + 2^-50)")):
-        cells = [diff_cells(a, b) for a, b in zip(releases[0].dp, releases[j].dp, strict=True)]
+    nnz = [h.nnz for h in base.dp]
+    for label, rel, rel_fits in (
+        ("new", new, new_fits),
+        ("baseline, inputs x (1 + 2^-50)", jittered, jittered_fits),
+    ):
+        cells = [diff_cells(a, b) for a, b in zip(base.dp, rel.dp, strict=True)]
         fit = [
             f"{np.abs(a - b).max(initial=0.0):.1e}" if a.shape == b.shape else "-"
-            for a, b in zip(fits[0], fits[j], strict=True)
+            for a, b in zip(base_fits, rel_fits, strict=True)
         ]
         print(
             f"  baseline vs {label}: released cells differing per level {cells} (of {nnz} "

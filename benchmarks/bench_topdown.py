@@ -22,7 +22,13 @@ the full US. Run it with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as Dask's
 workers: the solver's small (units × 28) @ (28 × 28) products only lose to a second BLAS thread.
 
 ``--sampler`` picks the discrete-Gaussian sampler of every part: ``table`` (the default,
-:class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``.
+:class:`auditlib.mechanisms.DiscreteGaussianTable`) or ``reference``; ``both`` (with
+``--spine-states``) releases each spine state with the reference and with the table sampler,
+alternated in this process (``_timing.alternate``: a warm-up of each, then ``--rounds`` rounds), and
+prints the median CPU-s of each and their ratio. ``--against TREE`` (with ``--spine-states``)
+instead alternates fresh processes of ``TREE``'s ``benchmarks/bench_topdown.py`` and this tree's,
+each releasing the spine states once (``--rounds`` rounds, one BLAS thread), and prints the median
+CPU-s of each state's TopDown: a change measured against the revision before it.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 import numpy as np
 from _machine import machine_info
 from _pl94_production import LEVELS, measured_for
+from _timing import alternate, method_line
 
 from auditlib import seeds
 from auditlib.allocations import load_allocation
@@ -249,9 +256,23 @@ def spine_states(args: argparse.Namespace) -> None:
         s = names.index(name)
         h, _ = spine_state(spine, s)
         hist = spine_state_histograms(spine, s, sch, args.seed)
-        rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+
+        def release(sampler: str, s: int = s, h: Any = h, hist: Any = hist) -> Any:
+            rngs = [seeds.rng(args.seed, TOPDOWN_NOISE, s + 1, i, 0) for i in range(len(LEVELS))]
+            return topdown(h, hist, queries, measured, rngs, tol=args.tol, sampler=sampler)
+
+        if args.sampler == "both":
+            print(method_line(args.rounds))
+            p = alternate(
+                lambda: release("reference"),
+                lambda: release("table"),
+                rounds=args.rounds,
+                labels=("reference", "table"),
+            )
+            print(f"{name}: {hist.shape[0]:,} blocks, TopDown by sampler: {p.line(2)}", flush=True)
+            continue
         t, cpu = time.perf_counter(), time.process_time()
-        rel = topdown(h, hist, queries, measured, rngs, tol=args.tol, sampler=args.sampler)
+        rel = release(args.sampler)
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         assert (rel.dp[-1] >= 0).all() and rel.dp[0].sum() == rel.truth[0].sum()
         blocks_done += hist.shape[0]
@@ -261,11 +282,46 @@ def spine_states(args: argparse.Namespace) -> None:
             f"({cpu:.1f} CPU-s); iterations per level {rel.iterations}; peak RSS "
             f"{peak_rss_mb():.0f} MB"
         )
+    if not blocks_done:  # --sampler both: no single-sampler runs to extrapolate
+        return
     us = 8_132_968 * cpu_done / blocks_done
     print(
         f"extrapolated full US (8,132,968 blocks): {us:.0f} CPU-s per replicate, "
         f"{us / 2:.0f} s on 2 cores"
     )
+
+
+def against(args: argparse.Namespace) -> None:
+    """Fresh processes of ``args.against``'s benchmark and this tree's, alternated (module doc)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from _timing import child_timed
+
+    trees = (Path(args.against).resolve(), Path(__file__).resolve().parent.parent)
+    print(method_line(args.rounds, 0) + " (a fresh process per run)")
+    for name in args.spine_states.split(","):
+
+        def run(tree: Path, name: str = name) -> Any:
+            argv = [sys.executable, str(tree / "benchmarks" / "bench_topdown.py"), "--no-us"]
+            argv += ["--no-multi", "--spine-states", name, "--seed", str(args.seed)]
+            return child_timed(
+                argv,
+                cwd=tree,
+                env=dict(os.environ, PYTHONPATH=str(tree), OPENBLAS_NUM_THREADS="1"),
+                pattern=rf"{name}: .*?: (?P<wall>[0-9.]+) s \((?P<cpu>[0-9.]+) CPU-s\).*",
+                label=tree.name,
+            )
+
+        p = alternate(
+            lambda: run(trees[0]),
+            lambda: run(trees[1]),
+            rounds=args.rounds,
+            warmup=0,
+            labels=(trees[0].name, trees[1].name),
+        )
+        print(f"{name}: TopDown, {p.line(2)}", flush=True)
 
 
 def main() -> None:
@@ -294,11 +350,19 @@ def main() -> None:
     ap.add_argument(
         "--sampler",
         default="table",
-        choices=("table", "reference"),
-        help="the discrete-Gaussian sampler of the measurements (default: table)",
+        choices=("table", "reference", "both"),
+        help="the discrete-Gaussian sampler of the measurements (default: table; both: the spine "
+        "states' TopDown with each, alternated, median CPU-s)",
     )
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="--sampler both, --against: alternated rounds"
+    )
+    ap.add_argument("--against", default="", help="a checkout to alternate with (see above)")
     args = ap.parse_args()
     print(machine_info())
+    if args.against:
+        against(args)
+        return
     if not args.no_us:
         full_us(args)
     if not args.no_multi:
