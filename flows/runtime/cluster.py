@@ -229,13 +229,14 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
         # a local cluster starts here, not at the flow's first task: while an embedded API boots
         from distributed import LocalCluster
 
-        local = LocalCluster(**runner.cluster_kwargs)
-        try:
-            if adapt:
-                local.adapt(**adapt)
-            yield runner_cls(cluster=local)
-        finally:
-            local.close()
+        with forked_workers():
+            local = LocalCluster(**runner.cluster_kwargs)
+            try:
+                if adapt:
+                    local.adapt(**adapt)
+                yield runner_cls(cluster=local)
+            finally:
+                local.close()
         return
     from flows.spec.cluster import import_cluster_class
 
@@ -253,6 +254,49 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
         )
     finally:
         built.close()
+
+
+#: what a local worker's tasks import, loaded once by the process the workers are forked from
+WORKER_PRELOAD = ("prefect", "prefect.task_engine", "prefect_dask", "flows.audit.tasks")
+#: the user's choice of how Dask starts worker processes, which is then kept
+_START_METHOD_ENV = "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"
+
+
+@contextmanager
+def forked_workers() -> Iterator[None]:
+    """While open, a local cluster's workers are forked from one server process that has imported
+    :data:`WORKER_PRELOAD` (and distributed's own packages), instead of each being spawned and
+    importing all of it again: on 2 cores that import is a worker's largest start-up cost, paid
+    while the embedded API boots. The server ends when this closes, so that a later cluster of
+    the same process forks from one started with its environment (the API's URL). Where the
+    platform has no ``forkserver`` start method, or the user set Dask's
+    ``distributed.worker.multiprocessing-method``, nothing changes."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    import dask
+
+    default = dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "spawn"
+    if (
+        "forkserver" not in multiprocessing.get_all_start_methods()
+        or _START_METHOD_ENV in os.environ
+        or not default
+    ):
+        yield
+        return
+    from distributed.utils import get_mp_context
+
+    server = forkserver._forkserver
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        get_mp_context().set_forkserver_preload(
+            [*dict.fromkeys([*getattr(server, "_preload_modules", []), *WORKER_PRELOAD])]
+        )
+        try:
+            yield
+        finally:
+            stop = getattr(server, "_stop", None)
+            if stop is not None:
+                stop()
 
 
 #: task-run states that a finished flow run should not have left behind
