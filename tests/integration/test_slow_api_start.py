@@ -91,3 +91,43 @@ def test_the_embedded_api_is_prefects_server_and_the_run_does_not_import_it(
         env=env, capture_output=True, text=True, timeout=300, check=True,
     ).stdout.split("\n")  # fmt: skip
     assert out[:3] == ["200", "200", "[]"], out
+
+
+PRELAUNCH_THEN_PROFILE_API = """
+import os, socket, sys
+from flows.runtime import embedded_api
+from flows.runtime.cluster import apply_prefect_defaults, starting_prefect_api
+apply_prefect_defaults()
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+port = listener.getsockname()[1]
+embedded_api.prelaunch()  # before Prefect is imported: nothing names an API yet
+server = embedded_api._prelaunched
+assert server is not None and server.server_process.poll() is None
+with open(os.environ["PREFECT_PROFILES_PATH"], "w") as f:  # the active profile names one
+    f.write(f'active = "p"\\n[profiles.p]\\nPREFECT_API_URL = "http://127.0.0.1:{port}/api"\\n')
+with starting_prefect_api() as (url, ready):
+    ready()
+print(url)
+print(server.server_process is None and embedded_api._prelaunched is None)
+"""
+
+
+def test_a_prelaunched_api_is_killed_when_the_profile_names_one(tmp_path: Any) -> None:
+    """The run's early launch reads no settings; when Prefect's settings then name an API (here
+    the active profile), that API is used and the launched server is killed, not left behind."""
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path),
+        "PREFECT_PROFILES_PATH": str(tmp_path / "profiles.toml"),
+    }
+    env.pop("PREFECT_API_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", PRELAUNCH_THEN_PROFILE_API],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")
+    assert lines[0].startswith("http://127.0.0.1:") and lines[0].endswith("/api"), lines
+    assert lines[1] == "True", lines
