@@ -38,6 +38,7 @@ from flows.report.fdp_coverage import fdp_coverage_section
 from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
+from flows.report.parallel import available, beside
 from flows.report.release import open_production, production_note
 from flows.report.release_basis import release_basis
 from flows.report.residuals import residual_section
@@ -68,6 +69,7 @@ def render_report(
     *,
     storage_options: dict[str, Any] | None = None,
     compare_with: StoreLike | None = None,
+    parallel: bool | None = None,
 ) -> pathlib.Path:
     """Render the HTML audit report of the result ``store`` to ``output``.
 
@@ -78,6 +80,10 @@ def render_report(
 
     ``compare_with``, another audit store (read with the same ``storage_options``), adds the
     section "Compared with" (:mod:`flows.report.compare_section`): its numbers beside this store's.
+
+    ``parallel`` (default: where :func:`flows.report.parallel.available`) draws the EPL section
+    in a forked second process while this one draws the others (:mod:`flows.report.parallel`);
+    the page is the same byte for byte either way.
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any of
     the result groups.
@@ -103,20 +109,26 @@ def render_report(
     n_rep = replicates(attrs, res)
     hd = headline_delta(acc)
     basis = release_basis(attrs, epl)
+    if parallel is None:
+        parallel = available()
+    pending_epl = None
     try:
         claims = read_claims(claims_ds)
         audited = str_values(epl["geolevel"].values) if epl is not None else None
+        if epl is not None:  # the EPL figures, half of the drawing: beside the other sections
+            eps = exact_eps(acc, hd)
+            pending_epl = beside(
+                epl_section, epl.load() if parallel else epl, n_rep, basis, eps, parallel=parallel
+            )
         _step(1, "accounting figures")
         accounting = accounting_section(acc, attrs, audited) if acc is not None else None
-        _step(2, "EPL figures")
-        epl_sec = epl_section(epl, n_rep, basis, exact_eps(acc, hd)) if epl is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
-        _step(3, "residual figures")
+        _step(2, "residual figures")
         residuals = residual_section(res, epl) if res is not None else None
         table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep, claims)
-        _step(4, "accuracy figures")
+        _step(3, "accuracy figures")
         accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
-        _step(5, "MPL figures")
+        _step(4, "MPL figures")
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
         fdp_coverage = fdp_coverage_section(fdp_ds) if fdp_ds is not None else None
@@ -125,7 +137,12 @@ def render_report(
             _loaded(coverage_ds) if coverage_ds is not None else None,
             _loaded(fdp_ds) if fdp_ds is not None else None,
         )
+        _step(5, "EPL figures")
+        epl_sec = pending_epl.result() if pending_epl is not None else None
+        pending_epl = None
     finally:
+        if pending_epl is not None:  # failed before the EPL section was asked for
+            pending_epl.cancel()
         for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds, claims_ds):
             if ds is not None:
                 ds.close()
