@@ -82,7 +82,7 @@ class Pending(Generic[T]):
             warnings.warn_explicit(message, category, filename, lineno)
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def cancel(self) -> None:
         """Stop the child (a caller that failed and needs no result)."""
