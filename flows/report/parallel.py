@@ -115,8 +115,12 @@ def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> N
             exc.add_note("in the report's second process:\n" + "".join(traceback.format_exc()))
             answer = (False, _picklable(exc), None)
     warned = [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
-    conn.send((answer[0], answer[1], warned))
-    conn.close()
+    try:
+        conn.send((answer[0], answer[1], warned))
+    except Exception:  # an answer that does not pickle: the parent sees EOF, computes it itself
+        pass
+    finally:
+        conn.close()
 
 
 def _picklable(exc: BaseException) -> BaseException:

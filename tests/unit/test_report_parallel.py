@@ -71,3 +71,13 @@ def test_serial_runs_on_result() -> None:
     assert calls == []
     pending.result()
     assert calls == [7]
+
+
+def _unpicklable(x: int) -> object:
+    return (lambda: x) if os.getpid() != _PARENT[0] else x
+
+
+@needs_fork
+def test_an_answer_that_does_not_pickle_is_computed_by_the_caller() -> None:
+    _PARENT[0] = os.getpid()
+    assert parallel.beside(_unpicklable, 3, parallel=True).result() == 3
