@@ -1,10 +1,10 @@
-"""One piece of the report computed in a second process while the caller computes the rest:
+"""A piece of the report computed in a second process while the caller computes the rest:
 :func:`beside`.
 
 The report's figures take nearly all of its time and the sections are independent of each other,
-so on a machine with a second core :func:`~flows.report.render.render_report` hands one section
-(the EPL section: its curve and surface figures, about half of the drawing) to a forked child
-and draws the others meanwhile. The child is forked from the caller, so it inherits the imported
+so on a machine with a second core :func:`~flows.report.render.render_report` hands about half of
+the drawing (the EPL section: its curve and surface figures, and the accuracy section) to a forked
+child and draws the other sections meanwhile. The child is forked from the caller, so it inherits the imported
 modules and matplotlib's state (rcParams, fonts) and draws exactly the bytes the caller would;
 its arguments are never pickled, only its answer is (a section of strings and numbers).
 
