@@ -3,9 +3,9 @@
 Run: ``python benchmarks/bench_report.py [STORE]``. Prints the machine, then the time of the exact
 MSE/MAE of one count (counts 0..10, with and without clipping) at Su, Su & Wang's smallest and largest
 σ², of the accuracy group of one audit (8 levels × 10 queries × 2 noises), and, given a store (e.g.
-``results/audit.zarr``), of rendering its HTML report in one process and with the EPL section in
-a forked second process (:mod:`flows.report.parallel`), alternated after one warm-up render of
-each: median wall and CPU (the child's CPU included), and the report's size.
+``results/audit.zarr``), of rendering its HTML report in one process and with the EPL and accuracy
+sections in a forked second process (:mod:`flows.report.parallel`), alternated after one warm-up
+render of each: median wall and CPU (the child's CPU included), and the report's size.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main() -> None:
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and of its reaped children (the forked EPL section)."""
+    """CPU seconds of this process and of its reaped children (the forked second process)."""
     own, kids = (
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),
@@ -71,7 +71,7 @@ def render_times(store: str, runs: int = 3) -> None:
                 render_report(store, out[p], parallel=p)
                 times[p].append((time.perf_counter() - t0, _cpu() - c0))
         same = out[False].read_bytes() == out[True].read_bytes()
-        for p, name in ((False, "one process"), (True, "EPL section forked")):
+        for p, name in ((False, "one process"), (True, "EPL and accuracy sections forked")):
             wall = statistics.median(t[0] for t in times[p])
             cpu = statistics.median(t[1] for t in times[p])
             print(

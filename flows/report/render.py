@@ -117,12 +117,19 @@ def render_report(
         claims = read_claims(claims_ds)
         audited = str_values(epl["geolevel"].values) if epl is not None else None
         if epl is not None or accuracy_ds is not None:  # half of the drawing, beside the rest
-            beside_args = (epl, accuracy_ds, n_rep, basis, exact_eps(acc, hd))
             if parallel:  # the child reads nothing from the store: its groups in memory
-                beside_args = tuple(
-                    a.load() if isinstance(a, xr.Dataset) else a for a in beside_args
-                )
-            pending = beside(_epl_and_accuracy, *beside_args, parallel=parallel)
+                for ds in (epl, accuracy_ds):
+                    if ds is not None:
+                        ds.load()
+            pending = beside(
+                _epl_and_accuracy,
+                epl,
+                accuracy_ds,
+                n_rep,
+                basis,
+                exact_eps(acc, hd),
+                parallel=parallel,
+            )
         _step(1, "accounting figures")
         accounting = accounting_section(acc, attrs, audited) if acc is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
