@@ -3,12 +3,15 @@
 Run: ``python benchmarks/bench_report.py [STORE]``. Prints the machine, then the time of the exact
 MSE/MAE of one count (counts 0..10, with and without clipping) at Su, Su & Wang's smallest and largest
 σ², of the accuracy group of one audit (8 levels × 10 queries × 2 noises), and, given a store (e.g.
-``results/audit.zarr``), of rendering its HTML report (wall and CPU, after one warm-up
-render) and the report's size.
+``results/audit.zarr``), of rendering its HTML report in one process and with the EPL and accuracy
+sections in a forked second process (:mod:`flows.report.parallel`), alternated after one warm-up
+render of each: median wall and CPU (the child's CPU included), and the report's size.
 """
 
 from __future__ import annotations
 
+import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -42,21 +45,40 @@ def main() -> None:
     t = best_of(lambda: accuracy_by_query(sigma2, factor))
     print(f"accuracy group (8 levels x 10 queries x 2 noises): {1e3 * t:.2f} ms")
     if len(sys.argv) > 1:
-        from flows.report.render import render_report
+        render_times(sys.argv[1])
 
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "report.html"
-            render_report(sys.argv[1], out)  # warm: font cache, first imports of the renderers
-            walls, cpus = [], []
-            for _ in range(3):
-                t0, c0 = time.perf_counter(), time.process_time()
-                render_report(sys.argv[1], out)
-                walls.append(time.perf_counter() - t0)
-                cpus.append(time.process_time() - c0)
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children (the forked second process)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def render_times(store: str, runs: int = 3) -> None:
+    from flows.report.render import render_report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {p: Path(tmp) / f"report-{p}.html" for p in (False, True)}
+        for p in (False, True):  # warm: font cache, first imports of the renderers
+            render_report(store, out[p], parallel=p)
+        times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        for _ in range(runs):
+            for p in (False, True):
+                t0, c0 = time.perf_counter(), _cpu()
+                render_report(store, out[p], parallel=p)
+                times[p].append((time.perf_counter() - t0, _cpu() - c0))
+        same = out[False].read_bytes() == out[True].read_bytes()
+        for p, name in ((False, "one process"), (True, "EPL and accuracy sections forked")):
+            wall = statistics.median(t[0] for t in times[p])
+            cpu = statistics.median(t[1] for t in times[p])
             print(
-                f"render_report({sys.argv[1]}): best of 3 {min(walls):.2f} s wall, "
-                f"{min(cpus):.2f} s CPU, {out.stat().st_size / 1e6:.2f} MB"
+                f"render_report({store}), {name}: median of {runs} {wall:.2f} s wall, "
+                f"{cpu:.2f} s CPU, {out[p].stat().st_size / 1e6:.2f} MB"
             )
+        print(f"pages byte-identical: {same}")
 
 
 if __name__ == "__main__":

@@ -27,19 +27,21 @@ import pathlib
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from flows.report.accounting import accounting_section
-from flows.report.accuracy import accuracy_section
+from flows.report.accuracy import AccuracySection, accuracy_section
 from flows.report.claims import read_claims
 from flows.report.coverage import mpl_coverage_section
-from flows.report.epl import epl_section
+from flows.report.epl import EplSection, epl_section
 from flows.report.error_bars import allocation_of, error_bars_section, open_error_bars
 from flows.report.fdp_coverage import fdp_coverage_section
 from flows.report.header import audit_header, coverage_header
 from flows.report.mpl import mpl_section
 from flows.report.page import atomic_write_text, render_page
+from flows.report.parallel import available, beside
 from flows.report.release import open_production, production_note
-from flows.report.release_basis import release_basis
+from flows.report.release_basis import ReleaseBasis, release_basis
 from flows.report.residuals import residual_section
 from flows.report.store_data import (
     CLAIMS_GROUP,
@@ -68,6 +70,7 @@ def render_report(
     *,
     storage_options: dict[str, Any] | None = None,
     compare_with: StoreLike | None = None,
+    parallel: bool | None = None,
 ) -> pathlib.Path:
     """Render the HTML audit report of the result ``store`` to ``output``.
 
@@ -78,6 +81,10 @@ def render_report(
 
     ``compare_with``, another audit store (read with the same ``storage_options``), adds the
     section "Compared with" (:mod:`flows.report.compare_section`): its numbers beside this store's.
+
+    ``parallel`` (default: where :func:`flows.report.parallel.available`) draws the EPL and
+    accuracy sections in a forked second process while this one draws the others (:mod:`flows.report.parallel`);
+    the page is the same byte for byte either way.
 
     Raises :class:`FileNotFoundError` if ``store`` holds neither root attributes nor any of
     the result groups.
@@ -103,20 +110,33 @@ def render_report(
     n_rep = replicates(attrs, res)
     hd = headline_delta(acc)
     basis = release_basis(attrs, epl)
+    if parallel is None:
+        parallel = available()
+    pending = None
     try:
         claims = read_claims(claims_ds)
         audited = str_values(epl["geolevel"].values) if epl is not None else None
+        if epl is not None or accuracy_ds is not None:  # half of the drawing, beside the rest
+            if parallel:  # the child reads nothing from the store: its groups in memory
+                for ds in (epl, accuracy_ds):
+                    if ds is not None:
+                        ds.load()
+            pending = beside(
+                _epl_and_accuracy,
+                epl,
+                accuracy_ds,
+                n_rep,
+                basis,
+                exact_eps(acc, hd),
+                parallel=parallel,
+            )
         _step(1, "accounting figures")
         accounting = accounting_section(acc, attrs, audited) if acc is not None else None
-        _step(2, "EPL figures")
-        epl_sec = epl_section(epl, n_rep, basis, exact_eps(acc, hd)) if epl is not None else None
         epl_ci, epl_floor_q, epl_ba = epl_interval_label(epl)
-        _step(3, "residual figures")
+        _step(2, "residual figures")
         residuals = residual_section(res, epl) if res is not None else None
         table = summary_section({**attrs, **(root_attrs or {})}, acc, epl, mpl_ds, n_rep, claims)
-        _step(4, "accuracy figures")
-        accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
-        _step(5, "MPL figures")
+        _step(3, "MPL figures")
         mpl = mpl_section(mpl_ds) if mpl_ds is not None else None
         coverage = mpl_coverage_section(coverage_ds) if coverage_ds is not None else None
         fdp_coverage = fdp_coverage_section(fdp_ds) if fdp_ds is not None else None
@@ -125,7 +145,12 @@ def render_report(
             _loaded(coverage_ds) if coverage_ds is not None else None,
             _loaded(fdp_ds) if fdp_ds is not None else None,
         )
+        _step(4, "EPL and accuracy figures")
+        epl_sec, accuracy = pending.result() if pending is not None else (None, None)
+        pending = None
     finally:
+        if pending is not None:  # failed before the second process's sections were asked for
+            pending.cancel()
         for ds in (acc, epl, res, summary_ds, accuracy_ds, mpl_ds, coverage_ds, fdp_ds, claims_ds):
             if ds is not None:
                 ds.close()
@@ -181,7 +206,7 @@ def render_report(
     if error_bars is not None:  # the allocation TopDown reran (no accounting of it is stored)
         header["allocation_id"] = allocation_of(attrs)
 
-    _step(6, "writing the page")
+    _step(5, "writing the page")
     html = render_page(
         header=header,
         summary=summary_parts,
@@ -210,7 +235,7 @@ def render_report(
 
 
 #: the steps of a report whose progress :func:`render_report` reports (:mod:`flows.runtime.progress`)
-_STEPS = 7
+_STEPS = 6
 
 
 def _step(done: int, what: str) -> None:
@@ -223,6 +248,20 @@ def exact_eps(acc: Any, hd: tuple[int, float] | None) -> dict[str, float]:
         return {}
     upper = np.asarray(acc["eps_exact_upper"].values, dtype=np.float64)[:, hd[0]]
     return dict(zip(str_values(acc["geolevel"].values), map(float, upper), strict=True))
+
+
+def _epl_and_accuracy(
+    epl: xr.Dataset | None,
+    accuracy_ds: xr.Dataset | None,
+    n_rep: int | None,
+    basis: ReleaseBasis,
+    eps: dict[str, float],
+) -> tuple[EplSection | None, AccuracySection | None]:
+    """The EPL and accuracy sections (≈ half of the drawing: what :func:`render_report` draws in
+    its second process)."""
+    epl_sec = epl_section(epl, n_rep, basis, eps) if epl is not None else None
+    accuracy = accuracy_section(accuracy_ds) if accuracy_ds is not None else None
+    return epl_sec, accuracy
 
 
 def _loaded(ds: Any) -> Any:
