@@ -12,7 +12,8 @@ What the child computes must be a pure function of data in memory: a group read 
 store is loaded before the fork (the store's I/O loop lives in a thread of the parent that a
 forked child does not have). The child writes nothing to the terminal: the warnings it raises
 are sent back with its answer and warned again in the caller. A child that dies without an
-answer is no error: the caller computes the piece itself.
+answer, or gives none within :data:`CHILD_TIMEOUT_S` once it is asked for, is no error: the
+caller stops it and computes the piece itself.
 
 The second process is used only where forking is safe and worth it (:func:`available`): on Linux,
 with at least two usable cores, from the main thread of a process that may have children;
@@ -36,6 +37,10 @@ from typing import Any, Generic, TypeVar
 __all__ = ["Pending", "available", "beside"]
 
 T = TypeVar("T")
+
+#: seconds the caller waits for the child's answer once it needs it (its half of the report
+#: takes seconds on an idle machine, minutes on a very loaded one) before drawing it itself
+CHILD_TIMEOUT_S = 600.0
 
 
 def available() -> bool:
@@ -70,7 +75,11 @@ class Pending(Generic[T]):
         if self._conn is None:
             return self._fn(*self._args)
         try:
-            answer = self._conn.recv()
+            # a child forked from a threaded process could in principle hang on a lock some
+            # other thread held at the fork: past the bound it is stopped and its part drawn here
+            answer = self._conn.recv() if self._conn.poll(CHILD_TIMEOUT_S) else None
+            if answer is None:
+                self.cancel()
         except (EOFError, OSError):  # the child died without an answer: compute it here
             answer = None
         finally:

@@ -1,12 +1,13 @@
 """The report's second process (:mod:`flows.report.parallel`): the page drawn with the EPL section
 in a forked child is the page drawn in one process, byte for byte; the child's failures reach the
-caller (its exception raised, its warnings warned), and a child that dies without an answer is
-replaced by the caller's own computation."""
+caller (its exception raised, its warnings warned), and a child that dies without an answer (or
+gives none in time) is replaced by the caller's own computation."""
 
 from __future__ import annotations
 
 import os
 import pathlib
+import time
 import warnings
 
 import pytest
@@ -81,3 +82,23 @@ def _unpicklable(x: int) -> object:
 def test_an_answer_that_does_not_pickle_is_computed_by_the_caller() -> None:
     _PARENT[0] = os.getpid()
     assert parallel.beside(_unpicklable, 3, parallel=True).result() == 3
+
+
+def _hangs(x: int) -> int:
+    if os.getpid() != _PARENT[0]:
+        time.sleep(3600)  # a child that never answers (as one stuck on a lock would)
+    return x + 2
+
+
+@needs_fork
+def test_a_child_that_never_answers_is_stopped_and_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _PARENT[0] = os.getpid()
+    monkeypatch.setattr(parallel, "CHILD_TIMEOUT_S", 1.0)
+    pending = parallel.beside(_hangs, 1, parallel=True)
+    child = pending._proc
+    t0 = time.monotonic()
+    assert pending.result() == 3
+    assert time.monotonic() - t0 < 30  # the bound, not the child's hour
+    assert child is not None and not child.is_alive()
