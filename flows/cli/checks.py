@@ -6,8 +6,7 @@ socket or a dangling symbolic link (even with ``--overwrite``), when an existing
 (without ``--overwrite``), when a component of its parent is a regular file, when
 its directory is missing (for single files written by quick commands) and when that directory
 cannot be written: tried by creating and removing a temporary file, since permission bits alone say
-nothing to root or of a read-only file system. Also: whether a spec at least reads as TOML (a first
-look before anything starts) and how a spec's runs are named.
+nothing to root or of a read-only file system.
 """
 
 from __future__ import annotations
@@ -122,26 +121,3 @@ def check_store_exists(store: ResultStore) -> None:
             f"{url!r} is not a result store (no zarr.json); give the directory a run wrote (--store)"
         )
     store.check_documents()  # before zarr reads any: regular files of bounded size
-
-
-def reads_as_toml(spec_path: Path | None) -> bool:
-    """Whether the spec file (none: the shipped one) parses as TOML: a cheap first look, so that a
-    spec that is not even TOML fails at once, without an API server booting beside it."""
-    if spec_path is None:
-        return True
-    import tomllib
-
-    try:
-        tomllib.loads(spec_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError):
-        return False
-    return True
-
-
-def runs_of(s: Any) -> str:
-    """ "8 replicates", or for a published release its runs: "30 published runs"."""
-    if s.release.kind == "observed":
-        n = len(s.release.published) or len(s.release.published_files)
-        return f"{n} published run{'s' if n != 1 else ''}"
-    n = s.audit.replicates
-    return f"{n} replicate{'s' if n != 1 else ''}"

@@ -20,14 +20,11 @@ from flows.cli.checks import (
     check_store_exists,
     check_store_target,
     load_spec,
-    reads_as_toml,
-    runs_of,
 )
 from flows.cli.console import StageLog, logged_output, progress_bar
 from flows.cli.errors import EXIT_FAILED, fail, fail_with_trace
 from flows.cli.execute import execute, print_prefect_link, publish_artifacts
 from flows.cli.options import OverwriteFileOption
-from flows.runtime import embedded_api
 from flows.runtime.cluster import apply_prefect_defaults
 
 if TYPE_CHECKING:
@@ -56,8 +53,6 @@ def run(
 ) -> None:
     """Run an audit: simulate releases on Dask, estimate EPL, account exactly, write store + report."""
     apply_prefect_defaults()
-    if reads_as_toml(spec_path):  # the API boots while the spec is checked (killed if unused)
-        embedded_api.prelaunch()
     from flows.spec import parse_spec
     from storage.result_store import ResultStore
 
@@ -138,6 +133,15 @@ def finish_report(s: Any, store: ResultStore, run_id: str) -> None:
         )
     typer.echo(f"store:  {url}")
     typer.echo(f"report: {s.output.report}")
+
+
+def runs_of(s: Any) -> str:
+    """ "8 replicates", or for a published release its runs: "30 published runs"."""
+    if s.release.kind == "observed":
+        n = len(s.release.published) or len(s.release.published_files)
+        return f"{n} published run{'s' if n != 1 else ''}"
+    n = s.audit.replicates
+    return f"{n} replicate{'s' if n != 1 else ''}"
 
 
 def run_audit(s: Any, store: ResultStore, no_report: bool, lines: StageLog | None = None) -> None:

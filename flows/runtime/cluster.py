@@ -21,13 +21,13 @@ flows/runtime/dask_tcp.py.)
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
-from flows.runtime import embedded_api
 from flows.runtime.cluster_class import LOOPBACK, class_failure, cluster_class_kwargs
 from flows.runtime.dask_tcp import apply_dask_defaults, tcp_timeout_warning
 from flows.runtime.embedded_api import EmbeddedAPIServer, wait_healthy
@@ -113,7 +113,6 @@ def starting_prefect_api(
     # the environment, the active Prefect profile or an enclosing test harness may name an API
     url = os.environ.get("PREFECT_API_URL") or get_current_settings().api.url
     if url:
-        embedded_api.discard()  # launched before the settings were read: not needed
         u = urlparse(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         check_reachable(
@@ -126,11 +125,9 @@ def starting_prefect_api(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     timeout = startup_timeout_s() if startup_timeout is None else startup_timeout
-    server = embedded_api.adopt()  # launched at the run's start (embedded_api.prelaunch)
-    if server is None:
-        server = EmbeddedAPIServer()
-        server.launch()
-    deadline = server.launched_at + timeout
+    server = EmbeddedAPIServer()
+    deadline = time.monotonic() + timeout
+    server.launch()
     answered: list[bool] = []
 
     def ready() -> None:

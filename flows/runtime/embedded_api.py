@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import os
 import random
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from flows.runtime import lifeline
@@ -37,7 +34,6 @@ class EmbeddedAPIServer:
         self.port = port
         self.server_process: subprocess.Popen[Any] | None = None
         self.running = False
-        self.launched_at = 0.0  # time.monotonic() of the launch
 
     @property
     def api_url(self) -> str:
@@ -55,18 +51,14 @@ class EmbeddedAPIServer:
             time.sleep(random.uniform(0.1, 0.5))
         raise RuntimeError("no free port for the embedded Prefect API after 10 attempts")
 
-    def launch(self, settings: bool = True) -> None:
-        """Start the server's process on a free port and return at once. ``settings``: pass it
-        the settings of this process's Prefect (as Prefect does: what a test harness set in
-        process too); without, it reads them as this process would, from the environment and
-        the files, and this process need not import Prefect (:func:`prelaunch`)."""
+    def launch(self) -> None:
+        """Start the server's process on a free port and return at once."""
         if self.running:
             return
         if self.port is None:
             self.port = self.find_available_port()
         self.running = True
-        self.launched_at = time.monotonic()
-        self.server_process = self._run_uvicorn_command(settings)
+        self.server_process = self._run_uvicorn_command()
         atexit.register(self.stop)
 
     def start(self, timeout: float) -> None:
@@ -88,78 +80,27 @@ class EmbeddedAPIServer:
                 self.server_process = None
         self.running = False
 
-    def kill(self) -> None:
-        """End the server's process at once (one that never served a run has nothing to
-        flush)."""
-        if self.server_process is not None:
-            self.server_process.kill()
-            self.server_process.wait()
-            self.server_process = None
-        self.running = False
+    def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
+        import prefect
+        from prefect.settings import get_current_settings
 
-    def _run_uvicorn_command(self, settings: bool = True) -> subprocess.Popen[Any]:
         server_env = {
             "PREFECT_UI_ENABLED": "0",
             "PREFECT__SERVER_EPHEMERAL": "1",
             "PREFECT__SERVER_FINAL": "1",
         }
-        if settings:
-            from prefect.settings import get_current_settings
-
-            server_env.update(get_current_settings().to_environment_variables(exclude_unset=True))
-        args = ["-m", "uvicorn", "--app-dir", str(_prefect_parent())]
+        args = ["-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)]
         args += ["--factory", "prefect.server.api.server:create_app"]
         args += ["--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--log-level", "error", "--lifespan", "on"]
         return subprocess.Popen(
             args=lifeline.command(args),
-            env={**os.environ, **server_env},
+            env={
+                **os.environ,
+                **server_env,
+                **get_current_settings().to_environment_variables(exclude_unset=True),
+            },
         )
-
-
-def _prefect_parent() -> Path:
-    """The directory that holds the ``prefect`` package (``prefect.__module_path__.parent``),
-    found without importing it."""
-    spec = importlib.util.find_spec("prefect")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the prefect package is not installed")
-    return Path(next(iter(spec.submodule_search_locations))).parent
-
-
-#: the server :func:`prelaunch` started, until :func:`adopt` takes it
-_prelaunched: EmbeddedAPIServer | None = None
-
-
-def prelaunch() -> None:
-    """Launch the embedded API's server now, before this process has imported Prefect and read
-    its spec, so that its boot (the largest part of a small run's fixed cost) overlaps that work
-    instead of following it: only when the environment names no API and Prefect is not yet
-    imported here (else its settings, which may name one, are read as usual). A server that a
-    later check finds unneeded (the profile names an API) or that no run adopts (bad input) is
-    killed (:func:`discard`, and at exit)."""
-    global _prelaunched
-    if _prelaunched is not None or os.environ.get("PREFECT_API_URL"):
-        return
-    if "prefect" in sys.modules:
-        return
-    server = EmbeddedAPIServer()
-    server.launch(settings=False)
-    _prelaunched = server
-    atexit.register(discard)
-
-
-def adopt() -> EmbeddedAPIServer | None:
-    """The server :func:`prelaunch` started (once; ``None`` if there is none)."""
-    global _prelaunched
-    server, _prelaunched = _prelaunched, None
-    return server
-
-
-def discard() -> None:
-    """Kill a prelaunched server that no run adopted."""
-    server = adopt()
-    if server is not None:
-        server.kill()
 
 
 def wait_healthy(server: Any, deadline: float, read_timeout: float = 30.0) -> None:

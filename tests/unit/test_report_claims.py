@@ -330,7 +330,7 @@ def test_a_published_release_counts_its_runs_when_it_starts() -> None:
     """The logged run's first line: a published release's runs, not the spec's default 4."""
     from types import SimpleNamespace
 
-    from flows.cli.checks import runs_of
+    from flows.cli.run import runs_of
     from flows.spec.sections import AuditSection, ReleaseSection
 
     published = ReleaseSection(kind="observed", published=[[f"dp{r}"] for r in range(30)])
