@@ -268,9 +268,10 @@ def forked_workers() -> Iterator[None]:
     :data:`WORKER_PRELOAD` (and distributed's own packages), instead of each being spawned and
     importing all of it again: on 2 cores that import is a worker's largest start-up cost, paid
     while the embedded API boots. The server ends when this closes, so that a later cluster of
-    the same process forks from one started with its environment (the API's URL). Where the
-    platform has no ``forkserver`` start method, or the user set Dask's
-    ``distributed.worker.multiprocessing-method``, nothing changes."""
+    the same process forks from one started with its environment (the API's URL). Nothing
+    changes where the platform has no ``forkserver`` start method, or where Dask's
+    ``distributed.worker.multiprocessing-method`` is set in the environment or to another method
+    than its default ``spawn``."""
     import multiprocessing
     from multiprocessing import forkserver
 
