@@ -1,26 +1,26 @@
 """Where a small run's fixed cost goes: `dpaudit run --no-report` of a spec (default: the shipped
-one) in a temporary directory, its stage lines stamped as they arrive, and the CPU seconds of every
-process of its tree (the run, the embedded Prefect API server, the process local workers are
-forked from, the workers), polled every 0.1 s until each ends (not a test).
+one) in a temporary directory, and the CPU seconds of every process of its tree (the run, the
+embedded Prefect API server, the process local workers are forked from, the workers), sampled
+through ``bench_orchestration.run_sampled`` until each ends (not a test).
 
     .venv/bin/python benchmarks/bench_fixed_cost.py [SPEC] [--runs N]
 
-Prints the machine, then per run: seconds from the start to each stage line, and a table of the
-processes (start, end, CPU seconds, command), their CPU sum and the wall time.
+Prints the machine, then per run: the run's stage lines, and a table of the processes (first and
+last seen, CPU seconds, kind), their CPU sum and the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
-import psutil
 from _machine import machine_info
+from bench_orchestration import run_sampled
 
 
 def _kind(cmd: str) -> str:
@@ -37,55 +37,32 @@ def _kind(cmd: str) -> str:
 
 def one_run(spec: list[str], cwd: str) -> None:
     cmd = [sys.executable, "-m", "flows.cli", "run", *spec, "--no-report", "--overwrite"]
+    seen: dict[int, dict[str, Any]] = {}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    stages: list[tuple[float, str]] = []
 
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("dpaudit: "):
-                stages.append((time.perf_counter() - t0, line.rstrip()[len("dpaudit: ") + 9 :]))
+    def sample(p: Any, root: bool) -> int:
+        ct = p.cpu_times()
+        now = time.perf_counter() - t0
+        row = seen.setdefault(p.pid, {"kind": _kind(" ".join(p.cmdline())), "start": now})
+        row["cpu"], row["end"] = ct.user + ct.system, now
+        return 0
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    seen: dict[int, dict[str, float | str]] = {}
-    root = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        for p in procs:
-            try:
-                with p.oneshot():
-                    ct = p.cpu_times()
-                    row = seen.setdefault(
-                        p.pid,
-                        {"cmd": " ".join(p.cmdline()), "start": time.perf_counter() - t0},
-                    )
-                    row["cpu"] = ct.user + ct.system
-                    row["end"] = time.perf_counter() - t0
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                pass
-        time.sleep(0.1)
-    wall = time.perf_counter() - t0
-    reader.join(timeout=5)
-    if proc.returncode != 0:
-        print(f"exit {proc.returncode}", *(s for _, s in stages), sep="\n")
-        raise SystemExit(proc.returncode)
-    for t, s in stages:
-        print(f"  {t:6.1f} s  {s}")
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        wall, _, text = run_sampled(cmd, sample)
+    finally:
+        os.chdir(here)
+    for line in text.splitlines():
+        if line.startswith("dpaudit: "):
+            print(f"  {line[len('dpaudit: ') + 9 :]}")
     print(f"  {'start':>6} {'end':>6} {'CPU s':>6}  process")
-    total = 0.0
-    for row in sorted(seen.values(), key=lambda r: float(r["start"])):
-        total += float(row["cpu"])
-        kind = _kind(str(row["cmd"]))
-        print(f"  {row['start']:6.1f} {row['end']:6.1f} {row['cpu']:6.2f}  {kind}")
+    rows = sorted(seen.values(), key=lambda r: float(r["start"]))
+    for r in rows:
+        print(f"  {r['start']:6.1f} {r['end']:6.1f} {r['cpu']:6.2f}  {r['kind']}")
+    total = sum(float(r["cpu"]) for r in rows)
     print(
-        f"  CPU sum {total:.1f} s (polled: a process's last 0.1 s may be missed); wall {wall:.1f} s"
+        f"  CPU sum {total:.1f} s (sampled: a process's last 0.2 s may be missed); wall {wall:.1f} s"
     )
 
 
