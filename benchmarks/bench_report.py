@@ -11,7 +11,6 @@ render of each: median wall and CPU (the child's CPU included), and the report's
 from __future__ import annotations
 
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from _machine import machine_info
+from _timing import SelfTimed, alternate
 
 from auditlib.accuracy import count_accuracy
 from auditlib.summaries import ACCURACY_COUNTS, accuracy_by_query
@@ -57,28 +57,32 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def render_times(store: str, runs: int = 3) -> None:
+def _render(store: str, out: Path, parallel: bool) -> SelfTimed:
+    """One render, timed with its forked second process's CPU included."""
     from flows.report.render import render_report
 
+    t0, c0 = time.perf_counter(), _cpu()
+    render_report(store, out, parallel=parallel)
+    return SelfTimed(_cpu() - c0, time.perf_counter() - t0)
+
+
+def render_times(store: str, runs: int = 3) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = {p: Path(tmp) / f"report-{p}.html" for p in (False, True)}
-        for p in (False, True):  # warm: font cache, first imports of the renderers
-            render_report(store, out[p], parallel=p)
-        times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-        for _ in range(runs):
-            for p in (False, True):
-                t0, c0 = time.perf_counter(), _cpu()
-                render_report(store, out[p], parallel=p)
-                times[p].append((time.perf_counter() - t0, _cpu() - c0))
-        same = out[False].read_bytes() == out[True].read_bytes()
-        for p, name in ((False, "one process"), (True, "EPL and accuracy sections forked")):
-            wall = statistics.median(t[0] for t in times[p])
-            cpu = statistics.median(t[1] for t in times[p])
-            print(
-                f"render_report({store}), {name}: median of {runs} {wall:.2f} s wall, "
-                f"{cpu:.2f} s CPU, {out[p].stat().st_size / 1e6:.2f} MB"
-            )
-        print(f"pages byte-identical: {same}")
+        # the warm-up render of each: font cache, first imports of the renderers
+        paired = alternate(
+            lambda: _render(store, out[False], False),
+            lambda: _render(store, out[True], True),
+            rounds=runs,
+            labels=("one process", "EPL and accuracy sections forked"),
+        )
+        print(
+            f"method: median CPU-s of this process and its reaped children (the forked second "
+            f"process) and median wall, {runs} alternated rounds after 1 warm-up of each"
+        )
+        print(f"render_report({store}): {paired.line(2)}")
+        print(f"pages: {out[True].stat().st_size / 1e6:.2f} MB")
+        print(f"pages byte-identical: {out[False].read_bytes() == out[True].read_bytes()}")
 
 
 if __name__ == "__main__":
