@@ -176,14 +176,17 @@ def test_projected_gradient_does_not_converge_where_the_dual_route_does(
     assert _kkt_violation(fit, terms, x) < 1e-3
 
 
-def _county_instance(units: int, seed: int) -> tuple[_Fit, list[Term]]:
+def _county_instance(
+    units: int, seed: int, *, people: int = 400, level: int = 1
+) -> tuple[_Fit, list[Term]]:
     """A County-level fit: ``units`` counties, each (county, cell) a variable for every cell the
     State holds, children summing to the State in every cell (one segment per State cell), a
     lower bound of one person per county and group-quarters type it holds, and the County
     queries of the production allocation measured (their coarse rows one set per county: the
-    tests set DENSE_ROWS to send the dual's Newton steps to either solver)."""
+    tests set DENSE_ROWS to send the dual's Newton steps to either solver). ``people`` per unit;
+    ``level`` the allocation's level whose queries are measured (4: the Block's)."""
     rng = np.random.default_rng(seed)
-    _, drawn = _draw(range(20, 26), (0, 1), 400 * units, rng)
+    _, drawn = _draw(range(20, 26), (0, 1), people * units, rng)
     where = rng.integers(0, units, size=drawn.size)
     keys, counts = np.unique(where * SCH.n_cells + drawn, return_counts=True)
     truth = from_keys(NAME, keys.astype(np.int64), counts.astype(np.int64), units)
@@ -205,7 +208,7 @@ def _county_instance(units: int, seed: int) -> tuple[_Fit, list[Term]]:
     levels = ["State", "County", "Tract_Subset", "Block_Group", "Block"]
     queries = allocation_measured(
         load_allocation("dhc_2023_production"), levels, SCH.query_names, "bounded", schema=SCH
-    )[1]
+    )[level]
     return fit, fit.measure(truth, list(queries), np.random.default_rng(seed + 1))
 
 
@@ -353,3 +356,24 @@ def test_the_constraint_rows_are_the_coarse_rows_then_the_bounded_groups() -> No
         np.concatenate([np.full(y[0].size, 0.5), np.full(y[1].size, 2.0), np.zeros(low.size)]),
     )
     np.testing.assert_array_equal(bounded, np.arange(m) >= y[0].size + y[1].size)
+
+
+def test_block_like_parts_with_a_moderate_coarse_ratio_take_the_dual_route(monkeypatch) -> None:
+    # the Block level's queries on 8 small units: the coarse rows' Lipschitz constant is ~28
+    # times the fine terms' (between the old threshold, 100, and COARSE_RATIO). Such parts now
+    # take the dual route (fewer, costlier iterations: 1.3-1.5 times less CPU on real spine
+    # states' Block and Tract levels, benchmarks/README.md); both routes reach the same fit
+    fit, terms = _county_instance(8, 11, people=100, level=4)
+    x_exact, _ = fit.solve(terms, max_iter=20_000, tol=1e-9)
+    assert sparse_fit.COARSE_RATIO < fit.ratio < 100
+    x_dual, its_dual = fit.solve(terms, max_iter=20_000, tol=1e-4)
+    assert fit.route == "dual"
+    monkeypatch.setattr(sparse_fit, "COARSE_RATIO", 100.0)  # the threshold before
+    x_fista, its_fista = fit.solve(terms, max_iter=20_000, tol=1e-4)
+    assert fit.route == "fista"
+    assert its_dual * 5 < its_fista, (its_dual, its_fista)
+    # each within a few thousandths of a person per cell of the exact fit, the dual closer
+    err_dual, err_fista = (float(np.abs(x - x_exact).max()) for x in (x_dual, x_fista))
+    assert err_dual < 5e-3 and err_fista < 5e-3, (err_dual, err_fista)
+    assert float(np.abs(x_dual - x_exact).sum()) < float(np.abs(x_fista - x_exact).sum())
+    assert _kkt_segments(fit, terms, x_exact) < 1e-5

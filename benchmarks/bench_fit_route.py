@@ -1,0 +1,120 @@
+"""Benchmark: the sparse TopDown fit's route threshold, old against new, on whole spine states.
+
+    PYTHONPATH=. python benchmarks/bench_fit_route.py [--rounds R] [--old 100] [--new 10] \
+        [--case dhc_production:S18:0.05 --case pl94_production:S41:1 …]
+
+A fit part goes to the dual route (:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows'
+Lipschitz constant is more than ``COARSE_RATIO`` times the fine terms'
+(:mod:`auditlib.simulate.sparse_fit`). Per case (schema, spine state, spine scale) the state's
+people are drawn once, then one replicate of the sparse TopDown (every level, same noise
+generators) is run with the old and the new threshold alternated after a warm-up of each
+(``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
+FISTA iterations per level, and whether the releases are the same (they need not be: a different
+route stops at a different point within the tolerance, and the rounding may then differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+from _machine import machine_info
+from _timing import alternate, method_line
+from bench_sparse_topdown import ALLOCATION, ALLOCATION_LEVELS
+
+from auditlib.allocations import load_allocation
+from auditlib.geography.schema import schema
+from auditlib.geography.sparse_population import spine_state_sparse_population
+from auditlib.geography.spine import Spine, generate_spine, tallies_2020
+from auditlib.simulate import sparse_fit
+from auditlib.simulate.measured import allocation_measured
+from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
+from auditlib.simulate.topdown import spine_state
+from flows.spec.sources import spine_levels
+
+CASES = ("dhc_production:S18:0.05", "pl94_production:S41:1")
+SEED = 20200325
+
+
+def _spine(scale: float) -> Spine:
+    if scale < 1:
+        return generate_spine(
+            4,
+            totals={"US": tallies_2020()["US"].scaled(scale)},
+            population={"US": int(331_449_281 * scale)},
+        )
+    return generate_spine(SEED)
+
+
+def _case(text: str, rounds: int, old: float, new: float) -> None:
+    name, state, scale = text.split(":")
+    spine = _spine(float(scale))
+    st = list(spine.state_names).index(state)
+    levels = ALLOCATION_LEVELS[name]
+    sch = schema(name)
+    measured = allocation_measured(
+        load_allocation(ALLOCATION[name]), levels, sch.query_names, "bounded", schema=sch
+    )
+    hierarchy, _ = spine_state(spine, st, spine_levels(tuple(levels)))
+    pop = spine_state_sparse_population(spine, st, SEED)
+    hist, inv = pop.histograms(name), pop.invariants(name)
+    print(f"{name} {state} (spine scale {scale}): {hist.n_units:,} blocks, {inv.state_total:,} "
+          f"people, {hist.nnz:,} non-zero block cells")  # fmt: skip
+    per_level: dict[float, list[list[float]]] = {old: [], new: []}
+
+    def run(ratio: float) -> Any:
+        sparse_fit.COARSE_RATIO = ratio
+        cpu: list[float] = []
+        clock = [time.process_time()]
+
+        def on_level(i: int, level: str) -> None:
+            cpu.append(time.process_time() - clock[0])
+            clock[0] = time.process_time()
+
+        rel = sparse_topdown(
+            hierarchy.parents, hierarchy.levels, hist, inv, measured,
+            noise_rngs(SEED, st, len(hierarchy.levels), 0), on_level=on_level,
+        )  # fmt: skip
+        per_level[ratio].append(cpu)
+        return rel
+
+    try:
+        paired = alternate(
+            lambda: run(old), lambda: run(new), rounds=rounds,
+            labels=(f"COARSE_RATIO {old:g}", f"COARSE_RATIO {new:g}"),
+        )  # fmt: skip
+    finally:
+        sparse_fit.COARSE_RATIO = new
+    print("  " + paired.line(1))
+    a, b = paired.values
+    print(f"  {'level':<20} {'old CPU-s':>9} {'new CPU-s':>9} {'old its':>7} {'new its':>7}")
+    for i, level in enumerate(hierarchy.levels):
+        med = [statistics.median(r[i] for r in per_level[x][1:]) for x in (old, new)]
+        print(f"  {level:<20} {med[0]:9.1f} {med[1]:9.1f} {a.iterations[i]:7d} "
+              f"{b.iterations[i]:7d}")  # fmt: skip
+    same = all(
+        np.array_equal(x.cells, y.cells) and np.array_equal(x.counts, y.counts)
+        for x, y in zip(a.dp, b.dp, strict=True)
+    )
+    print(f"  releases identical: {same}; non-zero block cells {a.dp[-1].nnz:,} / "
+          f"{b.dp[-1].nnz:,}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--old", type=float, default=100.0)
+    ap.add_argument("--new", type=float, default=sparse_fit.COARSE_RATIO)
+    ap.add_argument("--case", action="append", help="schema:state:spine-scale")
+    args = ap.parse_args()
+    print(machine_info())
+    print(method_line(args.rounds))
+    for case in args.case or CASES:
+        _case(case, args.rounds, args.old, args.new)
+
+
+if __name__ == "__main__":
+    main()
