@@ -1,13 +1,17 @@
-"""Benchmark: the sparse TopDown fit's route threshold, old against new, on whole spine states.
+"""Benchmark: a setting of the sparse TopDown fit, old value against new, on whole spine states.
 
     PYTHONPATH=. python benchmarks/bench_fit_route.py [--rounds R] [--old 100] [--new 10] \
         [--case dhc_production:S18:0.05 --case pl94_production:S41:1 …]
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 \
+        --case dhc_production:S46:1 --rounds 1 --warmup 0
 
 A fit part goes to the dual route (:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows'
 Lipschitz constant is more than ``COARSE_RATIO`` times the fine terms'
-(:mod:`auditlib.simulate.sparse_fit`). Per case (schema, spine state, spine scale) the state's
+(:mod:`auditlib.simulate.sparse_fit`); ``--knob CG_RTOL``: the relative residual at which the
+dual's conjugate gradients stop (:mod:`auditlib.simulate.sparse_coarse`). Per case (schema, spine state, spine scale) the state's
 people are drawn once, then one replicate of the sparse TopDown (every level, same noise
-generators) is run with the old and the new threshold alternated after a warm-up of each
+generators) is run with the old and the new value alternated after a warm-up of each
 (``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
 FISTA iterations per level, and whether the releases are the same (they need not be: a different
 route stops at a different point within the tolerance, and the rounding may then differ).
@@ -29,13 +33,14 @@ from auditlib.allocations import load_allocation
 from auditlib.geography.schema import schema
 from auditlib.geography.sparse_population import spine_state_sparse_population
 from auditlib.geography.spine import Spine, generate_spine, tallies_2020
-from auditlib.simulate import sparse_fit
+from auditlib.simulate import sparse_coarse, sparse_fit
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
 from auditlib.simulate.topdown import spine_state
 from flows.spec.sources import spine_levels
 
 CASES = ("dhc_production:S18:0.05", "pl94_production:S41:1")
+KNOBS = {"COARSE_RATIO": sparse_fit, "CG_RTOL": sparse_coarse}
 SEED = 20200325
 
 
@@ -49,7 +54,7 @@ def _spine(scale: float) -> Spine:
     return generate_spine(SEED)
 
 
-def _case(text: str, rounds: int, old: float, new: float) -> None:
+def _case(text: str, rounds: int, warmup: int, knob: str, old: float, new: float) -> None:
     name, state, scale = text.split(":")
     spine = _spine(float(scale))
     st = list(spine.state_names).index(state)
@@ -65,8 +70,11 @@ def _case(text: str, rounds: int, old: float, new: float) -> None:
           f"people, {hist.nnz:,} non-zero block cells")  # fmt: skip
     per_level: dict[float, list[list[float]]] = {old: [], new: []}
 
-    def run(ratio: float) -> Any:
-        sparse_fit.COARSE_RATIO = ratio
+    module = KNOBS[knob]
+    kept = getattr(module, knob)
+
+    def run(value: float) -> Any:
+        setattr(module, knob, value)
         cpu: list[float] = []
         clock = [time.process_time()]
 
@@ -78,21 +86,21 @@ def _case(text: str, rounds: int, old: float, new: float) -> None:
             hierarchy.parents, hierarchy.levels, hist, inv, measured,
             noise_rngs(SEED, st, len(hierarchy.levels), 0), on_level=on_level,
         )  # fmt: skip
-        per_level[ratio].append(cpu)
+        per_level[value].append(cpu)
         return rel
 
     try:
         paired = alternate(
-            lambda: run(old), lambda: run(new), rounds=rounds,
-            labels=(f"COARSE_RATIO {old:g}", f"COARSE_RATIO {new:g}"),
+            lambda: run(old), lambda: run(new), rounds=rounds, warmup=warmup,
+            labels=(f"{knob} {old:g}", f"{knob} {new:g}"),
         )  # fmt: skip
     finally:
-        sparse_fit.COARSE_RATIO = new
+        setattr(module, knob, kept)
     print("  " + paired.line(1))
     a, b = paired.values
     print(f"  {'level':<20} {'old CPU-s':>9} {'new CPU-s':>9} {'old its':>7} {'new its':>7}")
     for i, level in enumerate(hierarchy.levels):
-        med = [statistics.median(r[i] for r in per_level[x][1:]) for x in (old, new)]
+        med = [statistics.median(r[i] for r in per_level[x][warmup:]) for x in (old, new)]
         print(f"  {level:<20} {med[0]:9.1f} {med[1]:9.1f} {a.iterations[i]:7d} "
               f"{b.iterations[i]:7d}")  # fmt: skip
     same = all(
@@ -106,14 +114,17 @@ def _case(text: str, rounds: int, old: float, new: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="0 for a large state")
+    ap.add_argument("--knob", default="COARSE_RATIO", choices=sorted(KNOBS))
     ap.add_argument("--old", type=float, default=100.0)
-    ap.add_argument("--new", type=float, default=sparse_fit.COARSE_RATIO)
+    ap.add_argument("--new", type=float, help="default: the code's value")
     ap.add_argument("--case", action="append", help="schema:state:spine-scale")
     args = ap.parse_args()
     print(machine_info())
-    print(method_line(args.rounds))
+    print(method_line(args.rounds, args.warmup))
+    new = getattr(KNOBS[args.knob], args.knob) if args.new is None else args.new
     for case in args.case or CASES:
-        _case(case, args.rounds, args.old, args.new)
+        _case(case, args.rounds, args.warmup, args.knob, args.old, new)
 
 
 if __name__ == "__main__":
