@@ -6,13 +6,13 @@
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 \
         --case dhc_production:S46:1 --rounds 1 --warmup 0
 
-A fit part goes to the dual route (:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows'
-Lipschitz constant is more than ``COARSE_RATIO`` times the fine terms'
-(:mod:`auditlib.simulate.sparse_fit`); ``--knob CG_RTOL``: the relative residual at which the
-dual's conjugate gradients stop (:mod:`auditlib.simulate.sparse_coarse`). Per case (schema, spine state, spine scale) the state's
-people are drawn once, then one replicate of the sparse TopDown (every level, same noise
-generators) is run with the old and the new value alternated after a warm-up of each
-(``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
+``--knob COARSE_RATIO`` (the default): a fit part goes to the dual route
+(:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows' Lipschitz constant is more than
+this many times the fine terms' (:mod:`auditlib.simulate.sparse_fit`); ``--knob CG_RTOL``: the
+relative residual at which the dual's conjugate gradients stop. Per case (schema, spine state,
+spine scale) the state's people are drawn once, then one replicate of the sparse TopDown (every
+level, same noise generators) is run with the old and the new value alternated after a warm-up of
+each (``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
 FISTA iterations per level, and whether the releases are the same (they need not be: a different
 route stops at a different point within the tolerance, and the rounding may then differ).
 """
@@ -116,15 +116,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="0 for a large state")
     ap.add_argument("--knob", default="COARSE_RATIO", choices=sorted(KNOBS))
-    ap.add_argument("--old", type=float, default=100.0)
+    ap.add_argument("--old", type=float, help="default: 100 for COARSE_RATIO (its value before)")
     ap.add_argument("--new", type=float, help="default: the code's value")
     ap.add_argument("--case", action="append", help="schema:state:spine-scale")
     args = ap.parse_args()
     print(machine_info())
     print(method_line(args.rounds, args.warmup))
+    if args.old is None and args.knob != "COARSE_RATIO":
+        ap.error(f"--old is needed with --knob {args.knob}: the value to compare against")
+    old = 100.0 if args.old is None else args.old
     new = getattr(KNOBS[args.knob], args.knob) if args.new is None else args.new
     for case in args.case or CASES:
-        _case(case, args.rounds, args.warmup, args.knob, args.old, new)
+        _case(case, args.rounds, args.warmup, args.knob, old, new)
 
 
 if __name__ == "__main__":

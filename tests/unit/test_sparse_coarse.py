@@ -266,7 +266,8 @@ def test_county_fit_by_conjugate_gradients_is_the_dense_newton_fit(county, monke
 def test_the_coarse_correction_cuts_the_conjugate_gradient_iterations(county, monkeypatch) -> None:
     # the children's rows of one query cell sum to the parent's, fixed by the segments: the
     # block preconditioner alone misses these flat directions, the balancing correction over
-    # the rows' kinds removes them (3.0 times fewer iterations here at CG_RTOL 1e-2, 2.4 at 1e-3; 3.2 at a real County)
+    # the rows' kinds removes them (3.0 times fewer iterations here at CG_RTOL 1e-2, 2.4 at
+    # 1e-3; 3.2 at a real County)
     fit, terms = county
     monkeypatch.setattr(sparse_coarse, "DENSE_ROWS", 0)
     x_kinds, _ = fit.solve(terms, max_iter=5000, tol=1e-6)
@@ -361,7 +362,7 @@ def test_the_constraint_rows_are_the_coarse_rows_then_the_bounded_groups() -> No
 def test_block_like_parts_with_a_moderate_coarse_ratio_take_the_dual_route(monkeypatch) -> None:
     # the Block level's queries on 8 small units: the coarse rows' Lipschitz constant is ~28
     # times the fine terms' (between the old threshold, 100, and COARSE_RATIO). Such parts now
-    # take the dual route (fewer, costlier iterations: 1.3-1.5 times less CPU on real spine
+    # take the dual route (fewer, costlier iterations: 1.5-1.9 times less CPU on real spine
     # states' Block and Tract levels, benchmarks/README.md); both routes reach the same fit
     fit, terms = _county_instance(8, 11, people=100, level=4)
     x_exact, _ = fit.solve(terms, max_iter=20_000, tol=1e-9)
