@@ -1,9 +1,9 @@
 """Benchmark: a setting of the sparse TopDown fit, old value against new, on whole spine states.
 
-    PYTHONPATH=. python benchmarks/bench_fit_route.py [--rounds R] [--old 100] [--new 10] \
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --old 100 --new 10 [--rounds R] \
         [--case dhc_production:S18:0.05 --case pl94_production:S41:1 …]
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2
-    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 \
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2 \
         --case dhc_production:S46:1 --rounds 1 --warmup 0
 
 ``--knob COARSE_RATIO`` (the default): a fit part goes to the dual route
@@ -116,18 +116,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="0 for a large state")
     ap.add_argument("--knob", default="COARSE_RATIO", choices=sorted(KNOBS))
-    ap.add_argument("--old", type=float, help="default: 100 for COARSE_RATIO (its value before)")
-    ap.add_argument("--new", type=float, help="default: the code's value")
+    ap.add_argument("--old", type=float, required=True)
+    ap.add_argument("--new", type=float, required=True)
     ap.add_argument("--case", action="append", help="schema:state:spine-scale")
     args = ap.parse_args()
     print(machine_info())
     print(method_line(args.rounds, args.warmup))
-    if args.old is None and args.knob != "COARSE_RATIO":
-        ap.error(f"--old is needed with --knob {args.knob}: the value to compare against")
-    old = 100.0 if args.old is None else args.old
-    new = getattr(KNOBS[args.knob], args.knob) if args.new is None else args.new
     for case in args.case or CASES:
-        _case(case, args.rounds, args.warmup, args.knob, old, new)
+        _case(case, args.rounds, args.warmup, args.knob, args.old, args.new)
 
 
 if __name__ == "__main__":

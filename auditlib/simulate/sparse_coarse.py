@@ -59,8 +59,9 @@ COARSE_ROW = 64
 DENSE_ROWS = 800
 #: conjugate gradients stop at this relative residual (an inexact Newton step: the line search
 #: keeps the ascent, the dual's stopping rule is unchanged). 1e-2, not 1e-3: about a third fewer
-#: conjugate-gradient iterations for a few more Newton steps, 1.2 times less CPU over a DHC
-#: replicate of S46 (``benchmarks/bench_fit_route.py --knob CG_RTOL``)
+#: conjugate-gradient iterations for a few more Newton steps: 1.2 times less CPU over a DHC
+#: replicate of S46 (``benchmarks/bench_fit_route.py --knob CG_RTOL``), 1.5 times over the
+#: seven-level test's state
 CG_RTOL = 1e-2
 #: the preconditioner is rebuilt after a solve of more than this many iterations beyond twice
 #: those of its first solve

@@ -78,11 +78,14 @@ def test_a_killed_run_with_a_nation_resumes_without_redoing_finished_ranges(
         ranges = [r0 // PER_TASK for s, r0 in finished if s == b.state]
         if not ranges:
             continue
-        off, _, span = store.block_place(str(staging), b.state, b.level)
-        items = range(off // item_chunk, -(-(off + span) // item_chunk))
+        # the block's planned place (its n_items is written by its first range, which may not
+        # have finished when a later one did): the chunks of it that a finished range wrote
+        off, cap, _ = store.block_place(str(staging), b.state, b.level)
+        items = range(off // item_chunk, -(-(off + cap) // item_chunk))
         res = staging / "residuals" / "residual" / "c"
         marks = staging / "residuals" / "replicate_sha256" / "c" / str(b.state) / str(b.level)
         paths = [res / str(k) / str(i) for k in ranges for i in items]
+        paths = [p for p in paths if p.exists()]
         paths += [marks / str(k) / "0" for k in ranges]
         before.update({p.relative_to(staging): p.stat().st_mtime_ns for p in paths})
     assert len(before) >= len(finished) * 5 * 2, before  # 5 levels: State … Block
