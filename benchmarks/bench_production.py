@@ -118,7 +118,7 @@ def run_state(
         spine = _spine(seed)
         cpu1 = time.process_time()
         hierarchy, pops = spine_state(spine, state)
-        pop = spine_state_sparse_population(spine, state, seed)
+        pop = spine_state_sparse_population(spine, state, seed, schemas=("pl94_production",))
         cpu2 = time.process_time()
         out.update(
             blocks=int(pops.shape[0]),

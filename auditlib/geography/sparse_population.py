@@ -4,8 +4,10 @@ Each block's people are drawn person by person (vectorised over a chunk of block
 non-zero cells are kept (:class:`~auditlib.geography.sparse_histograms.SparseHistograms`), so the
 DHC's 1,227,744-cell histogram costs memory in proportion to the people, not the cells. One draw
 gives every person a unit type, relationship, sex, single year of age, Hispanic origin and CENRACE,
-from which both production schemas are read (``pl94_production``: hhgq × votingage × hispanic ×
+from which the production schemas are read (``pl94_production``: hhgq × votingage × hispanic ×
 cenrace; ``dhc_production``: relgq × sex × age × hispanic × cenrace) — the same people either way.
+``schemas=`` builds the histograms of only some of them: the draws are the same (the same random
+stream is consumed), only the histograms not asked for are not built.
 
 Model (block populations from the spine; every rate below is a stated assumption, rounded, not a
 published table):
@@ -125,6 +127,8 @@ MIN_AGE = _min_age_by_relgq()
 MAX_AGE = np.array([hi for _, hi in census.RELGQ_AGE_RANGE], dtype=np.int64)
 #: PL94 major type (1..7) of each relgq GQ level 18..41
 _MAJOR = np.array(census.RELGQ_GQ_TO_HHGQ, dtype=np.int64)
+#: the production schemas, in the order :class:`SparsePopulation` holds them
+SCHEMAS = ("pl94_production", "dhc_production")
 
 
 def hispanic_cenrace_shares() -> npt.NDArray[np.float64]:
@@ -179,12 +183,13 @@ class SparsePopulationModel:
 
 @dataclass(frozen=True)
 class SparsePopulation:
-    """One state's blocks in both production schemas, with the invariants of each."""
+    """One state's blocks in the production schemas, with the invariants of each; a schema not
+    drawn (``schemas=`` of :func:`sparse_block_population`) has ``None`` for both."""
 
-    pl94: SparseHistograms
-    dhc: SparseHistograms
-    pl94_invariants: GQInvariants
-    dhc_invariants: GQInvariants
+    pl94: SparseHistograms | None
+    dhc: SparseHistograms | None
+    pl94_invariants: GQInvariants | None
+    dhc_invariants: GQInvariants | None
 
     def histograms(self, schema_name: str) -> SparseHistograms:
         return self._pick(schema_name)[0]
@@ -194,12 +199,37 @@ class SparsePopulation:
 
     def _pick(self, schema_name: str) -> tuple[SparseHistograms, GQInvariants]:
         if schema_name == "pl94_production":
-            return self.pl94, self.pl94_invariants
-        if schema_name == "dhc_production":
-            return self.dhc, self.dhc_invariants
+            h, inv = self.pl94, self.pl94_invariants
+        elif schema_name == "dhc_production":
+            h, inv = self.dhc, self.dhc_invariants
+        else:
+            raise InvalidParameterError(
+                f"Invalid schema {schema_name!r}; choose 'pl94_production' or 'dhc_production'"
+            )
+        if h is None or inv is None:
+            raise InvalidParameterError(
+                f"Schema {schema_name!r} was not drawn in this population; draw it with "
+                f"schemas=({schema_name!r},)"
+            )
+        return h, inv
+
+
+def check_schemas(schemas: object) -> tuple[str, ...]:
+    """``schemas`` as a tuple of distinct production schema names, at least one."""
+    if isinstance(schemas, str) or not isinstance(schemas, tuple | list):
         raise InvalidParameterError(
-            f"Invalid schema {schema_name!r}; choose 'pl94_production' or 'dhc_production'"
+            f"Invalid schemas: {schemas!r}; give a tuple of schema names, e.g. ('pl94_production',)"
         )
+    if not schemas:
+        raise InvalidParameterError(f"Invalid schemas: {schemas!r}; name at least one of {SCHEMAS}")
+    for name in schemas:
+        if name not in SCHEMAS:
+            raise InvalidParameterError(
+                f"Invalid schema in schemas: {name!r}; choose from {SCHEMAS}"
+            )
+    if len(set(schemas)) != len(schemas):
+        raise InvalidParameterError(f"Invalid schemas: {schemas!r}; a schema is named twice")
+    return tuple(schemas)
 
 
 def _facilities(
@@ -282,9 +312,13 @@ def sparse_block_population(
     rng: np.random.Generator,
     *,
     model: SparsePopulationModel | None = None,
+    schemas: tuple[str, ...] = SCHEMAS,
 ) -> SparsePopulation:
-    """Sparse PL94 and DHC histograms of blocks with the given populations (module docstring)."""
+    """Sparse histograms of blocks with the given populations in the production ``schemas`` (default
+    both), with their invariants (module docstring). The draws do not depend on ``schemas``: a
+    schema's histograms are the same drawn alone or with the other."""
     m = model or SparsePopulationModel()
+    wanted = check_schemas(schemas)
     pop = check_populations(block_population)
     n_blocks = pop.size
     fac_block, fac_level = _facilities(pop, m, rng)
@@ -303,10 +337,8 @@ def sparse_block_population(
     p0 = hispanic_cenrace_shares()
     g = rng.standard_gamma(m.state_concentration * p0)
     profile = g / g.sum() if g.sum() > 0 else p0
-    pl_keys: list[npt.NDArray[np.int64]] = []
-    pl_counts: list[npt.NDArray[np.int64]] = []
-    dh_keys: list[npt.NDArray[np.int64]] = []
-    dh_counts: list[npt.NDArray[np.int64]] = []
+    keys: dict[str, list[npt.NDArray[np.int64]]] = {name: [] for name in wanted}
+    counts: dict[str, list[npt.NDArray[np.int64]]] = {name: [] for name in wanted}
     pl94, dhc = schema("pl94_production"), schema("dhc_production")
     a = 0
     while a < n_blocks:  # chunks of whole blocks holding about chunk_people people
@@ -314,28 +346,39 @@ def sparse_block_population(
         b = a + max(1, int(np.searchsorted(csum, m.chunk_people, side="right")))
         b = min(b, n_blocks)
         blk, relgq, sex, age, hisp, race = _people(hh[a:b], gq[a:b], gq_level[a:b], profile, m, rng)
-        hhgq = np.where(relgq >= 18, _MAJOR[np.maximum(relgq - 18, 0)], 0)
-        pl_cell = np.ravel_multi_index((hhgq, (age >= 18).astype(np.int64), hisp, race), pl94.shape)
-        dh_cell = np.ravel_multi_index((relgq, sex, age, hisp, race), dhc.shape)
-        for keys, counts, name, cell in (
-            (pl_keys, pl_counts, "pl94_production", pl_cell),
-            (dh_keys, dh_counts, "dhc_production", dh_cell),
-        ):
+        for name in wanted:
+            if name == "pl94_production":
+                hhgq = np.where(relgq >= 18, _MAJOR[np.maximum(relgq - 18, 0)], 0)
+                adult = (age >= 18).astype(np.int64)
+                cell = np.ravel_multi_index((hhgq, adult, hisp, race), pl94.shape)
+            else:
+                cell = np.ravel_multi_index((relgq, sex, age, hisp, race), dhc.shape)
             k, c = _sparse(name, blk, cell, a)
-            keys.append(k)
-            counts.append(c)
+            keys[name].append(k)
+            counts[name].append(c)
         a = b
     total = int(pop.sum())
-    pl94_units = np.zeros((n_blocks, 8), dtype=np.int32)
+    hist = {
+        name: from_keys(name, _cat(keys[name]), _cat(counts[name]), n_blocks) for name in wanted
+    }
+    inv = {name: GQInvariants(name, _units(name, units), total) for name in wanted}
+    return SparsePopulation(
+        hist.get("pl94_production"),
+        hist.get("dhc_production"),
+        inv.get("pl94_production"),
+        inv.get("dhc_production"),
+    )
+
+
+def _units(schema_name: str, units: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """Housing units and facilities per block by the schema's unit types, from the DHC's 25."""
+    if schema_name == "dhc_production":
+        return units
+    pl94_units = np.zeros((units.shape[0], 8), dtype=np.int32)
     pl94_units[:, 0] = units[:, 0]
     for j, major in enumerate(_MAJOR):
         pl94_units[:, major] += units[:, 1 + j]
-    return SparsePopulation(
-        from_keys("pl94_production", _cat(pl_keys), _cat(pl_counts), n_blocks),
-        from_keys("dhc_production", _cat(dh_keys), _cat(dh_counts), n_blocks),
-        GQInvariants("pl94_production", pl94_units, total),
-        GQInvariants("dhc_production", units, total),
-    )
+    return pl94_units
 
 
 def _cat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
@@ -343,11 +386,16 @@ def _cat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
 
 
 def spine_state_sparse_population(
-    spine: Spine, state: int, seed: int, *, model: SparsePopulationModel | None = None
+    spine: Spine,
+    state: int,
+    seed: int,
+    *,
+    model: SparsePopulationModel | None = None,
+    schemas: tuple[str, ...] = SCHEMAS,
 ) -> SparsePopulation:
-    """The sparse population of one spine state's blocks (0-based state; blocks in spine order),
-    from the keyed stream ``(SPARSE_POPULATION, state)``: independent of which other states are
-    drawn, or where."""
+    """The sparse population of one spine state's blocks (0-based state; blocks in spine order) in
+    the production ``schemas`` (default both), from the keyed stream ``(SPARSE_POPULATION, state)``:
+    independent of which other states are drawn, or where, and of ``schemas``."""
     if isinstance(state, bool) or not isinstance(state, int | np.integer):
         raise InvalidParameterError(f"Invalid state: {state!r}; give a state index")
     if not 0 <= state < spine.n_states:
@@ -357,4 +405,4 @@ def spine_state_sparse_population(
     block_state = spine.state_of("Block")
     lo, hi = np.searchsorted(block_state, [state, state + 1])
     rng = seeds.rng(seed, SPARSE_POPULATION, int(state))
-    return sparse_block_population(spine.block_population[lo:hi], rng, model=model)
+    return sparse_block_population(spine.block_population[lo:hi], rng, model=model, schemas=schemas)

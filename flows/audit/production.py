@@ -61,7 +61,7 @@ def production_runs(
     # the hierarchy over the run's levels (the DHC's: Prim and Tract_Subset_Group included), one
     # spine level per measured level, in the same order
     hierarchy, _ = spine_state(spine, st, spine_levels(tuple(plan.geolevels[gi] for gi in gis)))
-    pop = spine_state_sparse_population(spine, st, plan.population.seed)
+    pop = spine_state_sparse_population(spine, st, plan.population.seed, schemas=(prod.schema,))
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
     r0, r1 = (0, plan.replicates) if replicates is None else replicates
     dps, truth = [], []

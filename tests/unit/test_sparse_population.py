@@ -171,3 +171,70 @@ def test_chunking_does_not_change_totals(blocks: np.ndarray) -> None:
     p = sparse_block_population(blocks, np.random.default_rng(3), model=small)
     np.testing.assert_array_equal(p.dhc.totals(), blocks)
     assert all(v == 0 for v in invariant_violations(p.dhc, p.dhc_invariants).values())
+
+
+def _same(a: SparseHistograms, b: SparseHistograms) -> None:
+    assert a.schema_name == b.schema_name
+    for field in ("indptr", "cells", "counts"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("chunk_people", [500, 1 << 21])
+def test_one_schema_drawn_alone_is_the_same(blocks: np.ndarray, chunk_people: int) -> None:
+    m = SparsePopulationModel(chunk_people=chunk_people)
+    both = sparse_block_population(blocks, np.random.default_rng(11), model=m)
+    for name, field in (("pl94_production", "pl94"), ("dhc_production", "dhc")):
+        alone = sparse_block_population(blocks, np.random.default_rng(11), model=m, schemas=(name,))
+        _same(alone.histograms(name), both.histograms(name))
+        np.testing.assert_array_equal(alone.invariants(name).units, both.invariants(name).units)
+        assert alone.invariants(name).state_total == both.invariants(name).state_total
+        other = "dhc" if field == "pl94" else "pl94"
+        assert getattr(alone, other) is None and getattr(alone, f"{other}_invariants") is None
+    swapped = sparse_block_population(
+        blocks, np.random.default_rng(11), model=m, schemas=("dhc_production", "pl94_production")
+    )
+    _same(swapped.pl94, both.pl94)  # type: ignore[arg-type]
+    _same(swapped.dhc, both.dhc)  # type: ignore[arg-type]
+
+
+def test_spine_state_draws_one_schema_alone() -> None:
+    spine = generate_spine(
+        4, totals={"US": tallies_2020()["US"].scaled(0.002)}, population={"US": 400_000}
+    )
+    both = spine_state_sparse_population(spine, 1, seed=9)
+    pl94 = spine_state_sparse_population(spine, 1, seed=9, schemas=("pl94_production",))
+    _same(pl94.histograms("pl94_production"), both.histograms("pl94_production"))
+    assert pl94.dhc is None
+    with pytest.raises(
+        InvalidParameterError, match=r"'dhc_production'.*schemas=\('dhc_production',\)"
+    ):
+        pl94.histograms("dhc_production")
+
+
+def test_a_schema_not_drawn_is_refused(blocks: np.ndarray) -> None:
+    dhc = sparse_block_population(blocks, np.random.default_rng(1), schemas=("dhc_production",))
+    assert dhc.pl94 is None and dhc.pl94_invariants is None
+    for ask in (dhc.histograms, dhc.invariants):
+        with pytest.raises(InvalidParameterError, match="'pl94_production' was not drawn"):
+            ask("pl94_production")
+    assert dhc.histograms("dhc_production").n_units == blocks.size
+    with pytest.raises(InvalidParameterError, match="choose"):
+        dhc.histograms("pl94")
+
+
+@pytest.mark.parametrize(
+    ("schemas", "match"),
+    [
+        ((), "at least one"),
+        (("pl94",), "'pl94'"),
+        (("pl94_production", "dhc"), "'dhc'"),
+        ("pl94_production", "tuple of schema names"),
+        (None, "None"),
+        (("pl94_production", "pl94_production"), "twice"),
+    ],
+)
+def test_bad_schemas_are_refused(blocks: np.ndarray, schemas: object, match: str) -> None:
+    with pytest.raises(InvalidParameterError, match=match):
+        sparse_block_population(blocks[:10], np.random.default_rng(1), schemas=schemas)  # type: ignore[arg-type]
