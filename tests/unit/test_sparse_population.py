@@ -18,6 +18,7 @@ from auditlib.geography.sparse_histograms import (
 )
 from auditlib.geography.sparse_population import (
     SparsePopulationModel,
+    _shuffle_order,
     sparse_block_population,
     spine_state_sparse_population,
 )
@@ -238,3 +239,14 @@ def test_a_schema_not_drawn_is_refused(blocks: np.ndarray) -> None:
 def test_bad_schemas_are_refused(blocks: np.ndarray, schemas: object, match: str) -> None:
     with pytest.raises(InvalidParameterError, match=match):
         sparse_block_population(blocks[:10], np.random.default_rng(1), schemas=schemas)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("per_block", [1, 3, 40])
+def test_the_shuffle_order_is_lexsorts(per_block: int) -> None:
+    rng = np.random.default_rng(per_block)
+    block = np.sort(rng.integers(0, 5000, size=5000 * per_block))
+    u = rng.random(block.size)
+    np.testing.assert_array_equal(_shuffle_order(block, u), np.lexsort((u, block)))
+    coarse = np.floor(u * 8) / 8  # ties within blocks: the order of lexsort's, by position
+    np.testing.assert_array_equal(_shuffle_order(block, coarse), np.lexsort((coarse, block)))
+    assert _shuffle_order(block[:0], u[:0]).size == 0
