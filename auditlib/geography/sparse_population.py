@@ -139,6 +139,13 @@ _AGE_CDF = np.cumsum(AGE_PROFILES, axis=1)
 _AGE_BELOW = np.concatenate([np.zeros((AGE_PROFILES.shape[0], 1)), _AGE_CDF], axis=1)
 _CDF_LO = _AGE_BELOW[_CLASS_OF_RELGQ, MIN_AGE]
 _CDF_HI = _AGE_CDF[_CLASS_OF_RELGQ, MAX_AGE]
+#: the age of a uniform x by a table: bucket b holds the x in [b/K, (b+1)/K) (x·K is exact), and
+#: _AGE_FIRST[c, b] counts class c's cumulative weights below b/K; in a bucket holding none of them
+#: that count is the age (``searchsorted(cdf, x, "right")``), in the others (~2 %) it is searched
+_AGE_BUCKETS = 1 << 12
+_AGE_FIRST = np.stack(
+    [np.searchsorted(c, np.arange(_AGE_BUCKETS + 2) / _AGE_BUCKETS) for c in _AGE_CDF]
+).ravel()
 #: the production schemas, in the order :class:`SparsePopulation` holds them
 SCHEMAS = ("pl94_production", "dhc_production")
 
@@ -294,12 +301,7 @@ def _people(
     x -= below
     x *= u
     x += below  # below + u · (upto − below)
-    age = np.empty(n, dtype=np.int64)
-    by_class = np.argsort(cls.astype(np.int8), kind="stable")  # a counting sort: one pass
-    ends = np.cumsum(np.bincount(cls, minlength=_AGE_CDF.shape[0]))
-    for c in range(_AGE_CDF.shape[0]):
-        sel = by_class[ends[c - 1] if c else 0 : ends[c]]
-        age[sel] = np.searchsorted(_AGE_CDF[c], x[sel], side="right")
+    age = _age_of(cls, x)
     np.clip(age, MIN_AGE[relgq], MAX_AGE[relgq], out=age)  # floating point at the range's ends
     sex = (rng.random(n) >= _MALE[cls]).astype(np.int64)  # 0 male, 1 female
     # hispanic x cenrace: a block profile around the state's, multinomial counts, shuffled
@@ -320,6 +322,21 @@ def _people(
     return block, relgq, sex, age, hisp, race
 
 
+def _age_of(cls: npt.NDArray[np.int64], x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """``searchsorted(_AGE_CDF[c], x, side="right")`` of each person's class ``c``, by the table
+    :data:`_AGE_FIRST` (a search only where ``x``'s bucket holds one of the class's cumulative
+    weights)."""
+    bucket = np.clip(x * _AGE_BUCKETS, 0, _AGE_BUCKETS).astype(np.int64)
+    at = cls * (_AGE_BUCKETS + 2) + bucket
+    age = _AGE_FIRST[at]
+    near = np.flatnonzero(age != _AGE_FIRST[at + 1])
+    near_cls = cls[near]
+    for c in np.unique(near_cls):
+        sel = near[near_cls == c]
+        age[sel] = np.searchsorted(_AGE_CDF[c], x[sel], side="right")
+    return age
+
+
 #: blocks sorted at once by :func:`_shuffle_order`: their index fits in the 11 bits left by 53
 _SHUFFLE_BLOCKS = 1 << 11
 
@@ -331,8 +348,9 @@ def _shuffle_order(
     order by block, then ``u``, then position.
 
     Sorted a group of blocks at a time on one unsigned key (the block in the group, then ``u``'s
-    53 bits of ``Generator.random``; 5-6 times faster than ``lexsort``); a group where two keys tie
-    falls back on ``lexsort``, so the order is the same for any ``u``."""
+    53 bits of ``Generator.random``), stably (merges of the blocks' runs; about 8 times faster than
+    ``lexsort``); a group where two keys tie falls back on ``lexsort``, so the order is the same for
+    any ``u``."""
     n = block.size
     out = np.empty(n, dtype=np.int64)
     if n == 0:
@@ -346,7 +364,7 @@ def _shuffle_order(
             continue
         rel = (block[a:b] - i * _SHUFFLE_BLOCKS).astype(np.uint64)
         key = (rel << np.uint64(53)) | bits[a:b]
-        order = np.argsort(key)
+        order = np.argsort(key, kind="stable")  # runs of blocks: quicker than quicksort
         ranked = key[order]
         if (ranked[1:] == ranked[:-1]).any():
             order = np.lexsort((u[a:b], block[a:b]))

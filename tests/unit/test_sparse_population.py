@@ -17,7 +17,9 @@ from auditlib.geography.sparse_histograms import (
     people_per_unit_type,
 )
 from auditlib.geography.sparse_population import (
+    AGE_PROFILES,
     SparsePopulationModel,
+    _age_of,
     _shuffle_order,
     sparse_block_population,
     spine_state_sparse_population,
@@ -250,3 +252,15 @@ def test_the_shuffle_order_is_lexsorts(per_block: int) -> None:
     coarse = np.floor(u * 8) / 8  # ties within blocks: the order of lexsort's, by position
     np.testing.assert_array_equal(_shuffle_order(block, coarse), np.lexsort((coarse, block)))
     assert _shuffle_order(block[:0], u[:0]).size == 0
+
+
+def test_the_age_table_is_searchsorteds() -> None:
+    cdf = np.cumsum(AGE_PROFILES, axis=1)
+    k = 1 << 12
+    edges = np.arange(k + 2) / k
+    for c in range(cdf.shape[0]):  # at, just below and just above every weight and bucket edge
+        at = np.concatenate([cdf[c], edges, [0.0, 1.0, 1.5, 5e-324]])
+        x = np.concatenate([at, np.nextafter(at, -1), np.nextafter(at, 2)])
+        x = np.concatenate([x[x >= 0], np.random.default_rng(c).random(10_000)])
+        got = _age_of(np.full(x.size, c, dtype=np.int64), x)
+        np.testing.assert_array_equal(got, np.searchsorted(cdf[c], x, side="right"))
