@@ -16,6 +16,18 @@ os.environ.pop("PREFECT_API_URL", None)
 # the accounting result cache of the session: never the user's own cache directory
 os.environ["DPAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpaudit-cache-")
 
+# one BLAS and OpenMP thread in every test process and every process a test starts, as Dask's nanny
+# gives its workers: the tiers run two pytest processes on 2 cores, and OpenBLAS's spinning threads
+# in one take the other's core (the seven-level DHC test of test_sparse_topdown_prims.py took 183 s
+# beside a busy core with OpenBLAS's default threads, 53 s with one). The variables reach the
+# pytest-xdist workers, started after this file is read; this process loaded numpy already (a
+# plugin imports it), so its pools are limited at run time.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+threadpool_limits(1)
+
 import pytest  # noqa: E402  (after the environment above, like everything the tests import)
 
 #: how to run each tier: the default run is the fast tier (addopts in pyproject.toml: -m "not slow")
