@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 
 from auditlib.exceptions import DPAuditError
 from flows.runtime.cluster_class import LOOPBACK, class_failure, cluster_class_kwargs
+from flows.runtime.dask_malloc import apply_malloc_defaults
 from flows.runtime.dask_tcp import apply_dask_defaults, tcp_timeout_warning
 from flows.runtime.embedded_api import EmbeddedAPIServer, wait_healthy
 from flows.runtime.reachability import (
@@ -170,6 +171,7 @@ def task_runner(
 ) -> Any:
     """A DaskTaskRunner for the configured cluster (an external scheduler is checked first)."""
     apply_dask_defaults()
+    apply_malloc_defaults()
     if scheduler:
         check_scheduler(scheduler, connect_timeout)
     from flows.runtime.watched_runner import WatchedDaskTaskRunner as runner_cls
@@ -209,6 +211,7 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
     from flows.runtime.watched_runner import WatchedDaskTaskRunner as runner_cls
 
     apply_dask_defaults()
+    apply_malloc_defaults()
     adapt = cluster.adapt.model_dump() if getattr(cluster, "adapt", None) else None
     path = getattr(cluster, "cluster_class", None)
     connect_timeout = float(getattr(cluster, "connect_timeout", CONNECT_TIMEOUT_S))
