@@ -22,9 +22,15 @@ def prefect_harness() -> Iterator[None]:
 
 @contextmanager
 def two_workers(*, processes: bool) -> Iterator[str]:
-    """The scheduler address of a local Dask cluster of two one-thread workers: worker processes,
-    or threads of this process."""
+    """The scheduler address of a local Dask cluster of two one-thread workers: worker processes
+    (with the malloc thresholds of the workers a run starts, ``flows.runtime.dask_malloc``), or
+    threads of this process."""
     from distributed import LocalCluster
+
+    from flows.runtime.dask_malloc import apply_malloc_defaults
+
+    if processes:
+        apply_malloc_defaults()
 
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=None
