@@ -10,9 +10,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zarr
@@ -39,6 +42,35 @@ class S3:
         return {"endpoint_url": self.endpoint}
 
 
+@contextmanager
+def atomic_writes() -> Iterator[None]:
+    """moto's server, as S3: a conditional PUT or DELETE checked and done at once.
+
+    S3 does a conditional write (``If-None-Match: *``, ``If-Match``) atomically: of two at once,
+    one fails. moto's threaded server checks the condition, then writes, without a lock between
+    (``moto/s3/responses.py``, ``put_object``), so two contenders can both pass the check: once
+    in 96 takeovers of ``test_store_safety_s3.py``. Here one request at a time does either."""
+    from moto.s3.responses import S3Response
+
+    one = threading.Lock()
+    saved = {name: getattr(S3Response, name) for name in ("put_object", "delete_object")}
+
+    def serialized(method: Any) -> Any:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with one:
+                return method(self, *args, **kwargs)
+
+        return call
+
+    for name, method in saved.items():
+        setattr(S3Response, name, serialized(method))
+    try:
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(S3Response, name, method)
+
+
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3]:
     pytest.importorskip("s3fs", reason="the s3 extra is not installed: pip install -e '.[s3]'")
@@ -48,6 +80,8 @@ def s3() -> Iterator[S3]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    writes = atomic_writes()
+    writes.__enter__()
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     creds = {
@@ -71,6 +105,7 @@ def s3() -> Iterator[S3]:
         yield S3(endpoint, "audits", env)
     finally:
         server.stop()
+        writes.__exit__(None, None, None)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
