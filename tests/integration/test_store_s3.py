@@ -79,42 +79,40 @@ def s3() -> Iterator[S3]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    writes = atomic_writes()
-    writes.__enter__()
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    creds = {
-        "AWS_ACCESS_KEY_ID": "dpaudit-test-key",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    saved = {k: os.environ.get(k) for k in creds}
-    os.environ.update(creds)
-    import boto3
-    import fsspec.config
+    with atomic_writes():  # before the server's first request, until it has stopped
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        endpoint = f"http://127.0.0.1:{port}"
+        creds = {
+            "AWS_ACCESS_KEY_ID": "dpaudit-test-key",
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        saved = {k: os.environ.get(k) for k in creds}
+        os.environ.update(creds)
+        import boto3
+        import fsspec.config
 
-    # s3fs's mkdir sends a LocationConstraint moto refuses for us-east-1: make the bucket with boto3
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="audits")
-    saved_conf = fsspec.config.conf.get("s3")
-    fsspec.config.conf["s3"] = {"endpoint_url": endpoint}  # what FSSPEC_S3_ENDPOINT_URL sets
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["FSSPEC_S3_ENDPOINT_URL"] = endpoint
-    try:
-        yield S3(endpoint, "audits", env)
-    finally:
-        server.stop()
-        writes.__exit__(None, None, None)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
+        # s3fs's mkdir sends a LocationConstraint moto refuses for us-east-1: the bucket by boto3
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="audits")
+        saved_conf = fsspec.config.conf.get("s3")
+        fsspec.config.conf["s3"] = {"endpoint_url": endpoint}  # what FSSPEC_S3_ENDPOINT_URL sets
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env["FSSPEC_S3_ENDPOINT_URL"] = endpoint
+        try:
+            yield S3(endpoint, "audits", env)
+        finally:
+            server.stop()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            if saved_conf is None:
+                fsspec.config.conf.pop("s3", None)
             else:
-                os.environ[k] = v
-        if saved_conf is None:
-            fsspec.config.conf.pop("s3", None)
-        else:
-            fsspec.config.conf["s3"] = saved_conf
+                fsspec.config.conf["s3"] = saved_conf
 
 
 def test_run_into_s3_verify_and_read_back(s3: S3, tmp_path: Path) -> None:
