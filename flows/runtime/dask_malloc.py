@@ -13,13 +13,19 @@ alternated runs: ``benchmarks/bench_worker_malloc.py``, ``benchmarks/results/wor
 
 :func:`apply_malloc_defaults` raises both thresholds to :data:`WORKER_MALLOC_THRESHOLD` for the
 worker processes a run starts, unless the user set either of them to another value than Dask's
-(Dask's config, the ``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__*`` variables, or the
-``MALLOC_*`` variables themselves, which the nanny prefers to its config). A worker then keeps at
-most that much free memory at the top of each arena, and arrays larger than it are still mapped
-and returned at once. A cluster a run joins keeps the settings it was started with: its workers
-take these with ``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=33554432``
-and ``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_MMAP_THRESHOLD_=33554432`` in the
-environment of ``dask worker``.
+(Dask's config, from a config file or ``dask.config.set``, or the ``MALLOC_*`` variables
+themselves, which the nanny prefers to its config). A worker then keeps at most that much free
+memory at the top of each arena, and arrays larger than it are still mapped and returned at once.
+
+A cluster a run joins keeps the settings it was started with: its workers take these with
+``MALLOC_TRIM_THRESHOLD_=33554432`` and ``MALLOC_MMAP_THRESHOLD_=33554432``
+(:data:`WORKER_MALLOC_VARS`) in the environment of ``dask worker``, as every ``deploy/`` recipe
+starts them. The nanny takes each ``pre-spawn-environ`` value from its own environment when set
+there, and a worker process inherits the nanny's environment (the mmap threshold, not in Dask's
+config, that way only). The
+``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_..._=...`` form does not work: Dask lowercases
+the keys of its ``DASK_*`` variables, so the nanny exports ``malloc_trim_threshold_``, which glibc
+ignores, beside Dask's own ``MALLOC_TRIM_THRESHOLD_=65536``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ WORKER_MALLOC_THRESHOLD = 32 * 1024 * 1024
 _DASK_DEFAULT_TRIM = 65536
 _KEY = "distributed.nanny.pre-spawn-environ"
 _TRIM, _MMAP = "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"
+#: what a ``dask worker`` started separately needs in its environment for the thresholds of the
+#: workers a run starts
+WORKER_MALLOC_VARS = f"{_TRIM}={WORKER_MALLOC_THRESHOLD} {_MMAP}={WORKER_MALLOC_THRESHOLD}"
 
 
 def apply_malloc_defaults() -> None:
