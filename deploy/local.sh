@@ -6,7 +6,8 @@
 # DPAUDIT_WORKER_MEMORY (4GiB); PREFECT_HOME (SQLite database) or
 # PREFECT_SERVER_DATABASE_CONNECTION_URL (PostgreSQL, see docs/deploy.md) as Prefect reads them;
 # PREFECT_UI_API_URL (the API address the UI's browser uses; default the server's own);
-# DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP (600s, see docs/deploy.md).
+# DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP (600s), MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_
+# (33554432, the workers'; see docs/deploy.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_WORKERS="${1:-2}"
@@ -31,6 +32,10 @@ for _ in $(seq 120); do
   sleep 1
 done
 "$BIN/dask" scheduler --host "$HOST" --port "$DASK_PORT" --no-dashboard &
+# the workers allocate as the ones a run starts do: with Dask's own thresholds (trim 64 KiB) a
+# task's temporary arrays are faulted in page by page (docs/deploy.md; flows/runtime/dask_malloc.py)
+export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-33554432}"
+export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-33554432}"
 "$BIN/dask" worker "tcp://$HOST:$DASK_PORT" --nthreads 1 --nworkers "$N_WORKERS" \
   --memory-limit "${DPAUDIT_WORKER_MEMORY:-4GiB}" --no-dashboard &
 cat <<MSG

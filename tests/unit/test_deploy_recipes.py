@@ -87,6 +87,8 @@ def test_kubernetes_dask_operator_manifests() -> None:
     assert {e["name"] for e in worker["env"]} == {
         "PREFECT_API_URL",
         "DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP",
+        "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_MMAP_THRESHOLD_",
     }
     claim = docs["PersistentVolumeClaim"]["metadata"]["name"]
     volumes = cluster["spec"]["worker"]["spec"]["volumes"]
