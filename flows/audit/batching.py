@@ -13,8 +13,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from flows.spec.audit_plan import AuditPlan, Block
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,25 @@ def epl_batches(plan: AuditPlan, workers: int, tasks_per_worker: int) -> dict[in
             Batch(tuple(bs[i] for i in grp), sum(costs[g][i] for i in grp))
             for grp in pack(costs[g], n)
         ]
+    return out
+
+
+def level_groups(items: Sequence[T], workers: int, tasks_per_worker: int) -> list[list[T]]:
+    """Per-level work that costs little beside a task's orchestration (a level's accounting, MPL
+    or whole EPL) in at most ``workers`` tasks: ``items`` in order, split into that many
+    contiguous groups whose sizes differ by at most one; ``tasks_per_worker = 0`` (one task per
+    block) is one task per item, as before grouping."""
+    if not items:
+        return []
+    if tasks_per_worker == 0:
+        return [[x] for x in items]
+    n = max(1, min(len(items), workers))
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        stop = start + size + (1 if i < extra else 0)
+        out.append(list(items[start:stop]))
+        start = stop
     return out
 
 

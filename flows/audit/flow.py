@@ -27,6 +27,7 @@ from flows.audit import spine_share, tasks
 from flows.audit.claims import claims_dataset, published_levels, tests_run
 from flows.audit.labels import audit_flow_run_name
 from flows.audit.stages import (
+    results_of,
     submit_accounting,
     submit_claims,
     submit_epl,
@@ -137,8 +138,9 @@ def _audit(
     # exact accounting of the declared allocation and MPL: they need no simulation, so one worker
     # can run them while the others simulate
     grid = eps_grid_for(spec, plan.allocation) if release.accounted else np.zeros(0)
-    accts = submit_accounting(spec, store, plan, grid)
-    mpls = submit_mpl(spec, store, plan)
+    workers = planned_workers(spec.cluster)
+    accts = submit_accounting(spec, store, plan, grid, workers)
+    mpls = submit_mpl(spec, store, plan, workers)
     empty_todo = [e for e in plan.empty if tuple(e) not in done]
     futures: list[PrefectFuture[Any]] = [
         tasks.write_empty_blocks.with_options(task_run_name="write empty regions").submit(
@@ -147,7 +149,6 @@ def _audit(
         for _ in ([1] if empty_todo else [])
     ]
     todo = [b for b in plan.blocks if (b.state, b.level) not in done]
-    workers = planned_workers(spec.cluster)
     sims = submit_simulation(store, plan, todo, workers, spec.cluster.tasks_per_worker)
     pub_levels = published_levels(spec, plan) if release.published else []
     pieces, epls, composed = submit_epl(spec, store, plan, sims, pub_levels, workers)
@@ -174,7 +175,7 @@ def _audit(
     release.finish(store, plan)  # every block is written: kept histograms go, the kind's groups
     if mpls:
         acc = acct_ds if accts else written_accounting(store)  # its certified curves
-        store.write_group(S.MPL, mpl_dataset([f.result() for f in mpls], spec, acc))
+        store.write_group(S.MPL, mpl_dataset(results_of(mpls), spec, acc))
     deadline.check()  # a timeout whose signal was lost fails the run here, before it is stamped
     wall = time.perf_counter() - t0
     store.set_root_attrs(

@@ -12,7 +12,7 @@ import xarray as xr
 from prefect.futures import PrefectFuture, wait
 
 from flows.audit import tasks
-from flows.audit.batching import epl_batches
+from flows.audit.batching import epl_batches, level_groups
 from flows.audit.claims import PublishedLevel, post_processed
 from flows.audit.groups import (
     ALPHA_GRID,
@@ -33,51 +33,86 @@ Futures = list[PrefectFuture[Any]]
 
 
 def submit_accounting(
-    spec: AuditSpec, store: ResultStore, plan: AuditPlan, grid: np.ndarray
+    spec: AuditSpec, store: ResultStore, plan: AuditPlan, grid: np.ndarray, workers: int
 ) -> Futures:
-    """Exact accounting of the declared allocation's noise, one task per accounted geolevel, the
-    composed level (the longest single task) first; none for a release not accounted (Flaxman's
-    geometric releases are pure ε-DP by construction: their nominal ε is in the store's
-    attributes), or when the groups are written already."""
+    """Exact accounting of the declared allocation's noise: the composed level (the longest single
+    task) first, then the accounted geolevels in at most ``workers`` tasks (``level_groups``: a
+    level's accounting takes milliseconds to seconds beside a task's orchestration); none for a
+    release not accounted (Flaxman's geometric releases are pure ε-DP by construction: their
+    nominal ε is in the store's attributes), or when the groups are written already. A future's
+    result is one level's, or a list of them in level order (:func:`results_of`)."""
     release = plan.strategy
-    levels: list[str | None] = list(spec.accounted_geolevels) if release.accounted else []
-    if spec.accounting.composed and release.accounted:
-        levels.insert(0, None)
-    if store.group_complete(S.ACCOUNTING) and (
-        store.group_complete(S.ACCURACY) or not release.simulates_allocation
+    if not release.accounted or (
+        store.group_complete(S.ACCOUNTING)
+        and (store.group_complete(S.ACCURACY) or not release.simulates_allocation)
     ):
-        levels = []
+        return []
     a = spec.audit
-    return [
-        tasks.account.with_options(task_run_name=f"account {g or 'composed'}").submit(
-            a.allocation,
-            a.neighbours,
-            a.universe,
-            a.region,
-            release.measured_as(plan, g),
-            list(spec.accounting.deltas),
-            grid,
-            ALPHA_GRID,
-            calibration_delta_for(spec),
-            label=g,
-            use_cache=spec.accounting.cache,
+    common = (a.allocation, a.neighbours, a.universe, a.region)
+    after = (list(spec.accounting.deltas), grid, ALPHA_GRID, calibration_delta_for(spec))
+    use_cache = spec.accounting.cache
+    futures: Futures = []
+    if spec.accounting.composed:
+        futures.append(
+            tasks.account.with_options(task_run_name="account composed").submit(
+                *common, None, *after, label=None, use_cache=use_cache
+            )
         )
-        for g in levels
-    ]
+    levels = list(spec.accounted_geolevels)
+    for group in level_groups(levels, workers, spec.cluster.tasks_per_worker):
+        if len(group) == 1:
+            (g,) = group
+            futures.append(
+                tasks.account.with_options(task_run_name=f"account {g}").submit(
+                    *common, release.measured_as(plan, g), *after, label=g, use_cache=use_cache
+                )
+            )
+            continue
+        futures.append(
+            tasks.account_levels.with_options(task_run_name=f"account {', '.join(group)}").submit(
+                *common,
+                [(release.measured_as(plan, g), g) for g in group],
+                *after,
+                use_cache=use_cache,
+            )
+        )
+    return futures
 
 
-def submit_mpl(spec: AuditSpec, store: ResultStore, plan: AuditPlan) -> Futures:
-    """Maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled)."""
+def results_of(futures: Futures) -> list[Any]:
+    """The per-level results of tasks that return one level's result or a list of them, in the
+    futures' order."""
+    out: list[Any] = []
+    for f in futures:
+        r = f.result()
+        out.extend(r if isinstance(r, list) else [r])
+    return out
+
+
+def submit_mpl(spec: AuditSpec, store: ResultStore, plan: AuditPlan, workers: int) -> Futures:
+    """Maximum privacy loss of one released cell count per geolevel (opt-in: [mpl] enabled), the
+    levels in at most ``workers`` tasks (``level_groups``); results as :func:`results_of` reads
+    them."""
     mpl_levels = [g for g in plan.geolevels if g in spec.mpl_geolevels] if spec.mpl.enabled else []
     if store.group_complete(S.MPL):
         mpl_levels = []
     settings = mpl_task_settings(spec)
-    return [
-        tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
-            g, plan.geolevels.index(g), settings
+    futures: Futures = []
+    for group in level_groups(mpl_levels, workers, spec.cluster.tasks_per_worker):
+        if len(group) == 1:
+            (g,) = group
+            futures.append(
+                tasks.mpl_geolevel.with_options(task_run_name=f"mpl {g}").submit(
+                    g, plan.geolevels.index(g), settings
+                )
+            )
+            continue
+        futures.append(
+            tasks.mpl_geolevels.with_options(task_run_name=f"mpl {', '.join(group)}").submit(
+                [(g, plan.geolevels.index(g)) for g in group], settings
+            )
         )
-        for g in mpl_levels
-    ]
+    return futures
 
 
 def submit_epl(
@@ -90,11 +125,12 @@ def submit_epl(
 ) -> tuple[Futures, Futures, Futures]:
     """EPL per geolevel in pieces: batches of the level's state blocks (``epl_batches``, after the
     simulation tasks holding its blocks), each reduced to its states' rows and histograms, then
-    one task per level combining them (a level of one batch: one task for both; a published
-    release's levels with a declared law: the floor of their queries at the declared noise); the
-    composed EPL of a tree release after them.
-    Returns the pieces' futures, the levels' (their results are the levels' EPL) and the
-    composed EPL's."""
+    one task per level combining them (a published release's levels with a declared law: the
+    floor of their queries at the declared noise); the levels of one batch each, pieces and
+    combine in one task, in at most ``workers`` tasks (``level_groups``); the composed EPL of a
+    tree release after them.
+    Returns the pieces' futures, the levels' (their results are the levels' EPL, one or a list:
+    :func:`results_of`) and the composed EPL's."""
     if store.group_complete(S.EPL):
         return [], [], []
     declared = {lv.table_level for lv in pub_levels if lv.declared_law is not None}
@@ -112,32 +148,47 @@ def submit_epl(
         for g in sorted(sims)
         if len(batches.get(g, [])) > 1  # a level of one batch: one task, its combine included
     }
-    epls = []
-    for g in sorted(sims):
-        declared_g = (
-            {lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
-            if g in declared
-            else None
+
+    def declared_of(g: int) -> dict[int, Any] | None:
+        if g not in declared:
+            return None
+        return {lv.query: lv.declared_law for lv in pub_levels if lv.table_level == g}
+
+    epls: Futures = [
+        tasks.epl_combine.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
+            plan, g, pieces[g], knobs, declared=declared_of(g), return_state=False
         )
-        name = f"epl {plan.geolevels[g]}"
-        if g in pieces:
+        for g in sorted(pieces)
+    ]
+    whole = [g for g in sorted(sims) if g not in pieces]  # a level of one batch: its own combine
+    for group in level_groups(whole, workers, spec.cluster.tasks_per_worker):
+        after = list({id(f): f for g in group for f in sims[g]}.values())
+        if len(group) == 1:
+            (g,) = group
             epls.append(
-                tasks.epl_combine.with_options(task_run_name=name).submit(
-                    plan, g, pieces[g], knobs, declared=declared_g, return_state=False
-                )
-            )
-        else:
-            epls.append(
-                tasks.epl_level.with_options(task_run_name=name).submit(
+                tasks.epl_level.with_options(task_run_name=f"epl {plan.geolevels[g]}").submit(
                     store,
                     plan,
                     g,
                     knobs,
-                    declared=declared_g,
-                    wait_for=sims[g],
+                    declared=declared_of(g),
+                    wait_for=after,
                     return_state=False,
                 )
             )
+            continue
+        name = f"epl {', '.join(plan.geolevels[g] for g in group)}"
+        epls.append(
+            tasks.epl_levels.with_options(task_run_name=name).submit(
+                store,
+                plan,
+                group,
+                knobs,
+                declared={g: declared_of(g) for g in group},
+                wait_for=after,
+                return_state=False,
+            )
+        )
     composed = [
         tasks.epl_composed.with_options(task_run_name="epl composed").submit(
             store,
@@ -228,13 +279,13 @@ def write_groups(
     """The EPL group (with the composed EPL), the accounting group and, for a release of the
     allocation's simulated noise, the accuracy of its queries; returns the accounting written."""
     if epls:
-        epl_ds = epl_dataset(plan, [f.result() for f in epls], spec)
+        epl_ds = epl_dataset(plan, results_of(epls), spec)
         epl_ds = epl_ds.assign(composed_epl_vars(plan, epl_ds, [f.result() for f in composed]))
         store.write_group(S.EPL, epl_ds)
     if not accts:
         return None
     deltas = list(spec.accounting.deltas)
-    acct_ds = accounting_dataset(plan, [f.result() for f in accts], deltas, grid, spec)
+    acct_ds = accounting_dataset(plan, results_of(accts), deltas, grid, spec)
     store.write_group(S.ACCOUNTING, acct_ds)
     if plan.strategy.simulates_allocation:  # the errors of the simulated queries
         store.write_group(S.ACCURACY, accuracy_dataset(plan, plan.sigma2_matrix(), acct_ds))

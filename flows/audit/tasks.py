@@ -231,6 +231,20 @@ epl_blocks = task(name="epl-blocks", **TASK_OPTS)(_epl_blocks)
 epl_level = task(name="epl", **TASK_OPTS)(epl_geolevel)
 
 
+@task(name="epl", **TASK_OPTS)
+def epl_levels(
+    store: ResultStore,
+    plan: AuditPlan,
+    levels: list[int],
+    knobs: EPLKnobs,
+    *,
+    declared: dict[int, dict[int, Any] | None],
+) -> list[dict[str, Any]]:
+    """:func:`epl_level` of several geolevels whose blocks are one batch each, in one task, in
+    order; ``declared``: each level's ``declared`` (a level not in it: none)."""
+    return [epl_geolevel(store, plan, g, knobs, declared=declared.get(g)) for g in levels]
+
+
 @task(name="epl-combine", **TASK_OPTS)
 def epl_combine(
     plan: AuditPlan,
@@ -247,6 +261,40 @@ def epl_combine(
     declared noise."""
     pieces = [p for batch in batches for p in batch]
     return combine_level(plan, level, pieces, knobs, declared)
+
+
+def _account(
+    allocation: str,
+    neighbours: str,
+    universe: str,
+    region: str,
+    geolevel: str | None,
+    deltas: list[float],
+    eps_grid: np.ndarray,
+    alpha_grid: np.ndarray | None = None,
+    calibration_delta: float | None = None,
+    label: str | None = None,
+    use_cache: bool = True,
+) -> dict[str, Any]:
+    # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
+    comps = load_allocation(allocation).accounting_components(
+        neighbours, universe, region, geolevel
+    )
+    out = account_cached(
+        allocation,
+        neighbours,
+        universe,
+        region,
+        geolevel,
+        comps,
+        deltas,
+        eps_grid,
+        alpha_grid,
+        calibration_delta,
+        use_cache=use_cache,
+    )
+    out["geolevel"] = label if label is not None else geolevel
+    return out
 
 
 @task(name="account", **TASK_OPTS)
@@ -267,25 +315,43 @@ def account(
     ``calibration_delta`` also Su, Su & Wang's reduced noise at that δ. ``label``: the name the result
     is stored under (default: ``geolevel``; a table's level measured as that geolevel).
     ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.audit.account_cache`)."""
-    # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
-    comps = load_allocation(allocation).accounting_components(
-        neighbours, universe, region, geolevel
-    )
-    out = account_cached(
-        allocation,
-        neighbours,
-        universe,
-        region,
-        geolevel,
-        comps,
-        deltas,
-        eps_grid,
-        alpha_grid,
-        calibration_delta,
-        use_cache=use_cache,
-    )
-    out["geolevel"] = label if label is not None else geolevel
-    return out
+    return _account(
+        allocation, neighbours, universe, region, geolevel, deltas, eps_grid, alpha_grid,
+        calibration_delta, label, use_cache,
+    )  # fmt: skip
+
+
+@task(name="account", **TASK_OPTS)
+def account_levels(
+    allocation: str,
+    neighbours: str,
+    universe: str,
+    region: str,
+    levels: list[tuple[str | None, str]],
+    deltas: list[float],
+    eps_grid: np.ndarray,
+    alpha_grid: np.ndarray | None = None,
+    calibration_delta: float | None = None,
+    use_cache: bool = True,
+) -> list[dict[str, Any]]:
+    """:func:`account` of several geolevels in one task, in order: ``levels`` holds each one's
+    (geolevel measured as, label stored under)."""
+    return [
+        _account(
+            allocation,
+            neighbours,
+            universe,
+            region,
+            g,
+            deltas,
+            eps_grid,
+            alpha_grid,
+            calibration_delta,
+            label,
+            use_cache,
+        )
+        for g, label in levels
+    ]
 
 
 @task(name="claim", **TASK_OPTS)
@@ -342,3 +408,9 @@ def mpl_geolevel(geolevel: str, level: int, settings: dict[str, Any]) -> dict[st
     """MPL of one geolevel's released cell count (D vs D′): LB, curves, flags, δ(ε); ``level``:
     its index in ``AuditPlan.geolevels``."""
     return _mpl_geolevel(geolevel, level, **settings)
+
+
+@task(name="mpl-geolevel", **TASK_OPTS)
+def mpl_geolevels(levels: list[tuple[str, int]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`mpl_geolevel` of several geolevels (each its name and index) in one task, in order."""
+    return [_mpl_geolevel(g, i, **settings) for g, i in levels]

@@ -1,5 +1,6 @@
 """Batched simulation tasks give the store of one task per block: identical array checksums, fewer
-task runs, named for their states in the Prefect API."""
+task runs, named for their states in the Prefect API; the per-level accounting and MPL tasks are
+grouped one per worker, named for their levels."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.integration.test_worker_faults import task_runs_of_flow_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ALLOCATION = tiny_spec(states=2, fanout={"County": 2}, audit={"seed": 41})
+ALLOCATION = tiny_spec(states=2, fanout={"County": 2}, audit={"seed": 41}, mpl={"enabled": True})
 TOPDOWN = {
     "audit": {"allocation": "pl94_2021_production", "replicates": 2, "seed": 43},
     "population": {"states": 3, "fanout": {"County": 2, "Tract": 1, "Block_Group": 1, "Block": 2}},
@@ -73,3 +74,19 @@ def test_batched_store_equals_one_task_per_block(
         for n in sims
     ]
     assert all(counts) and sum(counts) == n_sim_blocks, sims  # each block (state) in one task
+
+    # the per-level tasks (accounting, MPL, a level's whole EPL): one per level in per-block
+    # mode, else in at most one task per worker, each level in exactly one (the stores are
+    # equal, above); a level's EPL pieces, one per block (per-block mode), are not grouped
+    levels = sorted(n.removeprefix("simulate ").split("/")[1] for n in single_names if "/" in n)
+    for stage in ("account ", "mpl ", "epl "):
+        if prefix == "topdown " and stage != "account ":  # TopDown: states' tasks, no MPL
+            continue
+        one_each = [
+            n.removeprefix(stage) for n in single_names if n.startswith(stage) and "/" not in n
+        ]
+        grouped = [n.removeprefix(stage) for n in batched_names if n.startswith(stage)]
+        assert len(one_each) >= 3 and not any(", " in n for n in one_each), one_each
+        assert sorted(one_each) == sorted(set(one_each)) and set(one_each) <= set(levels)
+        assert len(grouped) == 2, grouped  # 2 workers
+        assert sorted(g for n in grouped for g in n.split(", ")) == sorted(one_each), grouped

@@ -16,6 +16,7 @@ from flows.audit.batching import (
     batch_label,
     batch_states,
     block_cost,
+    level_groups,
     n_batches,
     pack,
 )
@@ -171,3 +172,29 @@ def test_block_progress_counts_blocks_from_the_store_and_other_tasks(
     assert seen[0] == (3, 12, "blocks simulated 3/9, tasks 0/3")
     assert seen[-1] == (6, 12, "blocks simulated 5/9, tasks 1/3")
     assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)  # never goes back
+
+
+@pytest.mark.parametrize("n_items", range(0, 10))
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_level_groups_split_in_order_into_at_most_workers_even_groups(
+    n_items: int, workers: int
+) -> None:
+    items = [f"L{i}" for i in range(n_items)]
+    groups = level_groups(items, workers, tasks_per_worker=2)
+    assert [x for g in groups for x in g] == items  # every level once, in order
+    assert len(groups) == min(n_items, workers)
+    if groups:
+        sizes = [len(g) for g in groups]
+        assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1, sizes
+
+
+def test_level_groups_per_block_mode_is_one_task_per_level() -> None:
+    assert level_groups(["US", "State", "County"], 2, tasks_per_worker=0) == [
+        ["US"],
+        ["State"],
+        ["County"],
+    ]
+    assert level_groups(["US", "State", "County"], 2, tasks_per_worker=1) == [
+        ["US", "State"],
+        ["County"],
+    ]
