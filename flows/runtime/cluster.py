@@ -298,9 +298,26 @@ def forked_workers() -> Iterator[None]:
         try:
             yield
         finally:
-            stop = getattr(server, "_stop", None)
-            if stop is not None:
-                stop()
+            _end_forkserver(server)
+
+
+def _end_forkserver(server: Any) -> None:
+    """Stop the workers' forkserver at once: SIGTERM before multiprocessing's own stop, which
+    only closes its pipe and waits while the server, having imported Prefect and Dask, unwinds
+    its interpreter (≈ 0.9 s of a small run's end on 2 cores). The server holds nothing to
+    flush: it only forks, and the workers it forked are closed (or live on without it) by then."""
+    import signal
+
+    stop = getattr(server, "_stop", None)
+    if stop is None:
+        return
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGTERM)  # its default action: no Python handler, no unwinding
+        except OSError:
+            pass  # gone already
+    stop()
 
 
 #: task-run states that a finished flow run should not have left behind
