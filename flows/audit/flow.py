@@ -3,8 +3,10 @@
 Fan-out: the blocks still to do packed into ``workers × cluster.tasks_per_worker`` simulation tasks
 (``flows/audit/batching.py``: a Prefect task costs ~0.25 CPU-s on Dask, so tasks are coarse; TopDown:
 batches of whole states, then the nation), the EPL of each geolevel in batches of its state blocks
-(after the batches holding that level's blocks) combined by one task per level, one accounting
-task per geolevel plus one for all levels composed (submitted first). Simulation tasks write their
+(after the batches holding that level's blocks) combined by one task per level, the accounting of
+all levels composed (submitted first), and the per-level work that is cheap beside a task (each
+level's accounting and MPL, the EPL of a level of one batch) in at most one task per worker
+(``level_groups``). Simulation tasks write their
 own Zarr regions, block by block; EPL and accounting return small summaries that the flow writes
 as whole groups."""
 
