@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, stats
+from scipy import optimize
 
 from auditlib.claims.laws import NoiseLaw
 from auditlib.exceptions import InvalidParameterError
@@ -157,6 +157,8 @@ def scale_test(moments: Sequence[LawMoments], level: float) -> ScaleTest:
         raise InvalidParameterError("Invalid residuals: none to test; the level has no residuals")
     if not 0.5 < level < 1.0:
         raise InvalidParameterError(f"Invalid level: {level!r}; pass a confidence in (0.5, 1)")
+    from scipy import stats  # lazy: ≈ 0.5 s to import, unused by a run's own process
+
     s, z = _z_of(ms)
     n = sum(m.n for m in ms)
     z1 = z(1.0)
@@ -208,6 +210,8 @@ class FitTest:
 
 def fit_test(counts: FitCounts) -> FitTest:
     """Pearson's χ² of ``counts`` against equal bins, ``FIT_BINS − 2`` degrees of freedom."""
+    from scipy import stats  # lazy: ≈ 0.5 s to import, unused by a run's own process
+
     c = counts.counts.astype(np.float64)
     n = int(c.sum())
     if n == 0:

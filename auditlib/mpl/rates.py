@@ -13,7 +13,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.mpl.confseq import mixture_bound
@@ -33,6 +32,8 @@ def check_band(band: object) -> Band:
 def cp_upper(k: npt.ArrayLike, n: int, level: float) -> FloatArray:
     """One-sided Clopper–Pearson upper bound on a binomial proportion (k successes of n):
     P(p ≤ bound) ≥ 1 − level. 1 where k = n."""
+    from scipy import stats  # lazy: ≈ 0.5 s to import, unused by a run's own process
+
     kk = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         b = stats.beta.ppf(1.0 - level, kk + 1.0, n - kk)
@@ -41,6 +42,8 @@ def cp_upper(k: npt.ArrayLike, n: int, level: float) -> FloatArray:
 
 def cp_lower(k: npt.ArrayLike, n: int, level: float) -> FloatArray:
     """One-sided Clopper–Pearson lower bound: P(p ≥ bound) ≥ 1 − level. 0 where k = 0."""
+    from scipy import stats  # lazy: ≈ 0.5 s to import, unused by a run's own process
+
     kk = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         b = stats.beta.ppf(level, kk, n - kk + 1.0)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 if TYPE_CHECKING:
     from flows.spec.model import AuditSpec
@@ -29,6 +28,8 @@ def read_areas(path: str, unit_column: str, unit_labels: tuple[str, ...]) -> dic
     where = f"release.areas = {path!r}"
     if not p.is_file():
         raise ValueError(f"{where}: no such file; give a CSV with columns {unit_column!r}, 'area'")
+    import pandas as pd  # here: the run's process reads specs without it
+
     try:
         frame = pd.read_csv(p)
     except (ValueError, OSError) as exc:  # pandas' parser errors are ValueErrors
