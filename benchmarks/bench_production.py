@@ -5,6 +5,7 @@ residuals written to a local Zarr store.
 
     .venv/bin/python benchmarks/bench_production.py [--states 51 | S01,S10,… | ladder]
         [--replicates 1] [--workers 2] [--memory-limit 8GB] [--store DIR] [--out results/x.json]
+        [--dask-malloc]
 
 Each task (largest state first) takes the spine (generated once per worker process), draws its
 state's sparse population (``spine_state_sparse_population``), runs ``sparse_topdown`` for each
@@ -16,7 +17,9 @@ worker process), the worker's peak RSS (sampled every 0.1 s during the task, and
 ``ru_maxrss``), the non-zero cells per level. A benchmark of the computation and of the store's
 size, not the product's store layout.
 
-``--states ladder`` runs the smallest, a middle and the largest state (extrapolation);
+The workers get the malloc thresholds of the workers a ``dpaudit run`` starts
+(``flows/runtime/dask_malloc.py``); ``--dask-malloc`` keeps Dask's own, as the runs before
+2026-11-30 had them. ``--states ladder`` runs the smallest, a middle and the largest state (extrapolation);
 ``--states 51`` all 51 states. Results (JSON) under ``benchmarks/results/``.
 """
 
@@ -223,7 +226,17 @@ def main() -> None:
     ap.add_argument("--no-store", action="store_true", help="compute only, write nothing")
     ap.add_argument("--keep-store", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--dask-malloc",
+        action="store_true",
+        help="keep Dask's nanny's MALLOC_TRIM_THRESHOLD_=65536 (the runs before 2026-11-30), "
+        "not the thresholds of the workers a dpaudit run starts",
+    )
     args = ap.parse_args()
+    if not args.dask_malloc:
+        from flows.runtime.dask_malloc import apply_malloc_defaults
+
+        apply_malloc_defaults()  # as a dpaudit run's local cluster (flows/runtime/cluster.py)
 
     import dask
     from dask.distributed import Client, LocalCluster, as_completed
@@ -332,6 +345,7 @@ def main() -> None:
         "replicates": args.replicates,
         "workers": args.workers,
         "memory_limit": args.memory_limit,
+        "worker_malloc": "dask" if args.dask_malloc else "dpaudit (32 MiB thresholds)",
         "wall_s": wall,
         "cpu_s": sum(r["cpu_s"] for r in rows),
         "topdown_cpu_s": sum(sum(r["topdown_cpu_s"]) for r in rows),

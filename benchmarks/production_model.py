@@ -47,9 +47,11 @@ class LinearFit:
 
 
 def fit_linear(x: Sequence[float], y: Sequence[float]) -> LinearFit:
-    """Least squares of ``y`` on ``1, x`` with a non-negative intercept: ordinary least squares,
-    or through the origin when its intercept would be negative (a negative fixed cost would
-    predict small states at nothing); one point: through the origin."""
+    """Least squares of ``y`` on ``1, x`` with a non-negative intercept and slope: ordinary least
+    squares, or through the origin when its intercept would be negative (a negative fixed cost
+    would predict small states at nothing), or the mean when its slope would be (a cost that
+    falls with size, e.g. peaks read on long-lived workers, would predict large states at less
+    than small ones); one point: through the origin."""
     if len(x) != len(y) or not x:
         raise ValueError(f"need as many x as y, at least one; got {len(x)} and {len(y)}")
     n = len(x)
@@ -61,7 +63,9 @@ def fit_linear(x: Sequence[float], y: Sequence[float]) -> LinearFit:
             (xi - mx) ** 2 for xi in x
         )
         a = my - b * mx
-        if a < 0:
+        if b < 0:
+            a, b = my, 0.0
+        elif a < 0:
             a, b = 0.0, sum(xi * yi for xi, yi in zip(x, y, strict=True)) / sum(xi * xi for xi in x)
     err = max(
         (abs(a + b * xi - yi) / abs(yi) for xi, yi in zip(x, y, strict=True) if yi), default=0.0
