@@ -98,6 +98,8 @@ def test_linear_fit_and_scaled_states() -> None:
     origin = fit_linear([1, 2], [1, 3])
     assert origin.a == 0.0 and origin.b == pytest.approx(7 / 5)
     assert origin.max_rel_err == pytest.approx(max(abs(7 / 5 - 1), abs(14 / 5 - 3) / 3))
+    falling = fit_linear([1, 2, 3], [5, 4, 3])  # a negative slope: the mean, flat
+    assert (falling.a, falling.b) == (4.0, 0.0)
     one = fit_linear([2], [4])
     assert (one.a, one.b) == (0.0, 2.0)
     with pytest.raises(ValueError, match="as many"):
