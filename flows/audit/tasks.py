@@ -276,6 +276,10 @@ def _account(
     label: str | None = None,
     use_cache: bool = True,
 ) -> dict[str, Any]:
+    """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
+    ``calibration_delta`` also Su, Su & Wang's reduced noise at that δ. ``label``: the name the result
+    is stored under (default: ``geolevel``; a table's level measured as that geolevel).
+    ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.audit.account_cache`)."""
     # discrete Gaussian (σ², count) pairs, or the loss components of an allocation file's mixed noise
     comps = load_allocation(allocation).accounting_components(
         neighbours, universe, region, geolevel
@@ -297,28 +301,8 @@ def _account(
     return out
 
 
-@task(name="account", **TASK_OPTS)
-def account(
-    allocation: str,
-    neighbours: str,
-    universe: str,
-    region: str,
-    geolevel: str | None,
-    deltas: list[float],
-    eps_grid: np.ndarray,
-    alpha_grid: np.ndarray | None = None,
-    calibration_delta: float | None = None,
-    label: str | None = None,
-    use_cache: bool = True,
-) -> dict[str, Any]:
-    """Exact accounting of one geolevel (or, with ``geolevel=None``, all levels composed); with
-    ``calibration_delta`` also Su, Su & Wang's reduced noise at that δ. ``label``: the name the result
-    is stored under (default: ``geolevel``; a table's level measured as that geolevel).
-    ``use_cache``: reuse (and store) the result in the persistent cache (:mod:`flows.audit.account_cache`)."""
-    return _account(
-        allocation, neighbours, universe, region, geolevel, deltas, eps_grid, alpha_grid,
-        calibration_delta, label, use_cache,
-    )  # fmt: skip
+#: :func:`_account` as a Prefect task
+account = task(name="account", **TASK_OPTS)(_account)
 
 
 @task(name="account", **TASK_OPTS)
@@ -334,7 +318,7 @@ def account_levels(
     calibration_delta: float | None = None,
     use_cache: bool = True,
 ) -> list[dict[str, Any]]:
-    """:func:`account` of several geolevels in one task, in order: ``levels`` holds each one's
+    """:func:`_account` of several geolevels in one task, in order: ``levels`` holds each one's
     (geolevel measured as, label stored under)."""
     return [
         _account(
