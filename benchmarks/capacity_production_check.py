@@ -20,9 +20,9 @@ cores (``min(1, cores / n)``: 4 workers on 2 cores run at half speed), plus the 
 part, which the model leaves out (the per-level accounting, the EPL, the blocks' writes, the
 template): the flow's wall time beyond the tasks on one worker (the 1-worker run's flow minus its
 predicted tasks) is given beside it, so the 1-worker run's error with it is 0 by construction
-and the 2- and 4-worker runs test it. (The CSV's CPU-s columns are ``capacity.run_dpaudit``'s samples: the run's process
-counts its reaped children again, so its "all processes" sum overstates; the table leaves them
-out.)
+and the 2- and 4-worker runs test it. (The CSV of 2026-11-30 was written while ``capacity.run_dpaudit`` still added each
+process's reaped children to its own CPU, counting the workers twice: its CPU-s columns
+overstate, and the table leaves them out.)
 """
 
 from __future__ import annotations
