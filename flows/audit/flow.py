@@ -124,13 +124,14 @@ def audit_flow(spec: AuditSpec, store: ResultStore | str, run_id: str) -> dict[s
     """Run one audit into the (new) ``store`` (or the store at a URL); return a small summary."""
     store = ResultStore.of(store)
     t0 = time.perf_counter()
+    commit = source_commit()  # the checkout's commit as the run starts: the code that runs
     plan = make_plan(spec)
     with spine_share.shared(plan) as plan:  # the spine (if any) generated once, on every worker
-        return _audit(spec, store, run_id, plan, t0)
+        return _audit(spec, store, run_id, plan, t0, commit)
 
 
 def _audit(
-    spec: AuditSpec, store: ResultStore, run_id: str, plan: AuditPlan, t0: float
+    spec: AuditSpec, store: ResultStore, run_id: str, plan: AuditPlan, t0: float, commit: str
 ) -> dict[str, Any]:
     release = plan.strategy
     done = store.resume_point(run_id)  # blocks finished by an interrupted run of this spec
@@ -183,7 +184,7 @@ def _audit(
     store.set_root_attrs(
         {
             "software": json.dumps(software_versions()),
-            "source_commit": source_commit(),
+            "source_commit": commit,
             "wall_time_s": round(wall, 3),
         },
     )
