@@ -703,24 +703,23 @@ def predict_mode(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------------------------------ check
-def check(args: argparse.Namespace) -> None:
-    """Real runs only; the predictions are made from the current costs when rendering (so a new
-    ``measure`` re-predicts the same runs)."""
-    print(machine_info(), flush=True)
-    states = args.states.split(",")
+def check_runs(
+    spec_for: Any, workers: list[int], states: list[str], replicates: int
+) -> list[dict[str, Any]]:
+    """``dpaudit run`` of ``spec_for(n)`` for each ``n`` of ``workers`` (:func:`run_dpaudit`, its
+    store removed), one row each, printed as it ends."""
     rows = []
     tmp = tempfile.mkdtemp(prefix="dpaudit-capacity-check-")
     try:
-        for n in (int(x) for x in args.workers.split(",")):
-            data = spec_data(states, args.replicates, workers=n)
-            run = run_dpaudit(data, tmp, f"check{n}")
-            shutil.rmtree(run["url"], ignore_errors=True)
+        for n in workers:
+            run = run_dpaudit(spec_for(n), tmp, f"check{n}")
+            shutil.rmtree(run.pop("url"), ignore_errors=True)
             rows.append(
                 {
                     "workers": n,
                     "states": ";".join(states),
-                    "replicates": args.replicates,
-                    **{k: v for k, v in run.items() if k != "url"},
+                    "replicates": replicates,
+                    **run,
                     "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 }
             )
@@ -732,6 +731,18 @@ def check(args: argparse.Namespace) -> None:
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def check(args: argparse.Namespace) -> None:
+    """Real runs only; the predictions are made from the current costs when rendering (so a new
+    ``measure`` re-predicts the same runs)."""
+    print(machine_info(), flush=True)
+    states = args.states.split(",")
+    workers = [int(x) for x in args.workers.split(",")]
+    rows = check_runs(
+        lambda n: spec_data(states, args.replicates, workers=n), workers, states, args.replicates
+    )
     write_rows(CHECK_RUNS_CSV, rows)
     render()
 

@@ -30,10 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import shutil
 import sys
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,38 +83,15 @@ def predictions(labels: list[str], replicates: int, workers: int) -> dict[str, f
 
 def run(args: argparse.Namespace) -> None:
     from bench_production import SEED
-    from capacity import run_dpaudit
+    from capacity import check_runs, write_rows
 
     print(machine_info(), flush=True)
     labels = args.states.split(",")
-    tmp = tempfile.mkdtemp(prefix="dpaudit-production-check-")
-    rows = []
-    try:
-        for n in (int(x) for x in args.workers.split(",")):
-            r = run_dpaudit(spec_data(labels, args.replicates, n, SEED), tmp, f"check{n}")
-            shutil.rmtree(r.pop("url"), ignore_errors=True)
-            rows.append(
-                {
-                    "workers": n,
-                    "states": ";".join(labels),
-                    "replicates": args.replicates,
-                    **r,
-                    "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-                }
-            )
-            print(
-                f"{n} workers: flow {r['flow_s']:.1f} s, command {r['command_s']:.1f} s, "
-                f"{r['cpu_s']:.0f} CPU-s (all processes); load {r['load_before']:.1f} → "
-                f"{r['load_after']:.1f}",
-                flush=True,
-            )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    CHECK_CSV.parent.mkdir(parents=True, exist_ok=True)
-    with CHECK_CSV.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    workers = [int(x) for x in args.workers.split(",")]
+    rows = check_runs(
+        lambda n: spec_data(labels, args.replicates, n, SEED), workers, labels, args.replicates
+    )
+    write_rows(CHECK_CSV, rows)
     show(args)
 
 
