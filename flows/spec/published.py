@@ -28,7 +28,7 @@ def read_areas(path: str, unit_column: str, unit_labels: tuple[str, ...]) -> dic
     where = f"release.areas = {path!r}"
     if not p.is_file():
         raise ValueError(f"{where}: no such file; give a CSV with columns {unit_column!r}, 'area'")
-    import pandas as pd  # here: the run's process reads specs without it
+    import pandas as pd  # here: only reading an areas file needs it
 
     try:
         frame = pd.read_csv(p)
