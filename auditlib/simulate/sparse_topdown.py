@@ -81,6 +81,7 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -96,6 +97,7 @@ from auditlib.geography.sparse_histograms import (
     unit_types,
 )
 from auditlib.simulate.sparse_fit import Term, _allowed, _Fit, cell_type, repair_lower
+from auditlib.simulate.sparse_progress import Batch, Chunk, Progress, concat, kept_prefix
 from auditlib.simulate.sparse_rounding import fix_lower, round_rows, round_state
 
 __all__ = [
@@ -137,6 +139,42 @@ class SparseTopDownRelease:
         return self.dp[level].answers(query), self.truth[level].answers(query)
 
 
+class _Saver:
+    """The chunks a run releases, saved through ``progress`` in batches at most one per
+    ``progress.every`` seconds of work, every level's pending chunks in level order."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.pending: dict[int, Batch] = {}
+        self.last = time.monotonic()
+
+    def resume(
+        self, level: int, ranges: list[tuple[int, int]], rng: np.random.Generator
+    ) -> list[Chunk]:
+        """The level's chunks kept by an earlier run (matching ``ranges``), its generator moved to
+        its state after them."""
+        if self.progress is None:
+            return []
+        chunks, state = kept_prefix(self.progress.load(level), ranges)
+        if state is not None:
+            rng.bit_generator.state = state
+        return chunks
+
+    def add(self, level: int, j: int, chunk: Chunk, rng: np.random.Generator) -> None:
+        if self.progress is None:
+            return
+        state = dict(rng.bit_generator.state)
+        if level in self.pending:
+            b = self.pending[level]
+            self.pending[level] = Batch(level, b.first, [*b.chunks, chunk], state)
+        else:
+            self.pending[level] = Batch(level, j, [chunk], state)
+        if time.monotonic() - self.last >= self.progress.every:
+            self.progress.save([self.pending[k] for k in sorted(self.pending)])
+            self.pending = {}
+            self.last = time.monotonic()
+
+
 def _child_variables(up: SparseHistograms, parent: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """For every child and every non-zero cell of its parent: (child, cell, parent entry)."""
     per_parent = np.diff(up.indptr)
@@ -160,6 +198,8 @@ def sparse_topdown(
     tol: float | Sequence[float] = 1e-4,
     on_level: Callable[[int, str], None] | None = None,
     max_outer: int = 40,
+    progress: Progress | None = None,
+    chunk_variables: int = CHUNK_VARIABLES,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
@@ -167,7 +207,9 @@ def sparse_topdown(
     ``(query, σ²)`` of level ``i`` (schema names), ``rngs[i]`` its noise; ``on_level(i, name)`` is
     called after each level is released (e.g. to time it); ``max_outer`` bounds the augmented
     Lagrangian's rounds for the lower bounds (the repair after the fit holds them in any case);
-    ``tol`` is the fit's stopping step, one for all levels or one per level."""
+    ``tol`` is the fit's stopping step, one for all levels or one per level; ``progress`` keeps
+    the chunks (of about ``chunk_variables`` candidate variables) as they finish and resumes
+    after those kept (:mod:`auditlib.simulate.sparse_progress`)."""
     n_levels = len(levels)
     if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
         raise InvalidParameterError(
@@ -203,27 +245,27 @@ def sparse_topdown(
     dp: list[SparseHistograms] = []
     iterations: list[int] = []
     variables: list[int] = []
+    saver = _Saver(progress)
     for i in range(n_levels):
         level = _Level(
             truth[i], invs[i].units, invs[i].lower(), int(invs[i].state_total), measured[i],
             rngs[i], max_iter, tols[i], max_outer,
         )  # fmt: skip
-        if i == 0:
-            keys, y, its, n_var = _state_level(level)
-        else:
-            # whole parents at a time: the children's variables, noise, fit and rounding of one
-            # chunk are held at once (a large state's Block level: 10⁸ variables)
-            keys_c, y_c, its, n_var = [], [], 0, 0
-            for c0, c1 in _chunks(dp[i - 1], parents[i - 1], CHUNK_VARIABLES):
-                k_c, yy, it_c, nv_c = _child_level(level, dp[i - 1], parents[i - 1], c0, c1)
-                keys_c.append(k_c)
-                y_c.append(yy)
-                its, n_var = max(its, it_c), n_var + nv_c
-            keys = np.concatenate(keys_c) if keys_c else np.zeros(0, np.int64)
-            y = np.concatenate(y_c) if y_c else np.zeros(0, np.int64)
+        # whole parents at a time below the State: the children's variables, noise, fit and
+        # rounding of one chunk are held at once (a large state's Block level: 10⁸ variables)
+        ranges = [(0, 1)] if i == 0 else _chunks(dp[i - 1], parents[i - 1], chunk_variables)
+        done = saver.resume(i, ranges, rngs[i])
+        for j in range(len(done), len(ranges)):
+            if i == 0:
+                keys, y, its, n_var = _state_level(level)
+            else:
+                keys, y, its, n_var = _child_level(level, dp[i - 1], parents[i - 1], *ranges[j])
+            done.append(Chunk(*ranges[j], keys, y, its, n_var))
+            saver.add(i, j, done[-1], rngs[i])
+        keys, y = concat(done)
         dp.append(from_keys(name, keys, y, truth[i].n_units))
-        iterations.append(its)
-        variables.append(n_var)
+        iterations.append(max((c.iterations for c in done), default=0))
+        variables.append(sum(c.variables for c in done))
         if on_level is not None:
             on_level(i, levels[i])
     return SparseTopDownRelease(tuple(levels), truth, dp, iterations, variables, invs)

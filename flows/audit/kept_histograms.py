@@ -24,12 +24,20 @@ def create(store: ResultStore, group: str) -> None:
         root.create_group(group)
 
 
-def save(store: ResultStore, group: str, key: str, arrays: dict[str, np.ndarray]) -> None:
-    """Keep ``arrays`` under ``group/key`` of the staging store, its completion attribute last."""
+def save(
+    store: ResultStore,
+    group: str,
+    key: str,
+    arrays: dict[str, np.ndarray],
+    attrs: dict[str, str] | None = None,
+) -> None:
+    """Keep ``arrays`` (and string ``attrs``) under ``group/key`` of the staging store, its
+    completion attribute last."""
     grp = store.zarr_group(f"{group}/{key}", mode="a")
     grp.attrs["complete"] = False
     for name, data in arrays.items():
         grp.create_array(name, data=np.asarray(data), overwrite=True)
+    grp.attrs.update(attrs or {})
     grp.attrs["complete"] = True
 
 

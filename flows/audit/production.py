@@ -39,15 +39,20 @@ def _query_ids(plan: AuditPlan) -> dict[str, int]:
 
 
 def production_runs(
-    plan: AuditPlan, block: Block, replicates: tuple[int, int] | None = None
+    plan: AuditPlan,
+    block: Block,
+    replicates: tuple[int, int] | None = None,
+    store: ResultStore | None = None,
 ) -> tuple[list[list[SparseHistograms]], list[SparseHistograms]]:
     """The replicates ``[r0, r1)`` (default: all) of one spine state's sparse TopDown
     (``block``: its State-level block): per replicate its released histograms at every run level,
-    and the true ones."""
+    and the true ones. With a (staging) ``store``, each replicate keeps its chunks there as it
+    goes and resumes after those an earlier run kept (``flows.audit.production_progress``)."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
     from flows.audit.blocks import run_levels
+    from flows.audit.production_progress import StoreProgress
     from flows.audit.spine_share import spine_of
     from flows.spec.sources import spine_levels
 
@@ -74,6 +79,7 @@ def production_runs(
             measured,
             noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
             tol=td.tol,
+            progress=None if store is None else StoreProgress(store, block.state, r),
         )
         dps.append(list(run.dp))
         truth = list(run.truth)
@@ -98,12 +104,12 @@ def production_blocks(
 
 
 def production_state(
-    plan: AuditPlan, block: Block
+    plan: AuditPlan, block: Block, store: ResultStore | None = None
 ) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
     residual blocks per level, the State level's released histograms (one per replicate)
-    and its true histogram, for the nation's sum."""
-    dps, truth = production_runs(plan, block)
+    and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""
+    dps, truth = production_runs(plan, block, store=store)
     return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
 
 

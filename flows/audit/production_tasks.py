@@ -2,7 +2,9 @@
 audit flow submits them: batches of whole states, then the nation from their State-level
 histograms. Each state's blocks are written with their checksums (the resume marker); a re-run
 skips states whose every block is done (with a national level it reads their State-level
-histograms, kept in the staging store before the blocks, instead of simulating them again).
+histograms, kept in the staging store before the blocks, instead of simulating them again); a
+state's replicate keeps its chunks as it goes (``flows.audit.production_progress``), so a killed
+run resumes an unfinished state after its last chunk kept.
 When a state's replicates are more than ``cluster.replicates_per_task`` (the store's replicate
 chunk), each range of them is a task of its own, keeping its histograms in the staging store
 (``flows.audit.production_ranges``; a re-run reads a kept range back), and one task per state
@@ -16,7 +18,7 @@ from typing import Any
 from prefect import task
 from prefect.futures import PrefectFuture
 
-from flows.audit import production_ranges
+from flows.audit import production_progress, production_ranges
 from flows.audit.batching import batch_states
 from flows.audit.production import (
     create_state_histograms,
@@ -34,7 +36,7 @@ from storage.result_store import ResultStore
 
 
 def _state_one(store: ResultStore, plan: AuditPlan, block: Block, keep: bool) -> dict[str, Any]:
-    blocks, state_dp, state_truth = production_state(plan, block)
+    blocks, state_dp, state_truth = production_state(plan, block, store)
     return _write_state(store, block, keep, blocks, state_dp, state_truth)
 
 
@@ -91,7 +93,7 @@ def simulate_production_range(
         or production_ranges.load_range(store, plan, block.state, replicates) is not None
     ):
         return {"simulated": 0, "seconds": time.perf_counter() - t0}
-    dps, truth = production_runs(plan, block, replicates)
+    dps, truth = production_runs(plan, block, replicates, store)
     production_ranges.save_range(
         store, block.state, replicates[0], dps, truth if replicates[0] == 0 else None
     )
@@ -173,6 +175,7 @@ def submit_production(
     state_blocks = [b for b in plan.blocks_at(top) if nation or b.state in unfinished]
     if nation:  # the states' histograms kept for the nation (a resumed run reads them)
         create_state_histograms(store)
+    production_progress.create(store)  # the states' chunks as they finish (resume points)
     ranges = replicate_ranges(plan.replicates, store.replicate_chunk())
     if len(ranges) > 1:
         return _submit_ranges(store, plan, state_blocks, ranges, bool(nation))

@@ -95,7 +95,11 @@ def _prepare_resume(
             shutil.rmtree(old)
     target.prepare_remote(run_id, overwrite)
     if staging.exists() and staging != target:
-        typer.echo(f"resuming the interrupted run {run_id} in {staging}", err=True)
+        from flows.audit.production_progress import kept_points
+
+        points = kept_points(staging)
+        inside = f" ({points} resume points inside unfinished states)" if points else ""
+        typer.echo(f"resuming the interrupted run {run_id} in {staging}{inside}", err=True)
 
 
 def execute_resumable(

@@ -32,7 +32,7 @@ class SparseTopDownRelease(SpineTopDownRelease):
         return missing_units(plan, state, level, unit_index)
 
     def finish(self, store: ResultStore, plan: AuditPlan) -> None:
-        from flows.audit import production_ranges
+        from flows.audit import production_progress, production_ranges
         from flows.audit.production import (
             PRODUCTION_GROUP,
             drop_state_histograms,
@@ -41,6 +41,7 @@ class SparseTopDownRelease(SpineTopDownRelease):
 
         drop_state_histograms(store)  # every block is written: the states' kept histograms go
         production_ranges.drop(store)  # and the ranges' histograms
+        production_progress.drop(store)  # and the states' chunks
         if not store.group_complete(PRODUCTION_GROUP):
             store.write_group(PRODUCTION_GROUP, production_dataset(store, plan))
 

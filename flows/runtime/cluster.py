@@ -61,6 +61,7 @@ def apply_prefect_defaults() -> None:
     for k, v in PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
     startup_timeout_s()  # a bad start-up ceiling is one line here, not Prefect's settings error
+    progress_every_s()  # and a bad resume-point interval, not a failed task
     route_logs()
     if "DASK_LOGGING" not in os.environ:  # Dask logging set by the user: distributed at warning
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -89,6 +90,31 @@ def startup_timeout_s() -> float:
             f"to start, a positive whole number (e.g. {STARTUP_TIMEOUT_S}); set it so or unset it"
         )
     return float(value)
+
+
+#: a production TopDown replicate keeps its finished chunks at most once per this many seconds of
+#: its work (``flows.audit.production_progress``; a small state's run keeps none)
+PROGRESS_EVERY_S = 60.0
+PROGRESS_EVERY_ENV = "DPAUDIT_PROGRESS_EVERY_S"
+
+
+def progress_every_s() -> float:
+    """Seconds of a replicate's work between the saves of its resume points: the environment's
+    :data:`PROGRESS_EVERY_ENV`, else :data:`PROGRESS_EVERY_S`."""
+    raw = os.environ.get(PROGRESS_EVERY_ENV, "").strip()
+    if not raw:
+        return PROGRESS_EVERY_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        raise ClusterConfigError(
+            f"Invalid {PROGRESS_EVERY_ENV}={raw!r}: the seconds of work between a production "
+            f"TopDown state's resume points, a number ≥ 0 (0: after every chunk); set it so or "
+            f"unset it for {PROGRESS_EVERY_S:g}"
+        )
+    return value
 
 
 @contextmanager

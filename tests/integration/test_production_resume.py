@@ -99,3 +99,43 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
     undisturbed_audit(run.spec.model_copy(update={"cluster": run.spec.cluster.model_copy(
         update={"replicates_per_task": 25})}), ref, dask_address)  # fmt: skip
     assert_same_arrays(str(target), ref, at_least=21)
+
+
+def progress_levels(staging: Path) -> set[int]:
+    """Levels of which the staging store keeps chunks of an unfinished state."""
+    root = staging / "production_progress"
+    if not root.exists():
+        return set()
+    return {int(p.name.split("-L")[1].split("-")[0]) for p in root.iterdir() if "-L" in p.name}
+
+
+def test_a_run_killed_inside_a_state_resumes_from_its_kept_chunks(
+    prefect_harness: None, dask_address: str, tmp_path: Path
+) -> None:
+    """One state, its chunks saved as they finish (``DPAUDIT_PROGRESS_EVERY_S=0``), SIGKILLed once
+    its Block_Group level is kept and before the state is done: the same command again says it
+    resumes from points inside the state and publishes the arrays of an undisturbed run (whose
+    workers, without the variable, keep nothing: the kept chunks change no value)."""
+    from flows.spec.plan import make_plan
+
+    spec = {**SPEC, "population": {**SPEC["population"], "spine_states": ["ST13"]}}
+    spec["audit"] = {**SPEC["audit"], "replicates": 1}
+    run = audit_run(tmp_path, spec)
+    plan = make_plan(run.spec)
+    staging, env = run.staging, {**standalone_env(), "DPAUDIT_PROGRESS_EVERY_S": "0"}
+
+    def block_group_kept() -> bool:
+        return 3 in progress_levels(staging)
+
+    run_until(run.cmd, env, tmp_path, block_group_kept, 600, "Block_Group level kept")
+    assert not finished_states(staging, plan)  # killed inside the state
+    assert {0, 1, 2, 3} <= progress_levels(staging)
+
+    again = resume(run.cmd, env, tmp_path, run.run_id, 900)
+    assert "resume points inside unfinished states)" in again.stderr, again.stderr[-2000:]
+    checksums.check(str(run.target))
+    assert not (run.target / "production_progress").exists()  # dropped before publishing
+
+    ref = str(tmp_path / "ref.zarr")
+    undisturbed_audit(run.spec, ref, dask_address)
+    assert_same_arrays(str(run.target), ref, at_least=10)

@@ -1,0 +1,129 @@
+"""Resume points inside a sparse TopDown run (``auditlib.simulate.sparse_progress``): a run stopped
+after some chunks and resumed releases exactly what an unbroken run releases, and does not
+release the kept chunks again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from auditlib.allocations import load_allocation
+from auditlib.geography.schema import schema
+from auditlib.geography.sparse_population import spine_state_sparse_population
+from auditlib.geography.spine import generate_spine, tallies_2020
+from auditlib.simulate import sparse_topdown as sparse_topdown_module
+from auditlib.simulate.measured import allocation_measured
+from auditlib.simulate.sparse_progress import Batch, Chunk, MemoryProgress, Stopped, kept_prefix
+from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
+from auditlib.simulate.topdown import spine_state
+
+SCH = schema("pl94_production")
+#: small chunks, so that every level below the State is several
+CHUNK = 500
+
+
+@pytest.fixture(scope="module")
+def state():  # type: ignore[no-untyped-def]
+    spine = generate_spine(
+        4, totals={"US": tallies_2020()["US"].scaled(0.02)}, population={"US": 6_000_000}
+    )
+    for st in np.argsort(spine.populations()["State"]).tolist():  # the smallest of 2+ counties
+        hierarchy, _ = spine_state(spine, st)
+        if hierarchy.parents[0].size >= 2:
+            break
+    pop = spine_state_sparse_population(spine, st, 3)
+    measured = allocation_measured(
+        load_allocation("pl94_2021_production"),
+        list(hierarchy.levels),
+        SCH.query_names,
+        "bounded",
+        schema=SCH,
+    )
+    return st, hierarchy, pop, measured
+
+
+def _run(state, progress=None, calls=None):  # type: ignore[no-untyped-def]
+    st, hierarchy, pop, measured = state
+    return sparse_topdown(
+        hierarchy.parents,
+        hierarchy.levels,
+        pop.pl94,
+        pop.pl94_invariants,
+        measured,
+        noise_rngs(1, st, len(hierarchy.levels)),
+        tol=1e-2,
+        progress=progress,
+        chunk_variables=CHUNK,
+    )
+
+
+@pytest.fixture(scope="module")
+def unbroken(state):  # type: ignore[no-untyped-def]
+    return _run(state)
+
+
+def _same(a, b) -> None:  # type: ignore[no-untyped-def]
+    assert len(a.dp) == len(b.dp)
+    for x, y in zip(a.dp, b.dp, strict=True):
+        np.testing.assert_array_equal(x.indptr, y.indptr)
+        np.testing.assert_array_equal(x.cells, y.cells)
+        np.testing.assert_array_equal(x.counts, y.counts)
+    assert a.iterations == b.iterations and a.variables == b.variables
+
+
+def test_the_levels_are_released_in_several_chunks(state) -> None:  # type: ignore[no-untyped-def]
+    kept = MemoryProgress()
+    _run(state, kept)
+    per_level = {lv: sum(len(b.chunks) for b in bs) for lv, bs in kept.kept.items()}
+    # the State and the County (children of the one State) are one chunk each
+    assert per_level[0] == per_level[1] == 1 and per_level[3] >= 2 and per_level[4] >= 10
+    assert kept.saves == kept.chunks()  # every = 0: each chunk saved as it finishes
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 7, 12])
+def test_a_stopped_run_resumes_to_the_unbroken_release(state, unbroken, stop_after) -> None:  # type: ignore[no-untyped-def]
+    kept = MemoryProgress(stop_after=stop_after)
+    with pytest.raises(Stopped):
+        _run(state, kept)
+    before = kept.chunks()
+    assert before == stop_after
+    kept.stop_after = None
+    released = []
+    orig = sparse_topdown_module._child_level
+
+    def counting(level, up, parents, c0, c1):  # type: ignore[no-untyped-def]
+        released.append((c0, c1))
+        return orig(level, up, parents, c0, c1)
+
+    sparse_topdown_module._child_level = counting
+    try:
+        resumed = _run(state, kept)
+    finally:
+        sparse_topdown_module._child_level = orig
+    _same(resumed, unbroken)
+    # the kept chunks (the State's among them) were not released again
+    total = MemoryProgress()
+    _run(state, total)
+    assert len(released) == total.chunks() - before
+
+
+def test_batches_keep_every_level_whole_before_the_next(state, unbroken) -> None:  # type: ignore[no-untyped-def]
+    # saves at most once a minute: nothing kept for this small state, and the same release
+    kept = MemoryProgress(every=60.0)
+    _same(_run(state, kept), unbroken)
+    assert kept.saves == 0
+
+
+def test_kept_chunks_that_do_not_match_the_ranges_are_released_again() -> None:
+    def chunk(c0: int, c1: int) -> Chunk:
+        return Chunk(c0, c1, np.zeros(0, np.int64), np.zeros(0, np.int64), 1, 1)
+
+    ranges = [(0, 3), (3, 5), (5, 9)]
+    good = Batch(1, 0, [chunk(0, 3)], {"s": 1})
+    stale = Batch(1, 1, [chunk(3, 6)], {"s": 2})  # cut at another size
+    fresh = Batch(1, 1, [chunk(3, 5), chunk(5, 9)], {"s": 3})
+    got, state = kept_prefix([stale, good], ranges)
+    assert [(c.c0, c.c1) for c in got] == [(0, 3)] and state == {"s": 1}
+    got, state = kept_prefix([stale, fresh, good], ranges)
+    assert [(c.c0, c.c1) for c in got] == ranges and state == {"s": 3}
+    assert kept_prefix([fresh], ranges) == ([], None)  # not from the first chunk
