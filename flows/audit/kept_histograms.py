@@ -29,9 +29,9 @@ def save(
     group: str,
     key: str,
     arrays: dict[str, np.ndarray],
-    attrs: dict[str, str] | None = None,
+    attrs: dict[str, str | float] | None = None,
 ) -> None:
-    """Keep ``arrays`` (and string ``attrs``) under ``group/key`` of the staging store, its
+    """Keep ``arrays`` (and ``attrs``) under ``group/key`` of the staging store, its
     completion attribute last."""
     grp = store.zarr_group(f"{group}/{key}", mode="a")
     grp.attrs["complete"] = False

@@ -16,6 +16,7 @@ from flows.audit import kept_histograms
 from storage.result_store import ResultStore
 
 if TYPE_CHECKING:
+    from flows.audit.production_progress import Cost
     from flows.spec.audit_plan import AuditPlan, Block, ProductionParams
 
 #: the small group that says which query cells a production run stored (``production_dataset``)
@@ -43,11 +44,13 @@ def production_runs(
     block: Block,
     replicates: tuple[int, int] | None = None,
     store: ResultStore | None = None,
+    cost: Cost | None = None,
 ) -> tuple[list[list[SparseHistograms]], list[SparseHistograms]]:
     """The replicates ``[r0, r1)`` (default: all) of one spine state's sparse TopDown
     (``block``: its State-level block): per replicate its released histograms at every run level,
     and the true ones. With a (staging) ``store``, each replicate keeps its chunks there as it
-    goes and resumes after those an earlier run kept (``flows.audit.production_progress``)."""
+    goes and resumes after those an earlier run kept (``flows.audit.production_progress``), each
+    save recording the task's ``cost`` so far."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
@@ -79,7 +82,7 @@ def production_runs(
             measured,
             noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
             tol=td.tol,
-            progress=None if store is None else StoreProgress(store, block.state, r),
+            progress=None if store is None else StoreProgress(store, block.state, r, cost=cost),
         )
         dps.append(list(run.dp))
         truth = list(run.truth)
@@ -104,12 +107,13 @@ def production_blocks(
 
 
 def production_state(
-    plan: AuditPlan, block: Block, store: ResultStore | None = None
+    plan: AuditPlan, block: Block, store: ResultStore | None = None, cost: Cost | None = None
 ) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
     residual blocks per level, the State level's released histograms (one per replicate)
-    and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""
-    dps, truth = production_runs(plan, block, store=store)
+    and its true histogram, for the nation's sum (``store``, ``cost``: as
+    :func:`production_runs`)."""
+    dps, truth = production_runs(plan, block, store=store, cost=cost)
     return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
 
 
@@ -201,6 +205,8 @@ def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
     units (``query_cells``), the items stored (non-zero in the truth or a replicate's release) and
     the cells left out (zero in the truth and every replicate: residual 0, not stored); read from
     the store's blocks, so a resumed run counts the blocks an earlier run wrote."""
+    from flows.audit.production_progress import state_costs
+
     prod, _ = _params(plan)
     shape = (len(plan.states), len(plan.geolevels), len(plan.queries))
     cells = np.zeros(shape, dtype=np.int64)
@@ -240,8 +246,31 @@ def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
             "items": "query cells non-zero in the truth or in at least one replicate's release; "
             "the others (zero_cells) have residual 0 in every replicate and are not stored. The "
             "EPL and the residual figures condition on being stored (docs/simulation.md)",
+            **_cost_attrs(plan, state_costs(store, len(plan.states))),
         },
     )
+
+
+def _cost_attrs(plan: AuditPlan, costs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The states' recorded costs as the group's attributes (run measurements, not results:
+    attributes, so that two runs of one spec still hold the same arrays)."""
+    per_state = {
+        st: {
+            "cpu_s": round(float(costs["cpu_s"][i]), 3),
+            "wall_s": round(float(costs["wall_s"][i]), 3),
+            "worker_peak_rss_bytes": int(costs["peak_rss"][i]),
+        }
+        for i, st in enumerate(plan.states)
+        if np.isfinite(costs["cpu_s"][i])
+    }
+    return {
+        "state_costs": per_state,
+        "state_costs_meaning": "per state: CPU and wall seconds of its TopDown tasks (their "
+        "worker processes, over every run that worked on them, less the work a kill lost after "
+        "its last resume point), and the peak resident memory of the worker process that "
+        "finished it, over that process's life up to then (an upper bound on the task's own); "
+        "states finished by an older run are not listed",
+    }
 
 
 def stored_residuals(store: ResultStore, plan: AuditPlan) -> int:

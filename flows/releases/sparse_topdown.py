@@ -44,6 +44,7 @@ class SparseTopDownRelease(SpineTopDownRelease):
         production_progress.drop(store)  # and the states' chunks
         if not store.group_complete(PRODUCTION_GROUP):
             store.write_group(PRODUCTION_GROUP, production_dataset(store, plan))
+        production_progress.drop_costs(store)  # the production group holds them
 
     def stored_residuals(self, store: ResultStore, plan: AuditPlan) -> int:
         from flows.audit.production import stored_residuals

@@ -178,6 +178,11 @@ def check_store(url: str, spec, spine, st: int) -> None:  # type: ignore[no-unty
     # the cells left out: zero in the truth and every replicate, counted per (state, level, query)
     prod = xr.open_zarr(url, group="production")
     assert prod.attrs["schema"] == "pl94_production"
+    # the state's cost, as measured by its task (the nation's is not recorded)
+    cost = prod.attrs["state_costs"]
+    assert list(cost) == [label]
+    assert 0 < cost[label]["cpu_s"] < 10 * cost[label]["wall_s"]
+    assert cost[label]["worker_peak_rss_bytes"] > 50e6
     for gi, level in enumerate(LEVELS, start=1):
         n_units = int(spine.units_per_state(level)[st])
         for qid, q in plan.level_queries[gi]:
@@ -211,7 +216,10 @@ def test_replicates_in_ranges_store_what_one_task_stores(
         stores[per_task] = url = str(tmp_path / f"per{per_task}.zarr")
         undisturbed_audit(spec, url, dask_address)
     split = store.groups(stores[2])
-    assert "production_ranges" not in split and "production_state_histograms" not in split
+    staged = {"production_ranges", "production_state_histograms", "production_progress"}
+    assert not (staged | {"production_costs"}) & set(split)
+    costs = [xr.open_zarr(u, group="production").attrs["state_costs"] for u in stores.values()]
+    assert all(list(c) == [label] and c[label]["cpu_s"] > 0 for c in costs)  # ranges summed
     chunks = [int(residual_array(u, "residual").chunks[0]) for u in (stores[2], stores[0])]
     assert chunks == [2, 3]  # the ranges are the residual's replicate chunks
     assert_same_arrays(stores[2], stores[0], at_least=21)

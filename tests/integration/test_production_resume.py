@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import xarray as xr
+import zarr
 
 from storage import checksums, residual_blocks, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
@@ -130,11 +132,19 @@ def test_a_run_killed_inside_a_state_resumes_from_its_kept_chunks(
     run_until(run.cmd, env, tmp_path, block_group_kept, 600, "Block_Group level kept")
     assert not finished_states(staging, plan)  # killed inside the state
     assert {0, 1, 2, 3} <= progress_levels(staging)
+    kept = zarr.open_group(str(staging / "production_progress"), mode="r")
+    spent = max(  # recorded with each save (the kill may have come while one was written)
+        float(g.attrs["cpu_s"]) for _, g in kept.groups() if g.attrs.get("complete") is True
+    )
+    assert spent > 0
 
     again = resume(run.cmd, env, tmp_path, run.run_id, 900)
     assert "resume points inside unfinished states)" in again.stderr, again.stderr[-2000:]
     checksums.check(str(run.target))
     assert not (run.target / "production_progress").exists()  # dropped before publishing
+    # the state's cost includes the killed run's kept work
+    cost = xr.open_zarr(str(run.target), group="production").attrs["state_costs"]["ST13"]
+    assert cost["cpu_s"] > spent
 
     ref = str(tmp_path / "ref.zarr")
     undisturbed_audit(run.spec, ref, dask_address)
