@@ -37,6 +37,7 @@ from auditlib.geography.sparse_histograms import SparseHistograms, structural_ze
 from auditlib.mechanisms import discrete_gaussian_sampler
 from auditlib.simulate.postprocess import Segments
 from auditlib.simulate.sparse_coarse import CoarseProx, coarse_terms, constraint_rows
+from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -311,10 +312,10 @@ class _Fit:
         def group_sums(v: FloatArray) -> FloatArray:
             return np.bincount(gg, weights=v[gv], minlength=n_g).astype(np.float64)
 
+        terms_grad = TermsGradient(live, self.unit.size)
+
         def grad(v: FloatArray) -> FloatArray:
-            g = np.zeros_like(v)
-            for t in live:
-                g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
+            g = terms_grad(v)
             if n_g:
                 g[gv] -= np.maximum(0.0, mu + rho * (low - group_sums(v)))[gg]
             return g
@@ -379,11 +380,7 @@ class _Fit:
             kind=self._row_kinds(big, used),
         )  # fmt: skip
 
-        def grad(v: FloatArray) -> FloatArray:
-            g = np.zeros_like(v)
-            for t in small:
-                g += t.weight * (np.bincount(t.inv, weights=v, minlength=t.y.size) - t.y)[t.inv]
-            return g
+        grad = TermsGradient(small, self.unit.size)
 
         x = prox(proj.project(np.zeros(self.unit.size)))
         w, k = x.copy(), 1.0
