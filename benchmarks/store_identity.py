@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = Path(tempfile.gettempdir()) / "dpaudit-store-identity"
 
 #: attributes that change from run to run, not with the numbers: timestamps, wall times, software,
-#: the commit, the Prefect run, and the digests of the metadata documents (they hold the former,
+#: the commit, the Prefect run, a production run's measured costs per state, and the digests of the metadata documents (they hold the former,
 #: and their checksum maps in the order the blocks finished; the documents' contents are hashed)
 RUNTIME_ATTRS = {
     "created_utc",
@@ -48,6 +48,7 @@ RUNTIME_ATTRS = {
     "prefect_flow_run_id",
     "dpaudit_metadata_sha256",
     "dpaudit_root_sha256",
+    "state_costs",
 }
 RUNTIME_WORDS = ("time", "utc", "wall", "software", "commit", "version", "seconds", "host")
 
