@@ -1,8 +1,9 @@
 """A TopDown run on the PL94 production schema (sparse, spine states and their nation), SIGKILLed
 with its API server and workers once one state's blocks are marked done, resumes: the same command
 again reports the resumed run, does not simulate or write the finished state again (its blocks'
-chunks keep their mtimes, although the nation sums its State-level releases), and publishes a
-store that verifies and holds the arrays of an undisturbed run."""
+chunks keep their mtimes, although the nation sums its State-level releases), continues the other
+state after its kept chunks, and publishes a store that verifies and holds the arrays of an
+undisturbed run."""
 
 from __future__ import annotations
 
@@ -64,6 +65,26 @@ def block_files(root: Path, plan, state: int) -> dict[Path, int]:  # type: ignor
     return out
 
 
+def kept_levels(staging: Path, state: int) -> set[int]:
+    """Levels of which the staging store keeps chunks of ``state`` (plan index), unfinished."""
+    root = staging / "production_progress"
+    if not root.exists():
+        return set()
+    names = [p.name.split("-") for p in root.iterdir() if p.is_dir()]
+    return {int(n[2][1:]) for n in names if len(n) == 4 and int(n[0]) == state}
+
+
+def kept_cpu_s(staging: Path, state: int) -> float:
+    """The largest cost a kept chunk of ``state`` recorded (its task's CPU seconds so far);
+    batches the kill left half-written are not read."""
+    kept = zarr.open_group(str(staging / "production_progress"), mode="r")
+    return max(
+        float(g.attrs["cpu_s"])
+        for name, g in kept.groups()
+        if int(name.split("-")[0]) == state and g.attrs.get("complete")
+    )
+
+
 @pytest.mark.parametrize("per_task", [25, 1], ids=["whole-states", "ranges"])
 def test_a_killed_production_run_resumes_without_redoing_finished_states(
     prefect_harness: None, dask_address: str, tmp_path: Path, per_task: int
@@ -71,7 +92,10 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
     """Whole states in one task each, or each state's 2 replicates in ranges of 1 (a task per
     range, one writing the state's blocks): killed once a state is done, run again, the finished
     state is not written again and the store holds what an undisturbed run of one task per
-    state holds."""
+    state holds. Whole states also keep their chunks as they finish
+    (``DPAUDIT_PROGRESS_EVERY_S=0``) and are killed once the other state has its Block_Group
+    level kept: that state resumes from its kept chunks (the command says so), is charged what they
+    cost, and still ends with the undisturbed run's arrays (whose workers keep nothing)."""
     from flows.spec.plan import make_plan
 
     spec = {**SPEC, "cluster": {**SPEC["cluster"], "replicates_per_task": per_task}}
@@ -79,9 +103,16 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
     plan = make_plan(run.spec)
     assert plan.production is not None and plan.states[0] == "US"  # the nation sums the states
     staging, target, env = run.staging, run.target, standalone_env()
+    inside = per_task == 25
+    if inside:
+        env["DPAUDIT_PROGRESS_EVERY_S"] = "0"
 
-    done = "state marked done"
-    run_until(run.cmd, env, tmp_path, lambda: bool(finished_states(staging, plan)), 600, done)
+    def ready() -> bool:
+        fin = finished_states(staging, plan)
+        other = {1, 2} - fin
+        return len(fin) == 1 and (not inside or 3 in kept_levels(staging, min(other)))
+
+    run_until(run.cmd, env, tmp_path, ready, 600, "state marked done")
     assert not target.exists()
     finished = finished_states(staging, plan)
     assert len(finished) == 1, finished  # one state done, the other and the nation not
@@ -89,63 +120,25 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
     (state,) = finished
     before = block_files(staging, plan, state)
     assert len(before) >= 3 * 5, before
+    if inside:
+        (other,) = {1, 2} - finished
+        assert {0, 1, 2, 3} <= kept_levels(staging, other)
+        spent = kept_cpu_s(staging, other)
+        assert spent > 0
 
     again = resume(run.cmd, env, tmp_path, run.run_id, 900)
     assert f"{len(plan.blocks)} blocks (5 resumed)" in again.stdout
     checksums.check(str(target))
     after = {k: (target / k).stat().st_mtime_ns for k in before}
     assert after == before  # the finished state was not written again
+    assert not (target / "production_progress").exists()  # dropped before publishing
+    if inside:
+        assert "resume points inside unfinished states)" in again.stderr, again.stderr[-2000:]
+        costs = xr.open_zarr(str(target), group="production").attrs["state_costs"]
+        assert costs[plan.states[other]]["cpu_s"] > spent  # the kept work charged to it
 
     # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
     ref = str(tmp_path / "ref.zarr")
     undisturbed_audit(run.spec.model_copy(update={"cluster": run.spec.cluster.model_copy(
         update={"replicates_per_task": 25})}), ref, dask_address)  # fmt: skip
     assert_same_arrays(str(target), ref, at_least=21)
-
-
-def progress_levels(staging: Path) -> set[int]:
-    """Levels of which the staging store keeps chunks of an unfinished state."""
-    root = staging / "production_progress"
-    if not root.exists():
-        return set()
-    return {int(p.name.split("-L")[1].split("-")[0]) for p in root.iterdir() if "-L" in p.name}
-
-
-def test_a_run_killed_inside_a_state_resumes_from_its_kept_chunks(
-    prefect_harness: None, dask_address: str, tmp_path: Path
-) -> None:
-    """One state, its chunks saved as they finish (``DPAUDIT_PROGRESS_EVERY_S=0``), SIGKILLed once
-    its Block_Group level is kept and before the state is done: the same command again says it
-    resumes from points inside the state and publishes the arrays of an undisturbed run (whose
-    workers, without the variable, keep nothing: the kept chunks change no value)."""
-    from flows.spec.plan import make_plan
-
-    spec = {**SPEC, "population": {**SPEC["population"], "spine_states": ["ST13"]}}
-    spec["audit"] = {**SPEC["audit"], "replicates": 1}
-    run = audit_run(tmp_path, spec)
-    plan = make_plan(run.spec)
-    staging, env = run.staging, {**standalone_env(), "DPAUDIT_PROGRESS_EVERY_S": "0"}
-
-    def block_group_kept() -> bool:
-        return 3 in progress_levels(staging)
-
-    run_until(run.cmd, env, tmp_path, block_group_kept, 600, "Block_Group level kept")
-    assert not finished_states(staging, plan)  # killed inside the state
-    assert {0, 1, 2, 3} <= progress_levels(staging)
-    kept = zarr.open_group(str(staging / "production_progress"), mode="r")
-    spent = max(  # recorded with each save (the kill may have come while one was written)
-        float(g.attrs["cpu_s"]) for _, g in kept.groups() if g.attrs.get("complete") is True
-    )
-    assert spent > 0
-
-    again = resume(run.cmd, env, tmp_path, run.run_id, 900)
-    assert "resume points inside unfinished states)" in again.stderr, again.stderr[-2000:]
-    checksums.check(str(run.target))
-    assert not (run.target / "production_progress").exists()  # dropped before publishing
-    # the state's cost includes the killed run's kept work
-    cost = xr.open_zarr(str(run.target), group="production").attrs["state_costs"]["ST13"]
-    assert cost["cpu_s"] > spent
-
-    ref = str(tmp_path / "ref.zarr")
-    undisturbed_audit(run.spec, ref, dask_address)
-    assert_same_arrays(str(run.target), ref, at_least=10)
