@@ -7,54 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditlib.allocations import load_allocation
-from auditlib.geography.schema import schema
-from auditlib.geography.sparse_population import spine_state_sparse_population
-from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
-from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_progress import Batch, Chunk, MemoryProgress, Stopped, kept_prefix
-from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
-from auditlib.simulate.topdown import spine_state
+from tests.unit._pl94_state import pl94_release, pl94_state
 
-SCH = schema("pl94_production")
 #: small chunks, so that every level below the State is several
 CHUNK = 500
 
 
 @pytest.fixture(scope="module")
 def state():  # type: ignore[no-untyped-def]
-    spine = generate_spine(
-        4, totals={"US": tallies_2020()["US"].scaled(0.02)}, population={"US": 6_000_000}
-    )
-    for st in np.argsort(spine.populations()["State"]).tolist():  # the smallest of 2+ counties
-        hierarchy, _ = spine_state(spine, st)
-        if hierarchy.parents[0].size >= 2:
-            break
-    pop = spine_state_sparse_population(spine, st, 3)
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"),
-        list(hierarchy.levels),
-        SCH.query_names,
-        "bounded",
-        schema=SCH,
-    )
-    return st, hierarchy, pop, measured
+    return pl94_state(0.02, 6_000_000, counties=2)
 
 
-def _run(state, progress=None, calls=None):  # type: ignore[no-untyped-def]
-    st, hierarchy, pop, measured = state
-    return sparse_topdown(
-        hierarchy.parents,
-        hierarchy.levels,
-        pop.pl94,
-        pop.pl94_invariants,
-        measured,
-        noise_rngs(1, st, len(hierarchy.levels)),
-        tol=1e-2,
-        progress=progress,
-        chunk_variables=CHUNK,
-    )
+def _run(state, progress=None):  # type: ignore[no-untyped-def]
+    return pl94_release(state, tol=1e-2, progress=progress, chunk_variables=CHUNK)
 
 
 @pytest.fixture(scope="module")

@@ -7,50 +7,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditlib.allocations import load_allocation
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import invariant_violations, people_per_unit_type
-from auditlib.geography.sparse_population import spine_state_sparse_population
-from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
-from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_topdown import _allowed, _Fit, noise_rngs, sparse_topdown
-from auditlib.simulate.topdown import spine_state
 from auditlib.simulate.wls import solve_wls_normal
+from tests.unit._pl94_state import pl94_release, pl94_state
 
 SCH = schema("pl94_production")
 
 
 @pytest.fixture(scope="module")
 def state():  # type: ignore[no-untyped-def]
-    spine = generate_spine(
-        4, totals={"US": tallies_2020()["US"].scaled(0.05)}, population={"US": 16_000_000}
-    )
-    st = int(np.argmin(spine.populations()["State"]))
-    hierarchy, _ = spine_state(spine, st)
-    pop = spine_state_sparse_population(spine, st, 3)
-    measured = allocation_measured(
-        load_allocation("pl94_2021_production"),
-        list(hierarchy.levels),
-        SCH.query_names,
-        "bounded",
-        schema=SCH,
-    )
-    return st, hierarchy, pop, measured
+    return pl94_state(0.05, 16_000_000)
 
 
 @pytest.fixture(scope="module")
 def release(state):  # type: ignore[no-untyped-def]
-    st, hierarchy, pop, measured = state
-    return sparse_topdown(
-        hierarchy.parents,
-        hierarchy.levels,
-        pop.pl94,
-        pop.pl94_invariants,
-        measured,
-        noise_rngs(1, st, len(hierarchy.levels)),
-    )
+    return pl94_release(state)
 
 
 def test_every_query_is_measured_at_every_level(state) -> None:  # type: ignore[no-untyped-def]
