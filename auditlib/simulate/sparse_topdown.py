@@ -199,7 +199,7 @@ def sparse_topdown(
     on_level: Callable[[int, str], None] | None = None,
     max_outer: int = 40,
     progress: Progress | None = None,
-    chunk_variables: int = CHUNK_VARIABLES,
+    chunk_variables: int | None = None,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
@@ -208,8 +208,9 @@ def sparse_topdown(
     called after each level is released (e.g. to time it); ``max_outer`` bounds the augmented
     Lagrangian's rounds for the lower bounds (the repair after the fit holds them in any case);
     ``tol`` is the fit's stopping step, one for all levels or one per level; ``progress`` keeps
-    the chunks (of about ``chunk_variables`` candidate variables) as they finish and resumes
-    after those kept (:mod:`auditlib.simulate.sparse_progress`)."""
+    the chunks (of about ``chunk_variables`` candidate variables, default
+    :data:`CHUNK_VARIABLES` as it is when called) as they finish and resumes after those kept
+    (:mod:`auditlib.simulate.sparse_progress`)."""
     n_levels = len(levels)
     if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
         raise InvalidParameterError(
@@ -246,6 +247,7 @@ def sparse_topdown(
     iterations: list[int] = []
     variables: list[int] = []
     saver = _Saver(progress)
+    chunk = CHUNK_VARIABLES if chunk_variables is None else int(chunk_variables)
     for i in range(n_levels):
         level = _Level(
             truth[i], invs[i].units, invs[i].lower(), int(invs[i].state_total), measured[i],
@@ -253,7 +255,7 @@ def sparse_topdown(
         )  # fmt: skip
         # whole parents at a time below the State: the children's variables, noise, fit and
         # rounding of one chunk are held at once (a large state's Block level: 10⁸ variables)
-        ranges = [(0, 1)] if i == 0 else _chunks(dp[i - 1], parents[i - 1], chunk_variables)
+        ranges = [(0, 1)] if i == 0 else _chunks(dp[i - 1], parents[i - 1], chunk)
         done = saver.resume(i, ranges, rngs[i])
         for j in range(len(done), len(ranges)):
             if i == 0:
