@@ -59,6 +59,19 @@ def drop(store: ResultStore) -> None:
     kept_histograms.drop(store, PRODUCTION_PROGRESS)
 
 
+def drop_state(store: ResultStore, state: int) -> None:
+    """Drop a finished state's kept chunks (its blocks are written: no run resumes it again)."""
+    from zarr.errors import NodeNotFoundError
+
+    try:
+        keys = list(store.zarr_group(PRODUCTION_PROGRESS).group_keys())
+    except (NodeNotFoundError, FileNotFoundError):
+        return
+    for key in keys:
+        if int(key.split("-")[0]) == state:
+            store.drop_group(f"{PRODUCTION_PROGRESS}/{key}")
+
+
 def drop_costs(store: ResultStore) -> None:
     """Drop the kept costs (the ``production`` group holds them)."""
     kept_histograms.drop(store, PRODUCTION_COSTS)

@@ -54,6 +54,7 @@ def _write_state(
     if keep:  # before the blocks: their markers say the state is finished
         save_state_histograms(store, block.state, state_dp, state_truth)
     n = sum(store.write_residual_block(block.state, gi, res) for gi, res in blocks.items())
+    production_progress.drop_state(store, block.state)  # finished: its resume points go
     return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 
 

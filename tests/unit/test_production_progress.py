@@ -15,12 +15,13 @@ from auditlib.simulate.sparse_progress import Batch, Chunk, kept_prefix
 from flows.audit import production_progress as pp
 from flows.runtime.cluster import ClusterConfigError, progress_every_s
 from storage.result_store import ResultStore
+from storage.schema import STORE_ATTR
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> ResultStore:
     url = str(tmp_path / "s.zarr")
-    zarr.open_group(url, mode="w", zarr_format=3)
+    zarr.open_group(url, mode="w", zarr_format=3, attributes={STORE_ATTR: True})  # dpaudit's
     st = ResultStore.at(url)
     pp.create(st)
     return st
@@ -61,6 +62,15 @@ def test_a_half_written_batch_is_ignored(store: ResultStore) -> None:
     got, _ = kept_prefix(prog.load(1), [(0, 10), (10, 20)])
     assert [(c.c0, c.c1) for c in got] == [(0, 10)]
     assert pp.kept_points(store) == 2
+
+
+def test_a_finished_states_chunks_are_dropped_and_the_others_kept(store: ResultStore) -> None:
+    for state in (3, 13, 31):
+        pp.StoreProgress(store, state, 0, every=0.0).save([_batch(1, 0, 1, state)])
+    pp.drop_state(store, 3)
+    assert pp.kept_points(store) == 2
+    assert pp.StoreProgress(store, 3, 0).load(1) == []
+    assert len(pp.StoreProgress(store, 13, 0).load(1)) == 1  # not a prefix match: 13 is not 1-3
 
 
 def test_the_kept_cost_is_charged_to_the_task_of_those_replicates(store: ResultStore) -> None:
