@@ -16,7 +16,6 @@ from flows.audit import kept_histograms
 from storage.result_store import ResultStore
 
 if TYPE_CHECKING:
-    from flows.audit.production_progress import Cost
     from flows.spec.audit_plan import AuditPlan, Block, ProductionParams
 
 #: the small group that says which query cells a production run stored (``production_dataset``)
@@ -44,21 +43,23 @@ def production_runs(
     block: Block,
     replicates: tuple[int, int] | None = None,
     store: ResultStore | None = None,
-    cost: Cost | None = None,
 ) -> tuple[list[list[SparseHistograms]], list[SparseHistograms]]:
     """The replicates ``[r0, r1)`` (default: all) of one spine state's sparse TopDown
     (``block``: its State-level block): per replicate its released histograms at every run level,
     and the true ones. With a (staging) ``store``, each replicate keeps its chunks there as it
     goes and resumes after those an earlier run kept (``flows.audit.production_progress``), each
-    save recording the task's ``cost`` so far."""
+    save recording what the replicates have cost so far, and the finished replicates' cost is
+    kept there (before the caller writes anything that says they are done)."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
     from flows.audit.blocks import run_levels
-    from flows.audit.production_progress import StoreProgress
+    from flows.audit.production_progress import Cost, StoreProgress, save_cost
     from flows.audit.spine_share import spine_of
     from flows.spec.sources import spine_levels
 
+    r0, r1 = (0, plan.replicates) if replicates is None else replicates
+    cost = None if store is None else Cost().resume(store, block.state, range(r0, r1))
     prod, td = _params(plan)
     params = plan.spine
     if params is None:
@@ -71,7 +72,6 @@ def production_runs(
     hierarchy, _ = spine_state(spine, st, spine_levels(tuple(plan.geolevels[gi] for gi in gis)))
     pop = spine_state_sparse_population(spine, st, plan.population.seed, schemas=(prod.schema,))
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
-    r0, r1 = (0, plan.replicates) if replicates is None else replicates
     dps, truth = [], []
     for r in range(r0, r1):
         run = sparse_topdown(
@@ -86,6 +86,8 @@ def production_runs(
         )
         dps.append(list(run.dp))
         truth = list(run.truth)
+    if store is not None and cost is not None:  # the population's draw included
+        save_cost(store, block.state, r0, cost)
     return dps, truth
 
 
@@ -107,13 +109,12 @@ def production_blocks(
 
 
 def production_state(
-    plan: AuditPlan, block: Block, store: ResultStore | None = None, cost: Cost | None = None
+    plan: AuditPlan, block: Block, store: ResultStore | None = None
 ) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
     residual blocks per level, the State level's released histograms (one per replicate)
-    and its true histogram, for the nation's sum (``store``, ``cost``: as
-    :func:`production_runs`)."""
-    dps, truth = production_runs(plan, block, store=store, cost=cost)
+    and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""
+    dps, truth = production_runs(plan, block, store=store)
     return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
 
 

@@ -37,14 +37,19 @@ _COSTS = ("cpu_s", "wall_s", "peak_rss")
 _NAMES = ("c0", "c1", "nnz", "iterations", "variables", "keys", "counts")
 
 
-def kept_points(store: ResultStore) -> int:
-    """Resume points kept in the staging store (batches of chunks of unfinished states)."""
+def _keys(store: ResultStore, group: str) -> list[str]:
+    """The entries of a staging group (none if the group is not there)."""
     from zarr.errors import NodeNotFoundError
 
     try:
-        return sum(1 for _ in store.zarr_group(PRODUCTION_PROGRESS).group_keys())
+        return list(store.zarr_group(group).group_keys())
     except (NodeNotFoundError, FileNotFoundError):
-        return 0
+        return []
+
+
+def kept_points(store: ResultStore) -> int:
+    """Resume points kept in the staging store (batches of chunks of unfinished states)."""
+    return len(_keys(store, PRODUCTION_PROGRESS))
 
 
 def create(store: ResultStore) -> None:
@@ -61,13 +66,7 @@ def drop(store: ResultStore) -> None:
 
 def drop_state(store: ResultStore, state: int) -> None:
     """Drop a finished state's kept chunks (its blocks are written: no run resumes it again)."""
-    from zarr.errors import NodeNotFoundError
-
-    try:
-        keys = list(store.zarr_group(PRODUCTION_PROGRESS).group_keys())
-    except (NodeNotFoundError, FileNotFoundError):
-        return
-    for key in keys:
+    for key in _keys(store, PRODUCTION_PROGRESS):
         if int(key.split("-")[0]) == state:
             store.drop_group(f"{PRODUCTION_PROGRESS}/{key}")
 
@@ -105,16 +104,10 @@ class Cost:
         """Charge the cost recorded by the latest kept chunks of the state's ``replicates`` (an
         earlier run's work on this task; the work a kill lost after its last save is not
         charged)."""
-        from zarr.errors import NodeNotFoundError
-
-        try:
-            grp = store.zarr_group(PRODUCTION_PROGRESS)
-        except (NodeNotFoundError, FileNotFoundError):
-            return self
-        for key in grp.group_keys():
+        for key in _keys(store, PRODUCTION_PROGRESS):
             st, rep = key.split("-")[:2]
             if int(st) == state and int(rep) in replicates:
-                attrs = dict(grp[key].attrs)
+                attrs = dict(store.zarr_group(f"{PRODUCTION_PROGRESS}/{key}").attrs)
                 self.prior_cpu = max(self.prior_cpu, float(str(attrs.get("cpu_s", 0.0))))
                 self.prior_wall = max(self.prior_wall, float(str(attrs.get("wall_s", 0.0))))
         return self
@@ -131,14 +124,8 @@ def state_costs(store: ResultStore, states: int) -> dict[str, np.ndarray]:
     """Per state, the kept costs of its tasks: CPU and wall seconds summed, the largest peak RSS of
     the worker processes that finished them (NaN: none kept, e.g. a state finished by an older
     run)."""
-    from zarr.errors import NodeNotFoundError
-
     out = {k: np.full(states, np.nan) for k in _COSTS}
-    try:
-        keys = list(store.zarr_group(PRODUCTION_COSTS).group_keys())
-    except (NodeNotFoundError, FileNotFoundError):
-        return out
-    for key in keys:
+    for key in _keys(store, PRODUCTION_COSTS):
         got = kept_histograms.load(store, PRODUCTION_COSTS, key, ("cost",))
         if got is None:
             continue
@@ -188,19 +175,16 @@ class StoreProgress:
             )
 
     def load(self, level: int) -> list[Batch]:
-        from zarr.errors import NodeNotFoundError
-
-        try:
-            grp = self.store.zarr_group(PRODUCTION_PROGRESS)
-        except (NodeNotFoundError, FileNotFoundError):
-            return []
         prefix = self._prefix(level)
         out = []
-        for key in sorted(k for k in grp.group_keys() if k.startswith(prefix)):
+        for key in sorted(
+            k for k in _keys(self.store, PRODUCTION_PROGRESS) if k.startswith(prefix)
+        ):
             got = kept_histograms.load(self.store, PRODUCTION_PROGRESS, key, _NAMES)
             if got is None:
                 continue  # not kept whole (the run was killed while saving it)
-            state = json.loads(str(grp[key].attrs["rng_state"]))
+            attrs = self.store.zarr_group(f"{PRODUCTION_PROGRESS}/{key}").attrs
+            state = json.loads(str(attrs["rng_state"]))
             ends = np.cumsum(got["nnz"])
             cols = zip(
                 got["c0"].tolist(), got["c1"].tolist(), got["nnz"].tolist(), ends.tolist(),

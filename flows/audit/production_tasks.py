@@ -29,7 +29,6 @@ from flows.audit.production import (
     production_state,
     save_state_histograms,
 )
-from flows.audit.production_progress import Cost, save_cost
 from flows.audit.tasks import TASK_OPTS
 from flows.spec.audit_plan import AuditPlan, Block
 from storage.residuals import replicate_ranges
@@ -37,9 +36,7 @@ from storage.result_store import ResultStore
 
 
 def _state_one(store: ResultStore, plan: AuditPlan, block: Block, keep: bool) -> dict[str, Any]:
-    cost = Cost().resume(store, block.state, range(plan.replicates))
-    blocks, state_dp, state_truth = production_state(plan, block, store, cost)
-    save_cost(store, block.state, 0, cost)  # before the blocks, whose markers say it is finished
+    blocks, state_dp, state_truth = production_state(plan, block, store)  # its cost kept there
     return _write_state(store, block, keep, blocks, state_dp, state_truth)
 
 
@@ -97,9 +94,7 @@ def simulate_production_range(
         or production_ranges.load_range(store, plan, block.state, replicates) is not None
     ):
         return {"simulated": 0, "seconds": time.perf_counter() - t0}
-    cost = Cost().resume(store, block.state, range(*replicates))
-    dps, truth = production_runs(plan, block, replicates, store, cost)
-    save_cost(store, block.state, replicates[0], cost)
+    dps, truth = production_runs(plan, block, replicates, store)
     production_ranges.save_range(
         store, block.state, replicates[0], dps, truth if replicates[0] == 0 else None
     )
