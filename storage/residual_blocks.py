@@ -30,11 +30,26 @@ if TYPE_CHECKING:
     from auditlib.simulate import ResidualBlock
 
 
+class Arrays:
+    """The residual group's arrays of one operation: the group and each array opened once (each
+    open reads a metadata document: on an object store, a request or two)."""
+
+    def __init__(self, url: str, mode: str = "r") -> None:
+        self.url = url
+        self.group = zarr.open_group(url, mode=mode, zarr_format=3, path=S.RESIDUALS)  # type: ignore[arg-type]
+        self._open: dict[str, zarr.Array] = {}
+
+    def __getitem__(self, name: str) -> zarr.Array:
+        if name not in self._open:
+            arr = self.group[name]
+            if not isinstance(arr, zarr.Array):
+                raise StoreError(f"{S.RESIDUALS}/{name} in {self.url!r} is not an array")
+            self._open[name] = arr
+        return self._open[name]
+
+
 def residual_array(url: str, name: str, mode: str = "r") -> zarr.Array:
-    arr = zarr.open_group(url, mode=mode, zarr_format=3, path=S.RESIDUALS)[name]  # type: ignore[arg-type]
-    if not isinstance(arr, zarr.Array):
-        raise StoreError(f"{S.RESIDUALS}/{name} in {url!r} is not an array")
-    return arr
+    return Arrays(url, mode)[name]
 
 
 #: the item variables of a block with their padding value, beside ``residual`` (NaN padding)
@@ -44,19 +59,20 @@ _ITEM_PADDING = {"truth": 0, "query_index": -1, "unit_index": 0, "cell_index": 0
 def block_place(url: str, state: int, level: int) -> tuple[int, int, int]:
     """(first item, planned items, items of the whole chunks it is written as: those of its
     ``n_items``, 0 before it is written) of a block on the item axis."""
-    grp = zarr.open_group(url, mode="r", zarr_format=3, path=S.RESIDUALS)
-    if "item_offset" not in grp:
+    return _place(Arrays(url), state, level)
+
+
+def _place(arrays: Arrays, state: int, level: int) -> tuple[int, int, int]:
+    if "item_offset" not in arrays.group:
         raise StoreError(
-            f"store {url!r} has the padded residual layout 1 of an older dpaudit; this dpaudit "
-            f"writes layout {LAYOUT}: re-run the audit with --overwrite to rebuild it"
+            f"store {arrays.url!r} has the padded residual layout 1 of an older dpaudit; this "
+            f"dpaudit writes layout {LAYOUT}: re-run the audit with --overwrite to rebuild it"
         )
-    off, cap, truth = (
-        residual_array(url, name) for name in ("item_offset", "item_capacity", "truth")
-    )
+    off, cap, truth = (arrays[name] for name in ("item_offset", "item_capacity", "truth"))
     shape = off.shape
     if not (0 <= state < shape[0] and 0 <= level < shape[1]):
         raise StoreError(f"region (state={state}, geolevel={level}) is outside the store {shape}")
-    n = int(np.asarray(residual_array(url, "n_items")[state, level]))
+    n = int(np.asarray(arrays["n_items"][state, level]))
     return (
         int(np.asarray(off[state, level])),
         int(np.asarray(cap[state, level])),
@@ -85,8 +101,9 @@ def write_residual_block(
     marker). The first range also writes the block's item variables (−1 / 0 padding) and
     ``n_items`` before its digests. The block's checksums follow once every replicate of the
     block is written (:func:`seal_block`)."""
-    off, cap, _ = block_place(url, state, level)
-    arr = residual_array(url, "residual", mode="r+")
+    arrays = Arrays(url, mode="r+")
+    off, cap, _ = _place(arrays, state, level)
+    arr = arrays["residual"]
     r, rc, chunk = arr.shape[0], int(arr.chunks[0]), int(arr.chunks[1])
     r0, r1 = (0, r) if replicates is None else (int(replicates[0]), int(replicates[1]))
     if not (0 <= r0 < r1 <= r) or r0 % rc or (r1 % rc and r1 != r):
@@ -105,7 +122,7 @@ def write_residual_block(
     first = r0 == 0  # one writer of the block's items: the task of its first range
     rows = [checksums.DigestStream(span, np.float32) for _ in range(r1 - r0)]
     names = tuple(_ITEM_PADDING) if first else ()
-    targets = {name: residual_array(url, name, mode="r+") for name in names}
+    targets = {name: arrays[name] for name in names}
     streams = {name: checksums.DigestStream(span, targets[name].dtype) for name in names}
     for a, b in pieces(span, chunk, r1 - r0):
         m = max(0, min(b, n) - a)  # the piece's own items, then padding
@@ -124,23 +141,27 @@ def write_residual_block(
     digests = None
     if first:
         count = np.array([[n]], np.int64)
-        residual_array(url, "n_items", mode="r+")[state : state + 1, level : level + 1] = count
+        arrays["n_items"][state : state + 1, level : level + 1] = count
         digests = {name: h.digest() for name, h in streams.items()}
         digests["n_items"] = checksums.digest(count)
     # each replicate's digest after its data: the range's completion marker
     done = np.stack([np.frombuffer(h.digest(), np.uint8) for h in rows])
-    residual_array(url, REPLICATE_SHA256, mode="r+")[state, level, r0:r1] = done
-    seal_block(url, state, level, digests)
+    arrays[REPLICATE_SHA256][state, level, r0:r1] = done
+    _seal(arrays, state, level, digests)
     return n
 
 
 def item_digests(url: str, state: int, level: int) -> dict[str, bytes]:
     """The digests of a written block's item variables and ``n_items``, read back in pieces."""
-    off, _, span = block_place(url, state, level)
+    return _item_digests(Arrays(url), state, level)
+
+
+def _item_digests(arrays: Arrays, state: int, level: int) -> dict[str, bytes]:
+    off, _, span = _place(arrays, state, level)
     out: dict[str, bytes] = {}
     for name in _ITEM_PADDING:
-        out[name] = checksums.slice_digest(residual_array(url, name), slice(off, off + span))
-    count = np.asarray(residual_array(url, "n_items")[state : state + 1, level : level + 1])
+        out[name] = checksums.slice_digest(arrays[name], slice(off, off + span))
+    count = np.asarray(arrays["n_items"][state : state + 1, level : level + 1])
     out["n_items"] = checksums.digest(count)
     return out
 
@@ -152,26 +173,31 @@ def seal_block(
     return whether it is sealed. ``digests``: those of its item variables and ``n_items`` as
     written (else read back, :func:`item_digests`). Two tasks finishing a block's last ranges
     together both write the same bytes."""
-    reps = np.asarray(residual_array(url, REPLICATE_SHA256)[state, level])
+    return _seal(Arrays(url, mode="r+"), state, level, digests)
+
+
+def _seal(
+    arrays: Arrays, state: int, level: int, digests: Mapping[str, bytes] | None = None
+) -> bool:
+    reps = np.asarray(arrays[REPLICATE_SHA256][state, level])
     if not reps.any(axis=-1).all():
         return False
     if digests is None:
-        digests = item_digests(url, state, level)
+        digests = _item_digests(arrays, state, level)
     rows = np.stack(
         [
             np.frombuffer(split_digest(reps) if name == "residual" else digests[name], np.uint8)
             for name in S.RESIDUAL_BLOCK_VARS
         ]
     )
-    residual_array(url, S.BLOCK_SHA256, mode="r+")[state, level] = rows
+    arrays[S.BLOCK_SHA256][state, level] = rows
     return True
 
 
 def done_blocks(url: str) -> set[tuple[int, int]]:
     """(state, level) indices of the blocks whose writes completed (their checksums are set)."""
-    marks = np.asarray(residual_array(url, S.BLOCK_SHA256)[...]).reshape(
-        *residual_array(url, S.BLOCK_SHA256).shape[:2], -1
-    )
+    arr = residual_array(url, S.BLOCK_SHA256)
+    marks = np.asarray(arr[...]).reshape(*arr.shape[:2], -1)
     s, g = np.nonzero(marks.any(axis=-1))
     return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
 
@@ -205,41 +231,46 @@ def seal_pending(url: str) -> set[tuple[int, int]]:
     return pending
 
 
-def _items(url: str, state: int, level: int) -> slice:
-    off, _, _ = block_place(url, state, level)
-    n = int(np.asarray(residual_array(url, "n_items")[state, level]))
+def _items(arrays: Arrays, state: int, level: int) -> slice:
+    off, _, _ = _place(arrays, state, level)
+    n = int(np.asarray(arrays["n_items"][state, level]))
     return slice(off, off + n)
 
 
 def read_residuals(url: str, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
     """(residual (replicates, n), query_index (n,)) of one block, its own items only."""
-    items = _items(url, state, level)
-    res = np.asarray(residual_array(url, "residual")[:, items])
-    qi = np.asarray(residual_array(url, "query_index")[items])
+    arrays = Arrays(url)
+    items = _items(arrays, state, level)
+    res = np.asarray(arrays["residual"][:, items])
+    qi = np.asarray(arrays["query_index"][items])
     return res, qi
 
 
 def read_query_index(url: str, state: int, level: int) -> np.ndarray:
     """query_index (n,) of one block's items."""
-    return np.asarray(residual_array(url, "query_index")[_items(url, state, level)])
+    arrays = Arrays(url)
+    return np.asarray(arrays["query_index"][_items(arrays, state, level)])
 
 
 def read_residual_rows(url: str, state: int, level: int, rows: int) -> np.ndarray:
     """The first ``rows`` replicates (all of them if fewer) of one block's residuals, as
     :func:`read_residuals` reads them: (min(rows, replicates), n)."""
-    return np.asarray(residual_array(url, "residual")[: max(0, rows), _items(url, state, level)])
+    arrays = Arrays(url)
+    return np.asarray(arrays["residual"][: max(0, rows), _items(arrays, state, level)])
 
 
 def read_cells(url: str, state: int, level: int) -> np.ndarray:
     """cell_index (n,) of one block's items (the cell of its query each item counts)."""
-    return np.asarray(residual_array(url, "cell_index")[_items(url, state, level)])
+    arrays = Arrays(url)
+    return np.asarray(arrays["cell_index"][_items(arrays, state, level)])
 
 
 def read_items(url: str, state: int, level: int) -> tuple[np.ndarray, np.ndarray]:
     """(truth (n,), unit_index (n,)) of one block's items."""
-    items = _items(url, state, level)
-    truth = np.asarray(residual_array(url, "truth")[items])
-    return truth, np.asarray(residual_array(url, "unit_index")[items])
+    arrays = Arrays(url)
+    items = _items(arrays, state, level)
+    truth = np.asarray(arrays["truth"][items])
+    return truth, np.asarray(arrays["unit_index"][items])
 
 
 def resume_point(url: str, run_id: str) -> set[tuple[int, int]] | None:
