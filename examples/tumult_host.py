@@ -4,6 +4,7 @@ examples/tumult_client.py run by that environment's interpreter on a table of tr
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -28,6 +29,14 @@ def tumult_python(venv: Path | None = None) -> Path:
     examples/tumult-requirements.txt``) when it cannot import ``tmlt.analytics``; a
     ``RuntimeError`` names the step that failed."""
     venv = tumult_venv() if venv is None else venv
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # one maker at a time: another process making it is waited for, then its result probed
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _made(venv)
+
+
+def _made(venv: Path) -> Path:
     python = venv / "bin" / "python"
     probe = [str(python), "-c", "import tmlt.analytics"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
