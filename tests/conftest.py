@@ -33,7 +33,7 @@ import pytest  # noqa: E402  (after the environment above, like everything the t
 #: how to run each tier: the default run is the fast tier (addopts in pyproject.toml: -m "not slow")
 TIERS = {
     "fast": ".venv/bin/python -m pytest -n 2",
-    "slow": ".venv/bin/python -m pytest -m slow -n 2",
+    "slow": ".venv/bin/python -m pytest -m slow -n 3",
 }
 
 _COLLECTED = pytest.StashKey[dict[str, int]]()

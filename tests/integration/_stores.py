@@ -5,10 +5,13 @@ finished dpaudit store (what the store-safety tests replace, delete or stage).""
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytest
 import zarr
 
 from storage import checksums, store
@@ -70,6 +73,30 @@ def undisturbed_audit(spec: AuditSpec, url: str, address: str) -> dict[str, Any]
     summary: dict[str, Any] = flow(spec, url, run_id_for(spec))
     store.finalize(url)
     return summary
+
+
+def shared_undisturbed_audit(spec: AuditSpec, root: Path, address: str) -> str:
+    """The store of :func:`undisturbed_audit` of ``spec`` in ``root``, run once for the tests that
+    share ``root`` (:func:`session_root`: every xdist worker of one session): the first to ask
+    runs it, the others wait for it and read it."""
+    from flows.audit.flow import run_id_for
+
+    url = root / f"undisturbed-{run_id_for(spec)}.zarr"
+    with open(url.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not store.is_complete(str(url)):
+            shutil.rmtree(url, ignore_errors=True)  # a test stopped while it ran
+            undisturbed_audit(spec, str(url), address)
+    return str(url)
+
+
+def session_root(factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A directory of this test session shared by its xdist workers (``worker_id`` the
+    pytest-xdist fixture's: ``master`` without them)."""
+    base = factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "shared"
+    root.mkdir(exist_ok=True)
+    return root
 
 
 def one_block_template(url: str, run_id: str = "abc") -> None:

@@ -15,7 +15,11 @@ import zarr
 
 from storage import checksums, residual_blocks, store
 from tests.integration._processes import audit_run, resume, run_until, standalone_env
-from tests.integration._stores import assert_same_arrays, undisturbed_audit
+from tests.integration._stores import (
+    assert_same_arrays,
+    session_root,
+    shared_undisturbed_audit,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -87,7 +91,12 @@ def kept_cpu_s(staging: Path, state: int) -> float:
 
 @pytest.mark.parametrize("per_task", [25, 1], ids=["whole-states", "ranges"])
 def test_a_killed_production_run_resumes_without_redoing_finished_states(
-    prefect_harness: None, dask_address: str, tmp_path: Path, per_task: int
+    prefect_harness: None,
+    dask_address: str,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    worker_id: str,
+    per_task: int,
 ) -> None:
     """Whole states in one task each, or each state's 2 replicates in ranges of 1 (a task per
     range, one writing the state's blocks): killed once a state is done, run again, the finished
@@ -137,8 +146,12 @@ def test_a_killed_production_run_resumes_without_redoing_finished_states(
         costs = xr.open_zarr(str(target), group="production").attrs["state_costs"]
         assert costs[plan.states[other]]["cpu_s"] > spent  # the kept work charged to it
 
-    # an undisturbed run of the same spec (in-process, 2 workers): the same arrays
-    ref = str(tmp_path / "ref.zarr")
-    undisturbed_audit(run.spec.model_copy(update={"cluster": run.spec.cluster.model_copy(
-        update={"replicates_per_task": 25})}), ref, dask_address)  # fmt: skip
+    # an undisturbed run of the same spec (in-process, 2 workers, one task per state; one run
+    # for both cases): the same arrays
+    whole = run.spec.cluster.model_copy(update={"replicates_per_task": 25})
+    ref = shared_undisturbed_audit(
+        run.spec.model_copy(update={"cluster": whole}),
+        session_root(tmp_path_factory, worker_id),
+        dask_address,
+    )
     assert_same_arrays(str(target), ref, at_least=21)
