@@ -36,7 +36,12 @@ class Arrays:
 
     def __init__(self, url: str, mode: str = "r") -> None:
         self.url = url
-        self.group = zarr.open_group(url, mode=mode, zarr_format=3, path=S.RESIDUALS)  # type: ignore[arg-type]
+        self.group = zarr.open_group(
+            url,
+            mode=mode,  # type: ignore[arg-type]
+            zarr_format=3,
+            path=S.RESIDUALS,
+        )
         self._open: dict[str, zarr.Array] = {}
 
     def __getitem__(self, name: str) -> zarr.Array:
