@@ -132,3 +132,29 @@ def test_a_layout_3_store_verifies_over_its_capacity(tmp_path: Path) -> None:
         "residuals/query_index block (state=ST01, geolevel=County): checksum mismatch (missing or "
         "corrupt chunk)"
     ]
+
+
+def test_a_block_write_and_read_open_the_residual_group_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each open of the group reads its metadata document (on an object store a HEAD and a GET):
+    a block's write, its seal included, and each read open it once, not once per array they
+    touch (17 opens per write before; benchmarks/README.md, "Requests to an object store")."""
+    url = str(tmp_path / "s.zarr")
+    template(url, np.full((3, 3), 12, np.int64))
+    block = make_block(4, 2, 1)
+    opened: list[str | None] = []
+    real = zarr.open_group
+
+    def counted(*args: object, **kwargs: object) -> zarr.Group:
+        opened.append(kwargs.get("path"))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(residual_blocks.zarr, "open_group", counted)
+    assert store.write_residual_block(url, 1, 2, block) == 12
+    assert opened == [S.RESIDUALS]  # one operation: its place, items, digests and seal
+    opened.clear()
+    got, _ = store.read_residuals(url, 1, 2)
+    np.testing.assert_array_equal(got, block.residual)
+    truth, _ = store.read_items(url, 1, 2)
+    assert len(truth) == 12 and opened == [S.RESIDUALS, S.RESIDUALS]
