@@ -27,7 +27,7 @@ from storage.staging import remove
 from storage.targets import exists, group_attrs, root_attrs
 
 if TYPE_CHECKING:
-    from auditlib.simulate import ResidualBlock
+    from auditlib.simulate import ResidualBlock, ResidualParts
 
 
 class Arrays:
@@ -94,11 +94,11 @@ def write_residual_block(
     url: str,
     state: int,
     level: int,
-    block: ResidualBlock | None,
+    block: ResidualBlock | ResidualParts | None,
     *,
     replicates: tuple[int, int] | None = None,
 ) -> int:
-    """Write one (state, level) block, or the replicate range ``replicates`` = (start, stop) of
+    """Write one (state, level) block (whole or in consecutive parts), or the replicate range ``replicates`` = (start, stop) of
     it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
     last replicate): its rows of the whole chunks its items take on the item axis (its items, then
     NaN padding to the end of their last chunk; the rest of its planned place is never written),
@@ -119,9 +119,9 @@ def write_residual_block(
     n = 0 if block is None else block.n_items
     if n > cap:
         raise StoreError(f"block ({state}, {level}) has {n} items; the store holds {cap} for it")
-    if block is not None and block.residual.shape[0] != r1 - r0:
+    if block is not None and block.replicates != r1 - r0:
         raise StoreError(
-            f"block has {block.residual.shape[0]} replicates; the range [{r0}, {r1}) {r1 - r0}"
+            f"block has {block.replicates} replicates; the range [{r0}, {r1}) {r1 - r0}"
         )
     span = int(spans(n, chunk))
     first = r0 == 0  # one writer of the block's items: the task of its first range
@@ -132,15 +132,16 @@ def write_residual_block(
     for a, b in pieces(span, chunk, r1 - r0):
         m = max(0, min(b, n) - a)  # the piece's own items, then padding
         res = np.full((r1 - r0, b - a), np.nan, np.float32)
-        if block is not None and m:
-            res[:, :m] = block.residual[:, a : a + m]
+        got = block.items(a, a + m) if block is not None and m else None
+        if got is not None:
+            res[:, :m] = got.residual
         arr[r0:r1, off + a : off + b] = res
         for h, row in zip(rows, res, strict=True):
             h.update(row)
         for name in names:
             vals = np.full(b - a, _ITEM_PADDING[name], targets[name].dtype)
-            if block is not None and m:
-                vals[:m] = getattr(block, name)[a : a + m]
+            if got is not None:
+                vals[:m] = getattr(got, name)
             targets[name][off + a : off + b] = vals
             streams[name].update(vals)
     digests = None

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import xarray as xr
     import zarr
 
-    from auditlib.simulate import ResidualBlock
+    from auditlib.simulate import ResidualBlock, ResidualParts
     from storage.residuals import Residuals
 
 
@@ -205,7 +205,7 @@ class ResultStore:
         self,
         state: int,
         level: int,
-        block: ResidualBlock | None,
+        block: ResidualBlock | ResidualParts | None,
         *,
         replicates: tuple[int, int] | None = None,
     ) -> int:

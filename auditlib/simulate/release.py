@@ -101,6 +101,64 @@ class ResidualBlock:
     def n_items(self) -> int:
         return int(self.truth.size)
 
+    @property
+    def replicates(self) -> int:
+        return int(self.residual.shape[0])
+
+    def items(self, start: int, stop: int) -> ResidualBlock:
+        """Items ``[start, stop)`` (views)."""
+        return ResidualBlock(
+            self.residual[:, start:stop],
+            *(getattr(self, n)[start:stop] for n in ITEM_VARIABLES),
+        )
+
+
+#: a block's variables of one value per item, in the order :class:`ResidualBlock` takes them
+ITEM_VARIABLES = ("truth", "query_index", "unit_index", "cell_index")
+
+
+@dataclass(frozen=True)
+class ResidualParts:
+    """One block held as consecutive parts (each the next items, as a :class:`ResidualBlock`),
+    never concatenated: a large block is built and written holding its items once."""
+
+    parts: tuple[ResidualBlock, ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise InvalidParameterError("Invalid residual parts: give at least one part")
+        if len({p.replicates for p in self.parts}) != 1:
+            raise InvalidParameterError("Invalid residual parts: each part has every replicate")
+
+    @property
+    def n_items(self) -> int:
+        return sum(p.n_items for p in self.parts)
+
+    @property
+    def replicates(self) -> int:
+        return self.parts[0].replicates
+
+    def items(self, start: int, stop: int) -> ResidualBlock:
+        """Items ``[start, stop)`` as one block (copied from the parts they lie in)."""
+        got, pos = [], 0
+        for p in self.parts:
+            a, b = max(start - pos, 0), min(stop - pos, p.n_items)
+            if a < b:
+                got.append(p.items(a, b))
+            pos += p.n_items
+        if len(got) == 1:
+            return got[0]
+        if not got:
+            return self.parts[0].items(0, 0)
+        return ResidualBlock(
+            np.concatenate([g.residual for g in got], axis=1),
+            *(np.concatenate([getattr(g, n) for g in got]) for n in ITEM_VARIABLES),
+        )
+
+    def whole(self) -> ResidualBlock:
+        """The block in one piece (a copy)."""
+        return self.items(0, self.n_items) if len(self.parts) > 1 else self.parts[0]
+
 
 def simulate_block(
     truths: Sequence[np.ndarray],

@@ -24,38 +24,76 @@ import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography.sparse_histograms import SparseHistograms, from_keys
-from auditlib.simulate.release import ResidualBlock
+from auditlib.simulate.release import ResidualBlock, ResidualParts
 
 IntArray = npt.NDArray[np.int64]
 
 
-def query_keys(hist: SparseHistograms, query: str) -> tuple[IntArray, IntArray]:
-    """Sorted distinct keys ``unit · n_q + query cell`` of a query's non-zero answers and the answers."""
-    sch = hist.schema
+#: most histogram entries (the truth's and every replicate's together) one part of a level's
+#: units is answered in: the temporaries of a block's build stay near ``40 ×`` this many bytes
+#: whatever the block's size (a large state's Block level at ten replicates holds ~10⁸ entries),
+#: and the block itself is held once (its parts are copied into it one by one, each then freed)
+PART_ENTRIES = 1 << 22
+
+
+def unit_parts(
+    hists: Sequence[SparseHistograms], limit: int = PART_ENTRIES
+) -> list[tuple[int, int]]:
+    """[start, stop) of consecutive ranges of the units of ``hists`` (same units) each holding at
+    most ``limit`` entries of them all together (a single unit may hold more: it is a part alone)."""
+    n = hists[0].n_units
+    cum = np.zeros(n + 1, dtype=np.int64)  # entries before each unit, over all of them
+    for h in hists:
+        cum += np.asarray(h.indptr, dtype=np.int64)
+    parts, u = [], 0
+    while u < n:
+        v = int(np.searchsorted(cum, cum[u] + max(int(limit), 1), side="right")) - 1
+        v = min(max(v, u + 1), n)
+        parts.append((u, v))
+        u = v
+    return parts
+
+
+def _part(
+    hists: Sequence[SparseHistograms], units: tuple[int, int], query: str
+) -> tuple[IntArray, np.ndarray, np.ndarray]:
+    """One query over units ``[u0, u1)`` of ``hists`` (the truth, then each replicate): the
+    sorted keys ``unit · n_q + query cell`` non-zero in any of them, the true answers there and
+    the residuals (replicates, keys), from one sort of all their entries' keys."""
+    sch = hists[0].schema
     nq = sch.n_query_cells(query)
-    keys = hist.unit_of_entry() * nq + sch.cells_query_index(query, hist.cells)
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(inv, weights=hist.counts, minlength=uniq.size).astype(np.int64)
+    u0, u1 = units
+    keys, weights, seg = [], [], [0]
+    for h in hists:
+        ip = np.asarray(h.indptr[u0 : u1 + 1], dtype=np.int64)
+        a, b = int(ip[0]), int(ip[-1])
+        unit = np.repeat(np.arange(u0, u1, dtype=np.int64), np.diff(ip))
+        keys.append(unit * nq + sch.cells_query_index(query, h.cells[a:b]))
+        weights.append(h.counts[a:b])
+        seg.append(seg[-1] + b - a)
+    items, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    del keys
+    w = np.concatenate(weights).astype(np.float64)
+    m = items.size
+    true = np.bincount(inv[: seg[1]], weights=w[: seg[1]], minlength=m)
+    rows = np.empty((len(hists) - 1, m), dtype=np.float32)
+    for j in range(1, len(hists)):
+        a, b = seg[j], seg[j + 1]
+        rows[j - 1] = np.bincount(inv[a:b], weights=w[a:b], minlength=m) - true
+    return items, true, rows
 
 
-def _at(keys: IntArray, values: IntArray, where: IntArray) -> IntArray:
-    """``values`` at ``where`` (keys absent from ``keys``: 0); ``keys`` sorted and distinct."""
-    out = np.zeros(where.size, dtype=np.int64)
-    if keys.size:
-        pos = np.minimum(np.searchsorted(keys, where), keys.size - 1)
-        hit = keys[pos] == where
-        out[hit] = values[pos[hit]]
-    return out
-
-
-def sparse_level_residuals(
+def sparse_level_parts(
     truth: SparseHistograms,
     dps: Sequence[SparseHistograms],
     queries: Sequence[str],
     query_ids: Mapping[str, int],
-) -> ResidualBlock:
+    part_entries: int = PART_ENTRIES,
+) -> ResidualParts:
     """Residuals released − true of every query cell non-zero in ``truth`` or in one of ``dps``
-    (the replicates' released histograms of the same units), at one level (module docstring)."""
+    (the replicates' released histograms of the same units), at one level (module docstring), as
+    consecutive parts: each query over ranges of the units of at most ``part_entries`` entries
+    (:func:`unit_parts`; the items and their order do not depend on them)."""
     if not dps:
         raise InvalidParameterError("Invalid releases: give at least one replicate")
     for d in dps:
@@ -64,31 +102,51 @@ def sparse_level_residuals(
                 f"Invalid release: {d.n_units} units of {d.schema_name!r} beside a truth of "
                 f"{truth.n_units} units of {truth.schema_name!r}; give the same units and schema"
             )
-    sch = truth.schema
-    res, tr, qi, ui, ci = [], [], [], [], []
     for q in dict.fromkeys(queries):
         if q not in query_ids:
             raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
-        nq = sch.n_query_cells(q)
-        t_keys, t_vals = query_keys(truth, q)
-        d_answers = [query_keys(d, q) for d in dps]
-        items = np.unique(np.concatenate([t_keys, *(k for k, _ in d_answers)]))
-        true = _at(t_keys, t_vals, items)
-        tr.append(true)
-        res.append(np.stack([_at(k, v, items) - true for k, v in d_answers]))
-        qi.append(np.full(items.size, query_ids[q], dtype=np.int16))
-        ui.append((items // nq).astype(np.int32))
-        ci.append((items % nq).astype(np.int32))
-    truth_all = np.concatenate(tr)
-    if truth_all.size and truth_all.max() > np.iinfo(np.int32).max:
-        raise InvalidParameterError("Invalid truth: a count exceeds int32")
+    hists = [truth, *dps]
+    units = unit_parts(hists, part_entries)
+    parts = []
+    for q in dict.fromkeys(queries):
+        nq = truth.schema.n_query_cells(q)
+        for u in units:
+            items, true, rows = _part(hists, u, q)
+            if true.size and true.max() > np.iinfo(np.int32).max:
+                raise InvalidParameterError("Invalid truth: a count exceeds int32")
+            parts.append(
+                ResidualBlock(
+                    residual=rows,
+                    truth=true.astype(np.int32),
+                    query_index=np.full(items.size, query_ids[q], dtype=np.int16),
+                    unit_index=(items // nq).astype(np.int32),
+                    cell_index=(items % nq).astype(np.int32),
+                )
+            )
+    if not parts:  # no units, or no queries
+        parts.append(_empty(len(dps)))
+    return ResidualParts(tuple(parts))
+
+
+def _empty(replicates: int) -> ResidualBlock:
     return ResidualBlock(
-        residual=np.hstack(res).astype(np.float32),
-        truth=truth_all.astype(np.int32),
-        query_index=np.concatenate(qi),
-        unit_index=np.concatenate(ui),
-        cell_index=np.concatenate(ci),
+        np.zeros((replicates, 0), np.float32),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int16),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
     )
+
+
+def sparse_level_residuals(
+    truth: SparseHistograms,
+    dps: Sequence[SparseHistograms],
+    queries: Sequence[str],
+    query_ids: Mapping[str, int],
+    part_entries: int = PART_ENTRIES,
+) -> ResidualBlock:
+    """:func:`sparse_level_parts` in one piece."""
+    return sparse_level_parts(truth, dps, queries, query_ids, part_entries).whole()
 
 
 def unstored_cells(block: ResidualBlock, query_cells: Mapping[int, int]) -> dict[int, int]:

@@ -5,13 +5,14 @@ Prefect tasks (``flows.audit.production_tasks``) call these."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from auditlib.geography.sparse_histograms import SparseHistograms
-from auditlib.simulate import ResidualBlock
+from auditlib.simulate import ResidualBlock, ResidualParts
 from flows.audit import kept_histograms
 from storage.result_store import ResultStore
 
@@ -93,26 +94,24 @@ def production_runs(
 
 def production_blocks(
     plan: AuditPlan, dps: list[list[SparseHistograms]], truth: list[SparseHistograms]
-) -> dict[int, ResidualBlock]:
+) -> Iterator[tuple[int, ResidualParts]]:
     """Residual blocks per run level of a state from every replicate's released histograms
-    (``dps[replicate][level]``) and the true ones."""
-    from auditlib.simulate.sparse_release import sparse_level_residuals
+    (``dps[replicate][level]``) and the true ones, each built when it is asked for (a writer
+    holds one level's block at a time)."""
+    from auditlib.simulate.sparse_release import sparse_level_parts
     from flows.audit.blocks import run_levels
 
     ids = _query_ids(plan)
-    return {
-        gi: sparse_level_residuals(
-            truth[i], [run[i] for run in dps], [q.name for _, q in plan.level_queries[gi]], ids
-        )
-        for i, gi in enumerate(run_levels(plan))
-    }
+    for i, gi in enumerate(run_levels(plan)):
+        queries = [q.name for _, q in plan.level_queries[gi]]
+        yield gi, sparse_level_parts(truth[i], [run[i] for run in dps], queries, ids)
 
 
 def production_state(
     plan: AuditPlan, block: Block, store: ResultStore | None = None
-) -> tuple[dict[int, ResidualBlock], list[SparseHistograms], SparseHistograms]:
+) -> tuple[Iterator[tuple[int, ResidualParts]], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
-    residual blocks per level, the State level's released histograms (one per replicate)
+    residual blocks per level (:func:`production_blocks`), the State level's released histograms (one per replicate)
     and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""
     dps, truth = production_runs(plan, block, store=store)
     return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]

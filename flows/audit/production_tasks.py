@@ -13,11 +13,13 @@ writes its blocks from all of them: a 100-replicate state is no longer one task.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from prefect import task
 from prefect.futures import PrefectFuture
 
+from auditlib.simulate import ResidualParts
 from flows.audit import production_progress, production_ranges
 from flows.audit.batching import batch_states
 from flows.audit.production import (
@@ -44,13 +46,13 @@ def _write_state(
     store: ResultStore,
     block: Block,
     keep: bool,
-    blocks: dict[int, Any],
+    blocks: Iterable[tuple[int, ResidualParts]],
     state_dp: list[Any],
     state_truth: Any,
 ) -> dict[str, Any]:
     if keep:  # before the blocks: their markers say the state is finished
         save_state_histograms(store, block.state, state_dp, state_truth)
-    n = sum(store.write_residual_block(block.state, gi, res) for gi, res in blocks.items())
+    n = sum(store.write_residual_block(block.state, gi, res) for gi, res in blocks)
     production_progress.drop_state(store, block.state)  # finished: its resume points go
     return {"state": block.state, "n_items": n, "state_dp": state_dp, "state_truth": state_truth}
 

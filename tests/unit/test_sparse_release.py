@@ -4,6 +4,8 @@ are zero everywhere; the nation's sum; the capacity bound holds."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,11 @@ from auditlib.exceptions import InvalidParameterError, UnknownNameError
 from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import SparseHistograms, from_keys
 from auditlib.simulate.sparse_release import (
+    PART_ENTRIES,
     capacity,
     sparse_level_residuals,
     sum_units,
+    unit_parts,
     unstored_cells,
 )
 from auditlib.simulate.topdown_residuals import level_residuals
@@ -37,10 +41,16 @@ def level() -> tuple[SparseHistograms, list[SparseHistograms]]:
     return _random(rng, 9, 60), [_random(rng, 9, 60) for _ in range(3)]
 
 
-def test_items_are_the_dense_residuals_non_zero_somewhere(level) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("part_entries", [PART_ENTRIES, 1, 40])
+def test_items_are_the_dense_residuals_non_zero_somewhere(level, part_entries) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the parts of the units the block is built in (all in one; a unit each; about
+    three units each: 40 entries of the truth and three replicates, ~13 per unit)."""
     truth, dps = level
     ids = {q: i for i, q in enumerate(QUERIES)}
-    got = sparse_level_residuals(truth, dps, QUERIES, ids)
+    n_parts = len(unit_parts([truth, *dps], part_entries))
+    assert n_parts == {PART_ENTRIES: 1, 1: truth.n_units}.get(part_entries, n_parts)
+    assert part_entries != 40 or 1 < n_parts < truth.n_units
+    got = sparse_level_residuals(truth, dps, QUERIES, ids, part_entries)
     matrices = {q: SCH.query_matrix(q) for q in QUERIES}
     dense = level_residuals(truth.dense(), [d.dense() for d in dps], matrices, QUERIES, ids)
     released = dense.residual.astype(np.int64) + dense.truth  # (replicates, items)
@@ -81,3 +91,20 @@ def test_capacity_bounds_the_items(level) -> None:  # type: ignore[no-untyped-de
     assert got.n_items <= cap
     # per query the fewer of its cells and (replicates + 1) × people: total has 9 cells here
     assert cap == 9 + 9 * 8 + 9 * 4 + 4 * 60  # detailed: 4 × 60 < 9 × 2,016
+
+
+def test_unit_parts_cover_the_units_within_their_bound(level) -> None:  # type: ignore[no-untyped-def]
+    """Consecutive ranges from unit 0 to the last, each of at most ``limit`` entries of all the
+    histograms together unless it is one unit, and no two neighbours that would fit together."""
+    truth, dps = level
+    hists = [truth, *dps]
+    per_unit = sum(np.diff(h.indptr) for h in hists)
+    for limit in (1, 13, 40, 10**6):
+        parts = unit_parts(hists, limit)
+        assert parts[0][0] == 0 and parts[-1][1] == truth.n_units
+        assert all(b == c for (_, b), (c, _) in itertools.pairwise(parts))
+        sizes = [int(per_unit[a:b].sum()) for a, b in parts]
+        assert all(n <= limit or b - a == 1 for n, (a, b) in zip(sizes, parts, strict=True))
+        assert all(
+            n + int(per_unit[b]) > limit for n, (_, b) in zip(sizes, parts[:-1], strict=False)
+        )

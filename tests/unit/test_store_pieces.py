@@ -4,12 +4,14 @@ verify by their own rule."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
+from auditlib.simulate import ResidualParts
 from storage import checksums, residual_blocks, residuals, store
 from storage import schema as S
 from tests.unit.test_store import make_block, template
@@ -53,23 +55,34 @@ def test_a_block_is_written_as_its_items_not_its_capacity(tmp_path: Path) -> Non
 
 def test_pieces_change_nothing_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A block of three chunks written in pieces of one chunk stores the same chunks and digests
-    as one written in one piece, and its digests are those of its whole arrays (read at once)."""
+    as one written in one piece, and so does the block given as parts cut elsewhere than the
+    pieces (a piece then spans two or three of them); its digests are those of its whole arrays
+    (read at once)."""
     planned = np.full((3, 3), 150_000, np.int64)
     block = make_block(50_000, 2, 3)  # 150,000 items: three chunks of 65,536
+    cuts = [0, 7, 65_530, 65_540, 65_541, 150_000]  # parts of 7, 65,523, 10, 1 and 84,459 items
+    parts = ResidualParts(tuple(block.items(a, b) for a, b in itertools.pairwise(cuts)))
+    assert parts.n_items == block.n_items
     urls = {}
-    for name, piece in (("one", residuals.PIECE_BYTES), ("small", 1)):
+    for name, piece, given in (
+        ("one", residuals.PIECE_BYTES, block),
+        ("small", 1, block),
+        ("parts", 1, parts),
+    ):
         monkeypatch.setattr(residuals, "PIECE_BYTES", piece)
         urls[name] = url = str(tmp_path / f"{name}.zarr")
         template(url, planned)
-        store.write_residual_block(url, 1, 2, block)
+        assert store.write_residual_block(url, 1, 2, given) == 150_000
     assert residuals.pieces(3 * 65_536, 65_536, 2) == [(0, 65_536), (65_536, 131_072),
                                                        (131_072, 196_608)]  # fmt: skip
     for var in ("residual", "truth", "query_index", "unit_index", "cell_index"):
-        a, b = (chunk_files(u, var) for u in urls.values())
-        assert a == b
-        for f in a:
-            one, small = (Path(u) / S.RESIDUALS / var / "c" / f for u in urls.values())
-            assert one.read_bytes() == small.read_bytes()
+        one, *others = (chunk_files(u, var) for u in urls.values())
+        assert one and all(o == one for o in others), var
+        for f in one:
+            first, *rest = (
+                (Path(u) / S.RESIDUALS / var / "c" / f).read_bytes() for u in urls.values()
+            )
+            assert all(r == first for r in rest), (var, f)
     url = urls["small"]
     recorded = np.asarray(residual_blocks.residual_array(url, S.BLOCK_SHA256)[1, 2])
     np.testing.assert_array_equal(
