@@ -27,7 +27,7 @@ from storage.staging import remove
 from storage.targets import exists, group_attrs, root_attrs
 
 if TYPE_CHECKING:
-    from auditlib.simulate import ResidualBlock, ResidualParts
+    from auditlib.simulate.release import ResidualItems
 
 
 class Arrays:
@@ -94,7 +94,7 @@ def write_residual_block(
     url: str,
     state: int,
     level: int,
-    block: ResidualBlock | ResidualParts | None,
+    block: ResidualItems | None,
     *,
     replicates: tuple[int, int] | None = None,
 ) -> int:

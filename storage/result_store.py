@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import xarray as xr
     import zarr
 
-    from auditlib.simulate import ResidualBlock, ResidualParts
+    from auditlib.simulate.release import ResidualItems
     from storage.residuals import Residuals
 
 
@@ -205,7 +205,7 @@ class ResultStore:
         self,
         state: int,
         level: int,
-        block: ResidualBlock | ResidualParts | None,
+        block: ResidualItems | None,
         *,
         replicates: tuple[int, int] | None = None,
     ) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -115,6 +115,20 @@ class ResidualBlock:
 
 #: a block's variables of one value per item, in the order :class:`ResidualBlock` takes them
 ITEM_VARIABLES = ("truth", "query_index", "unit_index", "cell_index")
+
+
+class ResidualItems(Protocol):
+    """What a block's writer reads: its items and replicates, and its items in ranges (in
+    order): a :class:`ResidualBlock`, a :class:`ResidualParts`, or a block computed as it is read
+    (``auditlib.simulate.sparse_release.StreamedParts``)."""
+
+    @property
+    def n_items(self) -> int: ...
+
+    @property
+    def replicates(self) -> int: ...
+
+    def items(self, start: int, stop: int) -> ResidualBlock: ...
 
 
 @dataclass(frozen=True)

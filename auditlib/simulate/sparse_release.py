@@ -60,17 +60,8 @@ def _part(
     """One query over units ``[u0, u1)`` of ``hists`` (the truth, then each replicate): the
     sorted keys ``unit · n_q + query cell`` non-zero in any of them, the true answers there and
     the residuals (replicates, keys), from one sort of all their entries' keys."""
-    sch = hists[0].schema
-    nq = sch.n_query_cells(query)
-    u0, u1 = units
-    keys, weights, seg = [], [], [0]
-    for h in hists:
-        ip = np.asarray(h.indptr[u0 : u1 + 1], dtype=np.int64)
-        a, b = int(ip[0]), int(ip[-1])
-        unit = np.repeat(np.arange(u0, u1, dtype=np.int64), np.diff(ip))
-        keys.append(unit * nq + sch.cells_query_index(query, h.cells[a:b]))
-        weights.append(h.counts[a:b])
-        seg.append(seg[-1] + b - a)
+    keys, weights = _keys(hists, units, query)
+    seg = np.cumsum([0, *(k.size for k in keys)]).tolist()
     items, inv = np.unique(np.concatenate(keys), return_inverse=True)
     del keys
     w = np.concatenate(weights).astype(np.float64)
@@ -94,6 +85,70 @@ def sparse_level_parts(
     (the replicates' released histograms of the same units), at one level (module docstring), as
     consecutive parts: each query over ranges of the units of at most ``part_entries`` entries
     (:func:`unit_parts`; the items and their order do not depend on them)."""
+    _check(truth, dps, queries, query_ids)
+    hists = [truth, *dps]
+    units = unit_parts(hists, part_entries)
+    parts = [_block(hists, u, q, query_ids[q]) for q in dict.fromkeys(queries) for u in units]
+    if not parts:  # no units, or no queries
+        parts.append(_empty(len(dps)))
+    return ResidualParts(tuple(parts))
+
+
+class StreamedParts:
+    """One level's block as :func:`sparse_level_parts` cuts it, its parts computed when a reader
+    reaches them and dropped once it has passed them: a block too large to hold (a state's Block
+    level at a hundred replicates) is written in one pass holding a few parts. Its size is found
+    first (each part's items, by a sort of their keys), then each part is computed again when it
+    is read: the same items and values as :func:`sparse_level_parts`, for about twice its work.
+    Read it forwards (:meth:`items` with non-decreasing ranges)."""
+
+    def __init__(
+        self,
+        truth: SparseHistograms,
+        dps: Sequence[SparseHistograms],
+        queries: Sequence[str],
+        query_ids: Mapping[str, int],
+        part_entries: int = PART_ENTRIES,
+    ) -> None:
+        _check(truth, dps, queries, query_ids)
+        self._hists = [truth, *dps]
+        self._ids = query_ids
+        units = unit_parts(self._hists, part_entries)
+        self._parts = [(q, u) for q in dict.fromkeys(queries) for u in units]
+        sizes = [_part_size(self._hists, u, q) for q, u in self._parts]
+        self._ends = np.cumsum([0, *sizes])
+        self._held: dict[int, ResidualBlock] = {}
+
+    @property
+    def n_items(self) -> int:
+        return int(self._ends[-1])
+
+    @property
+    def replicates(self) -> int:
+        return len(self._hists) - 1
+
+    def items(self, start: int, stop: int) -> ResidualBlock:
+        """Items ``[start, stop)`` as one block; parts wholly before ``start`` are dropped."""
+        first = int(np.searchsorted(self._ends, start, side="right")) - 1
+        last = int(np.searchsorted(self._ends, stop, side="left"))
+        for i in [i for i in self._held if i < first]:
+            del self._held[i]
+        for i in range(max(first, 0), min(last, len(self._parts))):
+            if i not in self._held:
+                q, u = self._parts[i]
+                self._held[i] = _block(self._hists, u, q, self._ids[q])
+        held = [(i, self._held[i]) for i in range(max(first, 0), min(last, len(self._parts)))]
+        parts = ResidualParts(tuple(b for _, b in held) or (_empty(self.replicates),))
+        base = int(self._ends[held[0][0]]) if held else start
+        return parts.items(start - base, stop - base)
+
+
+def _check(
+    truth: SparseHistograms,
+    dps: Sequence[SparseHistograms],
+    queries: Sequence[str],
+    query_ids: Mapping[str, int],
+) -> None:
     if not dps:
         raise InvalidParameterError("Invalid releases: give at least one replicate")
     for d in dps:
@@ -105,27 +160,47 @@ def sparse_level_parts(
     for q in dict.fromkeys(queries):
         if q not in query_ids:
             raise UnknownNameError(f"Unknown query: {q!r}; no index given for it")
-    hists = [truth, *dps]
-    units = unit_parts(hists, part_entries)
-    parts = []
-    for q in dict.fromkeys(queries):
-        nq = truth.schema.n_query_cells(q)
-        for u in units:
-            items, true, rows = _part(hists, u, q)
-            if true.size and true.max() > np.iinfo(np.int32).max:
-                raise InvalidParameterError("Invalid truth: a count exceeds int32")
-            parts.append(
-                ResidualBlock(
-                    residual=rows,
-                    truth=true.astype(np.int32),
-                    query_index=np.full(items.size, query_ids[q], dtype=np.int16),
-                    unit_index=(items // nq).astype(np.int32),
-                    cell_index=(items % nq).astype(np.int32),
-                )
-            )
-    if not parts:  # no units, or no queries
-        parts.append(_empty(len(dps)))
-    return ResidualParts(tuple(parts))
+
+
+def _keys(
+    hists: Sequence[SparseHistograms], units: tuple[int, int], query: str
+) -> tuple[list[IntArray], list[np.ndarray]]:
+    """Per histogram, the keys ``unit · n_q + query cell`` of its entries of units ``[u0, u1)``
+    and their counts."""
+    sch = hists[0].schema
+    nq = sch.n_query_cells(query)
+    u0, u1 = units
+    keys, counts = [], []
+    for h in hists:
+        ip = np.asarray(h.indptr[u0 : u1 + 1], dtype=np.int64)
+        a, b = int(ip[0]), int(ip[-1])
+        unit = np.repeat(np.arange(u0, u1, dtype=np.int64), np.diff(ip))
+        keys.append(unit * nq + sch.cells_query_index(query, h.cells[a:b]))
+        counts.append(h.counts[a:b])
+    return keys, counts
+
+
+def _part_size(hists: Sequence[SparseHistograms], units: tuple[int, int], query: str) -> int:
+    """The items of :func:`_part` (without computing them)."""
+    keys, _ = _keys(hists, units, query)
+    return int(np.unique(np.concatenate(keys)).size)
+
+
+def _block(
+    hists: Sequence[SparseHistograms], units: tuple[int, int], query: str, qid: int
+) -> ResidualBlock:
+    """:func:`_part` as a block of query index ``qid``."""
+    nq = hists[0].schema.n_query_cells(query)
+    items, true, rows = _part(hists, units, query)
+    if true.size and true.max() > np.iinfo(np.int32).max:
+        raise InvalidParameterError("Invalid truth: a count exceeds int32")
+    return ResidualBlock(
+        residual=rows,
+        truth=true.astype(np.int32),
+        query_index=np.full(items.size, qid, dtype=np.int16),
+        unit_index=(items // nq).astype(np.int32),
+        cell_index=(items % nq).astype(np.int32),
+    )
 
 
 def _empty(replicates: int) -> ResidualBlock:

@@ -12,7 +12,8 @@ import numpy as np
 import xarray as xr
 
 from auditlib.geography.sparse_histograms import SparseHistograms
-from auditlib.simulate import ResidualBlock, ResidualParts
+from auditlib.simulate import ResidualBlock
+from auditlib.simulate.release import ResidualItems
 from flows.audit import kept_histograms
 from storage.result_store import ResultStore
 
@@ -93,23 +94,28 @@ def production_runs(
 
 
 def production_blocks(
-    plan: AuditPlan, dps: list[list[SparseHistograms]], truth: list[SparseHistograms]
-) -> Iterator[tuple[int, ResidualParts]]:
+    plan: AuditPlan,
+    dps: list[list[SparseHistograms]],
+    truth: list[SparseHistograms],
+    streamed: bool = False,
+) -> Iterator[tuple[int, ResidualItems]]:
     """Residual blocks per run level of a state from every replicate's released histograms
     (``dps[replicate][level]``) and the true ones, each built when it is asked for (a writer
-    holds one level's block at a time)."""
-    from auditlib.simulate.sparse_release import sparse_level_parts
+    holds one level's block at a time); ``streamed``: each block computed part by part as it is
+    written (``StreamedParts``: about twice the work, a few parts held; for many replicates)."""
+    from auditlib.simulate.sparse_release import StreamedParts, sparse_level_parts
     from flows.audit.blocks import run_levels
 
     ids = _query_ids(plan)
+    build = StreamedParts if streamed else sparse_level_parts
     for i, gi in enumerate(run_levels(plan)):
         queries = [q.name for _, q in plan.level_queries[gi]]
-        yield gi, sparse_level_parts(truth[i], [run[i] for run in dps], queries, ids)
+        yield gi, build(truth[i], [run[i] for run in dps], queries, ids)
 
 
 def production_state(
     plan: AuditPlan, block: Block, store: ResultStore | None = None
-) -> tuple[Iterator[tuple[int, ResidualParts]], list[SparseHistograms], SparseHistograms]:
+) -> tuple[Iterator[tuple[int, ResidualItems]], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
     residual blocks per level (:func:`production_blocks`), the State level's released histograms (one per replicate)
     and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""

@@ -19,7 +19,7 @@ from typing import Any
 from prefect import task
 from prefect.futures import PrefectFuture
 
-from auditlib.simulate import ResidualParts
+from auditlib.simulate.release import ResidualItems
 from flows.audit import production_progress, production_ranges
 from flows.audit.batching import batch_states
 from flows.audit.production import (
@@ -46,7 +46,7 @@ def _write_state(
     store: ResultStore,
     block: Block,
     keep: bool,
-    blocks: Iterable[tuple[int, ResidualParts]],
+    blocks: Iterable[tuple[int, ResidualItems]],
     state_dp: list[Any],
     state_truth: Any,
 ) -> dict[str, Any]:
@@ -131,7 +131,7 @@ def production_state_blocks(
             dps += got[0]
             truth = got[1] if got[1] is not None else truth
         assert truth is not None  # the first range keeps the truth
-        blocks = production_blocks(plan, dps, truth)
+        blocks = production_blocks(plan, dps, truth, streamed=True)  # many replicates
         done = _write_state(store, block, nation, blocks, [run[0] for run in dps], truth[0])
     return _result(t0, [done])
 

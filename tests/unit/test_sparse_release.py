@@ -14,6 +14,7 @@ from auditlib.geography.schema import schema
 from auditlib.geography.sparse_histograms import SparseHistograms, from_keys
 from auditlib.simulate.sparse_release import (
     PART_ENTRIES,
+    StreamedParts,
     capacity,
     sparse_level_residuals,
     sum_units,
@@ -107,4 +108,28 @@ def test_unit_parts_cover_the_units_within_their_bound(level) -> None:  # type: 
         assert all(n <= limit or b - a == 1 for n, (a, b) in zip(sizes, parts, strict=True))
         assert all(
             n + int(per_unit[b]) > limit for n, (_, b) in zip(sizes, parts[:-1], strict=False)
+        )
+
+
+@pytest.mark.parametrize("piece", [1, 5, 64, 10_000])
+def test_a_streamed_block_reads_as_the_block_holding_few_parts(level, piece) -> None:  # type: ignore[no-untyped-def]
+    """Read forwards in pieces of ``piece`` items, a block computed part by part (parts of ~40
+    entries: several per query) gives the block's items and values, holding no more parts than
+    the piece spans."""
+    truth, dps = level
+    ids = {q: i for i, q in enumerate(QUERIES)}
+    whole = sparse_level_residuals(truth, dps, QUERIES, ids)
+    streamed = StreamedParts(truth, dps, QUERIES, ids, part_entries=40)
+    assert (streamed.n_items, streamed.replicates) == (whole.n_items, len(dps))
+    n_parts = len(QUERIES) * len(unit_parts([truth, *dps], 40))
+    got, most = [], 0
+    for a in range(0, whole.n_items, piece):
+        got.append(streamed.items(a, min(a + piece, whole.n_items)))
+        most = max(most, len(streamed._held))
+    assert most <= (n_parts if piece >= whole.n_items else piece + 2)
+    assert piece > 1 or most == 1
+    np.testing.assert_array_equal(np.hstack([g.residual for g in got]), whole.residual)
+    for name in ("truth", "query_index", "unit_index", "cell_index"):
+        np.testing.assert_array_equal(
+            np.concatenate([getattr(g, name) for g in got]), getattr(whole, name), name
         )
