@@ -4,7 +4,7 @@ residuals, cells and items back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -200,12 +200,23 @@ def _seal(
     return True
 
 
-def done_blocks(url: str) -> set[tuple[int, int]]:
-    """(state, level) indices of the blocks whose writes completed (their checksums are set)."""
+def done_blocks(url: str, among: Iterable[tuple[int, int]] | None = None) -> set[tuple[int, int]]:
+    """(state, level) indices of the blocks whose writes completed (their checksums are set);
+    ``among``: of these blocks only, reading their marks alone (a progress poll asks for those it
+    has not yet seen done: on an object store, a request per block asked, not one per block of
+    the store)."""
     arr = residual_array(url, S.BLOCK_SHA256)
-    marks = np.asarray(arr[...]).reshape(*arr.shape[:2], -1)
-    s, g = np.nonzero(marks.any(axis=-1))
-    return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
+    if among is None:
+        marks = np.asarray(arr[...]).reshape(*arr.shape[:2], -1)
+        s, g = np.nonzero(marks.any(axis=-1))
+        return {(int(a), int(b)) for a, b in zip(s, g, strict=True)}
+    pairs = sorted({(int(a), int(b)) for a, b in among})
+    if not pairs:
+        return set()
+    st, gl = (np.array(x, dtype=np.int64)[:, None, None] for x in zip(*pairs, strict=True))
+    nv, nb = arr.shape[2], arr.shape[3]
+    got = np.asarray(arr.vindex[st, gl, np.arange(nv)[None, :, None], np.arange(nb)[None, None, :]])
+    return {pairs[i] for i in np.nonzero(got.reshape(len(pairs), -1).any(axis=-1))[0].tolist()}
 
 
 def done_ranges(url: str) -> set[tuple[int, int, int]]:

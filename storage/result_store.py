@@ -221,8 +221,8 @@ class ResultStore:
     def seal_pending(self) -> set[tuple[int, int]]:
         return residual_blocks.seal_pending(self.url)
 
-    def done_blocks(self) -> set[tuple[int, int]]:
-        return residual_blocks.done_blocks(self.url)
+    def done_blocks(self, among: Iterable[tuple[int, int]] | None = None) -> set[tuple[int, int]]:
+        return residual_blocks.done_blocks(self.url, among)
 
     def done_ranges(self) -> set[tuple[int, int, int]]:
         return residual_blocks.done_ranges(self.url)

@@ -4,6 +4,7 @@ claims, the wait for every task with its progress, and the groups written from t
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -249,8 +250,16 @@ def wait_all(
     finish first (then the only unfinished task runs left in the API are those whose worker died,
     and the failure hook can mark them), then it is raised."""
     stage_of = {id(f): n for n, fs in named.items() for f in fs}
+    seen: set[tuple[int, int]] = set()  # a block done stays done: each poll reads the others
+    lock = threading.Lock()  # the progress thread and a finished task both count
+
+    def count() -> int:
+        with lock:
+            seen.update(store.done_blocks(among=regions - seen))
+            return len(seen)
+
     tracker = progress.BlockProgress(
-        lambda: len(store.done_blocks() & regions),
+        count,
         len(regions),
         len(sims),
         len(futures) - len(sims),

@@ -171,3 +171,20 @@ def test_a_block_write_and_read_open_the_residual_group_once(
     np.testing.assert_array_equal(got, block.residual)
     truth, _ = store.read_items(url, 1, 2)
     assert len(truth) == 12 and opened == [S.RESIDUALS, S.RESIDUALS]
+
+
+def test_done_blocks_among_some_reads_their_marks_alone(tmp_path: Path) -> None:
+    """A progress poll asks only for the blocks it has not yet seen done: the answer is the done
+    blocks among them, read from their own marks (a corrupt mark of another block is not read)."""
+    url = str(tmp_path / "s.zarr")
+    template(url, np.full((3, 3), 12, np.int64))
+    for s, g in ((0, 1), (1, 2), (2, 0)):
+        store.write_residual_block(url, s, g, make_block(4, 2, 1))
+    assert store.done_blocks(url) == {(0, 1), (1, 2), (2, 0)}
+    assert store.done_blocks(url, among={(1, 2), (2, 1), (0, 0)}) == {(1, 2)}
+    assert store.done_blocks(url, among=set()) == set()
+    marks = Path(url) / S.RESIDUALS / S.BLOCK_SHA256 / "c"
+    (marks / "0" / "1" / "0" / "0").write_bytes(b"not a chunk")  # (0, 1)'s mark
+    with pytest.raises(RuntimeError):  # a whole read meets it
+        store.done_blocks(url)
+    assert store.done_blocks(url, among={(1, 2), (2, 0), (2, 2)}) == {(1, 2), (2, 0)}
