@@ -183,7 +183,8 @@ def _keys(
 def _part_size(hists: Sequence[SparseHistograms], units: tuple[int, int], query: str) -> int:
     """The items of :func:`_part` (without computing them)."""
     keys, _ = _keys(hists, units, query)
-    return int(np.unique(np.concatenate(keys)).size)
+    k = np.sort(np.concatenate(keys))  # a sort: numpy's hashing unique is slower here
+    return int(k.size and 1 + np.count_nonzero(k[1:] != k[:-1]))
 
 
 def _block(
