@@ -98,9 +98,10 @@ def write_residual_block(
     *,
     replicates: tuple[int, int] | None = None,
 ) -> int:
-    """Write one (state, level) block (whole or in consecutive parts), or the replicate range ``replicates`` = (start, stop) of
-    it (whole chunks of the replicate axis: a multiple of the store's replicate chunk, or up to the
-    last replicate): its rows of the whole chunks its items take on the item axis (its items, then
+    """Write one (state, level) block (whole, or read in consecutive item ranges: any
+    ``ResidualItems``), or the replicate range ``replicates`` = (start, stop) of it (whole chunks
+    of the replicate axis: a multiple of the store's replicate chunk, or up to the last
+    replicate): its rows of the whole chunks its items take on the item axis (its items, then
     NaN padding to the end of their last chunk; the rest of its planned place is never written),
     in pieces (``storage.residuals.pieces``), then each replicate's digest (the range's completion
     marker). The first range also writes the block's item variables (−1 / 0 padding) and

@@ -40,7 +40,8 @@ def unit_parts(
     hists: Sequence[SparseHistograms], limit: int = PART_ENTRIES
 ) -> list[tuple[int, int]]:
     """[start, stop) of consecutive ranges of the units of ``hists`` (same units) each holding at
-    most ``limit`` entries of them all together (a single unit may hold more: it is a part alone)."""
+    most ``limit`` entries of them all together (a single unit may hold more: it is a part
+    alone)."""
     n = hists[0].n_units
     cum = np.zeros(n + 1, dtype=np.int64)  # entries before each unit, over all of them
     for h in hists:

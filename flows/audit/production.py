@@ -117,8 +117,9 @@ def production_state(
     plan: AuditPlan, block: Block, store: ResultStore | None = None
 ) -> tuple[Iterator[tuple[int, ResidualItems]], list[SparseHistograms], SparseHistograms]:
     """Every replicate of one spine state's sparse TopDown (``block``: its State-level block):
-    residual blocks per level (:func:`production_blocks`), the State level's released histograms (one per replicate)
-    and its true histogram, for the nation's sum (``store``: as :func:`production_runs`)."""
+    residual blocks per level (:func:`production_blocks`), the State level's released histograms
+    (one per replicate) and its true histogram, for the nation's sum (``store``: as
+    :func:`production_runs`)."""
     dps, truth = production_runs(plan, block, store=store)
     return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
 
