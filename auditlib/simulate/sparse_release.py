@@ -32,7 +32,7 @@ IntArray = npt.NDArray[np.int64]
 #: most histogram entries (the truth's and every replicate's together) one part of a level's
 #: units is answered in: the temporaries of a block's build stay near ``40 ×`` this many bytes
 #: whatever the block's size (a large state's Block level at ten replicates holds ~10⁸ entries),
-#: and the block itself is held once (its parts are copied into it one by one, each then freed)
+#: and the block is held once, as its parts (:class:`ResidualParts`, never concatenated)
 PART_ENTRIES = 1 << 22
 
 
