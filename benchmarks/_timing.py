@@ -13,6 +13,7 @@ import os
 import re
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,3 +140,30 @@ def child_timed(
         raise RuntimeError(f"no match of {pattern!r} in the output of {argv}:\n{out}")
     print(f"  {label}: {m.group(0)}", flush=True)
     return SelfTimed(float(m.group("cpu")), float(m.group("wall")), m.group(0))
+
+
+class PeakRSS:
+    """The process's peak resident set size (bytes) over a block, sampled every ``every`` s
+    (``peak`` before the block: the resident size when made)."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._every = every
+        self._stop = threading.Event()
+        self.peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)

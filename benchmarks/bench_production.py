@@ -36,7 +36,6 @@ import resource
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _machine import machine_info  # noqa: E402
+from _timing import PeakRSS  # noqa: E402
 
 RESULTS = HERE / "results"
 SEED = 20200401
@@ -63,32 +63,6 @@ def _spine(seed: int) -> Any:
 
         _SPINE[seed] = generate_spine(seed)
     return _SPINE[seed]
-
-
-class _PeakRSS:
-    """The process's peak resident set size (MB) over a block, sampled every ``every`` s."""
-
-    def __init__(self, every: float = 0.1) -> None:
-        import psutil
-
-        self._proc = psutil.Process()
-        self._every = every
-        self._stop = threading.Event()
-        self.peak = self._proc.memory_info().rss
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __enter__(self) -> _PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
 def residual_items(dp: Any, truth: Any, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,9 +89,9 @@ def run_state(
 
     t_wall = time.perf_counter()
     cpu0 = time.process_time()
-    rss_before = _PeakRSS().peak
+    rss_before = PeakRSS().peak
     out: dict[str, Any] = {"state": label, "pid": os.getpid()}
-    with _PeakRSS() as peak:
+    with PeakRSS() as peak:
         spine = _spine(seed)
         cpu1 = time.process_time()
         hierarchy, pops = spine_state(spine, state)

@@ -7,12 +7,13 @@ revision's ``auditlib/simulate/sparse_release.py``, alternated in one process.
         [--rounds 3] [--before REV] [--out benchmarks/results/sparse_blocks.json]
 
 The state's replicates are simulated once (the spec's spine, seed and allocation; not timed).
-Then, in each round, every level's block is built by ``REV``'s ``sparse_level_residuals`` and by
-this checkout's (``sparse_level_parts``, the block as its parts; and ``StreamedParts`` read
-forwards in the store's pieces, as a state's replicates in ranges are written), in turn, each
-timed with ``time.process_time()`` (one thread), with the peak resident memory it added (sampled
-every 20 ms). Printed: the median CPU-s of each, the ratios, and whether the blocks are the same
-(a SHA-256 of every level's arrays in item order).
+Then every level's block is built and read in the writer's pieces, two pairs alternated by
+``_timing.alternate`` (one warm-up each, then ``--rounds`` rounds, median ``time.process_time()``):
+``REV``'s ``sparse_level_residuals`` against this checkout's ``sparse_level_parts`` (the block as its
+parts), then those parts against ``StreamedParts`` (computed as it is read, as a state's replicates
+in ranges are written). Each build's peak resident memory above its start is sampled every 20 ms
+(``_timing.PeakRSS``). Printed: the medians, the ratios, the memory of each's last build, and
+whether the blocks are the same (a SHA-256 of every level's arrays, read piece by piece).
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ import argparse
 import hashlib
 import importlib.util
 import json
-import statistics
 import subprocess
 import sys
-import threading
 import time
 import tomllib
 from pathlib import Path
@@ -32,34 +31,10 @@ from typing import Any
 
 import numpy as np
 from _machine import commit, machine_info
+from _timing import PeakRSS, alternate, method_line
 
 ROOT = Path(__file__).resolve().parent.parent
 VARS = ("residual", "truth", "query_index", "unit_index", "cell_index")
-
-
-def _rss() -> int:
-    with open("/proc/self/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * 4096
-
-
-class _Peak:
-    """The most resident memory above the start while the block is built, sampled every 20 ms."""
-
-    def __enter__(self) -> _Peak:
-        self.base = self.peak = _rss()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _rss())
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._t.join()
-        self.peak = max(self.peak, _rss())
 
 
 def _old_module(rev: str) -> Any:
@@ -99,6 +74,7 @@ def main() -> None:
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
+    from auditlib.exceptions import SpecError
     from auditlib.simulate import ResidualParts
     from auditlib.simulate import sparse_release as new
     from flows.audit.blocks import run_levels
@@ -110,7 +86,10 @@ def main() -> None:
     data = tomllib.loads(Path(args.spec).read_text(encoding="utf-8"))
     data["population"]["spine_states"] = [args.state]
     data["audit"]["replicates"] = args.replicates
-    plan = make_plan(parse_spec(data))
+    try:
+        plan = make_plan(parse_spec(data))
+    except SpecError as err:  # an unknown state, a bad replicate count: named, exit 2
+        ap.error(str(err))
     block = next(b for b in plan.blocks if b.state_key != 0)
     print(machine_info(), "| commit", commit(), flush=True)
     t0 = time.process_time()
@@ -125,41 +104,37 @@ def main() -> None:
     chunk = item_chunk(args.replicates)
     step = pieces(chunk * 10**4, chunk, args.replicates)[0][1]  # the writer's piece
 
-    def build(kind: str) -> tuple[float, int, str]:
+    def build(kind: str) -> tuple[int, str]:
+        """Every level's block built by ``kind`` and read in the writer's pieces: the most memory
+        it added and the blocks' digest."""
         h = hashlib.sha256()
-        cpu = 0.0
-        with _Peak() as peak:
+        with PeakRSS(every=0.02) as peak:
+            base = peak.peak
             for i, queries in levels:
                 args_ = (truth[i], [run[i] for run in dps], queries, ids)
-                c = time.process_time()
                 if kind == "before":
-                    b = old.sparse_level_residuals(*args_)
+                    b: Any = ResidualParts((old.sparse_level_residuals(*args_),))
                 elif kind == "parts":
                     b = new.sparse_level_parts(*args_)
                 else:
                     b = new.StreamedParts(*args_)
-                if kind != "streamed":
-                    cpu += time.process_time() - c
-                    _digest(h, b if kind == "parts" else ResidualParts((b,)), step)
-                else:  # its work is done as it is read
-                    _digest(h, b, step)
-                    cpu += time.process_time() - c
+                _digest(h, b, step)
                 del b
-        return cpu, peak.peak - peak.base, h.hexdigest()
+        return peak.peak - base, h.hexdigest()
 
-    kinds = ("before", "parts", "streamed")
-    runs: dict[str, list[tuple[float, int, str]]] = {k: [] for k in kinds}
-    for r in range(args.rounds):
-        for k in kinds if r % 2 == 0 else kinds[::-1]:
-            runs[k].append(build(k))
-            cpu, mem, _ = runs[k][-1]
-            print(f"  round {r + 1} {k:8s} {cpu:7.2f} CPU-s  +{mem / 1e9:.2f} GB", flush=True)
-    med = {k: statistics.median(c for c, _, _ in v) for k, v in runs.items()}
-    peak = {k: max(m for _, m, _ in v) for k, v in runs.items()}
-    same = len({d for v in runs.values() for _, _, d in v}) == 1
-    for k in kinds:
-        print(f"{k:8s} median {med[k]:7.2f} CPU-s ({med['before'] / med[k]:.2f}× before), "
-              f"peak +{peak[k] / 1e9:.2f} GB")  # fmt: skip
+    print(method_line(args.rounds), flush=True)
+    pairs = [
+        alternate(lambda: build("before"), lambda: build("parts"), rounds=args.rounds,
+                  labels=("before", "parts")),
+        alternate(lambda: build("parts"), lambda: build("streamed"), rounds=args.rounds,
+                  labels=("parts", "streamed")),
+    ]  # fmt: skip
+    for p in pairs:
+        print(p.line(2), flush=True)
+        for label, (mem, _) in zip(p.labels, p.values, strict=True):
+            print(f"  {label}: +{mem / 1e9:.2f} GB (its last build)")
+    digests = {d for p in pairs for _, d in p.values}
+    same = len(digests) == 1
     print("blocks identical:", same)
     if args.out:
         rec = {
@@ -169,8 +144,17 @@ def main() -> None:
             "state": args.state,
             "replicates": args.replicates,
             "rounds": args.rounds,
-            "median_cpu_s": med,
-            "peak_added_bytes": peak,
+            "median_cpu_s": {
+                "before": pairs[0].median_cpu(0),
+                "parts": [pairs[0].median_cpu(1), pairs[1].median_cpu(0)],
+                "streamed": pairs[1].median_cpu(1),
+            },
+            "added_bytes": {
+                "before": pairs[0].values[0][0],
+                "parts": pairs[0].values[1][0],
+                "streamed": pairs[1].values[1][0],
+            },
+            "load": [pairs[0].load_range, pairs[1].load_range],
             "identical": same,
         }
         with open(args.out, "a", encoding="utf-8") as f:

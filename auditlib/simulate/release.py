@@ -170,7 +170,7 @@ class ResidualParts:
         )
 
     def whole(self) -> ResidualBlock:
-        """The block in one piece (a copy)."""
+        """The block in one piece: its one part, or the parts joined (a copy)."""
         return self.items(0, self.n_items) if len(self.parts) > 1 else self.parts[0]
 
 
