@@ -5,16 +5,21 @@
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2 \
         --case dhc_production:S46:1 --rounds 1 --warmup 0
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob SCREEN_MIN --old 1e12 --new 2000
 
 ``--knob COARSE_RATIO`` (the default): a fit part goes to the dual route
 (:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows' Lipschitz constant is more than
 this many times the fine terms' (:mod:`auditlib.simulate.sparse_fit`); ``--knob CG_RTOL``: the
-relative residual at which the dual's conjugate gradients stop. Per case (schema, spine state,
+relative residual at which the dual's conjugate gradients stop; ``--knob SCREEN_MIN``: FISTA's
+route solves problems of more variables than this on a working set
+(:mod:`auditlib.simulate.sparse_fista`; ``1e12``: never). Per case (schema, spine state,
 spine scale) the state's people are drawn once, then one replicate of the sparse TopDown (every
 level, same noise generators) is run with the old and the new value alternated after a warm-up of
 each (``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
-FISTA iterations per level, and whether the releases are the same (they need not be: a different
-route stops at a different point within the tolerance, and the rounding may then differ).
+FISTA iterations per level, whether the releases are the same (they need not be: a different
+route stops at a different point within the tolerance, and the rounding may then differ), and
+whether either breaks a production constraint at any level
+(:func:`~auditlib.geography.sparse_histograms.invariant_violations`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from bench_sparse_topdown import ALLOCATION, ALLOCATION_LEVELS
 
 from auditlib.allocations import load_allocation
 from auditlib.geography.schema import schema
+from auditlib.geography.sparse_histograms import invariant_violations
 from auditlib.geography.sparse_population import spine_state_sparse_population
 from auditlib.geography.spine import Spine, generate_spine, tallies_2020
 from auditlib.simulate import sparse_coarse, sparse_fit
@@ -40,7 +46,7 @@ from auditlib.simulate.topdown import spine_state
 from flows.spec.sources import spine_levels
 
 CASES = ("dhc_production:S18:0.05", "pl94_production:S41:1")
-KNOBS = {"COARSE_RATIO": sparse_fit, "CG_RTOL": sparse_coarse}
+KNOBS = {"COARSE_RATIO": sparse_fit, "CG_RTOL": sparse_coarse, "SCREEN_MIN": sparse_fit}
 SEED = 20200325
 
 
@@ -107,8 +113,14 @@ def _case(text: str, rounds: int, warmup: int, knob: str, old: float, new: float
         np.array_equal(x.cells, y.cells) and np.array_equal(x.counts, y.counts)
         for x, y in zip(a.dp, b.dp, strict=True)
     )
+    bad = [
+        (label, rel.levels[i])
+        for label, rel in (("old", a), ("new", b))
+        for i in range(len(rel.levels))
+        if any(invariant_violations(rel.dp[i], rel.invariants[i]).values())
+    ]
     print(f"  releases identical: {same}; non-zero block cells {a.dp[-1].nnz:,} / "
-          f"{b.dp[-1].nnz:,}")  # fmt: skip
+          f"{b.dp[-1].nnz:,}; constraints broken: {bad or 'none'}")  # fmt: skip
 
 
 def main() -> None:

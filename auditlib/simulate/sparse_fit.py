@@ -11,9 +11,9 @@ units of, and not structural zeros. The fit minimises ``½ Σ_q ‖Q_q x − y_q
 The first set has an exact projection (:class:`~auditlib.simulate.postprocess.Segments`); the lower
 bounds couple the segments, so they enter by an augmented Lagrangian (:meth:`_Fit.solve`: FISTA on the
 segments for fixed multipliers, then a multiplier step, until the bounds hold to ``feas_tol``) and
-:func:`repair_lower` then moves the last fractions of a person, within each segment, from groups
-above their bound to groups below it, so that the fitted values satisfy every bound exactly (up to
-floating point) before rounding.
+:func:`~auditlib.simulate.sparse_repair.repair_lower` then moves the last fractions of a person,
+within each segment, from groups above their bound to groups below it, so that the fitted values
+satisfy every bound exactly (up to floating point) before rounding.
 
 When queries with rows of many variables dominate the Lipschitz constant (their ``max row / σ²``
 more than :data:`COARSE_RATIO` times the others', e.g. the DHC's State), and their rows and the
@@ -37,6 +37,12 @@ from auditlib.geography.sparse_histograms import SparseHistograms, structural_ze
 from auditlib.mechanisms import discrete_gaussian_sampler
 from auditlib.simulate.postprocess import Segments
 from auditlib.simulate.sparse_coarse import CoarseProx, coarse_terms, constraint_rows
+from auditlib.simulate.sparse_fista import (
+    NotConverged,
+    fista,
+    not_converged,
+    working_set_solve,
+)
 from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
@@ -57,6 +63,8 @@ PART_VARIABLES = 30_000
 #: warm-started: an inexact proximal point whose error vanishes as FISTA converges), and exactly
 #: once the step is below ``tol``
 INEXACT = 0.1
+#: problems of at most this many variables are solved on all of them (no working set)
+SCREEN_MIN = 2_000
 
 
 def cell_type(cells: IntArray, schema_name: str) -> IntArray:
@@ -117,6 +125,8 @@ class _Fit:
     cg: int = field(default=0, init=False)
     route: str = field(default="", init=False)
     ratio: float = field(default=0.0, init=False)
+    working: int = field(default=0, init=False)  # variables of the (largest) last working set
+    sets: int = field(default=0, init=False)  # working sets solved (the most of any part)
 
     def measure(
         self, truth: SparseHistograms, level: Sequence[tuple[str, float]], rng: np.random.Generator
@@ -223,25 +233,33 @@ class _Fit:
     def _part(self, terms: list[Term], a: int, b: int) -> tuple[_Fit, list[Term], IntArray]:
         """The sub-problem of the variables ``[a, b)`` (whole parents: their segments, groups and
         rows are theirs alone), its terms, and its groups' indices in this problem."""
+        return self._subset(terms, slice(a, b))
+
+    def _subset(
+        self, terms: list[Term], idx: slice | IntArray
+    ) -> tuple[_Fit, list[Term], IntArray]:
+        """The problem over the variables ``idx`` (in order; the others held at zero): their
+        segments (same targets), groups (same bounds) and rows, its terms, and its groups' indices
+        in this problem."""
 
         def compact(ids: IntArray) -> tuple[IntArray, IntArray]:
             used = np.zeros(int(ids.max()) + 1 - int(ids.min()), dtype=bool)
             used[ids - ids.min()] = True
             return (np.cumsum(used) - 1)[ids - ids.min()], np.flatnonzero(used) + int(ids.min())
 
-        seg, seg_ids = compact(self.segment[a:b])
+        seg, seg_ids = compact(self.segment[idx])
         groups = np.zeros(0, np.int64)
         group = lower = group_type = None
         if self.group is not None and self.lower is not None:
-            group, groups = compact(self.group[a:b])
+            group, groups = compact(self.group[idx])
             lower = self.lower[groups]
             group_type = None if self.group_type is None else self.group_type[groups]
         sub = _Fit(
-            self.unit[a:b], self.cell[a:b], seg, self.target[seg_ids], group, lower, group_type
+            self.unit[idx], self.cell[idx], seg, self.target[seg_ids], group, lower, group_type
         )
         sub_terms = []
         for t in terms:
-            inv, rows = compact(t.inv[a:b])
+            inv, rows = compact(t.inv[idx])
             cells = None if t.row_cell is None else t.row_cell[rows]
             sub_terms.append(Term(t.query, inv, t.y[rows], t.weight, cells))
         return sub, sub_terms, groups
@@ -263,7 +281,7 @@ class _Fit:
         x = np.zeros(self.unit.size)
         self.mu = np.zeros(0 if self.lower is None else self.lower.size)
         its, routes = 0, set()
-        self.outer = self.newton = self.cg = 0
+        self.outer = self.newton = self.cg = self.working = self.sets = 0
         self.ratio = self.rho = 0.0
         for a, b in parts:
             sub, sub_terms, groups = self._part(terms, a, b)
@@ -275,17 +293,31 @@ class _Fit:
             self.outer, self.rho = max(self.outer, sub.outer), max(self.rho, sub.rho)
             self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
             self.ratio = max(self.ratio, sub.ratio)
+            self.working, self.sets = max(self.working, sub.working), max(self.sets, sub.sets)
             if groups.size:
                 self.mu[groups] = sub.mu
         self.route = "+".join(sorted(routes))
         return x, its
 
     def _solve(
-        self, terms: list[Term], *, max_iter: int, tol: float, feas_tol: float, max_outer: int
+        self,
+        terms: list[Term],
+        *,
+        max_iter: int,
+        tol: float,
+        feas_tol: float,
+        max_outer: int,
+        x0: FloatArray | None = None,
+        mu0: FloatArray | None = None,
+        screen: bool = True,
     ) -> tuple[FloatArray, int]:
+        """The fit as one problem, from ``x0`` (projected; default 0) and, on FISTA's route, the
+        bounds' multipliers ``mu0`` (per group; default 0), by the route it needs (module
+        docstring); ``screen``: FISTA's route on a working set first."""
         proj = Segments(self.segment, self.target)
         self.mu = np.zeros(0 if self.lower is None else self.lower.size)
         self.rho = 0.0
+        self.working = self.sets = 0
         if not self.unit.size:
             return np.zeros(0), 0
         live = [t for t in terms if not self.constant_rows(t)]  # e.g. the state's total
@@ -299,20 +331,79 @@ class _Fit:
             if n_dual <= MAX_DUAL_ROWS:
                 return self._solve_dual(
                     proj, [live[i] for i in big], [live[i] for i in small], lip_fine,
-                    (gv, gg, low, used), max_iter=max_iter, tol=tol,
+                    (gv, gg, low, used), max_iter=max_iter, tol=tol, x0=x0,
                 )  # fmt: skip
         self.route = "fista"
-        lip_f = sum(lips) or 1.0
+        return self._solve_fista(
+            proj, live, sum(lips) or 1.0, (gv, gg, low, used), x0=x0, mu0=mu0, screen=screen,
+            max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
+        )  # fmt: skip
+
+    def _solve_fista(
+        self,
+        proj: Segments,
+        live: list[Term],
+        lip_f: float,
+        bounded: tuple[IntArray, IntArray, FloatArray, IntArray],
+        *,
+        x0: FloatArray | None,
+        mu0: FloatArray | None,
+        screen: bool,
+        max_iter: int,
+        tol: float,
+        feas_tol: float,
+        max_outer: int,
+    ) -> tuple[FloatArray, int]:
+        """FISTA on all the terms inside an augmented Lagrangian for the group bounds; with
+        ``screen``, on a working set first
+        (:func:`~auditlib.simulate.sparse_fista.working_set_solve`)."""
+        gv, gg, low, used = bounded
         n_g = low.size
-        size = float(np.bincount(gg).max()) if n_g else 1.0
-        rho = lip_f / size
-        lip = lip_f + rho * size if n_g else lip_f
-        mu = np.zeros(n_g)
+        terms_grad = TermsGradient(live, self.unit.size)
 
         def group_sums(v: FloatArray) -> FloatArray:
             return np.bincount(gg, weights=v[gv], minlength=n_g).astype(np.float64)
 
-        terms_grad = TermsGradient(live, self.unit.size)
+        total_its = 0
+        x = proj.project(np.zeros(self.unit.size) if x0 is None else x0)
+        if screen and self.unit.size > SCREEN_MIN:
+
+            def whole(v: FloatArray) -> FloatArray:  # the bounds' part as the last set solved it
+                g = terms_grad(v)
+                if n_g:
+                    mu = self.mu[used]
+                    g[gv] -= np.maximum(0.0, mu + self.rho * (low - group_sums(v)))[gg]
+                return g
+
+            def solve_on(idx: IntArray, start: FloatArray, left: int) -> tuple[FloatArray, int]:
+                sub, sub_terms, groups = self._subset(live, idx)
+                try:
+                    got = sub._solve(
+                        sub_terms, max_iter=left, tol=tol, feas_tol=feas_tol,
+                        max_outer=max_outer, x0=start,
+                        mu0=self.mu[groups] if groups.size else None, screen=False,
+                    )  # fmt: skip
+                except NotConverged as e:  # the set's steps are counted in max_iter
+                    raise not_converged(e.step, tol, max_iter) from None
+                self.outer, self.rho = max(self.outer, sub.outer), sub.rho
+                self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
+                self.route, self.working, self.sets = sub.route, idx.size, self.sets + 1
+                if groups.size:
+                    self.mu[groups] = sub.mu
+                return got
+
+            self.outer = self.newton = self.cg = 0
+            curvature = sum(t.weight for t in live) or 1.0
+            x, total_its, done = working_set_solve(
+                whole, proj, lip_f, curvature, gv, solve_on, tol=tol, max_iter=max_iter
+            )
+            if done:
+                return x, total_its
+            self.route = "fista"
+        size = float(np.bincount(gg).max()) if n_g else 1.0
+        rho = lip_f / size
+        lip = lip_f + rho * size if n_g else lip_f
+        mu = np.zeros(n_g) if mu0 is None else np.asarray(mu0, np.float64)[used]
 
         def grad(v: FloatArray) -> FloatArray:
             g = terms_grad(v)
@@ -320,31 +411,12 @@ class _Fit:
                 g[gv] -= np.maximum(0.0, mu + rho * (low - group_sums(v)))[gg]
             return g
 
-        x = proj.project(np.zeros(self.unit.size))
-        total_its = 0
-        step = np.inf
         self.outer = 0
         while True:
-            w, k = x.copy(), 1.0
-            converged = False
-            while total_its < max_iter:
-                total_its += 1
-                g = grad(w)
-                x_new = proj.project(w - g / lip)
-                step = float(np.max(np.abs(x_new - x)))
-                if float(g @ (x_new - x)) > 0:  # momentum points uphill: restart
-                    k = 1.0
-                k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
-                w = x_new + ((k - 1.0) / k_new) * (x_new - x)
-                x, k = x_new, k_new
-                if step < tol:
-                    converged = True
-                    break
-            if not converged:
-                raise InvalidParameterError(
-                    f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
-                    f"max_iter = {max_iter}; raise max_iter or tol"
-                )
+            x, its, step = fista(grad, proj, lip, x, tol=tol, max_iter=max_iter - total_its)
+            total_its += its
+            if step >= tol:
+                raise not_converged(step, tol, max_iter)
             self.outer += 1
             if not n_g:
                 return x, total_its
@@ -366,6 +438,7 @@ class _Fit:
         *,
         max_iter: int,
         tol: float,
+        x0: FloatArray | None = None,
     ) -> tuple[FloatArray, int]:
         """FISTA on the fine terms with the coarse rows and the group bounds in the proximal step
         (:mod:`auditlib.simulate.sparse_coarse`); same stopping rule as :meth:`_solve`."""
@@ -382,7 +455,7 @@ class _Fit:
 
         grad = TermsGradient(small, self.unit.size)
 
-        x = prox(proj.project(np.zeros(self.unit.size)))
+        x = prox(proj.project(np.zeros(self.unit.size) if x0 is None else x0))
         w, k = x.copy(), 1.0
         its, step = 0, np.inf
         while its < max_iter:
@@ -398,76 +471,8 @@ class _Fit:
             if step < tol and prox.exact:
                 break
         else:
-            raise InvalidParameterError(
-                f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
-                f"max_iter = {max_iter}; raise max_iter or tol"
-            )
+            raise not_converged(step, tol, max_iter)
         self.outer, self.newton, self.cg = 1, prox.newton, prox.cg
         if self.lower is not None:
             self.mu[used] = prox.eta[is_bound]
         return x, its
-
-
-def repair_lower(
-    x: FloatArray,
-    segment: IntArray,
-    group: IntArray,
-    lower: FloatArray,
-    pair: IntArray,
-    *,
-    columns: bool,
-) -> FloatArray:
-    """Fitted values meeting every group's lower bound, the segment sums unchanged.
-
-    Within each ``pair`` of groups (the children of one parent in one unit type), the groups above
-    their bound give up a share ``θ`` of their excess, cell by cell in proportion to their values,
-    and the groups below it receive their deficits: with ``columns`` (children of a parent) each
-    segment's removed mass goes to the deficient groups' variables in that segment, in proportion to
-    their deficits (every group of a pair has one variable in each of the pair's segments); without
-    (the state: one segment) the deficits are spread evenly over the group's variables. Feasible
-    when each pair's groups hold at least the sum of their bounds — true when the parent met its own
-    bound (the sum of its children's)."""
-    n_g = lower.size
-    s = np.bincount(group, weights=x, minlength=n_g)
-    deficit = np.maximum(lower - s, 0.0)
-    if not (deficit > 0).any():
-        return x
-    excess = np.maximum(s - lower, 0.0)
-    n_p = int(pair.max()) + 1
-    need = np.bincount(pair, weights=deficit, minlength=n_p)
-    have = np.bincount(pair, weights=excess, minlength=n_p)
-    if not columns:  # the state: one pool, any type gives to any type
-        need[:] = need.sum()
-        have[:] = have.sum()
-    # a shortfall within floating-point noise of the pair's people (the fit meets a parent's bound
-    # only to rounding: a parent at exactly its children's bounds can leave 1e-9 of a person
-    # missing and nothing to give) is no infeasibility: what can be given is given, the rest is
-    # left to the integer repair (fix_lower) after rounding
-    held = np.bincount(pair, weights=s, minlength=n_p)
-    if not columns:
-        held[:] = held.sum()
-    slack = 1e-9 * np.maximum(held, 1.0) + 1e-6
-    if (need > have + slack).any():
-        p = int(np.flatnonzero(need > have + slack)[0])
-        raise InvalidParameterError(
-            f"Infeasible lower bounds: groups of pair {p} need {need[p]:g} more people than the "
-            f"others can give ({have[p]:g}); the parent must meet the sum of its children's bounds"
-        )
-    given = np.minimum(need, have)
-    scale = np.divide(given, need, out=np.zeros_like(need), where=need > 0)  # 1 unless short
-    deficit = deficit * scale[pair]
-    need = given
-    theta = np.divide(need, have, out=np.zeros_like(need), where=have > 0)
-    gp = pair[group]
-    share = np.divide(excess, s, out=np.zeros_like(s), where=s > 0)
-    removed = theta[gp] * share[group] * x
-    out = x - removed
-    receiving = deficit[group] > 0
-    if columns:
-        r_seg = np.bincount(segment, weights=removed, minlength=int(segment.max()) + 1)
-        frac = np.divide(deficit, need[pair], out=np.zeros_like(deficit), where=need[pair] > 0)
-        out[receiving] += r_seg[segment[receiving]] * frac[group[receiving]]
-    else:
-        n_var = np.bincount(group, minlength=n_g)
-        out[receiving] += (deficit / np.maximum(n_var, 1))[group[receiving]]
-    return np.maximum(out, 0.0)

@@ -17,9 +17,11 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    ``Σ x = total``, the state total invariant) and ``hhgq_total_lb`` per unit and group-quarters
    type (:mod:`auditlib.simulate.sparse_fit`). Solved by accelerated projected gradient (FISTA;
    step ``1/L``, ``L = Σ_q max row size / σ_q²``) with the exact projection onto the first set,
-   inside an augmented Lagrangian for the lower bounds, then an exact repair moving the last
-   fractions within each parent cell (:func:`~auditlib.simulate.sparse_fit.repair_lower`). The DAS
-   solves the same constrained QP with Gurobi's barrier method (to its tolerances), in passes
+   inside an augmented Lagrangian for the lower bounds (most variables are zero at the optimum:
+   FISTA runs on a working set of them, :mod:`auditlib.simulate.sparse_fista`), then an exact
+   repair moving the last fractions within each parent cell
+   (:func:`~auditlib.simulate.sparse_repair.repair_lower`). The DAS solves the same constrained
+   QP with Gurobi's barrier method (to its tolerances), in passes
    (``optimization/l2_dataIndep_npass_optimizer.py``, ``DataIndQueriesL2NPass
    .optimizationPassesLoop``: each pass's queries fitted, then held to their estimates within a
    tolerance in the next). Where coarse queries dominate — the DHC's State: rows of 10⁴–5·10⁵
@@ -96,8 +98,9 @@ from auditlib.geography.sparse_histograms import (
     from_keys,
     unit_types,
 )
-from auditlib.simulate.sparse_fit import Term, _allowed, _Fit, cell_type, repair_lower
+from auditlib.simulate.sparse_fit import Term, _allowed, _Fit, cell_type
 from auditlib.simulate.sparse_progress import Batch, Chunk, Progress, concat, kept_prefix
+from auditlib.simulate.sparse_repair import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower, round_rows, round_state
 
 __all__ = [

@@ -30,7 +30,7 @@ from auditlib.geography.spine import generate_spine, tallies_2020
 from auditlib.simulate import sparse_fit
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
-from auditlib.simulate.sparse_fit import repair_lower
+from auditlib.simulate.sparse_repair import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower
 from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
 from auditlib.simulate.topdown import spine_state

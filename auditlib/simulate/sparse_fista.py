@@ -1,0 +1,147 @@
+"""FISTA over segments for the sparse TopDown fit (:mod:`auditlib.simulate.sparse_fit`), and the
+working set its least squares are solved on.
+
+:func:`fista` is the restarted accelerated projected gradient the fit runs (O'Donoghue & Candès'
+gradient restart; it stops when no variable moves by more than ``tol`` in a step).
+
+A level's fitted values are mostly zero: at the DHC's Block level 87–96 % of a part's (unit, cell)
+variables are 0 at the optimum (a parent's cell of two people spread over the ~30 children that
+may hold it ends in one or two of them). The coarse queries' rows (a unit's cells of one query
+cell, 150–230 variables on average there) set FISTA's step 1/L, so it needs 300–1,200 steps over
+all the variables. :func:`working_set_solve` runs a few steps over all of them, then solves the
+problem over a working set: the variables that are positive, or that would take more than
+``tol`` people by the whole problem's gradient (:func:`left_out`; the others held at zero: the
+same problem where they are zero at the optimum). It checks the whole problem's gradient at that
+fit and adds the variables it would give more than ``tol`` people, until there are none. On the
+working set the rows hold a few variables each, so its fit is better conditioned as well as
+smaller (``benchmarks/README.md``, "Sparse TopDown").
+
+The check is the one that counts: FISTA's own stop (no variable moves by ``tol`` in a step of
+``1/L``) leaves a variable out whose gradient is below its segment's by up to ``L · tol``, which
+at the Block's ``L / Σ_q w_q ≈ 200`` is a variable that would hold a hundredth of a person;
+measured in people at the variable's own curvature it holds less than ``tol``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from auditlib.exceptions import InvalidParameterError
+from auditlib.simulate.postprocess import Segments
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+#: FISTA steps over all the variables before the first working set
+SCREEN_FIRST = 30
+#: a working set larger than this share of the variables is not worth it: all of them are solved
+#: (PL94's Tract part of a large county, 40 % of its variables in the set: 1,102 steps on the
+#: set against 638 over all; the DHC's Block parts: 5–15 %)
+SCREEN_SHARE = 0.25
+#: rounds of adding the variables the whole problem's projected gradient step makes positive
+SCREEN_ROUNDS = 20
+
+
+def fista(
+    grad: Callable[[FloatArray], FloatArray],
+    proj: Segments,
+    lip: float,
+    x: FloatArray,
+    *,
+    tol: float,
+    max_iter: int,
+) -> tuple[FloatArray, int, float]:
+    """FISTA with gradient restart from the feasible ``x``, at step ``1 / lip``, until no variable
+    moves by more than ``tol`` in a step or after ``max_iter`` steps: the last iterate, the steps
+    taken and the last step's largest move (``< tol``: converged)."""
+    w, k = x.copy(), 1.0
+    its, step = 0, np.inf
+    while its < max_iter:
+        its += 1
+        g = grad(w)
+        x_new = proj.project(w - g / lip)
+        step = float(np.max(np.abs(x_new - x), initial=0.0))
+        if float(g @ (x_new - x)) > 0:  # momentum points uphill: restart
+            k = 1.0
+        k_new = (1.0 + np.sqrt(1.0 + 4.0 * k * k)) / 2.0
+        w = x_new + ((k - 1.0) / k_new) * (x_new - x)
+        x, k = x_new, k_new
+        if step < tol:
+            break
+    return x, its, step
+
+
+class NotConverged(InvalidParameterError):
+    """The fit did not converge within its iterations (``step``: its last step's largest move)."""
+
+    def __init__(self, step: float, tol: float, max_iter: int) -> None:
+        super().__init__(
+            f"Sparse TopDown fit did not converge: step {step:.3g} > tol {tol} after "
+            f"max_iter = {max_iter}; raise max_iter or tol"
+        )
+        self.step = step
+
+
+def not_converged(step: float, tol: float, max_iter: int) -> NotConverged:
+    return NotConverged(step, tol, max_iter)
+
+
+def working_set_solve(
+    grad: Callable[[FloatArray], FloatArray],
+    proj: Segments,
+    lip: float,
+    curvature: float,
+    keep: IntArray,
+    solve_on: Callable[[IntArray, FloatArray, int], tuple[FloatArray, int]],
+    *,
+    tol: float,
+    max_iter: int,
+) -> tuple[FloatArray, int, bool]:
+    """The fit on a working set (module docstring). ``grad``: the whole problem's gradient (with
+    the group bounds' multipliers of the last ``solve_on``), ``lip`` its step's constant,
+    ``curvature`` each variable's own second derivative (``Σ_q w_q``: a variable is in one row of
+    every query), ``keep`` variables always in the set (the bounded groups');
+    ``solve_on(idx, x0, max_iter)`` solves the problem over the variables ``idx`` from ``x0``
+    (the others at zero) and returns their values and its FISTA steps. Returns the fitted values,
+    the steps taken in all, and whether they are the fit: not when the set would hold more than
+    :data:`SCREEN_SHARE` of the variables, or after :data:`SCREEN_ROUNDS` rounds (then solve all
+    of them from there)."""
+    n = proj.seg.size
+    x, its, step = fista(
+        grad, proj, lip, proj.project(np.zeros(n)), tol=tol, max_iter=min(SCREEN_FIRST, max_iter)
+    )
+    work = np.zeros(n, dtype=bool)
+    work[keep] = True
+    converged = step < tol and not keep.size  # FISTA's own stop, before any set was solved
+    for r in range(SCREEN_ROUNDS):
+        enter = left_out(x, grad(x), proj, curvature) > tol
+        if (r or converged) and not enter.any():
+            return x, its, True
+        if its >= max_iter:
+            raise not_converged(step, tol, max_iter)
+        work |= (x > 0) | enter
+        idx = np.flatnonzero(work)
+        if idx.size > SCREEN_SHARE * n:
+            break
+        sub, k = solve_on(idx, x[idx], max_iter - its)
+        its += k
+        x = np.zeros(n)
+        x[idx] = sub
+    return x, its, False
+
+
+def left_out(x: FloatArray, g: FloatArray, proj: Segments, curvature: float) -> FloatArray:
+    """About how many people each variable at zero would take at the optimum, given ``x`` (optimal
+    over its positive variables) and the gradient ``g`` there: ``(τ_s − g_i) / curvature``, with
+    ``τ_s`` the gradient on the segment's positive variables (all equal at the optimum, the
+    segment's multiplier: moving ``δ`` people into variable ``i`` changes the objective by about
+    ``(g_i − τ_s) δ + curvature δ² / 2``); 0 for the positive variables."""
+    m = proj.target.size
+    pos = x > 0
+    held = np.bincount(proj.seg, weights=pos, minlength=m)
+    tau = np.bincount(proj.seg, weights=np.where(pos, g, 0.0), minlength=m) / np.maximum(held, 1)
+    out = (tau[proj.seg] - g) / curvature
+    out[pos | (held[proj.seg] == 0)] = 0.0
+    return out
