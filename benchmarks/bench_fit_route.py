@@ -5,14 +5,15 @@
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2
     PYTHONPATH=. python benchmarks/bench_fit_route.py --knob CG_RTOL --old 1e-3 --new 1e-2 \
         --case dhc_production:S46:1 --rounds 1 --warmup 0
-    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob SCREEN_MIN --old 1e12 --new 2000
+    PYTHONPATH=. python benchmarks/bench_fit_route.py --knob SCREEN_PEOPLE --old 0 --new 0.25
 
 ``--knob COARSE_RATIO`` (the default): a fit part goes to the dual route
 (:mod:`auditlib.simulate.sparse_coarse`) when its coarse rows' Lipschitz constant is more than
 this many times the fine terms' (:mod:`auditlib.simulate.sparse_fit`); ``--knob CG_RTOL``: the
-relative residual at which the dual's conjugate gradients stop; ``--knob SCREEN_MIN``: FISTA's
-route solves problems of more variables than this on a working set
-(:mod:`auditlib.simulate.sparse_fista`; ``1e12``: never). Per case (schema, spine state,
+relative residual at which the dual's conjugate gradients stop; ``--knob SCREEN_MIN`` /
+``SCREEN_PEOPLE``: problems of more variables than the one and fewer people a variable than the
+other are solved on a working set (:mod:`auditlib.simulate.sparse_fista`; ``SCREEN_PEOPLE 0``:
+never). Per case (schema, spine state,
 spine scale) the state's people are drawn once, then one replicate of the sparse TopDown (every
 level, same noise generators) is run with the old and the new value alternated after a warm-up of
 each (``_timing.alternate``): median CPU-s of the replicate and of each level, the largest part's
@@ -46,7 +47,12 @@ from auditlib.simulate.topdown import spine_state
 from flows.spec.sources import spine_levels
 
 CASES = ("dhc_production:S18:0.05", "pl94_production:S41:1")
-KNOBS = {"COARSE_RATIO": sparse_fit, "CG_RTOL": sparse_coarse, "SCREEN_MIN": sparse_fit}
+KNOBS = {
+    "COARSE_RATIO": sparse_fit,
+    "CG_RTOL": sparse_coarse,
+    "SCREEN_MIN": sparse_fit,
+    "SCREEN_PEOPLE": sparse_fit,
+}
 SEED = 20200325
 
 

@@ -175,6 +175,30 @@ def people_per_unit_type(hist: SparseHistograms) -> IntArray:
     return out.reshape(hist.n_units, k)
 
 
+def cell_type(cells: npt.NDArray[np.int64], schema_name: str) -> npt.NDArray[np.int64]:
+    """The unit type (:func:`unit_types`) of each cell."""
+    _, axis, level_type, _ = unit_types(schema_name)
+    sch = schema(schema_name)
+    stride = int(np.prod(sch.shape[axis + 1 :], dtype=np.int64))
+    return level_type[(cells // stride) % sch.shape[axis]]
+
+
+def may_hold(
+    cells: npt.NDArray[np.int64],
+    unit: npt.NDArray[np.int64],
+    units: npt.NDArray[np.int32],
+    schema_name: str,
+    *,
+    zeros: bool = True,
+) -> npt.NDArray[np.bool_]:
+    """Whether ``unit`` may hold people in each cell: it has housing units / facilities of the cell's
+    unit type (``hhgq_total_ub``) and, with ``zeros``, the cell is no structural zero."""
+    ok = units[unit, cell_type(cells, schema_name)] > 0
+    if zeros:
+        ok &= ~structural_zero(schema_name, cells)
+    return ok
+
+
 def structural_zero(schema_name: str, cells: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     """Whether each cell is a structural zero of the production run: PL94's ``nurse_nva_0`` (no one
     under 18 in nursing facilities); the DHC's relgq × age zeros

@@ -21,6 +21,11 @@ bounded groups number at most :data:`MAX_DUAL_ROWS`, :meth:`_Fit.solve` runs FIS
 queries only, with those rows and the group bounds solved exactly in the proximal step
 (:mod:`auditlib.simulate.sparse_coarse`): same objective, same constraints, same stopping rule, the
 bounds met by the fit itself (no augmented-Lagrangian rounds).
+
+A problem of fewer than :data:`SCREEN_PEOPLE` people a variable (most fitted values zero: the
+DHC's Block parts, a State of few people) is solved on a working set of its variables after a
+few steps of its route over all of them (:mod:`auditlib.simulate.sparse_fista`), each set by the
+route it needs.
 """
 
 from __future__ import annotations
@@ -32,13 +37,13 @@ import numpy as np
 import numpy.typing as npt
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.geography.schema import schema
-from auditlib.geography.sparse_histograms import SparseHistograms, structural_zero, unit_types
+from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.mechanisms import discrete_gaussian_sampler
 from auditlib.simulate.postprocess import Segments
 from auditlib.simulate.sparse_coarse import CoarseProx, coarse_terms, constraint_rows
 from auditlib.simulate.sparse_fista import (
     NotConverged,
+    augmented_lagrangian,
     fista,
     not_converged,
     working_set_solve,
@@ -47,6 +52,8 @@ from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+#: the bounded groups' variables, their (compact) groups, bounds and group ids (:meth:`_Fit._bounded`)
+_Bounded = tuple[IntArray, IntArray, FloatArray, IntArray]
 
 #: the coarse rows go to the dual (:mod:`.sparse_coarse`) when their Lipschitz constant exceeds
 #: the fine terms' this many times, and there are at most MAX_DUAL_ROWS of them (rows and bounds).
@@ -65,30 +72,13 @@ PART_VARIABLES = 30_000
 INEXACT = 0.1
 #: problems of at most this many variables are solved on all of them (no working set)
 SCREEN_MIN = 2_000
-
-
-def cell_type(cells: IntArray, schema_name: str) -> IntArray:
-    """The unit type (:func:`~auditlib.geography.sparse_histograms.unit_types`) of each cell."""
-    _, axis, level_type, _ = unit_types(schema_name)
-    sch = schema(schema_name)
-    stride = int(np.prod(sch.shape[axis + 1 :], dtype=np.int64))
-    return level_type[(cells // stride) % sch.shape[axis]]
-
-
-def _allowed(
-    cells: IntArray,
-    unit: IntArray,
-    units: npt.NDArray[np.int32],
-    schema_name: str,
-    *,
-    zeros: bool = True,
-) -> npt.NDArray[np.bool_]:
-    """Whether ``unit`` may hold people in each cell: it has housing units / facilities of the cell's
-    unit type (``hhgq_total_ub``) and, with ``zeros``, the cell is no structural zero."""
-    ok = units[unit, cell_type(cells, schema_name)] > 0
-    if zeros:
-        ok &= ~structural_zero(schema_name, cells)
-    return ok
+#: a problem of fewer people a variable than this is solved on a working set first: its fitted
+#: values are mostly zero (DHC Block parts, 0.05–0.08 people a variable: 94–97 % zero; the DHC
+#: State of a 5 % spine, 0.15: 96 %; levels of 0.5–2.8 people a variable: 21–71 % zero)
+SCREEN_PEOPLE = 0.25
+#: steps over every variable before the first working set: FISTA's, or the dual route's
+SCREEN_FIRST = 30
+SCREEN_FIRST_DUAL = 5
 
 
 @dataclass(frozen=True)
@@ -313,7 +303,8 @@ class _Fit:
     ) -> tuple[FloatArray, int]:
         """The fit as one problem, from ``x0`` (projected; default 0) and, on FISTA's route, the
         bounds' multipliers ``mu0`` (per group; default 0), by the route it needs (module
-        docstring); ``screen``: FISTA's route on a working set first."""
+        docstring); ``screen``: a problem of few people a variable on a working set first
+        (:meth:`_on_working_set`)."""
         proj = Segments(self.segment, self.target)
         self.mu = np.zeros(0 if self.lower is None else self.lower.size)
         self.rho = 0.0
@@ -327,17 +318,93 @@ class _Fit:
         lip_fine = sum(lips[i] for i in small)
         n_dual = sum(live[i].y.size for i in big) + low.size
         self.ratio = sum(lips[i] for i in big) / lip_fine if lip_fine > 0 else np.inf
-        if lip_fine > 0 and self.ratio > COARSE_RATIO:
-            if n_dual <= MAX_DUAL_ROWS:
-                return self._solve_dual(
-                    proj, [live[i] for i in big], [live[i] for i in small], lip_fine,
-                    (gv, gg, low, used), max_iter=max_iter, tol=tol, x0=x0,
+        bounded = (gv, gg, low, used)
+        dual = None
+        if lip_fine > 0 and self.ratio > COARSE_RATIO and n_dual <= MAX_DUAL_ROWS:
+            dual = (proj, [live[i] for i in big], [live[i] for i in small], lip_fine, bounded)
+        its = 0
+        try:
+            if screen and self.unit.size > SCREEN_MIN:
+                if float(self.target.sum()) < SCREEN_PEOPLE * self.unit.size:
+                    x, its, done = self._on_working_set(
+                        proj, live, sum(lips) or 1.0, bounded, dual, max_iter=max_iter,
+                        tol=tol, feas_tol=feas_tol, max_outer=max_outer,
+                    )  # fmt: skip
+                    if done:
+                        return x, its
+                    x0, mu0 = x, None
+            if dual is not None:
+                x, k = self._solve_dual(*dual, max_iter=max_iter - its, tol=tol, x0=x0)
+            else:
+                self.route = "fista"
+                x, k = self._solve_fista(
+                    proj, live, sum(lips) or 1.0, bounded, x0=x0, mu0=mu0,
+                    max_iter=max_iter - its, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
                 )  # fmt: skip
-        self.route = "fista"
-        return self._solve_fista(
-            proj, live, sum(lips) or 1.0, (gv, gg, low, used), x0=x0, mu0=mu0, screen=screen,
-            max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
+        except NotConverged as e:  # every step counted in max_iter
+            raise not_converged(e.step, tol, max_iter) from None
+        return x, its + k
+
+    def _on_working_set(
+        self,
+        proj: Segments,
+        live: list[Term],
+        lip_f: float,
+        bounded: _Bounded,
+        dual: tuple[Segments, list[Term], list[Term], float, _Bounded] | None,
+        *,
+        max_iter: int,
+        tol: float,
+        feas_tol: float,
+        max_outer: int,
+    ) -> tuple[FloatArray, int, bool]:
+        """The fit on a working set of the variables
+        (:func:`~auditlib.simulate.sparse_fista.working_set_solve`), from a few steps of the
+        route the whole problem needs (``dual``: its arguments of :meth:`_solve_dual`); each set
+        solved by the route it needs. Returns the values, the steps taken and whether they are
+        the fit (not: continue from them over every variable)."""
+        gv, gg, low, used = bounded
+        n_g = low.size
+        terms_grad = TermsGradient(live, self.unit.size)
+
+        def whole(v: FloatArray) -> FloatArray:  # the bounds' part as the last solve left it
+            g = terms_grad(v)
+            if n_g:
+                gap = low - np.bincount(gg, weights=v[gv], minlength=n_g)
+                g[gv] -= np.maximum(0.0, self.mu[used] + self.rho * gap)[gg]
+            return g
+
+        def solve_on(idx: IntArray, start: FloatArray, left: int) -> tuple[FloatArray, int]:
+            sub, sub_terms, groups = self._subset(live, idx)
+            got = sub._solve(
+                sub_terms, max_iter=left, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
+                x0=start, mu0=self.mu[groups] if groups.size else None, screen=False,
+            )  # fmt: skip
+            self.outer, self.rho = max(self.outer, sub.outer), sub.rho
+            self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
+            self.route, self.working, self.sets = sub.route, idx.size, self.sets + 1
+            if groups.size:
+                self.mu[groups] = sub.mu
+            return got
+
+        self.outer = self.newton = self.cg = 0
+        if dual is not None:  # its bounds' multipliers (rho 0) in whole()
+            x, its = self._solve_dual(
+                *dual, max_iter=min(SCREEN_FIRST_DUAL, max_iter), tol=tol, strict=False
+            )
+            converged = False
+        else:
+            x, its, step = fista(
+                terms_grad, proj, lip_f, proj.project(np.zeros(self.unit.size)), tol=tol,
+                max_iter=min(SCREEN_FIRST, max_iter),
+            )  # fmt: skip
+            converged = step < tol and not n_g  # FISTA's own stop, no bounds to meet
+        curvature = sum(t.weight for t in live) or 1.0
+        x, k, done = working_set_solve(
+            whole, proj, curvature, gv, solve_on, x, converged=converged, tol=tol,
+            max_iter=max_iter - its,
         )  # fmt: skip
+        return x, its + k, done
 
     def _solve_fista(
         self,
@@ -348,85 +415,23 @@ class _Fit:
         *,
         x0: FloatArray | None,
         mu0: FloatArray | None,
-        screen: bool,
         max_iter: int,
         tol: float,
         feas_tol: float,
         max_outer: int,
     ) -> tuple[FloatArray, int]:
-        """FISTA on all the terms inside an augmented Lagrangian for the group bounds; with
-        ``screen``, on a working set first
-        (:func:`~auditlib.simulate.sparse_fista.working_set_solve`)."""
+        """FISTA on all the terms inside an augmented Lagrangian for the group bounds
+        (:func:`~auditlib.simulate.sparse_fista.augmented_lagrangian`)."""
         gv, gg, low, used = bounded
-        n_g = low.size
-        terms_grad = TermsGradient(live, self.unit.size)
-
-        def group_sums(v: FloatArray) -> FloatArray:
-            return np.bincount(gg, weights=v[gv], minlength=n_g).astype(np.float64)
-
-        total_its = 0
         x = proj.project(np.zeros(self.unit.size) if x0 is None else x0)
-        if screen and self.unit.size > SCREEN_MIN:
-
-            def whole(v: FloatArray) -> FloatArray:  # the bounds' part as the last set solved it
-                g = terms_grad(v)
-                if n_g:
-                    mu = self.mu[used]
-                    g[gv] -= np.maximum(0.0, mu + self.rho * (low - group_sums(v)))[gg]
-                return g
-
-            def solve_on(idx: IntArray, start: FloatArray, left: int) -> tuple[FloatArray, int]:
-                sub, sub_terms, groups = self._subset(live, idx)
-                try:
-                    got = sub._solve(
-                        sub_terms, max_iter=left, tol=tol, feas_tol=feas_tol,
-                        max_outer=max_outer, x0=start,
-                        mu0=self.mu[groups] if groups.size else None, screen=False,
-                    )  # fmt: skip
-                except NotConverged as e:  # the set's steps are counted in max_iter
-                    raise not_converged(e.step, tol, max_iter) from None
-                self.outer, self.rho = max(self.outer, sub.outer), sub.rho
-                self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
-                self.route, self.working, self.sets = sub.route, idx.size, self.sets + 1
-                if groups.size:
-                    self.mu[groups] = sub.mu
-                return got
-
-            self.outer = self.newton = self.cg = 0
-            curvature = sum(t.weight for t in live) or 1.0
-            x, total_its, done = working_set_solve(
-                whole, proj, lip_f, curvature, gv, solve_on, tol=tol, max_iter=max_iter
-            )
-            if done:
-                return x, total_its
-            self.route = "fista"
-        size = float(np.bincount(gg).max()) if n_g else 1.0
-        rho = lip_f / size
-        lip = lip_f + rho * size if n_g else lip_f
-        mu = np.zeros(n_g) if mu0 is None else np.asarray(mu0, np.float64)[used]
-
-        def grad(v: FloatArray) -> FloatArray:
-            g = terms_grad(v)
-            if n_g:
-                g[gv] -= np.maximum(0.0, mu + rho * (low - group_sums(v)))[gg]
-            return g
-
-        self.outer = 0
-        while True:
-            x, its, step = fista(grad, proj, lip, x, tol=tol, max_iter=max_iter - total_its)
-            total_its += its
-            if step >= tol:
-                raise not_converged(step, tol, max_iter)
-            self.outer += 1
-            if not n_g:
-                return x, total_its
-            gap = low - group_sums(x)
-            if self.lower is not None:
-                self.mu[used] = mu
-                self.rho = rho
-            if float(gap.max()) <= feas_tol or self.outer >= max_outer:
-                return x, total_its
-            mu = np.maximum(0.0, mu + rho * gap)
+        mu = np.zeros(low.size) if mu0 is None else np.asarray(mu0, np.float64)[used]
+        x, its, self.outer, mu, rho = augmented_lagrangian(
+            TermsGradient(live, self.unit.size), proj, lip_f, (gv, gg, low), x, mu,
+            max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
+        )  # fmt: skip
+        if low.size:
+            self.mu[used], self.rho = mu, rho
+        return x, its
 
     def _solve_dual(
         self,
@@ -439,9 +444,11 @@ class _Fit:
         max_iter: int,
         tol: float,
         x0: FloatArray | None = None,
+        strict: bool = True,
     ) -> tuple[FloatArray, int]:
         """FISTA on the fine terms with the coarse rows and the group bounds in the proximal step
-        (:mod:`auditlib.simulate.sparse_coarse`); same stopping rule as :meth:`_solve`."""
+        (:mod:`auditlib.simulate.sparse_coarse`); same stopping rule as :meth:`_solve`; not
+        ``strict``: the last iterate after ``max_iter`` steps, converged or not."""
         self.route = "dual"
         gv, gg, low, used = bounded
         bt, c, inv_w, is_bound = constraint_rows(
@@ -471,7 +478,8 @@ class _Fit:
             if step < tol and prox.exact:
                 break
         else:
-            raise not_converged(step, tol, max_iter)
+            if strict:
+                raise not_converged(step, tol, max_iter)
         self.outer, self.newton, self.cg = 1, prox.newton, prox.cg
         if self.lower is not None:
             self.mu[used] = prox.eta[is_bound]

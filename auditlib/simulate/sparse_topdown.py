@@ -95,10 +95,12 @@ from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.sparse_histograms import (
     GQInvariants,
     SparseHistograms,
+    cell_type,
     from_keys,
+    may_hold,
     unit_types,
 )
-from auditlib.simulate.sparse_fit import Term, _allowed, _Fit, cell_type
+from auditlib.simulate.sparse_fit import Term, _Fit
 from auditlib.simulate.sparse_progress import Batch, Chunk, Progress, concat, kept_prefix
 from auditlib.simulate.sparse_repair import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower, round_rows, round_state
@@ -108,7 +110,6 @@ __all__ = [
     "SparseTopDownRelease",
     "Term",
     "_Fit",
-    "_allowed",
     "noise_rngs",
     "sparse_topdown",
 ]
@@ -304,7 +305,7 @@ def _state_level(level: _Level) -> tuple[IntArray, IntArray, int, int]:
     name = level.truth.schema_name
     n_types = len(unit_types(name)[3])
     cell = np.arange(level.truth.schema.n_cells, dtype=np.int64)
-    cell = cell[_allowed(cell, np.zeros_like(cell), level.units, name)]
+    cell = cell[may_hold(cell, np.zeros_like(cell), level.units, name)]
     unit = np.zeros(cell.size, dtype=np.int64)
     segment = np.zeros(cell.size, dtype=np.int64)
     group = cell_type(cell, name).astype(np.int64)
@@ -353,7 +354,7 @@ def _child_level(
     n_types = len(unit_types(name)[3])
     parent = parents[c0:c1]
     unit, cell, entry = _child_variables(up, parent)  # unit: 0 .. c1 − c0 − 1
-    keep = _allowed(cell, unit + c0, level.units, name)
+    keep = may_hold(cell, unit + c0, level.units, name)
     unit, cell, entry = unit[keep], cell[keep], entry[keep]
     e0, e1 = int(up.indptr[parent[0]]), int(up.indptr[parent[-1] + 1])
     segment = entry - e0

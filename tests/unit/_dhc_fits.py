@@ -9,9 +9,9 @@ from scipy import sparse
 
 from auditlib.allocations import load_allocation
 from auditlib.geography.schema import schema
-from auditlib.geography.sparse_histograms import from_keys, structural_zero
+from auditlib.geography.sparse_histograms import cell_type, from_keys, structural_zero
 from auditlib.simulate.measured import allocation_measured
-from auditlib.simulate.sparse_fit import Term, _Fit, cell_type
+from auditlib.simulate.sparse_fit import Term, _Fit
 
 NAME = "dhc_production"
 SCH = schema(NAME)

@@ -219,6 +219,7 @@ def test_block_like_parts_at_a_moderate_coarse_ratio_reach_the_same_fit_by_eithe
     # spine states' Block parts, dearer on small Prim-rich ones); both reach the same fit
     fit, terms = _county_instance(8, 11, people=100, level=4)
     monkeypatch.setattr(sparse_fit, "COARSE_RATIO", 10.0)
+    monkeypatch.setattr(sparse_fit, "SCREEN_MIN", 10**12)  # the routes over every variable
     x_exact, _ = fit.solve(terms, max_iter=20_000, tol=1e-9)
     assert 10 < fit.ratio < 100 and fit.route == "dual"
     x_dual, its_dual = fit.solve(terms, max_iter=20_000, tol=1e-4)

@@ -88,9 +88,14 @@ def test_the_whole_problems_step_adds_the_variables_a_first_set_missed(
         return xs, k
 
     curvature = sum(t.weight for t in live)
+    start, _, _ = sparse_fista.fista(
+        grad, proj, lip, proj.project(np.zeros(fit.unit.size)), tol=tol,
+        max_iter=sparse_fit.SCREEN_FIRST,
+    )  # fmt: skip
     x, _, done = sparse_fista.working_set_solve(
-        grad, proj, lip, curvature, np.zeros(0, np.int64), solve_on, tol=tol, max_iter=100_000
-    )
+        grad, proj, curvature, np.zeros(0, np.int64), solve_on, start, converged=False, tol=tol,
+        max_iter=100_000,
+    )  # fmt: skip
     assert done and len(placed) >= 2  # the first set missed some of the optimum's support
 
     def step(v: np.ndarray) -> float:  # the whole problem's projected gradient step
@@ -116,6 +121,31 @@ def test_a_set_beyond_its_share_of_the_variables_is_solved_on_every_variable(
     assert fit.route == "fista" and fit.sets == 0 and fit.working == 0
     assert _kkt_segments(fit, terms, x) < 1e-6
     np.testing.assert_allclose(x, exact, atol=1e-5)
+
+
+def test_a_fit_on_the_dual_route_is_solved_on_a_working_set_too(monkeypatch) -> None:
+    # 40 children of 25 people: the coarse rows' Lipschitz constant is ~175 times the others'
+    # (the dual route), 0.04 people a variable: a few dual steps, then the sets
+    fit, terms = _county_instance(40, 5, people=25, level=4)
+    assert float(fit.target.sum()) < sparse_fit.SCREEN_PEOPLE * fit.unit.size
+    x, _ = fit.solve(terms, **TIGHT)
+    assert fit.ratio > sparse_fit.COARSE_RATIO and fit.sets >= 1
+    assert fit.working < 0.1 * fit.unit.size
+    assert _kkt_segments(fit, terms, x) < 1e-6
+    _all_variables(monkeypatch)
+    x_all, _ = fit.solve(terms, **TIGHT)
+    assert fit.route == "dual" and fit.sets == 0
+    np.testing.assert_allclose(x, x_all, atol=1e-5)
+
+
+def test_a_fit_of_many_people_a_variable_is_solved_on_every_variable(monkeypatch) -> None:
+    # 400 people a child over 8 children: 0.44 people a variable, a third of them positive
+    fit, terms = _county_instance(8, 11, people=400, level=4)
+    assert float(fit.target.sum()) > sparse_fit.SCREEN_PEOPLE * fit.unit.size
+    monkeypatch.setattr(sparse_fit, "COARSE_RATIO", np.inf)  # FISTA's route
+    x, _ = fit.solve(terms, **TIGHT)
+    assert fit.route == "fista" and fit.sets == 0
+    assert _kkt_segments(fit, terms, x) < 1e-6
 
 
 def test_too_few_iterations_are_an_error(block_like) -> None:

@@ -9,9 +9,13 @@ import pytest
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.schema import schema
-from auditlib.geography.sparse_histograms import invariant_violations, people_per_unit_type
+from auditlib.geography.sparse_histograms import (
+    invariant_violations,
+    may_hold,
+    people_per_unit_type,
+)
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
-from auditlib.simulate.sparse_topdown import _allowed, _Fit, noise_rngs, sparse_topdown
+from auditlib.simulate.sparse_topdown import _Fit, noise_rngs, sparse_topdown
 from auditlib.simulate.wls import solve_wls_normal
 from tests.unit._pl94_state import pl94_release, pl94_state
 
@@ -69,7 +73,7 @@ def test_the_state_fit_is_the_dense_least_squares_solution(state) -> None:  # ty
     truth = pop.pl94.aggregate(np.zeros(pop.pl94.n_units, dtype=np.int64), 1)
     units = pop.pl94_invariants.units.sum(axis=0, keepdims=True).astype(np.int32)
     cell = np.arange(SCH.n_cells, dtype=np.int64)
-    keep = _allowed(cell, np.zeros_like(cell), units, "pl94_production")
+    keep = may_hold(cell, np.zeros_like(cell), units, "pl94_production")
     total = float(truth.totals()[0])
     fit = _Fit(np.zeros(int(keep.sum()), np.int64), cell[keep], np.zeros(int(keep.sum()), np.int64),
                np.array([total]))  # fmt: skip
