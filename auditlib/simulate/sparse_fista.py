@@ -5,7 +5,7 @@ working set its least squares are solved on.
 gradient restart; it stops when no variable moves by more than ``tol`` in a step), inside an
 augmented Lagrangian for the group-quarters lower bounds (:func:`augmented_lagrangian`).
 
-A level's fitted values are mostly zero: at the DHC's Block level 87–96 % of a part's (unit, cell)
+A level's fitted values are mostly zero: at the DHC's Block level 87–97 % of a part's (unit, cell)
 variables are 0 at the optimum (a parent's cell of two people spread over the ~30 children that
 may hold it ends in one or two of them). The coarse queries' rows (a unit's cells of one query
 cell, 150–230 variables on average there) set FISTA's step 1/L, so it needs 300–1,200 steps over
@@ -18,9 +18,10 @@ working set the rows hold a few variables each, so its fit is better conditioned
 smaller (``benchmarks/README.md``, "Sparse TopDown").
 
 The check is the one that counts: FISTA's own stop (no variable moves by ``tol`` in a step of
-``1/L``) leaves a variable out whose gradient is below its segment's by up to ``L · tol``, which
-at the Block's ``L / Σ_q w_q ≈ 200`` is a variable that would hold a hundredth of a person;
-measured in people at the variable's own curvature it holds less than ``tol``."""
+``1/L``) can leave out a variable whose gradient is below its segment's by up to ``L · tol``:
+at the Block's ``L / Σ_q w_q ≈ 200–250`` one that would hold about 0.02 people (0.017 in
+``tests/unit/test_sparse_fista.py``'s instance). Measured in people at the variable's own
+curvature, a variable left out holds less than ``tol``."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ FloatArray = npt.NDArray[np.float64]
 #: (PL94's Tract part of a large county, 40 % of its variables in the set: 1,102 steps on the
 #: set against 638 over all; the DHC's Block parts: 5–15 %)
 SCREEN_SHARE = 0.25
-#: rounds of adding the variables the whole problem's projected gradient step makes positive
+#: rounds of adding the variables the whole problem's gradient would give more than ``tol`` people
 SCREEN_ROUNDS = 20
 
 

@@ -73,7 +73,7 @@ INEXACT = 0.1
 #: problems of at most this many variables are solved on all of them (no working set)
 SCREEN_MIN = 2_000
 #: a problem of fewer people a variable than this is solved on a working set first: its fitted
-#: values are mostly zero (DHC Block parts, 0.05–0.08 people a variable: 94–97 % zero; the DHC
+#: values are mostly zero (DHC Block parts, 0.05–0.08 people a variable: 87–97 % zero; the DHC
 #: State of a 5 % spine, 0.15: 96 %; levels of 0.5–2.8 people a variable: 21–71 % zero)
 SCREEN_PEOPLE = 0.25
 #: steps over every variable before the first working set: FISTA's, or the dual route's
