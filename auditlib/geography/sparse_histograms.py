@@ -191,8 +191,8 @@ def may_hold(
     *,
     zeros: bool = True,
 ) -> npt.NDArray[np.bool_]:
-    """Whether ``unit`` may hold people in each cell: it has housing units / facilities of the cell's
-    unit type (``hhgq_total_ub``) and, with ``zeros``, the cell is no structural zero."""
+    """Whether ``unit`` may hold people in each cell: it has housing units / facilities of the
+    cell's unit type (``hhgq_total_ub``) and, with ``zeros``, the cell is no structural zero."""
     ok = units[unit, cell_type(cells, schema_name)] > 0
     if zeros:
         ok &= ~structural_zero(schema_name, cells)

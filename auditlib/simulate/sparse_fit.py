@@ -52,7 +52,7 @@ from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-#: the bounded groups' variables, their (compact) groups, bounds and group ids (:meth:`_Fit._bounded`)
+#: the bounded groups' variables, their (compact) groups, bounds and ids (:meth:`_Fit._bounded`)
 _Bounded = tuple[IntArray, IntArray, FloatArray, IntArray]
 
 #: the coarse rows go to the dual (:mod:`.sparse_coarse`) when their Lipschitz constant exceeds
