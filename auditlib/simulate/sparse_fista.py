@@ -112,7 +112,7 @@ def augmented_lagrangian(
         x, its, step = fista(grad, proj, lip, x, tol=tol, max_iter=max_iter - total)
         total += its
         if step >= tol:
-            raise not_converged(step, tol, max_iter)
+            raise NotConverged(step, tol, max_iter)
         outer += 1
         if not n_g:
             return x, total, outer, mu, rho
@@ -131,10 +131,6 @@ class NotConverged(InvalidParameterError):
             f"max_iter = {max_iter}; raise max_iter or tol"
         )
         self.step = step
-
-
-def not_converged(step: float, tol: float, max_iter: int) -> NotConverged:
-    return NotConverged(step, tol, max_iter)
 
 
 def working_set_solve(
@@ -168,7 +164,7 @@ def working_set_solve(
         if (r or converged) and not enter.any():
             return x, its, True
         if its >= max_iter:
-            raise not_converged(float(would.max()), tol, max_iter)
+            raise NotConverged(float(would.max()), tol, max_iter)
         work |= (x > 0) | enter
         idx = np.flatnonzero(work)
         if idx.size > SCREEN_SHARE * n:

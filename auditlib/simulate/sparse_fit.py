@@ -45,7 +45,6 @@ from auditlib.simulate.sparse_fista import (
     NotConverged,
     augmented_lagrangian,
     fista,
-    not_converged,
     working_set_solve,
 )
 from auditlib.simulate.sparse_terms import TermsGradient
@@ -322,12 +321,12 @@ class _Fit:
         dual = None
         if lip_fine > 0 and self.ratio > COARSE_RATIO and n_dual <= MAX_DUAL_ROWS:
             dual = (proj, [live[i] for i in big], [live[i] for i in small], lip_fine, bounded)
-        its = 0
+        lip_f, its = sum(lips) or 1.0, 0
         try:
             if screen and self.unit.size > SCREEN_MIN:
                 if float(self.target.sum()) < SCREEN_PEOPLE * self.unit.size:
                     x, its, done = self._on_working_set(
-                        proj, live, sum(lips) or 1.0, bounded, dual, max_iter=max_iter,
+                        proj, live, lip_f, bounded, dual, max_iter=max_iter,
                         tol=tol, feas_tol=feas_tol, max_outer=max_outer,
                     )  # fmt: skip
                     if done:
@@ -338,11 +337,11 @@ class _Fit:
             else:
                 self.route = "fista"
                 x, k = self._solve_fista(
-                    proj, live, sum(lips) or 1.0, bounded, x0=x0, mu0=mu0,
+                    proj, live, lip_f, bounded, x0=x0, mu0=mu0,
                     max_iter=max_iter - its, tol=tol, feas_tol=feas_tol, max_outer=max_outer,
                 )  # fmt: skip
         except NotConverged as e:  # every step counted in max_iter
-            raise not_converged(e.step, tol, max_iter) from None
+            raise NotConverged(e.step, tol, max_iter) from None
         return x, its + k
 
     def _on_working_set(
@@ -411,7 +410,7 @@ class _Fit:
         proj: Segments,
         live: list[Term],
         lip_f: float,
-        bounded: tuple[IntArray, IntArray, FloatArray, IntArray],
+        bounded: _Bounded,
         *,
         x0: FloatArray | None,
         mu0: FloatArray | None,
@@ -479,7 +478,7 @@ class _Fit:
                 break
         else:
             if strict:
-                raise not_converged(step, tol, max_iter)
+                raise NotConverged(step, tol, max_iter)
         self.outer, self.newton, self.cg = 1, prox.newton, prox.cg
         if self.lower is not None:
             self.mu[used] = prox.eta[is_bound]
