@@ -30,6 +30,12 @@ def block_like() -> tuple[_Fit, list[Term]]:
     return _county_instance(30, 5, people=20, level=4)
 
 
+@pytest.fixture(scope="module")
+def block_exact(block_like) -> np.ndarray:
+    fit, terms = block_like
+    return fit.solve(terms, **TIGHT)[0]
+
+
 def _all_variables(monkeypatch) -> None:
     monkeypatch.setattr(sparse_fit, "SCREEN_MIN", 10**12)
 
@@ -50,10 +56,10 @@ def test_the_fit_on_a_working_set_is_the_fit_on_every_variable(block_like, monke
 
 
 def test_at_the_default_tolerance_it_is_no_further_from_the_exact_fit(
-    block_like, monkeypatch
+    block_like, block_exact, monkeypatch
 ) -> None:
     fit, terms = block_like
-    exact, _ = fit.solve(terms, **TIGHT)
+    exact = block_exact
     kw = {"max_iter": 100_000, "tol": 1e-4}  # sparse_topdown's default tolerance
     x, _ = fit.solve(terms, **kw)
     _all_variables(monkeypatch)
@@ -112,10 +118,10 @@ def test_the_whole_problems_step_adds_the_variables_a_first_set_missed(
 
 
 def test_a_set_beyond_its_share_of_the_variables_is_solved_on_every_variable(
-    block_like, monkeypatch
+    block_like, block_exact, monkeypatch
 ) -> None:
     fit, terms = block_like
-    exact, _ = fit.solve(terms, **TIGHT)
+    exact = block_exact
     monkeypatch.setattr(sparse_fista, "SCREEN_SHARE", 0.01)  # every set is too large
     x, _ = fit.solve(terms, **TIGHT)
     assert fit.route == "fista" and fit.sets == 0 and fit.working == 0
