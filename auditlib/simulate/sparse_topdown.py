@@ -17,8 +17,9 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    ``Σ x = total``, the state total invariant) and ``hhgq_total_lb`` per unit and group-quarters
    type (:mod:`auditlib.simulate.sparse_fit`). Solved by accelerated projected gradient (FISTA;
    step ``1/L``, ``L = Σ_q max row size / σ_q²``) with the exact projection onto the first set,
-   inside an augmented Lagrangian for the lower bounds (most variables are zero at the optimum:
-   FISTA runs on a working set of them, :mod:`auditlib.simulate.sparse_fista`), then an exact
+   inside an augmented Lagrangian for the lower bounds (where there are few people a variable,
+   most are zero at the optimum: the fit runs on a working set of them,
+   :mod:`auditlib.simulate.sparse_fista`), then an exact
    repair moving the last fractions within each parent cell
    (:func:`~auditlib.simulate.sparse_repair.repair_lower`). The DAS solves the same constrained
    QP with Gurobi's barrier method (to its tolerances), in passes
