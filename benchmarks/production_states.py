@@ -1,0 +1,240 @@
+"""A national production audit run in batches of states (not a test), for a machine whose sessions
+are shorter than the audit: each batch is a ``dpaudit run`` of the same spec restricted to some of
+its states, and each finished state is recorded in a ledger kept with the benchmarks.
+
+A state's release does not depend on which other states run beside it: its population is drawn
+from the spine by the state's own index and seed, and its noise from the spec's seed keyed by the
+state's own index (``flows.audit.production``), so the state's blocks, and their checksums, are
+those of the whole-nation run (``tests/unit/test_production_states.py`` checks a state's release
+alone and among others). The national level (the sum of the states' State histograms) is formed
+only by a run that holds every state.
+
+    # the next batch: the states of SPEC not in LEDGER, smallest first, up to a people budget
+    PYTHONPATH=. python benchmarks/production_states.py plan SPEC LEDGER --people 30e6 -o batch.toml
+    dpaudit run batch.toml --store batch.zarr --report batch.html
+    # the batch's finished states (the staging copy while it runs, or the finished store)
+    PYTHONPATH=. python benchmarks/production_states.py record batch.toml batch.zarr LEDGER
+    PYTHONPATH=. python benchmarks/production_states.py show SPEC LEDGER
+
+The ledger (JSON lines, one per state) keeps, per finished state: its people, the CPU and wall
+seconds of its task (over every run that worked on it), the largest peak RSS of the worker
+processes that finished it (``ru_maxrss``: the worker's peak so far, an upper bound of the
+state's own), its blocks' checksums (``block_sha256``: a later run of the state can be compared),
+the commit, the date and the machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _machine import commit, machine_info  # noqa: E402
+
+
+def _people(spec_path: str) -> dict[str, int]:
+    """People per spine state of the spec's region (every state, whichever the spec runs)."""
+    from flows.audit.spine_share import spine_of
+    from flows.spec.files import load_spec
+    from flows.spec.plan import make_plan
+    from flows.spec.sources import spine_state_labels
+
+    spec = load_spec(spec_path)
+    plan = make_plan(spec)
+    assert plan.spine is not None, "a spine audit"
+    people = spine_of(plan.spine).populations()["State"]
+    labels = spine_state_labels(spec.audit.region)
+    return {labels[i]: int(people[i]) for i in range(len(labels))}
+
+
+def _ledger(path: str) -> dict[str, dict]:
+    p = Path(path)
+    if not p.exists():
+        return {}
+    rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    return {r["state"]: r for r in rows}
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def plan_batch(spec_path: str, ledger: str, people: float, out: str, states: list[str]) -> None:
+    """Write the spec of the next batch: ``states`` if given, else the states not in the ledger,
+    smallest first, while their people stay within ``people``."""
+    pops = _people(spec_path)
+    done = _ledger(ledger)
+    spec = tomllib.loads(Path(spec_path).read_text())
+    chosen = spec["population"].get("spine_states", "all")
+    pool = list(pops) if chosen == "all" else list(chosen)
+    if states:
+        batch = states
+    else:
+        batch, total = [], 0
+        for st in sorted((s for s in pool if s not in done), key=lambda s: (pops[s], s)):
+            if total + pops[st] > people and batch:
+                break
+            batch.append(st)
+            total += pops[st]
+    if not batch:
+        sys.exit(f"every state of {spec_path} is in {ledger}")
+    spec["population"]["spine_states"] = batch
+    spec["audit"]["name"] = f"{spec['audit']['name']} (batch: {len(batch)} states)"
+    lines = [f"# a batch of {spec_path} (benchmarks/production_states.py plan)"]
+    for section, table in spec.items():
+        lines.append(f"\n[{section}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    Path(out).write_text("\n".join(lines) + "\n")
+    print(f"{out}: {len(batch)} states, {sum(pops[s] for s in batch):,} people: {' '.join(batch)}")
+
+
+def _digest(url: str, state: int, levels: list[int]) -> str:
+    """SHA-256 over the checksums of a state's blocks, level by level (``block_sha256``)."""
+    import hashlib
+
+    from storage import schema as S
+    from storage.residual_blocks import residual_array
+
+    arr = residual_array(url, S.BLOCK_SHA256)
+    h = hashlib.sha256()
+    for gl in levels:
+        h.update(np.asarray(arr[state, gl]).tobytes())
+    return h.hexdigest()
+
+
+def record(spec_path: str, store_url: str, ledger: str) -> None:
+    """Add the finished states of a batch's store (its staging copy while the run is unfinished)
+    to the ledger; a state already there is checked against its row's checksum instead."""
+    import xarray as xr
+
+    from flows.audit.flow import run_id_for
+    from flows.audit.production_progress import state_costs
+    from flows.spec.files import load_spec
+    from flows.spec.plan import make_plan
+    from storage.result_store import ResultStore
+
+    spec = load_spec(spec_path)
+    plan = make_plan(spec)
+    pops = _people(spec_path)
+    target = ResultStore.at(str(Path(store_url).resolve()))
+    staging = target.staged(run_id_for(spec))
+    n = len(plan.states)
+    if staging.exists():
+        where, done = staging, staging.done_blocks()
+        costs = state_costs(staging, n)
+    elif target.exists():
+        where, done = target, {(b.state, b.level) for b in plan.blocks}
+        kept = xr.open_zarr(target.url, group="production").attrs.get("state_costs", {})
+        costs = {k: np.full(n, np.nan) for k in ("cpu_s", "wall_s", "peak_rss")}
+        for i, st in enumerate(plan.states):
+            if st in kept:
+                costs["cpu_s"][i] = kept[st]["cpu_s"]
+                costs["wall_s"][i] = kept[st]["wall_s"]
+                costs["peak_rss"][i] = kept[st]["worker_peak_rss_bytes"]
+    else:
+        sys.exit(f"no store at {target.url} and no staging copy of run {run_id_for(spec)}")
+    rows = _ledger(ledger)
+    added = []
+    with open(ledger, "a", encoding="utf-8") as out:
+        for i, st in enumerate(plan.states):
+            levels = [b.level for b in plan.blocks if b.state == i]
+            if st == "US" or not all((i, gl) in done for gl in levels):
+                continue
+            digest = _digest(where.url, i, levels)
+            if st in rows:
+                kept = rows[st].get("blocks_sha256")
+                same = (
+                    "no checksum kept" if kept is None else "same" if kept == digest else "DIFFER"
+                )
+                print(f"{st}: in the ledger already (blocks: {same})")
+                continue
+            if not np.isfinite(costs["cpu_s"][i]):
+                print(f"{st}: finished, but no cost kept (finished by an older run): not added")
+                continue
+            row = {
+                "state": st,
+                "people": pops[st],
+                "cpu_s": round(float(costs["cpu_s"][i]), 1),
+                "wall_s": round(float(costs["wall_s"][i]), 1),
+                "worker_peak_rss_gb": round(float(costs["peak_rss"][i]) / 1e9, 2),
+                "ms_per_person": round(1e3 * float(costs["cpu_s"][i]) / pops[st], 3),
+                "blocks_sha256": digest,
+                "spec": Path(spec_path).name,
+                "commit": commit(),
+                "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "machine": machine_info(),
+            }
+            out.write(json.dumps(row) + "\n")
+            added.append(st)
+    print(f"added {len(added)} state(s) to {ledger}: {' '.join(added)}")
+
+
+def show(spec_path: str, ledger: str) -> None:
+    """The ledger against the spec: states done, people, CPU, the largest worker peak, and the
+    CPU the rest should need at the median CPU a person."""
+    pops = _people(spec_path)
+    rows = _ledger(ledger)
+    print(f"{'state':<6} {'people':>11} {'CPU-s':>8} {'wall s':>8} {'peak GB':>8} "
+          f"{'ms/person':>9}  commit")  # fmt: skip
+    for st, r in sorted(rows.items(), key=lambda kv: -kv[1]["people"]):
+        wall = "—" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
+        print(f"{st:<6} {r['people']:>11,} {r['cpu_s']:>8.0f} {wall:>8} "
+              f"{r['worker_peak_rss_gb']:>8.2f} {r['ms_per_person']:>9.3f}  {r['commit']}")  # fmt: skip
+    done = sum(r["people"] for r in rows.values())
+    left = sum(p for s, p in pops.items() if s not in rows)
+    cpu = sum(r["cpu_s"] for r in rows.values())
+    peak = max((r["worker_peak_rss_gb"] for r in rows.values()), default=0.0)
+    print(f"states done: {len(rows)} of {len(pops)}; people {done:,} of {done + left:,}")
+    print(f"CPU-s {cpu:,.0f}; largest worker peak {peak:.2f} GB")
+    if rows and left:
+        rate = float(np.median([r["ms_per_person"] for r in rows.values()]))
+        print(
+            f"the rest ≈ {rate * left / 3.6e6:.1f} CPU-hours at the median {rate:.3f} ms a person"
+        )
+        rest = " ".join(s for s in pops if s not in rows)
+        print(textwrap.fill(f"not done: {rest}", 80, subsequent_indent="  "))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plan", help="write the spec of the next batch of states")
+    p.add_argument("spec")
+    p.add_argument("ledger")
+    p.add_argument("--people", type=float, default=30e6)
+    p.add_argument("--states", nargs="*", default=[])
+    p.add_argument("-o", "--out", required=True)
+    r = sub.add_parser("record", help="add a batch's finished states to the ledger")
+    r.add_argument("spec")
+    r.add_argument("store")
+    r.add_argument("ledger")
+    s = sub.add_parser("show", help="the ledger against the spec")
+    s.add_argument("spec")
+    s.add_argument("ledger")
+    args = ap.parse_args()
+    if args.cmd == "plan":
+        plan_batch(args.spec, args.ledger, args.people, args.out, args.states)
+    elif args.cmd == "record":
+        record(args.spec, args.store, args.ledger)
+    else:
+        show(args.spec, args.ledger)
+
+
+if __name__ == "__main__":
+    main()
