@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,7 @@ from auditlib.simulate.sparse_fista import (
     fista,
     working_set_solve,
 )
+from auditlib.simulate.sparse_parts import PartMap, ranges, solve_parts
 from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
@@ -62,9 +64,6 @@ _Bounded = tuple[IntArray, IntArray, FloatArray, IntArray]
 #: tell which route is cheaper there, so the threshold stays at 100
 COARSE_RATIO = 100.0
 MAX_DUAL_ROWS = 200_000
-#: below the State the fit separates by parent: it is solved in parts of whole parents of about
-#: this many variables (each converging at its own pace, each by the route it needs)
-PART_VARIABLES = 30_000
 #: the dual of a proximal step is solved to this fraction of FISTA's last step (people per row;
 #: warm-started: an inexact proximal point whose error vanishes as FISTA converges), and exactly
 #: once the step is below ``tol``
@@ -189,35 +188,20 @@ class _Fit:
         tol: float,
         feas_tol: float = 1e-3,
         max_outer: int = 40,
+        pool: PartMap | None = None,
     ) -> tuple[FloatArray, int]:
         """Weighted least squares over the segments and the group bounds (module docstring): FISTA
         with adaptive restart (O'Donoghue & Candès), stopping when no variable moves by more than
         ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps.
-        With ``parent``, by independent parts of whole parents (:meth:`_solve_parts`)."""
-        parts = self._ranges()
+        With ``parent``, by independent parts of whole parents, in ``pool`` if given
+        (:mod:`auditlib.simulate.sparse_parts`)."""
+        kw: dict[str, Any] = {
+            "max_iter": max_iter, "tol": tol, "feas_tol": feas_tol, "max_outer": max_outer,
+        }  # fmt: skip
+        parts = ranges(self.parent, self.unit.size)
         if len(parts) > 1:
-            return self._solve_parts(
-                terms, parts, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
-            )
-        return self._solve(
-            terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
-        )
-
-    def _ranges(self) -> list[tuple[int, int]]:
-        """The variables' ranges ``[a, b)`` of whole parents, of about :data:`PART_VARIABLES`
-        each: one range unless ``parent`` is given, non-decreasing, and there are more."""
-        n = self.unit.size
-        if self.parent is None or n <= PART_VARIABLES or (np.diff(self.parent) < 0).any():
-            return [(0, n)]
-        ends = np.append(np.flatnonzero(np.diff(self.parent)) + 1, n)
-        parts, a = [], 0
-        for e in ends.tolist():
-            if e - a >= PART_VARIABLES:
-                parts.append((a, e))
-                a = e
-        if a < n:
-            parts.append((a, n))
-        return parts
+            return solve_parts(self, terms, parts, pool, **kw)
+        return self._solve(terms, **kw)
 
     def _part(self, terms: list[Term], a: int, b: int) -> tuple[_Fit, list[Term], IntArray]:
         """The sub-problem of the variables ``[a, b)`` (whole parents: their segments, groups and
@@ -252,41 +236,6 @@ class _Fit:
             cells = None if t.row_cell is None else t.row_cell[rows]
             sub_terms.append(Term(t.query, inv, t.y[rows], t.weight, cells))
         return sub, sub_terms, groups
-
-    def _solve_parts(
-        self,
-        terms: list[Term],
-        parts: list[tuple[int, int]],
-        *,
-        max_iter: int,
-        tol: float,
-        feas_tol: float,
-        max_outer: int,
-    ) -> tuple[FloatArray, int]:
-        """The fit as independent sub-problems, one per range of whole parents (the objective and
-        the constraints separate by parent: a child's rows, its groups and its parent's segments
-        hold no other parent's children), each by the route it needs; the iterations are the
-        largest of the parts'."""
-        x = np.zeros(self.unit.size)
-        self.mu = np.zeros(0 if self.lower is None else self.lower.size)
-        its, routes = 0, set()
-        self.outer = self.newton = self.cg = self.working = self.sets = 0
-        self.ratio = self.rho = 0.0
-        for a, b in parts:
-            sub, sub_terms, groups = self._part(terms, a, b)
-            x[a:b], k = sub._solve(
-                sub_terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer
-            )
-            its = max(its, k)
-            routes.add(sub.route)
-            self.outer, self.rho = max(self.outer, sub.outer), max(self.rho, sub.rho)
-            self.newton, self.cg = self.newton + sub.newton, self.cg + sub.cg
-            self.ratio = max(self.ratio, sub.ratio)
-            self.working, self.sets = max(self.working, sub.working), max(self.sets, sub.sets)
-            if groups.size:
-                self.mu[groups] = sub.mu
-        self.route = "+".join(sorted(routes))
-        return x, its
 
     def _solve(
         self,

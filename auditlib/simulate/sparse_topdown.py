@@ -40,7 +40,7 @@ The DAS's steps and what stands in for each here (``das_decennial/programs`` of 
    chunks of whole parents of about :data:`CHUNK_VARIABLES` candidate variables — measured, fitted
    and rounded chunk after chunk, the level's noise drawn from its generator in chunk order — so
    memory holds one chunk's problem (a large state's Block level has 10⁸ candidate variables); each
-   chunk's fit runs in parts of about :data:`~auditlib.simulate.sparse_fit.PART_VARIABLES`
+   chunk's fit runs in parts of about :data:`~auditlib.simulate.sparse_parts.PART_VARIABLES`
    variables, one route each.
 3. **Rounding** (``optimization/l1_plb_optimizer.py``, multipass ``rounder_query_ordering``: L1 toward
    the real-valued answers of e.g. total, hhgq, hhgq × hispanic, …, detailed, each pass constraining
@@ -102,6 +102,7 @@ from auditlib.geography.sparse_histograms import (
     unit_types,
 )
 from auditlib.simulate.sparse_fit import Term, _Fit
+from auditlib.simulate.sparse_parts import PartMap
 from auditlib.simulate.sparse_progress import Batch, Chunk, Progress, concat, kept_prefix
 from auditlib.simulate.sparse_repair import repair_lower
 from auditlib.simulate.sparse_rounding import fix_lower, round_rows, round_state
@@ -205,6 +206,7 @@ def sparse_topdown(
     max_outer: int = 40,
     progress: Progress | None = None,
     chunk_variables: int | None = None,
+    pool: PartMap | None = None,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
@@ -215,7 +217,8 @@ def sparse_topdown(
     ``tol`` is the fit's stopping step, one for all levels or one per level; ``progress`` keeps
     the chunks (of about ``chunk_variables`` candidate variables, default
     :data:`CHUNK_VARIABLES` as it is when called) as they finish and resumes after those kept
-    (:mod:`auditlib.simulate.sparse_progress`)."""
+    (:mod:`auditlib.simulate.sparse_progress`); ``pool`` solves the fits' parts (e.g. in other
+    processes: the same release, :mod:`auditlib.simulate.sparse_parts`)."""
     n_levels = len(levels)
     if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
         raise InvalidParameterError(
@@ -256,7 +259,7 @@ def sparse_topdown(
     for i in range(n_levels):
         level = _Level(
             truth[i], invs[i].units, invs[i].lower(), int(invs[i].state_total), measured[i],
-            rngs[i], max_iter, tols[i], max_outer,
+            rngs[i], max_iter, tols[i], max_outer, pool,
         )  # fmt: skip
         # whole parents at a time below the State: the children's variables, noise, fit and
         # rounding of one chunk are held at once (a large state's Block level: 10⁸ variables)
@@ -293,11 +296,15 @@ class _Level:
     max_iter: int
     tol: float
     max_outer: int
+    pool: PartMap | None = None
 
     def solve(self, fit: _Fit, truth: SparseHistograms) -> tuple[FloatArray, int]:
-        """The fit on noisy measurements of ``truth`` (the fit's units' histograms)."""
+        """The fit on noisy measurements of ``truth`` (the fit's units' histograms), its parts in
+        the level's ``pool`` if any."""
         terms = fit.measure(truth, self.measured, self.rng)
-        return fit.solve(terms, max_iter=self.max_iter, tol=self.tol, max_outer=self.max_outer)
+        return fit.solve(
+            terms, max_iter=self.max_iter, tol=self.tol, max_outer=self.max_outer, pool=self.pool
+        )
 
 
 def _state_level(level: _Level) -> tuple[IntArray, IntArray, int, int]:

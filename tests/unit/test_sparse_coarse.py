@@ -13,8 +13,9 @@ import pytest
 from scipy import optimize, sparse
 
 from auditlib.exceptions import InvalidParameterError
-from auditlib.simulate import sparse_coarse, sparse_fit
+from auditlib.simulate import sparse_coarse, sparse_fit, sparse_parts
 from auditlib.simulate.sparse_fit import Term, _Fit
+from auditlib.simulate.sparse_parts import ranges
 from tests.unit._dhc_fits import (
     _county_instance,
     _instance,
@@ -169,8 +170,8 @@ def test_a_fit_in_parts_of_whole_parents_is_the_joint_fit(county, monkeypatch) -
     monkeypatch.setattr(sparse_coarse, "DENSE_ROWS", 0)
     x_joint, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
     assert fit.route == "dual"
-    monkeypatch.setattr(sparse_fit, "PART_VARIABLES", 100)
-    assert len(fit._ranges()) == 2
+    monkeypatch.setattr(sparse_parts, "PART_VARIABLES", 100)
+    assert len(ranges(fit.parent, fit.unit.size)) == 2
     x_parts, _ = fit.solve(terms, max_iter=5000, tol=1e-9)
     assert fit.route == "dual"
     np.testing.assert_allclose(x_parts, x_joint, atol=1e-6)

@@ -27,7 +27,7 @@ from auditlib.geography.sparse_population import (
     spine_state_sparse_population,
 )
 from auditlib.geography.spine import generate_spine, tallies_2020
-from auditlib.simulate import sparse_fit
+from auditlib.simulate import sparse_parts
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_repair import repair_lower
@@ -104,7 +104,7 @@ IN_PARTS = 500
 def _large_state_routes(monkeypatch, part: int | None, chunk: int | None) -> None:  # type: ignore[no-untyped-def]
     """The fit in parts of ``part`` variables, the levels below the State in chunks of ``chunk``."""
     if part is not None:
-        monkeypatch.setattr(sparse_fit, "PART_VARIABLES", part)
+        monkeypatch.setattr(sparse_parts, "PART_VARIABLES", part)
     if chunk is not None:
         monkeypatch.setattr(sparse_topdown_module, "CHUNK_VARIABLES", chunk)
 
