@@ -6,6 +6,7 @@ Prefect tasks (``flows.audit.production_tasks``) call these."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,13 +52,16 @@ def production_runs(
     and the true ones. With a (staging) ``store``, each replicate keeps its chunks there as it
     goes and resumes after those an earlier run kept (``flows.audit.production_progress``), each
     save recording what the replicates have cost so far, and the finished replicates' cost is
-    kept there (before the caller writes anything that says they are done)."""
+    kept there (before the caller writes anything that says they are done). The fits' parts are
+    solved in ``fit_processes`` processes beside this one when more than one
+    (``flows.runtime.part_pool``: the same release)."""
     from auditlib.geography.sparse_population import spine_state_sparse_population
     from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
     from auditlib.simulate.topdown import spine_state
     from flows.audit.blocks import run_levels
     from flows.audit.production_progress import Cost, StoreProgress, save_cost
     from flows.audit.spine_share import spine_of
+    from flows.runtime.part_pool import PartPool
     from flows.spec.sources import spine_levels
 
     r0, r1 = (0, plan.replicates) if replicates is None else replicates
@@ -75,21 +79,28 @@ def production_runs(
     pop = spine_state_sparse_population(spine, st, plan.population.seed, schemas=(prod.schema,))
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
     dps, truth = [], []
-    for r in range(r0, r1):
-        run = sparse_topdown(
-            hierarchy.parents,
-            hierarchy.levels,
-            pop.histograms(prod.schema),
-            pop.invariants(prod.schema),
-            measured,
-            noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
-            tol=td.tol,
-            progress=None if store is None else StoreProgress(store, block.state, r, cost=cost),
-        )
-        dps.append(list(run.dp))
-        truth = list(run.truth)
-    if store is not None and cost is not None:  # the population's draw included
-        save_cost(store, block.state, r0, cost)
+    with ExitStack() as stack:
+        pool = None
+        if prod.fit_processes > 1:  # the fits' parts in processes beside this one
+            pool = stack.enter_context(PartPool(prod.fit_processes))
+            if cost is not None:
+                cost.pool = pool
+        for r in range(r0, r1):
+            run = sparse_topdown(
+                hierarchy.parents,
+                hierarchy.levels,
+                pop.histograms(prod.schema),
+                pop.invariants(prod.schema),
+                measured,
+                noise_rngs(plan.noise_seed, block.state_key, len(gis), r),
+                tol=td.tol,
+                progress=None if store is None else StoreProgress(store, block.state, r, cost=cost),
+                pool=pool,
+            )
+            dps.append(list(run.dp))
+            truth = list(run.truth)
+        if store is not None and cost is not None:  # the population's draw included
+            save_cost(store, block.state, r0, cost)
     return dps, truth
 
 

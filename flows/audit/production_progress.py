@@ -27,6 +27,7 @@ import numpy as np
 from auditlib.simulate.sparse_progress import Batch, Chunk
 from flows.audit import kept_histograms
 from flows.runtime.cluster import progress_every_s
+from flows.runtime.part_pool import PartPool
 from storage.result_store import ResultStore
 
 #: the staging group of the kept chunks
@@ -86,17 +87,20 @@ def _peak_rss() -> int:
 @dataclass
 class Cost:
     """A production state task's cost: CPU seconds of its worker process (the task's thread and the
-    worker's own, a worker of one thread) and wall seconds since it started, plus what earlier
-    runs spent on the chunks it resumes (:meth:`resume`)."""
+    worker's own, a worker of one thread) and of its fit's ``pool`` of processes if any
+    (``flows.runtime.part_pool``), and wall seconds since it started, plus what earlier runs spent
+    on the chunks it resumes (:meth:`resume`)."""
 
     prior_cpu: float = 0.0
     prior_wall: float = 0.0
     t0_cpu: float = field(default_factory=time.process_time)
     t0_wall: float = field(default_factory=time.perf_counter)
+    pool: PartPool | None = None
 
     def now(self) -> dict[str, float]:
+        pool_cpu = 0.0 if self.pool is None else self.pool.cpu
         return {
-            "cpu_s": self.prior_cpu + time.process_time() - self.t0_cpu,
+            "cpu_s": self.prior_cpu + time.process_time() - self.t0_cpu + pool_cpu,
             "wall_s": self.prior_wall + time.perf_counter() - self.t0_wall,
         }
 
@@ -114,9 +118,12 @@ class Cost:
 
 
 def save_cost(store: ResultStore, state: int, r0: int, cost: Cost) -> None:
-    """Keep a finished task's cost (state, first replicate) until the ``production`` group."""
+    """Keep a finished task's cost (state, first replicate) until the ``production`` group; its
+    peak memory: the worker's, plus with a pool its processes' largest times their number (an
+    upper bound of the two together)."""
     now = cost.now()
-    arrays = {"cost": np.array([now["cpu_s"], now["wall_s"], float(_peak_rss())])}
+    peak = _peak_rss() + (0 if cost.pool is None else cost.pool.processes * cost.pool.peak_rss)
+    arrays = {"cost": np.array([now["cpu_s"], now["wall_s"], float(peak)])}
     kept_histograms.save(store, PRODUCTION_COSTS, f"{state}-{r0}", arrays)
 
 

@@ -256,9 +256,12 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
             yield runner
             return
         # a local cluster starts here, not at the flow's first task: while an embedded API boots
+        import dask
         from distributed import LocalCluster
 
-        with forked_workers():
+        # workers that may start the processes of cluster.fit_processes (flows.runtime.part_pool)
+        fit = getattr(cluster, "fit_processes", 1) > 1
+        with forked_workers(), dask.config.set({"distributed.worker.daemon": False} if fit else {}):
             local = LocalCluster(**runner.cluster_kwargs)
             try:
                 if adapt:

@@ -54,10 +54,13 @@ class ProductionParams:
     are the query cells non-zero in the truth or a replicate's release
     (``auditlib.simulate.sparse_release``), so a block's ``n_items`` is its capacity, not its
     count; ``units[state][level]``: the block's geounits (its query ``q`` has ``units × n_q``
-    cells, those not stored zero in the truth and in every replicate)."""
+    cells, those not stored zero in the truth and in every replicate); ``fit_processes``: the
+    processes a state's task solves its fits' parts in (``cluster.fit_processes``; the same
+    release with any number)."""
 
     schema: str
     units: tuple[tuple[int, ...], ...]
+    fit_processes: int = 1
 
 
 @dataclass(frozen=True)

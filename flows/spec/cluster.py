@@ -50,6 +50,8 @@ class ClusterSection(Strict):
     tasks_per_worker: Annotated[StrictInt, Field(ge=0, le=1024)] = 2
     #: TopDown: a state's replicates run in tasks of at most this many (0: all in one task)
     replicates_per_task: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = 25
+    #: production TopDown: the processes a state's task solves its fits' parts in (1: its own)
+    fit_processes: Annotated[StrictInt, Field(ge=1, le=256)] = 1
 
     @field_validator("memory_limit")
     @classmethod

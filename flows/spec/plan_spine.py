@@ -56,6 +56,7 @@ def spine_plan(spec: AuditSpec) -> AuditPlan:
     if sch.name in PRODUCTION_SCHEMAS:
         blocks, production = _production_blocks(spine, indices, states, levels, level_queries,
                                                 blocks, sch.name, a.replicates)  # fmt: skip
+        production = replace(production, fit_processes=spec.cluster.fit_processes)
     return AuditPlan(
         states=tuple(states),
         geolevels=levels,
