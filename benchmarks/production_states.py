@@ -15,6 +15,8 @@ only by a run that holds every state.
     # the batch's finished states (the staging copy while it runs, or the finished store)
     PYTHONPATH=. python benchmarks/production_states.py record batch.toml batch.zarr LEDGER
     PYTHONPATH=. python benchmarks/production_states.py show SPEC LEDGER
+    # the capacity model over PL94 (capacity.py production's costs) and the DHC (the ledger)
+    PYTHONPATH=. python benchmarks/production_states.py predict SPEC LEDGER [--deadline-h 12]
 
 The ledger (JSON lines, one per state) keeps, per finished state: its people, the CPU and wall
 seconds of its task (over every run that worked on it), the largest peak RSS of the worker
@@ -211,6 +213,76 @@ def show(spec_path: str, ledger: str) -> None:
         print(textwrap.fill(f"not done: {rest}", 80, subsequent_indent="  "))
 
 
+def predict(
+    spec_path: str,
+    ledger: str,
+    replicates: list[int],
+    workers: list[int],
+    deadline_h: float,
+    bytes_per_person: float,
+) -> None:
+    """The capacity model (``production_model``) over PL94 and DHC together: PL94's per-state
+    costs as ``capacity.py production`` has them, the DHC's from the ledger (a recorded state's
+    CPU as its replicate's, the population's draw included; the others from a fit in people over
+    the recorded ones), each task a range of 25 replicates, or one; the fewest workers for the
+    deadline. The DHC's stored bytes: ``bytes_per_person`` × people (0: not counted)."""
+    import capacity
+    from production_model import ProductionState, fit_linear, predict_production, workers_needed
+
+    from auditlib.geography.spine import generate_spine
+
+    _, _, rows = capacity.production_measured()
+    pl94, _ = capacity.production_states(rows)
+    costs = capacity.load_costs()[0] if capacity.MEASURE_JSON.exists() else None
+    fixed = {
+        "task_s": costs.task_s if costs else 0.3,
+        "worker_s": max(r["spine_cpu_s"] for r in rows),
+        "flow_s": costs.flow_s if costs else 0.0,
+        "write_mb_s": capacity.S3_WORKER_MB_S,
+        "store_mb_s": capacity.S3_AGGREGATE_MB_S,
+    }
+    done = _ledger(ledger)
+    if len(done) < 2:
+        sys.exit(f"{ledger}: need at least 2 recorded states to fit the others")
+    people = [float(r["people"]) for r in done.values()]
+    cpu = fit_linear(people, [r["cpu_s"] for r in done.values()])
+    peak = fit_linear(people, [1e3 * r["worker_peak_rss_gb"] for r in done.values()])
+    sp = generate_spine(capacity.SEED)
+    blocks = sp.units_per_state("Block")
+    dhc = []
+    for label, p in _people(spec_path).items():
+        r = done.get(label)
+        b = int(blocks[int(label[2:]) - 1])
+        c = r["cpu_s"] if r else max(0.0, cpu(p))
+        mb = 1e3 * r["worker_peak_rss_gb"] if r else max(0.0, peak(p))
+        dhc.append(ProductionState(f"DHC {label}", b, p, 0.0, c, bytes_per_person * p, mb))
+    print(f"DHC: {len(done)} states recorded; the others at CPU-s ≈ {cpu.a:.0f} + "
+          f"{1e3 * cpu.b:.3f} ms × people (worst error on the recorded {cpu.max_rel_err:.0%})")  # fmt: skip
+    out = []
+    for reps in replicates:
+        for split in sorted({min(25, reps), 1}, reverse=True):
+            for n in workers:
+                row: dict = {"replicates": reps, "replicates_per_task": split, "workers": n}
+                for name, states in (("pl94", pl94), ("dhc", dhc), ("both", pl94 + dhc)):
+                    p = predict_production(states, reps, n, replicates_per_task=split, **fixed)
+                    row[f"{name}_wall_h"] = round(p.wall_s / 3600, 2)
+                    row[f"{name}_core_h"] = round(p.cpu_s / 3600, 1)
+                    row[f"{name}_bound"] = p.bound
+                out.append(row)
+                print(f"{reps:>4} replicates, {split:>2} a task, {n:>4} workers: PL94 "
+                      f"{row['pl94_wall_h']:.2f} h, DHC {row['dhc_wall_h']:.2f} h, both "
+                      f"{row['both_wall_h']:.2f} h ({row['both_core_h']:.0f} core-h; "
+                      f"{row['both_bound']})")  # fmt: skip
+            need = workers_needed(
+                pl94 + dhc, reps, deadline_h * 3600, replicates_per_task=split, **fixed
+            )
+            print(f"{reps} replicates of both, {split} a task: {need or 'no number of'} "
+                  f"one-core workers within {deadline_h:g} h")  # fmt: skip
+    from _results import write_rows
+
+    write_rows(HERE / "results" / "capacity_dhc.csv", out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -227,8 +299,20 @@ def main() -> None:
     s = sub.add_parser("show", help="the ledger against the spec")
     s.add_argument("spec")
     s.add_argument("ledger")
+    q = sub.add_parser("predict", help="PL94 + DHC national audits on N workers (capacity model)")
+    q.add_argument("spec")
+    q.add_argument("ledger")
+    q.add_argument("--replicates", default="1,100")
+    q.add_argument("--workers", default="16,64,256")
+    q.add_argument("--deadline-h", type=float, default=12.0)
+    q.add_argument("--bytes-per-person", type=float, default=0.0)
     args = ap.parse_args()
-    if args.cmd == "plan":
+    if args.cmd == "predict":
+        predict(
+            args.spec, args.ledger, [int(x) for x in args.replicates.split(",")],
+            [int(x) for x in args.workers.split(",")], args.deadline_h, args.bytes_per_person,
+        )  # fmt: skip
+    elif args.cmd == "plan":
         plan_batch(args.spec, args.ledger, args.people, args.out, args.states)
     elif args.cmd == "record":
         record(args.spec, args.store, args.ledger)
