@@ -250,6 +250,13 @@ def cluster_runner(cluster: Any, warn: Callable[[str], Any] | None = None) -> It
             connect_timeout,
         )
         if cluster.scheduler:
+            from flows.runtime.part_pool import daemonic_workers_refusal
+
+            refusal = daemonic_workers_refusal(
+                cluster.scheduler, getattr(cluster, "fit_processes", 1), connect_timeout
+            )
+            if refusal:
+                raise ClusterConfigError(refusal)
             message = tcp_timeout_warning(cluster.scheduler, connect_timeout)
             if message:
                 (warn or _print_warning)(message)

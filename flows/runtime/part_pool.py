@@ -39,6 +39,39 @@ class _Timed:
         return out, time.process_time() - t0, peak
 
 
+def _refusal(processes: int, where: str) -> str:
+    return (
+        f"cluster.fit_processes = {processes} needs worker processes that may start processes, "
+        f"and {where}: start workers with `dask worker --no-nanny` or with the Dask setting "
+        "distributed.worker.daemon = false, or set cluster.fit_processes = 1"
+    )
+
+
+def daemonic_workers_refusal(address: str, processes: int, timeout: float) -> str | None:
+    """The refusal (:func:`_refusal`) if any worker of the scheduler at ``address`` is daemonic
+    (it could not start the pool), else None (also when it cannot be asked: the run reports
+    that itself). Checked when a run joins a cluster, before any work."""
+    if processes <= 1:
+        return None
+
+    def daemonic() -> bool:  # run in each worker (pickled by value)
+        import multiprocessing
+
+        return bool(multiprocessing.current_process().daemon)
+
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=timeout, set_as_default=False) as client:
+            got = client.run(daemonic, on_error="return")
+    except Exception:
+        return None
+    bad = [w for w, v in got.items() if v is True]
+    if not bad:
+        return None
+    return _refusal(processes, f"{len(bad)} of the {len(got)} workers at {address} are daemonic")
+
+
 class PartPool:
     """``processes`` processes (forkserver, the fit's modules preloaded) with ``map`` for
     :func:`~auditlib.simulate.sparse_topdown.sparse_topdown`'s ``pool``; ``cpu`` the CPU seconds
@@ -47,12 +80,7 @@ class PartPool:
 
     def __init__(self, processes: int) -> None:
         if multiprocessing.current_process().daemon:
-            raise InvalidParameterError(
-                f"cluster.fit_processes = {processes} needs worker processes that may start "
-                "processes, and this Dask worker is daemonic: start workers with "
-                "`dask worker --no-nanny` or with the Dask setting distributed.worker.daemon = "
-                "false, or set cluster.fit_processes = 1"
-            )
+            raise InvalidParameterError(_refusal(processes, "this Dask worker is daemonic"))
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["auditlib.simulate.sparse_fit"])
         self._pool = ProcessPoolExecutor(processes, mp_context=ctx)
