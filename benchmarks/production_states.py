@@ -22,7 +22,7 @@ The ledger (JSON lines, one per state) keeps, per finished state: its people, th
 seconds of its task (over every run that worked on it), the largest peak RSS of the worker
 processes that finished it (``ru_maxrss``: the worker's peak so far, an upper bound of the
 state's own), its blocks' checksums (``block_sha256``: a later run of the state can be compared),
-the commit, the date and the machine."""
+the commit the run started on (the store's ``source_commit``), the date and the machine."""
 
 from __future__ import annotations
 
@@ -153,6 +153,11 @@ def record(spec_path: str, store_url: str, ledger: str) -> None:
         sys.exit(f"no store at {target.url} and no staging copy of run {run_id_for(spec)}")
     rows = _ledger(ledger)
     added = []
+    import zarr
+
+    # the commit the run started on (its workers' code), not this checkout's
+    source = str(dict(zarr.open_group(where.url, mode="r").attrs).get("source_commit", ""))
+    run_commit = source[:7] or f"unknown (checkout {commit()})"
     with open(ledger, "a", encoding="utf-8") as out:
         for i, st in enumerate(plan.states):
             levels = [b.level for b in plan.blocks if b.state == i]
@@ -178,7 +183,7 @@ def record(spec_path: str, store_url: str, ledger: str) -> None:
                 "ms_per_person": round(1e3 * float(costs["cpu_s"][i]) / pops[st], 3),
                 "blocks_sha256": digest,
                 "spec": Path(spec_path).name,
-                "commit": commit(),
+                "commit": run_commit,
                 "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "machine": machine_info(),
             }
@@ -196,8 +201,8 @@ def show(spec_path: str, ledger: str) -> None:
           f"{'ms/person':>9}  commit")  # fmt: skip
     for st, r in sorted(rows.items(), key=lambda kv: -kv[1]["people"]):
         wall = "—" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-        print(f"{st:<6} {r['people']:>11,} {r['cpu_s']:>8.0f} {wall:>8} "
-              f"{r['worker_peak_rss_gb']:>8.2f} {r['ms_per_person']:>9.3f}  {r['commit']}")  # fmt: skip
+        figures = f"{r['cpu_s']:>8.0f} {wall:>8} {r['worker_peak_rss_gb']:>8.2f}"
+        print(f"{st:<6} {r['people']:>11,} {figures} {r['ms_per_person']:>9.3f}  {r['commit']}")
     done = sum(r["people"] for r in rows.values())
     left = sum(p for s, p in pops.items() if s not in rows)
     cpu = sum(r["cpu_s"] for r in rows.values())
@@ -220,12 +225,14 @@ def predict(
     workers: list[int],
     deadline_h: float,
     bytes_per_person: float,
+    batches_only: bool = False,
 ) -> None:
     """The capacity model (``production_model``) over PL94 and DHC together: PL94's per-state
     costs as ``capacity.py production`` has them, the DHC's from the ledger (a recorded state's
     CPU as its replicate's, the population's draw included; the others from a fit in people over
-    the recorded ones), each task a range of 25 replicates, or one; the fewest workers for the
-    deadline. The DHC's stored bytes: ``bytes_per_person`` × people (0: not counted)."""
+    the recorded ones, or ``batches_only`` the batches' rows, those with blocks' checksums), each
+    task a range of 25 replicates, or one; the fewest workers for the deadline. The DHC's stored
+    bytes: ``bytes_per_person`` × people (0: not counted)."""
     import capacity
     from production_model import ProductionState, fit_linear, predict_production, workers_needed
 
@@ -242,11 +249,12 @@ def predict(
         "store_mb_s": capacity.S3_AGGREGATE_MB_S,
     }
     done = _ledger(ledger)
-    if len(done) < 2:
+    basis = [r for r in done.values() if r["blocks_sha256"] or not batches_only]
+    if len(basis) < 2:
         sys.exit(f"{ledger}: need at least 2 recorded states to fit the others")
-    people = [float(r["people"]) for r in done.values()]
-    cpu = fit_linear(people, [r["cpu_s"] for r in done.values()])
-    peak = fit_linear(people, [1e3 * r["worker_peak_rss_gb"] for r in done.values()])
+    people = [float(r["people"]) for r in basis]
+    cpu = fit_linear(people, [r["cpu_s"] for r in basis])
+    peak = fit_linear(people, [1e3 * r["worker_peak_rss_gb"] for r in basis])
     sp = generate_spine(capacity.SEED)
     blocks = sp.units_per_state("Block")
     dhc = []
@@ -256,8 +264,9 @@ def predict(
         c = r["cpu_s"] if r else max(0.0, cpu(p))
         mb = 1e3 * r["worker_peak_rss_gb"] if r else max(0.0, peak(p))
         dhc.append(ProductionState(f"DHC {label}", b, p, 0.0, c, bytes_per_person * p, mb))
-    print(f"DHC: {len(done)} states recorded; the others at CPU-s ≈ {cpu.a:.0f} + "
-          f"{1e3 * cpu.b:.3f} ms × people (worst error on the recorded {cpu.max_rel_err:.0%})")  # fmt: skip
+    print(f"DHC: {len(done)} states recorded, {len(basis)} fitted; the others at CPU-s ≈ "
+          f"{cpu.a:.0f} + {1e3 * cpu.b:.3f} ms × people (worst error on the fitted "
+          f"{cpu.max_rel_err:.0%})")  # fmt: skip
     out = []
     for reps in replicates:
         for split in sorted({min(25, reps), 1}, reverse=True):
@@ -280,7 +289,8 @@ def predict(
                   f"one-core workers within {deadline_h:g} h")  # fmt: skip
     from _results import write_rows
 
-    write_rows(HERE / "results" / "capacity_dhc.csv", out)
+    name = "capacity_dhc_batches.csv" if batches_only else "capacity_dhc.csv"
+    write_rows(HERE / "results" / name, out)
 
 
 def main() -> None:
@@ -306,11 +316,13 @@ def main() -> None:
     q.add_argument("--workers", default="16,64,256")
     q.add_argument("--deadline-h", type=float, default=12.0)
     q.add_argument("--bytes-per-person", type=float, default=0.0)
+    q.add_argument("--batches-only", action="store_true", help="fit on the batches' rows only")
     args = ap.parse_args()
     if args.cmd == "predict":
         predict(
             args.spec, args.ledger, [int(x) for x in args.replicates.split(",")],
             [int(x) for x in args.workers.split(",")], args.deadline_h, args.bytes_per_person,
+            args.batches_only,
         )  # fmt: skip
     elif args.cmd == "plan":
         plan_batch(args.spec, args.ledger, args.people, args.out, args.states)
