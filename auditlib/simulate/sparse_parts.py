@@ -78,10 +78,18 @@ def solve_parts(
     its, routes = 0, set()
     fit.outer = fit.newton = fit.cg = fit.working = fit.sets = 0
     fit.ratio = fit.rho = 0.0
-    subs = [fit._part(terms, a, b) for a, b in parts]
-    jobs = [(sub, sub_terms, kw) for sub, sub_terms, _ in subs]
-    done = map(solve_part, jobs) if pool is None else pool.map(solve_part, jobs)
-    for (a, b), (_, _, groups), (xs, k, st) in zip(parts, subs, done, strict=True):
+    groups_of: list[IntArray] = []
+
+    def jobs() -> Iterator[tuple[_Fit, list[Term], dict[str, Any]]]:
+        # made as they are taken: here one part's sub-problem at a time (a pool takes them all)
+        for a, b in parts:
+            sub, sub_terms, groups = fit._part(terms, a, b)
+            groups_of.append(groups)
+            yield sub, sub_terms, kw
+
+    done = map(solve_part, jobs()) if pool is None else pool.map(solve_part, jobs())
+    for i, ((a, b), (xs, k, st)) in enumerate(zip(parts, done, strict=True)):
+        groups = groups_of[i]
         x[a:b] = xs
         its = max(its, k)
         routes.add(st["route"])
