@@ -30,7 +30,7 @@ route it needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ from auditlib.simulate.sparse_fista import (
     fista,
     working_set_solve,
 )
-from auditlib.simulate.sparse_parts import PartMap, ranges, solve_parts
+from auditlib.simulate.sparse_parts import PartMap, ranges, start_parts
 from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
@@ -195,13 +195,29 @@ class _Fit:
         ``tol``, inside an augmented Lagrangian for the bounds; ``max_iter`` counts FISTA steps.
         With ``parent``, by independent parts of whole parents, in ``pool`` if given
         (:mod:`auditlib.simulate.sparse_parts`)."""
+        return self.start(
+            terms, max_iter=max_iter, tol=tol, feas_tol=feas_tol, max_outer=max_outer, pool=pool
+        )()
+
+    def start(
+        self,
+        terms: list[Term],
+        *,
+        max_iter: int,
+        tol: float,
+        feas_tol: float = 1e-3,
+        max_outer: int = 40,
+        pool: PartMap | None = None,
+    ) -> Callable[[], tuple[FloatArray, int]]:
+        """:meth:`solve` begun: a fit of several parts given to ``pool`` now; what returns its
+        result (a fit of one part, or without a pool, is solved when that is called)."""
         kw: dict[str, Any] = {
             "max_iter": max_iter, "tol": tol, "feas_tol": feas_tol, "max_outer": max_outer,
         }  # fmt: skip
         parts = ranges(self.parent, self.unit.size)
         if len(parts) > 1:
-            return solve_parts(self, terms, parts, pool, **kw)
-        return self._solve(terms, **kw)
+            return start_parts(self, terms, parts, pool, **kw)
+        return lambda: self._solve(terms, **kw)
 
     def _part(self, terms: list[Term], a: int, b: int) -> tuple[_Fit, list[Term], IntArray]:
         """The sub-problem of the variables ``[a, b)`` (whole parents: their segments, groups and

@@ -13,7 +13,7 @@ its own data alone, so the fit, and the release, are the same in any pool and wi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -34,7 +34,8 @@ STATS = ("route", "outer", "rho", "newton", "cg", "ratio", "working", "sets", "m
 
 
 class PartMap(Protocol):
-    """Where parts are solved: results in the order of ``items``."""
+    """Where parts are solved: results in the order of ``items``, every item submitted when
+    ``map`` is called (as :meth:`concurrent.futures.Executor.map` does)."""
 
     def map(self, fn: Any, items: Iterable[Any]) -> Iterator[Any]: ...
 
@@ -63,21 +64,17 @@ def solve_part(job: tuple[_Fit, list[Term], dict[str, Any]]) -> tuple[FloatArray
     return x, k, {name: getattr(sub, name) for name in STATS}
 
 
-def solve_parts(
+def start_parts(
     fit: _Fit,
     terms: list[Term],
     parts: list[tuple[int, int]],
     pool: PartMap | None,
     **kw: Any,
-) -> tuple[FloatArray, int]:
-    """The fit as independent sub-problems, one per range of whole parents, in ``pool`` (default:
-    here, one after another); ``fit`` takes the parts' statistics (the largest, or the sums of
-    Newton and conjugate-gradient steps) and the iterations are the largest of the parts'."""
-    x = np.zeros(fit.unit.size)
-    fit.mu = np.zeros(0 if fit.lower is None else fit.lower.size)
-    its, routes = 0, set()
-    fit.outer = fit.newton = fit.cg = fit.working = fit.sets = 0
-    fit.ratio = fit.rho = 0.0
+) -> Callable[[], tuple[FloatArray, int]]:
+    """The parts given to ``pool`` now (its ``map`` submits them at once), and what collects
+    them: the values, and the iterations, the largest of the parts'; ``fit`` then takes the parts'
+    statistics (the largest, or the sums of Newton and conjugate-gradient steps). Without a pool
+    the parts are solved here, one after another, when collected."""
     groups_of: list[IntArray] = []
 
     def jobs() -> Iterator[tuple[_Fit, list[Term], dict[str, Any]]]:
@@ -88,16 +85,25 @@ def solve_parts(
             yield sub, sub_terms, kw
 
     done = map(solve_part, jobs()) if pool is None else pool.map(solve_part, jobs())
-    for i, ((a, b), (xs, k, st)) in enumerate(zip(parts, done, strict=True)):
-        groups = groups_of[i]
-        x[a:b] = xs
-        its = max(its, k)
-        routes.add(st["route"])
-        fit.outer, fit.rho = max(fit.outer, st["outer"]), max(fit.rho, st["rho"])
-        fit.newton, fit.cg = fit.newton + st["newton"], fit.cg + st["cg"]
-        fit.ratio = max(fit.ratio, st["ratio"])
-        fit.working, fit.sets = max(fit.working, st["working"]), max(fit.sets, st["sets"])
-        if groups.size:
-            fit.mu[groups] = st["mu"]
-    fit.route = "+".join(sorted(routes))
-    return x, its
+
+    def collect() -> tuple[FloatArray, int]:
+        x = np.zeros(fit.unit.size)
+        fit.mu = np.zeros(0 if fit.lower is None else fit.lower.size)
+        its, routes = 0, set()
+        fit.outer = fit.newton = fit.cg = fit.working = fit.sets = 0
+        fit.ratio = fit.rho = 0.0
+        for i, ((a, b), (xs, k, st)) in enumerate(zip(parts, done, strict=True)):
+            groups = groups_of[i]
+            x[a:b] = xs
+            its = max(its, k)
+            routes.add(st["route"])
+            fit.outer, fit.rho = max(fit.outer, st["outer"]), max(fit.rho, st["rho"])
+            fit.newton, fit.cg = fit.newton + st["newton"], fit.cg + st["cg"]
+            fit.ratio = max(fit.ratio, st["ratio"])
+            fit.working, fit.sets = max(fit.working, st["working"]), max(fit.sets, st["sets"])
+            if groups.size:
+                fit.mu[groups] = st["mu"]
+        fit.route = "+".join(sorted(routes))
+        return x, its
+
+    return collect

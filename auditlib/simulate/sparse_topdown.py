@@ -87,6 +87,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +127,8 @@ CHUNK_VARIABLES = 2_000_000
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 Measured = Sequence[Sequence[tuple[str, float]]]
+#: a chunk's release: sorted keys, counts, the fit's iterations and variables
+_Released = tuple[IntArray, IntArray, int, int]
 
 
 @dataclass(frozen=True)
@@ -166,10 +169,10 @@ class _Saver:
             rng.bit_generator.state = state
         return chunks
 
-    def add(self, level: int, j: int, chunk: Chunk, rng: np.random.Generator) -> None:
+    def add(self, level: int, j: int, chunk: Chunk, state: dict[str, Any]) -> None:
+        """Keep chunk ``j`` of ``level``; ``state``: the level's generator's after its noise."""
         if self.progress is None:
             return
-        state = dict(rng.bit_generator.state)
         if level in self.pending:
             b = self.pending[level]
             self.pending[level] = Batch(level, b.first, [*b.chunks, chunk], state)
@@ -265,13 +268,28 @@ def sparse_topdown(
         # rounding of one chunk are held at once (a large state's Block level: 10⁸ variables)
         ranges = [(0, 1)] if i == 0 else _chunks(dp[i - 1], parents[i - 1], chunk)
         done = saver.resume(i, ranges, rngs[i])
+        # with a pool, chunk j + 1 is measured and its parts given to the pool before chunk j is
+        # rounded: the generator's state after each chunk's noise is kept for its resume point
+        waiting: list[tuple[int, Callable[[], _Released], dict[str, Any]]] = []
         for j in range(len(done), len(ranges)):
-            if i == 0:
-                keys, y, its, n_var = _state_level(level)
-            else:
-                keys, y, its, n_var = _child_level(level, dp[i - 1], parents[i - 1], *ranges[j])
-            done.append(Chunk(*ranges[j], keys, y, its, n_var))
-            saver.add(i, j, done[-1], rngs[i])
+            if pool is None or i == 0:
+                got = (
+                    _state_level(level)
+                    if i == 0
+                    else _child_level(level, dp[i - 1], parents[i - 1], *ranges[j])
+                )
+                done.append(_chunk(ranges[j], got))
+                saver.add(i, j, done[-1], dict(rngs[i].bit_generator.state))
+                continue
+            finish = _child_start(level, dp[i - 1], parents[i - 1], *ranges[j])
+            waiting.append((j, finish, dict(rngs[i].bit_generator.state)))
+            if len(waiting) > 1:
+                k, fin, state = waiting.pop(0)
+                done.append(_chunk(ranges[k], fin()))
+                saver.add(i, k, done[-1], state)
+        for k, fin, state in waiting:
+            done.append(_chunk(ranges[k], fin()))
+            saver.add(i, k, done[-1], state)
         keys, y = concat(done)
         dp.append(from_keys(name, keys, y, truth[i].n_units))
         iterations.append(max((c.iterations for c in done), default=0))
@@ -299,10 +317,14 @@ class _Level:
     pool: PartMap | None = None
 
     def solve(self, fit: _Fit, truth: SparseHistograms) -> tuple[FloatArray, int]:
-        """The fit on noisy measurements of ``truth`` (the fit's units' histograms), its parts in
-        the level's ``pool`` if any."""
+        """The fit on noisy measurements of ``truth`` (the fit's units' histograms)."""
+        return self.start(fit, truth)()
+
+    def start(self, fit: _Fit, truth: SparseHistograms) -> Callable[[], tuple[FloatArray, int]]:
+        """:meth:`solve` begun: the noise drawn now, the fit's parts given to the level's ``pool``
+        if any; what returns the fit."""
         terms = fit.measure(truth, self.measured, self.rng)
-        return fit.solve(
+        return fit.start(
             terms, max_iter=self.max_iter, tol=self.tol, max_outer=self.max_outer, pool=self.pool
         )
 
@@ -354,10 +376,18 @@ def _units(hist: SparseHistograms, u0: int, u1: int) -> SparseHistograms:
 
 def _child_level(
     level: _Level, up: SparseHistograms, parents: IntArray, c0: int, c1: int
-) -> tuple[IntArray, IntArray, int, int]:
+) -> _Released:
     """The release of the children ``[c0, c1)`` (whole parents) of the released level ``up``: sorted
     keys ``child · n_cells + cell`` and counts of their non-zero cells, the fit's iterations and
     its variables (segments: the parents' cells; groups: each child's unit types)."""
+    return _child_start(level, up, parents, c0, c1)()
+
+
+def _child_start(
+    level: _Level, up: SparseHistograms, parents: IntArray, c0: int, c1: int
+) -> Callable[[], _Released]:
+    """:func:`_child_level` begun: the chunk's variables and noise drawn now, its fit's parts given
+    to the level's pool if any; what returns its release (the fit collected, repaired, rounded)."""
     name = up.schema_name
     n_types = len(unit_types(name)[3])
     parent = parents[c0:c1]
@@ -376,14 +406,24 @@ def _child_level(
         unit, cell, segment, up.counts[e0:e1].astype(np.float64), group,
         lower.astype(np.float64), g_type, parent[unit],
     )  # fmt: skip
-    x, its = level.solve(fit, _units(level.truth, c0, c1))
-    x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=True)
-    y = round_rows(x, group, parent[g_unit], entry, up)
-    y = fix_lower(y, x, segment, group, lower, pair, columns=True)
-    nz = y > 0
-    keys = (unit[nz] + c0) * up.schema.n_cells + cell[nz]
-    order = np.argsort(keys, kind="stable")
-    return keys[order], y[nz][order], its, int(unit.size)
+    fitted = level.start(fit, _units(level.truth, c0, c1))
+
+    def finish() -> _Released:
+        x, its = fitted()
+        x = repair_lower(x, segment, group, lower.astype(np.float64), pair, columns=True)
+        y = round_rows(x, group, parent[g_unit], entry, up)
+        y = fix_lower(y, x, segment, group, lower, pair, columns=True)
+        nz = y > 0
+        keys = (unit[nz] + c0) * up.schema.n_cells + cell[nz]
+        order = np.argsort(keys, kind="stable")
+        return keys[order], y[nz][order], its, int(unit.size)
+
+    return finish
+
+
+def _chunk(span: tuple[int, int], got: _Released) -> Chunk:
+    keys, counts, its, n_var = got
+    return Chunk(span[0], span[1], keys, counts, its, n_var)
 
 
 def _check_feasible(state: GQInvariants) -> None:

@@ -89,7 +89,11 @@ class PartPool:
         self.peak_rss = 0
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        for out, cpu, peak in self._pool.map(_Timed(fn), items):
+        """Every item submitted now; the results in order as they are taken."""
+        return self._results(self._pool.map(_Timed(fn), items))
+
+    def _results(self, timed: Iterator[tuple[Any, float, int]]) -> Iterator[Any]:
+        for out, cpu, peak in timed:
             self.cpu += cpu
             self.peak_rss = max(self.peak_rss, peak)
             yield out

@@ -47,13 +47,13 @@ def test_a_release_with_its_parts_in_other_processes_is_the_same(
     state = pl94_state(0.02, 6_000_000, counties=2)
     monkeypatch.setattr(sparse_parts, "PART_VARIABLES", PART)
     calls = []
-    solve = sparse_parts.solve_parts
+    start = sparse_parts.start_parts
 
     def counted(fit, terms, parts, pool, **kw):  # type: ignore[no-untyped-def]
         calls.append((len(parts), pool is not None))
-        return solve(fit, terms, parts, pool, **kw)
+        return start(fit, terms, parts, pool, **kw)
 
-    monkeypatch.setattr("auditlib.simulate.sparse_fit.solve_parts", counted)
+    monkeypatch.setattr("auditlib.simulate.sparse_fit.start_parts", counted)
     here = pl94_release(state, tol=1e-2)
     assert calls and all(not p for _, p in calls) and max(n for n, _ in calls) >= 4
     calls.clear()
@@ -64,3 +64,37 @@ def test_a_release_with_its_parts_in_other_processes_is_the_same(
         np.testing.assert_array_equal(x.cells, y.cells)
         np.testing.assert_array_equal(x.counts, y.counts)
     assert here.iterations == there.iterations and here.variables == there.variables
+
+
+#: small chunks, so that with a pool a level's next chunk is measured before the last is rounded
+CHUNK = 500
+
+
+def _same(a, b) -> None:  # type: ignore[no-untyped-def]
+    for x, y in zip(a.dp, b.dp, strict=True):
+        np.testing.assert_array_equal(x.indptr, y.indptr)
+        np.testing.assert_array_equal(x.cells, y.cells)
+        np.testing.assert_array_equal(x.counts, y.counts)
+    assert a.iterations == b.iterations and a.variables == b.variables
+
+
+def test_chunks_in_flight_together_release_the_same_and_resume_to_it(
+    pool: ProcessPoolExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # with a pool, chunk j + 1's noise is drawn before chunk j is finished: the release is the
+    # same, and a run stopped after some chunks resumes from the generator's state after the
+    # last kept chunk's noise (not after the next's), to the unbroken release
+    from auditlib.simulate.sparse_progress import MemoryProgress, Stopped
+
+    state = pl94_state(0.02, 6_000_000, counties=2)
+    monkeypatch.setattr(sparse_parts, "PART_VARIABLES", PART)
+    here = pl94_release(state, tol=1e-2, chunk_variables=CHUNK)
+    there = pl94_release(state, tol=1e-2, chunk_variables=CHUNK, pool=pool)
+    _same(here, there)
+    for stop_after in (2, 9):
+        kept = MemoryProgress(stop_after=stop_after)
+        with pytest.raises(Stopped):
+            pl94_release(state, tol=1e-2, chunk_variables=CHUNK, pool=pool, progress=kept)
+        kept.stop_after = None
+        resumed = pl94_release(state, tol=1e-2, chunk_variables=CHUNK, pool=pool, progress=kept)
+        _same(here, resumed)
