@@ -101,7 +101,10 @@ def main() -> None:
                     help="one way only: one process, or the pool")  # fmt: skip
     args = ap.parse_args()
     print(machine_info())
-    print(method_line(args.rounds, args.warmup))
+    if args.side == "both":
+        print(method_line(args.rounds, args.warmup))
+    else:  # one run: a sitting of a series that alternates the two ways
+        print("method: one run, wall seconds and CPU seconds of this process and the pool's")
     for case in args.case or CASES:
         _case(case, args.processes, args.rounds, args.warmup, args.side)
 
