@@ -23,36 +23,16 @@ from typing import Any
 import numpy as np
 from _machine import machine_info
 from _timing import SelfTimed, alternate, method_line
-from bench_fit_route import _spine
-from bench_sparse_topdown import ALLOCATION, ALLOCATION_LEVELS
+from bench_fit_route import SEED, state_case
 
-from auditlib.allocations import load_allocation
-from auditlib.geography.schema import schema
-from auditlib.geography.sparse_population import spine_state_sparse_population
-from auditlib.simulate.measured import allocation_measured
 from auditlib.simulate.sparse_topdown import noise_rngs, sparse_topdown
-from auditlib.simulate.topdown import spine_state
 from flows.runtime.part_pool import PartPool
-from flows.spec.sources import spine_levels
 
 CASES = ("dhc_production:S18:0.05", "pl94_production:S41:1")
-SEED = 20200325
 
 
 def _case(text: str, processes: int, rounds: int, warmup: int, side: str) -> None:
-    name, state, scale = text.split(":")
-    spine = _spine(float(scale))
-    st = list(spine.state_names).index(state)
-    levels = ALLOCATION_LEVELS[name]
-    sch = schema(name)
-    measured = allocation_measured(
-        load_allocation(ALLOCATION[name]), levels, sch.query_names, "bounded", schema=sch
-    )
-    hierarchy, _ = spine_state(spine, st, spine_levels(tuple(levels)))
-    pop = spine_state_sparse_population(spine, st, SEED)
-    hist, inv = pop.histograms(name), pop.invariants(name)
-    print(f"{name} {state} (spine scale {scale}): {hist.n_units:,} blocks, {inv.state_total:,} "
-          f"people, {hist.nnz:,} non-zero block cells")  # fmt: skip
+    st, hierarchy, hist, inv, measured = state_case(text)
 
     def run(n: int) -> SelfTimed:
         c0, w0 = time.process_time(), time.perf_counter()

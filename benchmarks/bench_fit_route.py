@@ -66,7 +66,9 @@ def _spine(scale: float) -> Spine:
     return generate_spine(SEED)
 
 
-def _case(text: str, rounds: int, warmup: int, knob: str, old: float, new: float) -> None:
+def state_case(text: str) -> tuple[int, Any, Any, Any, Any]:
+    """A case ``schema:state:spine-scale``: the state's index, hierarchy, true block histograms,
+    invariants and the allocation's measurements, its people drawn once (printed)."""
     name, state, scale = text.split(":")
     spine = _spine(float(scale))
     st = list(spine.state_names).index(state)
@@ -80,6 +82,11 @@ def _case(text: str, rounds: int, warmup: int, knob: str, old: float, new: float
     hist, inv = pop.histograms(name), pop.invariants(name)
     print(f"{name} {state} (spine scale {scale}): {hist.n_units:,} blocks, {inv.state_total:,} "
           f"people, {hist.nnz:,} non-zero block cells")  # fmt: skip
+    return st, hierarchy, hist, inv, measured
+
+
+def _case(text: str, rounds: int, warmup: int, knob: str, old: float, new: float) -> None:
+    st, hierarchy, hist, inv, measured = state_case(text)
     per_level: dict[float, list[list[float]]] = {old: [], new: []}
 
     module = KNOBS[knob]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,46 +24,53 @@ sys.path.insert(0, str(HERE))
 from _machine import machine_info  # noqa: E402
 
 
+def store_costs(spec: Any, plan: Any, store: str) -> tuple[Any, set[tuple[int, int]], dict]:
+    """The store a production run's progress is read from (its staging copy while unfinished,
+    else the published store), its finished (state, level) blocks, and per state the recorded
+    CPU and wall seconds and worker peak (NaN: none recorded)."""
+    import xarray as xr
+
+    from flows.audit.flow import run_id_for
+    from flows.audit.production_progress import state_costs
+    from storage.result_store import ResultStore
+
+    target = ResultStore.at(str(Path(store).resolve()))
+    staging = target.staged(run_id_for(spec))
+    n = len(plan.states)
+    if staging.exists():
+        return staging, staging.done_blocks(), state_costs(staging, n)
+    if not target.exists():
+        sys.exit(f"no store at {target.url} and no staging copy of run {run_id_for(spec)}")
+    kept = xr.open_zarr(target.url, group="production").attrs.get("state_costs", {})
+    costs = {k: np.full(n, np.nan) for k in ("cpu_s", "wall_s", "peak_rss")}
+    for i, st in enumerate(plan.states):
+        if st in kept:
+            costs["cpu_s"][i] = kept[st]["cpu_s"]
+            costs["wall_s"][i] = kept[st]["wall_s"]
+            costs["peak_rss"][i] = kept[st]["worker_peak_rss_bytes"]
+    return target, {(b.state, b.level) for b in plan.blocks}, costs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
     ap.add_argument("store")
     args = ap.parse_args()
 
-    import xarray as xr
-
-    from flows.audit.flow import run_id_for
-    from flows.audit.production_progress import PRODUCTION_PROGRESS, state_costs
+    from flows.audit.production_progress import PRODUCTION_PROGRESS
     from flows.audit.spine_share import spine_of
     from flows.spec.files import load_spec
     from flows.spec.plan import make_plan
-    from storage.result_store import ResultStore
 
     spec = load_spec(args.spec)
     plan = make_plan(spec)
     assert plan.spine is not None, "a spine audit"
-    target = ResultStore.at(str(Path(args.store).resolve()))
-    staging = target.staged(run_id_for(spec))
+    where, done, costs = store_costs(spec, plan, args.store)
     people = spine_of(plan.spine).populations()["State"]
-    n = len(plan.states)
-    if staging.exists():
-        where, done = staging, staging.done_blocks()
-        costs = state_costs(staging, n)
-        try:
-            keys = list(staging.zarr_group(PRODUCTION_PROGRESS).group_keys())
-        except Exception:  # no resume point kept yet
-            keys = []
-    elif target.exists():
-        where, done, keys = target, {(b.state, b.level) for b in plan.blocks}, []
-        kept = xr.open_zarr(target.url, group="production").attrs.get("state_costs", {})
-        costs = {k: np.full(n, np.nan) for k in ("cpu_s", "wall_s", "peak_rss")}
-        for i, st in enumerate(plan.states):
-            if st in kept:
-                costs["cpu_s"][i] = kept[st]["cpu_s"]
-                costs["wall_s"][i] = kept[st]["wall_s"]
-                costs["peak_rss"][i] = kept[st]["worker_peak_rss_bytes"]
-    else:
-        sys.exit(f"no store at {target.url} and no staging copy of run {run_id_for(spec)}")
+    try:
+        keys = list(where.zarr_group(PRODUCTION_PROGRESS).group_keys())
+    except Exception:  # a finished store, or no resume point kept yet
+        keys = []
     print(machine_info())
     print(f"store: {where.url}")
     levels: dict[int, set[int]] = {}

@@ -85,6 +85,11 @@ def plan_batch(spec_path: str, ledger: str, people: float, out: str, states: lis
     spec = tomllib.loads(Path(spec_path).read_text())
     chosen = spec["population"].get("spine_states", "all")
     pool = list(pops) if chosen == "all" else list(chosen)
+    unknown = [st for st in states if st not in pops]
+    if unknown:
+        print(f"production_states: unknown state(s) {' '.join(unknown)}; the spec's spine has "
+              f"{next(iter(pops))} … {list(pops)[-1]}", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     if states:
         batch = states
     else:
@@ -123,38 +128,18 @@ def _digest(url: str, state: int, levels: list[int]) -> str:
 def record(spec_path: str, store_url: str, ledger: str) -> None:
     """Add the finished states of a batch's store (its staging copy while the run is unfinished)
     to the ledger; a state already there is checked against its row's checksum instead."""
-    import xarray as xr
+    import zarr
+    from production_progress import store_costs
 
-    from flows.audit.flow import run_id_for
-    from flows.audit.production_progress import state_costs
     from flows.spec.files import load_spec
     from flows.spec.plan import make_plan
-    from storage.result_store import ResultStore
 
     spec = load_spec(spec_path)
     plan = make_plan(spec)
     pops = _people(spec_path)
-    target = ResultStore.at(str(Path(store_url).resolve()))
-    staging = target.staged(run_id_for(spec))
-    n = len(plan.states)
-    if staging.exists():
-        where, done = staging, staging.done_blocks()
-        costs = state_costs(staging, n)
-    elif target.exists():
-        where, done = target, {(b.state, b.level) for b in plan.blocks}
-        kept = xr.open_zarr(target.url, group="production").attrs.get("state_costs", {})
-        costs = {k: np.full(n, np.nan) for k in ("cpu_s", "wall_s", "peak_rss")}
-        for i, st in enumerate(plan.states):
-            if st in kept:
-                costs["cpu_s"][i] = kept[st]["cpu_s"]
-                costs["wall_s"][i] = kept[st]["wall_s"]
-                costs["peak_rss"][i] = kept[st]["worker_peak_rss_bytes"]
-    else:
-        sys.exit(f"no store at {target.url} and no staging copy of run {run_id_for(spec)}")
+    where, done, costs = store_costs(spec, plan, store_url)
     rows = _ledger(ledger)
     added = []
-    import zarr
-
     # the commit the run started on (its workers' code), not this checkout's
     source = str(dict(zarr.open_group(where.url, mode="r").attrs).get("source_commit", ""))
     run_commit = source[:7] or f"unknown (checkout {commit()})"
@@ -264,9 +249,12 @@ def predict(
         c = r["cpu_s"] if r else max(0.0, cpu(p))
         mb = 1e3 * r["worker_peak_rss_gb"] if r else max(0.0, peak(p))
         dhc.append(ProductionState(f"DHC {label}", b, p, 0.0, c, bytes_per_person * p, mb))
-    print(f"DHC: {len(done)} states recorded, {len(basis)} fitted; the others at CPU-s ≈ "
-          f"{cpu.a:.0f} + {1e3 * cpu.b:.3f} ms × people (worst error on the fitted "
-          f"{cpu.max_rel_err:.0%})")  # fmt: skip
+    fitted = (
+        f"DHC: {len(done)} states recorded, {len(basis)} fitted; the others at CPU-s ≈ "
+        f"{cpu.a:.0f} + {1e3 * cpu.b:.3f} ms × people (worst error on the fitted "
+        f"{cpu.max_rel_err:.0%})"
+    )
+    print(textwrap.fill(fitted, 80, subsequent_indent="  "))
     out = []
     for reps in replicates:
         for split in sorted({min(25, reps), 1}, reverse=True):
@@ -278,9 +266,9 @@ def predict(
                     row[f"{name}_core_h"] = round(p.cpu_s / 3600, 1)
                     row[f"{name}_bound"] = p.bound
                 out.append(row)
-                print(f"{reps:>4} replicates, {split:>2} a task, {n:>4} workers: PL94 "
+                print(f"{reps:>4} replicates, {split:>2}/task, {n:>4} workers: PL94 "
                       f"{row['pl94_wall_h']:.2f} h, DHC {row['dhc_wall_h']:.2f} h, both "
-                      f"{row['both_wall_h']:.2f} h ({row['both_core_h']:.0f} core-h; "
+                      f"{row['both_wall_h']:.2f} h\n{'':>9}({row['both_core_h']:.0f} core-h; "
                       f"{row['both_bound']})")  # fmt: skip
             need = workers_needed(
                 pl94 + dhc, reps, deadline_h * 3600, replicates_per_task=split, **fixed
