@@ -43,7 +43,7 @@ def release_line(attrs: Mapping[str, Any], *, words: bool = True) -> str | None:
     if kind == "spine":
         states = pop.get("spine_states", "all")
         shown = ", ".join(states) if isinstance(states, list) else str(states)
-        where = f"the spine (states: {shown})"
+        where = f"the spine (states: {shown}{_part_of_nation(spec, states)})"
     out = f"{release} on {where}"
     if release == "published":  # the table is the published counts, TopDown's output
         out = f"published TopDown counts ({where}): error bars by approximate Monte Carlo"
@@ -56,6 +56,23 @@ def release_line(attrs: Mapping[str, Any], *, words: bool = True) -> str | None:
         said = SCHEMA_WORDS.get(name) if words else None
         out += f" · schema {name} ({cells}" + (f": {said})" if said else ")")
     return out
+
+
+def _part_of_nation(spec: Mapping[str, Any], states: Any) -> str:
+    """For a spine run over some of the region's states: its national level (``US``) is the sum
+    of those states only, which the level's name does not say ("; US level: 7 of 51 states, not
+    the nation"); "" for every state (or a spec this dpaudit cannot read)."""
+    from flows.spec.sources import spine_state_labels
+
+    region = str(spec.get("audit", {}).get("region", "US"))
+    try:
+        total = len(spine_state_labels(region))
+    except Exception:  # a region this dpaudit does not know
+        return ""
+    n = states if isinstance(states, int) else len(states) if isinstance(states, list) else total
+    if n >= total:
+        return ""
+    return f"; {region} level: {n} of {total} states, not the nation"
 
 
 def production_note(ds: xr.Dataset | None) -> str | None:

@@ -20,11 +20,17 @@ def test_header_names_the_schema() -> None:
     spine = spine_production(replicates=1)
     line = release_line(_attrs(spine))
     assert line is not None
-    assert "topdown on the spine (states: ST13)" in line
+    # one state of 51: the run's national level is that state's sum, and the header says so
+    assert "topdown on the spine (states: ST13; US level: 1 of 51 states, not the nation)" in line
     assert "schema pl94_production (2,016 cells: the PL94-171 production" in line
     assert release_line(_attrs(spine), words=False) == (
-        "topdown on the spine (states: ST13) · schema pl94_production (2,016 cells)"
+        "topdown on the spine (states: ST13; US level: 1 of 51 states, not the nation) · "
+        "schema pl94_production (2,016 cells)"
     )
+    every = release_line(
+        _attrs({**spine, "population": {**spine["population"], "spine_states": 51}})
+    )
+    assert every is not None and "the spine (states: 51) · schema" in every
     synthetic = release_line(
         _attrs({"population": {"attributes": "pl94"}, "release": {"kind": "topdown"}})
     )
