@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,7 @@ from scipy.sparse import linalg as splinalg
 from auditlib.simulate.postprocess import Segments
 
 IntArray = npt.NDArray[np.int64]
+RowArray = npt.NDArray[np.signedinteger[Any]]  # a term's rows: int32 or int64
 FloatArray = npt.NDArray[np.float64]
 
 #: a query is coarse when some row holds more variables than this
@@ -152,7 +154,7 @@ class CoarseProx:
         present[seg] = True
         s = (np.cumsum(present) - 1)[seg]  # the segments renumbered, in order (no sort)
         cnt = np.bincount(s).astype(np.float64)
-        d1 = np.bincount(bf.indices, weights=bf.data * bf.data, minlength=m)
+        d1 = _square_sums(bf, m)
         sel = sparse.csr_matrix(
             (np.ones(free.size), (s, np.arange(free.size))), shape=(cnt.size, free.size)
         )
@@ -192,8 +194,10 @@ class CoarseProx:
         bf, s, cnt, shift, sums = self._parts(x)
         if idx.size < self.c.size:
             bf, sums = bf[:, idx].tocsr(), sums[:, idx].tocsr()
-        bo = bf  # both products row-wise
-        bot = bo.T.tocsr()
+        bo = bf
+        # Bᵀ z as the product of B's transpose (scipy's CSC product, no copy: each row's sum
+        # adds its variables in increasing order, as a stored CSR Bᵀ did)
+        bot = bo.T
         sh = shift[idx]
         inv_cnt = 1.0 / np.maximum(cnt, 1.0)
 
@@ -205,7 +209,7 @@ class CoarseProx:
 
         if self._pre is None or self._stale or not np.array_equal(self._pre_rows, idx):
             kind = None if self.kind is None else self.kind[idx]
-            self._pre = self._preconditioner(bo, bot, sums, cnt, sh, kind)
+            self._pre = self._preconditioner(bo, sums, cnt, sh, kind)
             self._pre_rows, self._stale, self._fresh = idx, False, -1
         pv = self._pre
 
@@ -229,14 +233,13 @@ class CoarseProx:
     def _preconditioner(
         self,
         bf: sparse.csr_matrix,
-        bft: sparse.csr_matrix,
         sums: sparse.csr_matrix,
         cnt: FloatArray,
         shift: FloatArray,
         kind: IntArray | None,
     ) -> Callable[[FloatArray], FloatArray]:
         """An approximate inverse of the Hessian ``H`` on the free dual rows (``bf`` their columns
-        on the positive variables, ``bft`` its transpose, ``sums`` / ``cnt`` the rows' sums per
+        on the positive variables, ``sums`` / ``cnt`` the rows' sums per
         segment and the segments' sizes, ``shift`` the rows' diagonal): ``P = BᵀB / L +
         diag(shift)`` (``H`` without its segment term; block-diagonal by unit, rows of different
         units share no variable), by a sparse LU, and — where rows of many units share a ``kind``
@@ -247,7 +250,7 @@ class CoarseProx:
         ``P`` alone misses exactly these directions. ``H Z = (BᵀB Z − (S B)ᵀ diag(1/cnt) (S B) Z)
         / L + diag(shift) Z`` is formed in the rows' space (no product as long as the variables)."""
         m = shift.size
-        btb = (bft @ bf).tocsc()
+        btb = _gram(bf)
         p = btb / self.lip + sparse.diags(shift)
         lu = splinalg.splu(sparse.csc_matrix(p))
         if kind is None:
@@ -308,7 +311,37 @@ class CoarseProx:
         return x
 
 
-def coarse_terms(inv: list[IntArray], n_rows: list[int]) -> tuple[list[int], list[int]]:
+#: entries of the rows' matrix taken at a time by :func:`_square_sums` and :func:`_gram`
+PIECE_ENTRIES = 1 << 22
+
+
+def _square_sums(bf: sparse.csr_matrix, m: int) -> FloatArray:
+    """Per column the sum of its squared entries, ``PIECE_ENTRIES`` entries at a time (no array
+    as long as the matrix). Its entries are ±1 (the rows' and the bounds'), so the sums are
+    counts, exact in any order: the same as one pass."""
+    out = np.zeros(m)
+    for a in range(0, bf.indices.size, PIECE_ENTRIES):
+        d = bf.data[a : a + PIECE_ENTRIES]
+        out += np.bincount(bf.indices[a : a + PIECE_ENTRIES], weights=d * d, minlength=m)
+    return out
+
+
+def _gram(bf: sparse.csr_matrix) -> sparse.csc_matrix:
+    """``BᵀB`` (CSC), over pieces of about ``PIECE_ENTRIES`` entries of ``B``'s rows (no copy of
+    ``B`` transposed). Entries ±1: the sums are integers, exact in any order, and exact zeros are
+    dropped, as in one product."""
+    n = bf.shape[0]
+    per_row = max(1, bf.indices.size // max(n, 1))
+    step = max(1, PIECE_ENTRIES // per_row)
+    out = sparse.csr_matrix((bf.shape[1], bf.shape[1]))
+    for a in range(0, n, step):
+        piece = bf[a : a + step]
+        out = out + (piece.T.tocsr() @ piece)
+    out.eliminate_zeros()
+    return out.tocsc()
+
+
+def coarse_terms(inv: list[RowArray], n_rows: list[int]) -> tuple[list[int], list[int]]:
     """Indices of the coarse and of the fine terms (a coarse term has a row of more than
     :data:`COARSE_ROW` variables)."""
     coarse: list[int] = []
@@ -321,7 +354,7 @@ def coarse_terms(inv: list[IntArray], n_rows: list[int]) -> tuple[list[int], lis
 
 def constraint_rows(
     n: int,
-    inv: list[IntArray],
+    inv: list[RowArray],
     y: list[FloatArray],
     weight: list[float],
     gv: IntArray,
@@ -353,7 +386,7 @@ def constraint_rows(
     data = np.ones(int(indptr[-1]))
     start = indptr[:-1]
     for k, (v, o) in enumerate(zip(inv, offs, strict=True)):
-        indices[start + k] = v + o
+        indices[start + k] = v.astype(idx_type, copy=False) + o
     indices[start[gv] + len(inv)] = gg + off
     data[start[gv] + len(inv)] = -1.0
     bt = sparse.csr_matrix((data, indices, indptr.astype(idx_type)), shape=(n, m))
