@@ -153,18 +153,15 @@ class CoarseProx:
         present = np.zeros(int(self.segment.max(initial=-1)) + 1, dtype=bool)
         present[seg] = True
         s = (np.cumsum(present) - 1)[seg]  # the segments renumbered, in order (no sort)
+        del seg, present
         cnt = np.bincount(s).astype(np.float64)
         d1 = _square_sums(bf, m)
-        sel = sparse.csr_matrix(
-            (np.ones(free.size), (s, np.arange(free.size))), shape=(cnt.size, free.size)
-        )
-        sums = (sel @ bf).tocsr()
-        per_row = np.repeat(1.0 / np.maximum(cnt, 1.0), np.diff(sums.indptr))
-        d2 = np.bincount(sums.indices, weights=sums.data * sums.data * per_row, minlength=m)
+        sums = (_selector(s, cnt.size) @ bf).tocsr()
+        d2 = _square_sums_by_row(sums, 1.0 / np.maximum(cnt, 1.0), m)
         diag = (d1 - d2) / self.lip + self.inv_w
         floor = 1e-3 * self.row_size / self.lip + 1e-12
         shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
-        return bf, s.astype(np.int64), cnt, shift, sums
+        return bf, s, cnt, shift, sums
 
     def _hessian(self, x: FloatArray) -> FloatArray:
         """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian), dense."""
@@ -192,24 +189,30 @@ class CoarseProx:
                 d[idx] = np.linalg.lstsq(h, grad[idx], rcond=None)[0]
             return d
         bf, s, cnt, shift, sums = self._parts(x)
-        if idx.size < self.c.size:
-            bf, sums = bf[:, idx].tocsr(), sums[:, idx].tocsr()
-        bo = bf
+        m = self.c.size
+        part = idx.size < m  # some bounds' rows fixed: B's columns on ``idx`` only, not copied
         # Bᵀ z as the product of B's transpose (scipy's CSC product, no copy: each row's sum
         # adds its variables in increasing order, as a stored CSR Bᵀ did)
-        bot = bo.T
+        bot = bf.T
         sh = shift[idx]
         inv_cnt = 1.0 / np.maximum(cnt, 1.0)
 
         def hv(v: FloatArray) -> FloatArray:
-            z = bo @ v
+            if part:  # B v over all the columns, zero off ``idx``: each row's sum the same
+                full = np.zeros(m)
+                full[idx] = v
+                v_all = full
+            else:
+                v_all = v
+            z = bf @ v_all
             if cnt.size:
                 z = z - (np.bincount(s, weights=z, minlength=cnt.size) * inv_cnt)[s]
-            return np.asarray(bot @ z, dtype=np.float64) / self.lip + sh * v
+            bz = np.asarray(bot @ z, dtype=np.float64)
+            return (bz[idx] if part else bz) / self.lip + sh * v
 
         if self._pre is None or self._stale or not np.array_equal(self._pre_rows, idx):
             kind = None if self.kind is None else self.kind[idx]
-            self._pre = self._preconditioner(bo, sums, cnt, sh, kind)
+            self._pre = self._preconditioner(bf, sums, cnt, sh, kind, idx if part else None)
             self._pre_rows, self._stale, self._fresh = idx, False, -1
         pv = self._pre
 
@@ -237,6 +240,7 @@ class CoarseProx:
         cnt: FloatArray,
         shift: FloatArray,
         kind: IntArray | None,
+        rows: IntArray | None = None,
     ) -> Callable[[FloatArray], FloatArray]:
         """An approximate inverse of the Hessian ``H`` on the free dual rows (``bf`` their columns
         on the positive variables, ``sums`` / ``cnt`` the rows' sums per
@@ -248,9 +252,13 @@ class CoarseProx:
         sum over the children of one query cell's rows is the parent's, fixed by the segments, so
         ``H`` is nearly flat along those sums (curvature ``1/w`` against ``row size / L``) and
         ``P`` alone misses exactly these directions. ``H Z = (BᵀB Z − (S B)ᵀ diag(1/cnt) (S B) Z)
-        / L + diag(shift) Z`` is formed in the rows' space (no product as long as the variables)."""
+        / L + diag(shift) Z`` is formed in the rows' space (no product as long as the variables).
+        With ``rows``, the free dual rows are those columns of ``bf`` and ``sums`` (``shift`` and
+        ``kind`` given on them): the same as on copies of those columns, without the copies."""
         m = shift.size
         btb = _gram(bf)
+        if rows is not None:
+            btb = btb[rows][:, rows]
         p = btb / self.lip + sparse.diags(shift)
         lu = splinalg.splu(sparse.csc_matrix(p))
         if kind is None:
@@ -262,7 +270,11 @@ class CoarseProx:
         z = sparse.csr_matrix((np.ones(m), (np.arange(m), kind)), shape=(m, nk))
         hz_s = btb @ z
         if cnt.size:
-            hz_s = hz_s - sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z))
+            if rows is None:
+                hz_s = hz_s - sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z))
+            else:  # Z on all of sums' columns (zero off ``rows``), the product's rows on them
+                z_all = sparse.csr_matrix((np.ones(m), (rows, kind)), shape=(sums.shape[1], nk))
+                hz_s = hz_s - (sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z_all))).tocsr()[rows]
         hz = np.asarray(hz_s.todense(), dtype=np.float64) / self.lip
         hz += np.asarray(z.multiply(shift[:, None]).todense(), dtype=np.float64)  # H Z
         e = np.asarray(z.T @ hz, dtype=np.float64)
@@ -324,6 +336,33 @@ def _square_sums(bf: sparse.csr_matrix, m: int) -> FloatArray:
         d = bf.data[a : a + PIECE_ENTRIES]
         out += np.bincount(bf.indices[a : a + PIECE_ENTRIES], weights=d * d, minlength=m)
     return out
+
+
+def _square_sums_by_row(mat: sparse.csr_matrix, row_weight: FloatArray, m: int) -> FloatArray:
+    """Per column ``Σ_i row_weight[i] · mat[i, j]²``: the sums of :func:`numpy.bincount` over all
+    the entries at once (each column's terms added in the entries' order, from 0), by pieces of
+    about ``PIECE_ENTRIES`` entries with :func:`numpy.add.at`, which adds in the same order: the
+    same floating-point sums, with no weight array as long as the matrix."""
+    out = np.zeros(m)
+    ptr = mat.indptr
+    ends = np.searchsorted(ptr, np.arange(PIECE_ENTRIES, int(ptr[-1]), PIECE_ENTRIES), "right")
+    bounds = np.unique(np.concatenate(([0], ends - 1, [ptr.size - 1])))
+    for r0, r1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        a, b = int(ptr[r0]), int(ptr[r1])
+        w = mat.data[a:b] * mat.data[a:b]
+        w *= np.repeat(row_weight[r0:r1], np.diff(ptr[r0 : r1 + 1]))
+        np.add.at(out, mat.indices[a:b], w)
+    return out
+
+
+def _selector(s: IntArray, n: int) -> sparse.csr_matrix:
+    """The ``(n, s.size)`` matrix with a 1 at ``(s[v], v)``: the sums per segment. Built as CSR
+    directly (each row's columns increasing, as a COO matrix's conversion orders them)."""
+    order = np.argsort(s, kind="stable")
+    idx_type = np.int32 if s.size < np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(n + 1, dtype=idx_type)
+    np.cumsum(np.bincount(s, minlength=n), out=indptr[1:])
+    return sparse.csr_matrix((np.ones(s.size), order.astype(idx_type), indptr), shape=(n, s.size))
 
 
 def _gram(bf: sparse.csr_matrix) -> sparse.csc_matrix:
