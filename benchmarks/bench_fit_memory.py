@@ -100,8 +100,9 @@ def main() -> None:
         truth, invs.units, invs.lower(), int(invs.state_total), topdown.measured[names[1]],
         np.random.default_rng(1), 20_000, tol, 40,
     )  # fmt: skip
+    n_var = parent.size * state.nnz
     print(f"{args.state} {names[1]}: {parent.size:,} units under the State, whose {state.nnz:,} "
-          f"non-zero cells make {parent.size * state.nnz:,} candidate variables", flush=True)  # fmt: skip
+          f"non-zero cells make {n_var:,} candidate variables", flush=True)  # fmt: skip
     t0 = time.time()
     tracemalloc.start()
     _wrap(sparse_fit._Fit, "measure", t0, 1)
