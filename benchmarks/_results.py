@@ -69,3 +69,32 @@ def best_of(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
         result = fn()
         best = min(best, time.perf_counter() - t0)
     return best, result
+
+
+def read_check_rows(path: Path, script: str) -> list[dict[str, str]]:
+    """The rows a capacity check's ``run`` wrote to ``path`` (exit with what to run if missing)."""
+    if not path.exists():
+        raise SystemExit(f"no {path.name}: run `{script} run` first")
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def check_main(
+    doc: str,
+    run: Callable[[argparse.Namespace], None],
+    show: Callable[[argparse.Namespace], None],
+    default_states: str,
+    replicates: bool = False,
+) -> None:
+    """The command line of a capacity check: ``run [--states …] [--workers …] [--replicates R]``
+    (``--replicates`` if asked) or ``show``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--states", default=default_states)
+    r.add_argument("--workers", default="1,2,4")
+    if replicates:
+        r.add_argument("--replicates", type=int, default=1)
+    sub.add_parser("show")
+    args = ap.parse_args()
+    (run if args.mode == "run" else show)(args)

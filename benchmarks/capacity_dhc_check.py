@@ -23,7 +23,6 @@ the states not yet run (*fitted*: tests what the national prediction rests on)."
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import tomllib
@@ -34,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _machine import machine_info  # noqa: E402
+from _results import check_main, read_check_rows  # noqa: E402
 
 SPEC = HERE / "specs" / "dhc_production_us.toml"
 LEDGER = HERE / "results" / "dhc_us_states.jsonl"
@@ -93,10 +93,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def show(args: argparse.Namespace) -> None:
-    if not CHECK_CSV.exists():
-        raise SystemExit(f"no {CHECK_CSV.name}: run `capacity_dhc_check.py run` first")
-    with CHECK_CSV.open() as f:
-        runs = list(csv.DictReader(f))
+    runs = read_check_rows(CHECK_CSV, "capacity_dhc_check.py")
     one = next((r for r in runs if int(r["workers"]) == 1), None)
     fixed = {"recorded": 0.0, "fitted": 0.0}
     if one is not None:
@@ -120,14 +117,7 @@ def show(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="mode", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--states", default=DEFAULT_STATES)
-    r.add_argument("--workers", default="1,2,4")
-    sub.add_parser("show")
-    args = ap.parse_args()
-    (run if args.mode == "run" else show)(args)
+    check_main(__doc__, run, show, DEFAULT_STATES)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ overstate, and the table leaves them out.)
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from pathlib import Path
@@ -38,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _machine import machine_info  # noqa: E402
+from _results import check_main, read_check_rows  # noqa: E402
 
 CHECK_CSV = HERE / "results" / "capacity_production_check.csv"
 #: a mix of sizes (blocks 15,074 to 402,387 of the benchmark's spine): ≈ 130 worker CPU-s in all
@@ -96,10 +96,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def show(args: argparse.Namespace) -> None:
-    if not CHECK_CSV.exists():
-        raise SystemExit(f"no {CHECK_CSV.name}: run `capacity_production_check.py run` first")
-    with CHECK_CSV.open() as f:
-        runs = list(csv.DictReader(f))
+    runs = read_check_rows(CHECK_CSV, "capacity_production_check.py")
     one = next((r for r in runs if int(r["workers"]) == 1), None)
     fixed = 0.0
     if one is not None:
@@ -124,15 +121,7 @@ def show(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="mode", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--states", default=DEFAULT_STATES)
-    r.add_argument("--workers", default="1,2,4")
-    r.add_argument("--replicates", type=int, default=1)
-    sub.add_parser("show")
-    args = ap.parse_args()
-    (run if args.mode == "run" else show)(args)
+    check_main(__doc__, run, show, DEFAULT_STATES, replicates=True)
 
 
 if __name__ == "__main__":
