@@ -50,6 +50,7 @@ from scipy import sparse
 from scipy.sparse import linalg as splinalg
 
 from auditlib.simulate.postprocess import Segments
+from auditlib.simulate.sparse_sums import SegmentSums, gram, square_sums, square_sums_by_row
 
 IntArray = npt.NDArray[np.int64]
 RowArray = npt.NDArray[np.signedinteger[Any]]  # a term's rows: int32 or int64
@@ -75,7 +76,9 @@ class CoarseProx:
     """The proximal step of the module docstring: the rows as a sparse ``(n_variables, n_rows)``
     matrix ``bt`` (coarse rows, then bounded groups with entries ``−1``), their right-hand sides
     ``c`` (``y_r``, then ``−lower_g``), ``inv_w`` (``1/w_r``, then 0), ``bounded`` (the ``ν``
-    columns, kept ``≥ 0``); ``tol`` the largest dual gradient (people per row) left."""
+    columns, kept ``≥ 0``); ``tol`` the largest dual gradient (people per row) left; ``kind``
+    the rows' kinds (:meth:`_preconditioner`); ``unit`` the variables' units, if they are
+    non-decreasing and each row holds one unit's variables (:class:`SegmentSums` by pieces)."""
 
     proj: Segments
     segment: IntArray
@@ -86,6 +89,7 @@ class CoarseProx:
     lip: float
     tol: float
     kind: IntArray | None = None
+    unit: IntArray | None = None
     max_newton: int = 60
     max_cg: int = 200
     eta: FloatArray = field(init=False)
@@ -140,12 +144,12 @@ class CoarseProx:
 
     def _parts(
         self, x: FloatArray
-    ) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray, sparse.csr_matrix]:
+    ) -> tuple[sparse.csr_matrix, IntArray, FloatArray, FloatArray, SegmentSums]:
         """At the projection ``x``: the positive variables' rows, their segment (renumbered), the
-        segments' sizes, the diagonal shift and the rows' sums per segment (``S B``). The shift is
-        ``inv_w``, a floor for rows without positive variables (curvature as if they had them)
-        and a relative ridge for dependent rows, e.g. a group holding all of its segments'
-        positive variables."""
+        segments' sizes, the diagonal shift and the rows' sums per segment (``S B``, by pieces:
+        :class:`SegmentSums`). The shift is ``inv_w``, a floor for rows without positive
+        variables (curvature as if they had them) and a relative ridge for dependent rows, e.g. a
+        group holding all of its segments' positive variables."""
         free = np.flatnonzero(x > 0)
         bf = self.bt if free.size == x.size else self.bt[free].tocsr()  # all free: no copy
         m = self.c.size
@@ -155,9 +159,13 @@ class CoarseProx:
         s = (np.cumsum(present) - 1)[seg]  # the segments renumbered, in order (no sort)
         del seg, present
         cnt = np.bincount(s).astype(np.float64)
-        d1 = _square_sums(bf, m)
-        sums = (_selector(s, cnt.size) @ bf).tocsr()
-        d2 = _square_sums_by_row(sums, 1.0 / np.maximum(cnt, 1.0), m)
+        d1 = square_sums(bf, m)
+        unit = self.unit if self.unit is None or free.size == x.size else self.unit[free]
+        sums = SegmentSums(bf, s, cnt.size, unit)
+        inv_cnt = 1.0 / np.maximum(cnt, 1.0)
+        d2 = np.zeros(m)
+        for piece in sums.pieces():  # each row's additions in one piece, in the same order
+            square_sums_by_row(piece, inv_cnt, m, out=d2)
         diag = (d1 - d2) / self.lip + self.inv_w
         floor = 1e-3 * self.row_size / self.lip + 1e-12
         shift = self.inv_w + np.maximum(floor - diag, 0.0) + 1e-10 * float(diag.max(initial=0.0))
@@ -167,8 +175,9 @@ class CoarseProx:
         """``B J Bᵀ / L + diag(inv_w)`` at the projection ``x`` (minus the dual's Hessian), dense."""
         bf, _, cnt, shift, sums = self._parts(x)
         h = np.asarray((bf.T @ bf).todense(), dtype=np.float64)
-        if cnt.size:  # sums: (segments, rows), sparse
-            h -= np.asarray((sums.T @ sparse.diags(1.0 / cnt) @ sums).todense(), dtype=np.float64)
+        if cnt.size:  # the sums: (segments, rows), sparse, whole (at most DENSE_ROWS rows)
+            ss = sums.whole()
+            h -= np.asarray((ss.T @ sparse.diags(1.0 / cnt) @ ss).todense(), dtype=np.float64)
         h /= self.lip
         h[np.diag_indices_from(h)] += shift
         return h
@@ -236,7 +245,7 @@ class CoarseProx:
     def _preconditioner(
         self,
         bf: sparse.csr_matrix,
-        sums: sparse.csr_matrix,
+        sums: SegmentSums,
         cnt: FloatArray,
         shift: FloatArray,
         kind: IntArray | None,
@@ -256,7 +265,7 @@ class CoarseProx:
         With ``rows``, the free dual rows are those columns of ``bf`` and ``sums`` (``shift`` and
         ``kind`` given on them): the same as on copies of those columns, without the copies."""
         m = shift.size
-        btb = _gram(bf)
+        btb = gram(bf)
         if rows is not None:
             btb = btb[rows][:, rows]
         p = btb / self.lip + sparse.diags(shift)
@@ -271,10 +280,10 @@ class CoarseProx:
         hz_s = btb @ z
         if cnt.size:
             if rows is None:
-                hz_s = hz_s - sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z))
+                hz_s = hz_s - sums.weighted_gram(1.0 / cnt, z)
             else:  # Z on all of sums' columns (zero off ``rows``), the product's rows on them
-                z_all = sparse.csr_matrix((np.ones(m), (rows, kind)), shape=(sums.shape[1], nk))
-                hz_s = hz_s - (sums.T @ (sparse.diags(1.0 / cnt) @ (sums @ z_all))).tocsr()[rows]
+                z_all = sparse.csr_matrix((np.ones(m), (rows, kind)), shape=(bf.shape[1], nk))
+                hz_s = hz_s - sums.weighted_gram(1.0 / cnt, z_all).tocsr()[rows]
         hz = np.asarray(hz_s.todense(), dtype=np.float64) / self.lip
         hz += np.asarray(z.multiply(shift[:, None]).todense(), dtype=np.float64)  # H Z
         e = np.asarray(z.T @ hz, dtype=np.float64)
@@ -321,63 +330,6 @@ class CoarseProx:
         self.exact = self.stuck or bool((np.abs(self._pgrad(eta, grad)) <= self.tol + fp).all())
         self.eta = eta
         return x
-
-
-#: entries of the rows' matrix taken at a time by :func:`_square_sums` and :func:`_gram`
-PIECE_ENTRIES = 1 << 22
-
-
-def _square_sums(bf: sparse.csr_matrix, m: int) -> FloatArray:
-    """Per column the sum of its squared entries, ``PIECE_ENTRIES`` entries at a time (no array
-    as long as the matrix). Its entries are ±1 (the rows' and the bounds'), so the sums are
-    counts, exact in any order: the same as one pass."""
-    out = np.zeros(m)
-    for a in range(0, bf.indices.size, PIECE_ENTRIES):
-        d = bf.data[a : a + PIECE_ENTRIES]
-        out += np.bincount(bf.indices[a : a + PIECE_ENTRIES], weights=d * d, minlength=m)
-    return out
-
-
-def _square_sums_by_row(mat: sparse.csr_matrix, row_weight: FloatArray, m: int) -> FloatArray:
-    """Per column ``Σ_i row_weight[i] · mat[i, j]²``: the sums of :func:`numpy.bincount` over all
-    the entries at once (each column's terms added in the entries' order, from 0), by pieces of
-    about ``PIECE_ENTRIES`` entries with :func:`numpy.add.at`, which adds in the same order: the
-    same floating-point sums, with no weight array as long as the matrix."""
-    out = np.zeros(m)
-    ptr = mat.indptr
-    ends = np.searchsorted(ptr, np.arange(PIECE_ENTRIES, int(ptr[-1]), PIECE_ENTRIES), "right")
-    bounds = np.unique(np.concatenate(([0], ends - 1, [ptr.size - 1])))
-    for r0, r1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        a, b = int(ptr[r0]), int(ptr[r1])
-        w = mat.data[a:b] * mat.data[a:b]
-        w *= np.repeat(row_weight[r0:r1], np.diff(ptr[r0 : r1 + 1]))
-        np.add.at(out, mat.indices[a:b], w)
-    return out
-
-
-def _selector(s: IntArray, n: int) -> sparse.csr_matrix:
-    """The ``(n, s.size)`` matrix with a 1 at ``(s[v], v)``: the sums per segment. Built as CSR
-    directly (each row's columns increasing, as a COO matrix's conversion orders them)."""
-    order = np.argsort(s, kind="stable")
-    idx_type = np.int32 if s.size < np.iinfo(np.int32).max else np.int64
-    indptr = np.zeros(n + 1, dtype=idx_type)
-    np.cumsum(np.bincount(s, minlength=n), out=indptr[1:])
-    return sparse.csr_matrix((np.ones(s.size), order.astype(idx_type), indptr), shape=(n, s.size))
-
-
-def _gram(bf: sparse.csr_matrix) -> sparse.csc_matrix:
-    """``BᵀB`` (CSC), over pieces of about ``PIECE_ENTRIES`` entries of ``B``'s rows (no copy of
-    ``B`` transposed). Entries ±1: the sums are integers, exact in any order, and exact zeros are
-    dropped, as in one product."""
-    n = bf.shape[0]
-    per_row = max(1, bf.indices.size // max(n, 1))
-    step = max(1, PIECE_ENTRIES // per_row)
-    out = sparse.csr_matrix((bf.shape[1], bf.shape[1]))
-    for a in range(0, n, step):
-        piece = bf[a : a + step]
-        out = out + (piece.T.tocsr() @ piece)
-    out.eliminate_zeros()
-    return out.tocsc()
 
 
 def coarse_terms(inv: list[RowArray], n_rows: list[int]) -> tuple[list[int], list[int]]:

@@ -49,6 +49,7 @@ from auditlib.simulate.sparse_fista import (
     working_set_solve,
 )
 from auditlib.simulate.sparse_parts import PartMap, ranges, start_parts
+from auditlib.simulate.sparse_sums import one_unit_rows
 from auditlib.simulate.sparse_terms import TermsGradient
 
 IntArray = npt.NDArray[np.int64]
@@ -430,7 +431,7 @@ class _Fit:
         )  # fmt: skip
         prox = CoarseProx(
             proj, self.segment, bt, c, inv_w, is_bound, lip, tol=1e-3 * tol,
-            kind=self._row_kinds(big, used),
+            kind=self._row_kinds(big, used), unit=self.unit if one_unit_rows(bt, self.unit) else None,
         )  # fmt: skip
 
         grad = TermsGradient(small, self.unit.size)

@@ -4,11 +4,13 @@ formulas, so that a large problem's memory goes down without changing a release.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import sparse
 
-from auditlib.simulate import sparse_coarse
+from auditlib.simulate import sparse_coarse, sparse_sums
 from auditlib.simulate.sparse_coarse import CoarseProx
 from tests.unit._dhc_fits import _county_instance
 
@@ -36,8 +38,8 @@ def test_the_weighted_square_sums_by_pieces_are_one_bincount_bit_for_bit(
         weights=mat.data * mat.data * np.repeat(w, np.diff(mat.indptr)),
         minlength=mat.shape[1],
     )
-    monkeypatch.setattr(sparse_coarse, "PIECE_ENTRIES", piece)
-    got = sparse_coarse._square_sums_by_row(mat, w, mat.shape[1])
+    monkeypatch.setattr(sparse_sums, "PIECE_ENTRIES", piece)
+    got = sparse_sums.square_sums_by_row(mat, w, mat.shape[1])
     np.testing.assert_array_equal(got, want)
 
 
@@ -57,11 +59,11 @@ def test_the_pieces_order_is_what_keeps_the_sums_bit_for_bit() -> None:
 @pytest.mark.parametrize("piece", [1, 50, 1 << 22])
 def test_the_square_sums_and_gram_by_pieces_are_the_whole_products(piece: int, monkeypatch) -> None:
     mat = _rows(3)
-    monkeypatch.setattr(sparse_coarse, "PIECE_ENTRIES", piece)
+    monkeypatch.setattr(sparse_sums, "PIECE_ENTRIES", piece)
     np.testing.assert_array_equal(
-        sparse_coarse._square_sums(mat, mat.shape[1]), np.asarray(abs(mat).sum(axis=0)).ravel()
+        sparse_sums.square_sums(mat, mat.shape[1]), np.asarray(abs(mat).sum(axis=0)).ravel()
     )
-    gram = sparse_coarse._gram(mat)
+    gram = sparse_sums.gram(mat)
     want = (mat.T @ mat).toarray()
     np.testing.assert_array_equal(gram.toarray(), want)
     assert gram.nnz == np.count_nonzero(want)  # exact zeros dropped, as in one product
@@ -70,10 +72,9 @@ def test_the_square_sums_and_gram_by_pieces_are_the_whole_products(piece: int, m
 def test_the_segment_selector_is_the_coo_matrix_it_replaces() -> None:
     s = np.random.default_rng(5).integers(0, 37, 2_000)
     s = np.unique(s, return_inverse=True)[1].astype(np.int64)
-    got = sparse_coarse._selector(s, int(s.max()) + 1)
-    want = sparse.csr_matrix(
-        (np.ones(s.size), (s, np.arange(s.size))), shape=(int(s.max()) + 1, s.size)
-    )
+    n = int(s.max()) + 1
+    got = sparse_sums.SegmentSums(_rows(4, n=s.size), s, n).selector(0, s.size)
+    want = sparse.csr_matrix((np.ones(s.size), (s, np.arange(s.size))), shape=(n, s.size))
     for name in ("indptr", "indices", "data"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
 
@@ -90,9 +91,11 @@ def _county_prox() -> tuple[CoarseProx, np.ndarray]:
     )  # fmt: skip
     from auditlib.simulate.postprocess import Segments
 
+    assert sparse_sums.one_unit_rows(bt, fit.unit)
     prox = CoarseProx(
-        Segments(fit.segment, fit.target), fit.segment, bt, c, inv_w, bounded, 3.0, 1e-6
-    )
+        Segments(fit.segment, fit.target), fit.segment, bt, c, inv_w, bounded, 3.0, 1e-6,
+        unit=fit.unit,
+    )  # fmt: skip
     x = prox.proj.project(np.random.default_rng(6).normal(size=fit.unit.size) * 5)
     assert 0 < np.count_nonzero(x) < x.size
     return prox, x
@@ -102,13 +105,14 @@ def test_the_preconditioner_on_some_rows_is_the_one_on_copies_of_their_columns()
     # fixed bounds' rows are left out of the Newton system: the preconditioner built from the
     # whole matrices restricted to the free rows is the one built from copies of their columns
     prox, x = _county_prox()
-    bf, _, cnt, shift, sums = prox._parts(x)
+    bf, s, cnt, shift, sums = prox._parts(x)
     m = prox.c.size
     rows = np.flatnonzero(~prox.bounded | (np.arange(m) % 3 == 0))
     assert 0 < rows.size < m
     kind = np.arange(m) % 17
+    cols = bf[:, rows].tocsr()
     copies = prox._preconditioner(
-        bf[:, rows].tocsr(), sums[:, rows].tocsr(), cnt, shift[rows], kind[rows]
+        cols, sparse_sums.SegmentSums(cols, s, cnt.size), cnt, shift[rows], kind[rows]
     )
     whole = prox._preconditioner(bf, sums, cnt, shift[rows], kind[rows], rows)
     v = np.random.default_rng(7).normal(size=rows.size)
@@ -130,6 +134,66 @@ def test_a_county_fit_is_the_same_whatever_the_pieces(monkeypatch) -> None:
     monkeypatch.setattr(CoarseProx, "_preconditioner", spy)
     x_one, _ = fit.solve(terms, max_iter=5000, tol=1e-6)
     assert fit.route == "dual" and any(seen)  # some steps with bounds' rows fixed
-    monkeypatch.setattr(sparse_coarse, "PIECE_ENTRIES", 64)
+    monkeypatch.setattr(sparse_sums, "PIECE_ENTRIES", 64)
     x_pieces, _ = fit.solve(terms, max_iter=5000, tol=1e-6)
     np.testing.assert_array_equal(x_pieces, x_one)
+
+
+def _sums_and_kinds(piece: int, monkeypatch) -> tuple:  # type: ignore[no-untyped-def]
+    prox, x = _county_prox()
+    monkeypatch.setattr(sparse_sums, "PIECE_ENTRIES", piece)
+    bf, s, cnt, _, sums = prox._parts(x)
+    assert prox.unit is not None
+    z = sparse.csr_matrix(
+        (np.ones(bf.shape[1]), (np.arange(bf.shape[1]), np.arange(bf.shape[1]) % 23))
+    )
+    return prox, x, bf, s, cnt, sums, z
+
+
+@pytest.mark.parametrize("piece", [1, 300, 5_000])
+def test_the_segment_sums_by_pieces_of_units_are_the_whole_products_bit_for_bit(
+    piece: int, monkeypatch
+) -> None:
+    # a County's rows' sums per parent cell by pieces of whole units: the diagonal's second sum
+    # and (S B)ᵀ diag(1/cnt) (S B) Z (float weights: the order of the additions matters) are
+    # the whole product's numbers
+    _, _, bf, s, cnt, sums, z = _sums_and_kinds(piece, monkeypatch)
+    assert len(sums.bounds) > 2
+    whole = (sparse_sums.SegmentSums(bf, s, cnt.size).selector(0, s.size) @ bf).tocsr()
+    w = 1.0 / np.maximum(cnt, 1.0)
+    want_d2 = np.bincount(
+        whole.indices, weights=whole.data**2 * np.repeat(w, np.diff(whole.indptr)),
+        minlength=bf.shape[1],
+    )  # fmt: skip
+    got_d2 = np.zeros(bf.shape[1])
+    for p in sums.pieces():
+        sparse_sums.square_sums_by_row(p, w, bf.shape[1], out=got_d2)
+    np.testing.assert_array_equal(got_d2, want_d2)
+    want = (whole.T @ (sparse.diags(w) @ (whole @ z))).toarray()
+    np.testing.assert_array_equal(sums.weighted_gram(w, z).toarray(), want)
+
+
+def test_pieces_of_segments_would_change_the_weighted_gram(monkeypatch) -> None:
+    # power: the same product summed over pieces of segments (each piece's sums from 0) differs
+    # from the whole in some last bits: pieces must hold each row's additions whole
+    *_, cnt, sums, z = _sums_and_kinds(1 << 22, monkeypatch)
+    whole = sums.whole()
+    w = 1.0 / np.maximum(cnt, 1.0)
+    wsz = (sparse.diags(w) @ (whole @ z)).tocsr()
+    want = (whole.T @ wsz).toarray()
+    cuts = [*range(0, cnt.size, 40), cnt.size]
+    other = np.zeros_like(want)
+    for a, b in itertools.pairwise(cuts):
+        other += (whole[a:b].T @ wsz[a:b]).toarray()
+    assert not np.array_equal(other, want)
+    np.testing.assert_allclose(other, want, rtol=1e-12, atol=1e-12)
+
+
+def test_rows_of_several_units_or_units_out_of_order_are_seen() -> None:
+    prox, _ = _county_prox()
+    assert prox.unit is not None
+    assert sparse_sums.one_unit_rows(prox.bt, prox.unit)
+    assert not sparse_sums.one_unit_rows(prox.bt, prox.unit[::-1].copy())
+    shifted = prox.unit.copy()
+    shifted[np.flatnonzero(np.diff(shifted))[0]] += 1  # a unit's last variable given to the next
+    assert not sparse_sums.one_unit_rows(prox.bt, shifted)
