@@ -10,8 +10,7 @@ a real worker's GIL for about 45 s while 320 MB are queued for it, on a real loc
 
 from __future__ import annotations
 
-import math
-import re
+import ctypes
 import time
 from pathlib import Path
 
@@ -26,18 +25,16 @@ from tests._ceilings import PROCESS_CEILING_S
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: seconds the worker's GIL is held: past Dask's default 30 s, well inside the raised timeout
-HOLD_S = 45.0
+HOLD_S = 45
 
 
-def _regex_seconds(n: int) -> float:
-    t = time.perf_counter()
-    re.match(r"(a+)+$", "a" * n + "b")  # backtracks 2^n times, holding the GIL throughout
-    return time.perf_counter() - t
-
-
-def _hold_gil(n: int, started: str) -> float:
+def _hold_gil(seconds: int, started: str) -> float:
+    """C's ``sleep`` called through :class:`ctypes.PyDLL`, which keeps the GIL for the call: the
+    worker's other threads (its connections) wait, with no CPU used."""
     Path(started).touch()  # what the test waits for before it queues data for this worker
-    return _regex_seconds(n)
+    t = time.perf_counter()
+    ctypes.PyDLL(None).sleep(seconds)
+    return time.perf_counter() - t
 
 
 def _nbytes(x: np.ndarray) -> int:
@@ -60,10 +57,6 @@ def test_the_runs_cluster_keeps_a_worker_that_holds_the_gil(
     tcp = dask.config.get("distributed.comm.timeouts.tcp")
     assert tcp != "30s"
 
-    # the backtracking doubles per character: pick n so that the hold lasts about HOLD_S here
-    n0 = 22
-    base = max(min(_regex_seconds(n0) for _ in range(3)), 1e-3)
-    n = n0 + max(1, math.ceil(math.log2(HOLD_S / base)))
     with (
         LocalCluster(
             n_workers=1,
@@ -74,24 +67,18 @@ def test_the_runs_cluster_keeps_a_worker_that_holds_the_gil(
         ) as cluster,
         Client(cluster) as client,
     ):
-        # a machine whose load fell after the calibration holds the GIL for less than planned:
-        # then the hold is longer the next time, until it lasts past Dask's default 30 s
-        for attempt in range(4):
-            started = tmp_path / f"started-{attempt}"
-            held = client.submit(_hold_gil, n, str(started), pure=False)
-            deadline = time.monotonic() + PROCESS_CEILING_S
-            while not started.exists():  # the task has started and holds the worker's GIL
-                assert time.monotonic() < deadline, "the task did not start in 300 s"
-                time.sleep(0.05)
-            queued = [
-                client.submit(_nbytes, np.full(2_000_000, float(i)), pure=False) for i in range(20)
-            ]
-            seconds = held.result(timeout=PROCESS_CEILING_S)
-            total = sum(f.result(timeout=PROCESS_CEILING_S) for f in queued)
-            workers = len(client.scheduler_info()["workers"])
-            assert total == 20 * 16_000_000
-            assert workers == 1
-            if seconds > 31.0:
-                break
-            n += max(1, math.ceil(math.log2(HOLD_S / max(seconds, 1e-3))))
+        started = tmp_path / "started"
+        held = client.submit(_hold_gil, HOLD_S, str(started), pure=False)
+        deadline = time.monotonic() + PROCESS_CEILING_S
+        while not started.exists():  # the task has started and holds the worker's GIL
+            assert time.monotonic() < deadline, "the task did not start in 300 s"
+            time.sleep(0.05)
+        queued = [
+            client.submit(_nbytes, np.full(2_000_000, float(i)), pure=False) for i in range(20)
+        ]
+        seconds = held.result(timeout=PROCESS_CEILING_S)
+        total = sum(f.result(timeout=PROCESS_CEILING_S) for f in queued)
+        workers = len(client.scheduler_info()["workers"])
+        assert total == 20 * 16_000_000
+        assert workers == 1
     assert seconds > 31.0, f"the GIL was held {seconds:.1f} s, not past Dask's default 30 s"

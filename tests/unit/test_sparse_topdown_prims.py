@@ -23,6 +23,7 @@ from auditlib.geography.sparse_population import (
 from auditlib.geography.spine import PRIM_LEVELS, SpineTotals, generate_spine
 from auditlib.simulate import sparse_topdown as sparse_topdown_module
 from auditlib.simulate.measured import allocation_measured
+from auditlib.simulate.sparse_progress import MemoryProgress
 from auditlib.simulate.sparse_topdown import CHUNK_VARIABLES, noise_rngs, sparse_topdown
 from auditlib.simulate.topdown import spine_state
 from tests.unit.test_sparse_topdown_invariants import _check_release
@@ -126,7 +127,7 @@ def test_pl94_schema_over_the_seven_levels_keeps_every_constraint(prim_state, mo
     _chunked_like_whole(prim_state, whole, measured, "pl94_production", 200, monkeypatch)
 
 
-@pytest.mark.slow  # about two minutes on a loaded 2-core machine: the DHC State's fit twice
+@pytest.mark.slow  # a minute or two on a loaded 2-core machine
 def test_dhc_over_the_seven_levels_keeps_every_constraint_chunked_or_not(
     prim_state, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
@@ -135,11 +136,17 @@ def test_dhc_over_the_seven_levels_keeps_every_constraint_chunked_or_not(
     _, hierarchy, pop = prim_state
     measured = _dhc_measured()
     assert len(measured) == 7 and all(measured)  # every level of the allocation measured
-    whole = _release(prim_state, measured, "dhc_production", tol=0.05, max_outer=3)
+    kept = MemoryProgress()  # every chunk of the whole run kept as it finishes
+    whole = _release(prim_state, measured, "dhc_production", tol=0.05, max_outer=3, progress=kept)
     _check_release(whole, hierarchy, pop.dhc_invariants)
+    # the State is one chunk either way (the same noise, the same release): the chunked run
+    # resumes after the whole run's State instead of fitting its 10⁵ cells again
+    state = MemoryProgress(kept={0: kept.load(0)})
     _chunked_like_whole(
-        prim_state, whole, measured, "dhc_production", 2_000, monkeypatch, tol=0.05, max_outer=3
-    )
+        prim_state, whole, measured, "dhc_production", 2_000, monkeypatch, tol=0.05, max_outer=3,
+        progress=state,
+    )  # fmt: skip
+    assert state.load(0) == kept.load(0) and state.load(1)  # the State resumed, the rest fitted
 
 
 #: the largest problem one worker has solved: S28's largest Tract_Subset part, one county's 401
