@@ -7,7 +7,8 @@ answers of coarse queries first (total, hhgq, …) and constrains the finer pass
   remainder, summing to the total), then the cells within each type (largest remainder to the type's
   integer). A type's fitted people ``T ≥ L`` (its bound) round to ``⌊T⌋`` or ``⌈T⌉ ≥ L``.
 * **Children of a parent**: controlled rounding
-  (:func:`~auditlib.simulate.rounding.round_controlled`) whose rows are the children's unit-type
+  (:func:`~auditlib.simulate.rounding.round_controlled`, on the matrix's entries:
+  :mod:`~auditlib.simulate.rounding_entries`) whose rows are the children's unit-type
   groups, not the children: every cell within one of its fitted value, the children summing to the
   parent in every cell, and every child's people of each unit type ``⌊T⌋`` or ``⌈T⌉`` — hence at
   least its bound. (A child's total is then within one per unit type it holds, not within one.)
@@ -25,7 +26,7 @@ import numpy.typing as npt
 from auditlib.exceptions import InvalidParameterError
 from auditlib.geography.sparse_histograms import SparseHistograms
 from auditlib.simulate.postprocess import round_preserving
-from auditlib.simulate.rounding import round_controlled
+from auditlib.simulate.rounding_entries import round_controlled_entries
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -61,14 +62,14 @@ def round_rows(
         p1 = int(row_parent[r_end - 1]) + 1
         r1 = int(np.searchsorted(row_parent, p1))
         sel = slice(*np.searchsorted(row, [r0, r1]))
-        xs = np.zeros((r1 - r0, width))
-        xs[row[sel] - r0, local[sel]] = x[sel]
         ups = np.zeros((p1 - p0, width), dtype=np.int64)
         pe = np.arange(up.indptr[p0], up.indptr[p1])
         pe_parent = np.repeat(np.arange(p0, p1), per_parent[p0:p1])
         ups[pe_parent - p0, pe - up.indptr[pe_parent]] = up.counts[pe]
-        ys = round_controlled(xs, row_parent[r0:r1] - p0, ups)
-        out[sel] = ys[row[sel] - r0, local[sel]]
+        # the rows × cells matrix by its entries (the variables): S32's County is 4,500 × 91,000
+        out[sel] = round_controlled_entries(
+            row[sel] - r0, local[sel], x[sel], row_parent[r0:r1] - p0, ups
+        )
         r0 = r1
     return out
 

@@ -172,8 +172,10 @@ def test_fits_that_differ_in_their_last_digits_release_the_same_integers(
         x = np.asarray(x, dtype=np.float64)
         return np.where(x > 0, x + rng.uniform(-size, size, x.shape), x)
 
-    rc, rp = sparse_rounding.round_controlled, sparse_rounding.round_preserving
-    monkeypatch.setattr(sparse_rounding, "round_controlled", lambda x, p, u: rc(moved(x), p, u))
+    rc, rp = sparse_rounding.round_controlled_entries, sparse_rounding.round_preserving
+    monkeypatch.setattr(
+        sparse_rounding, "round_controlled_entries", lambda r, k, x, p, u: rc(r, k, moved(x), p, u)
+    )
     monkeypatch.setattr(sparse_rounding, "round_preserving", lambda x, s, t: rp(moved(x), s, t))
     st, hierarchy, pop, measured = state
     again = sparse_topdown(
