@@ -102,13 +102,14 @@ def plan_batch(spec_path: str, ledger: str, people: float, out: str, states: lis
     if not batch:
         sys.exit(f"every state of {spec_path} is in {ledger}")
     spec["population"]["spine_states"] = batch
-    spec["audit"]["name"] = f"{spec['audit']['name']} (batch: {len(batch)} states)"
+    states = f"{len(batch)} state{'s' if len(batch) != 1 else ''}"
+    spec["audit"]["name"] = f"{spec['audit']['name']} (batch: {states})"
     lines = [f"# a batch of {spec_path} (benchmarks/production_states.py plan)"]
     for section, table in spec.items():
         lines.append(f"\n[{section}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
     Path(out).write_text("\n".join(lines) + "\n")
-    print(f"{out}: {len(batch)} states, {sum(pops[s] for s in batch):,} people: {' '.join(batch)}")
+    print(f"{out}: {states}, {sum(pops[s] for s in batch):,} people: {' '.join(batch)}")
 
 
 def _digest(url: str, state: int, levels: list[int]) -> str:
