@@ -429,9 +429,10 @@ class _Fit:
             self.unit.size, [t.inv for t in big], [t.y for t in big], [t.weight for t in big],
             gv, gg, low,
         )  # fmt: skip
+        one_unit = one_unit_rows(bt, self.unit)  # the sums per parent cell by pieces of units
         prox = CoarseProx(
             proj, self.segment, bt, c, inv_w, is_bound, lip, tol=1e-3 * tol,
-            kind=self._row_kinds(big, used), unit=self.unit if one_unit_rows(bt, self.unit) else None,
+            kind=self._row_kinds(big, used), unit=self.unit if one_unit else None,
         )  # fmt: skip
 
         grad = TermsGradient(small, self.unit.size)

@@ -1,7 +1,7 @@
 """The sums over a large sparse matrix that the dual route of the sparse TopDown fit forms
 (:mod:`auditlib.simulate.sparse_coarse`), by pieces of about :data:`PIECE_ENTRIES` entries: the
 same numbers bit for bit as one pass over the whole matrix (the order of every floating-point
-addition kept), without arrays as long as it (S32's DHC County: 14 M variables, ≈ 7 dual rows each).
+addition kept), without arrays as long as it (S32's DHC County: 16 M variables, ≈ 7 rows each).
 """
 
 from __future__ import annotations

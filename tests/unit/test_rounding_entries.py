@@ -50,7 +50,9 @@ def _entries(x: np.ndarray, seed: int, extra_zeros: float):
     [(0, 1, 400, 0.05, False), (1, 30, 60, 0.2, False), (2, 50, 9, 0.5, True),
      (3, 1, 2_000, 0.02, True), (4, 200, 28, 0.3, False)],
 )  # fmt: skip
-def test_the_entries_round_as_the_dense_matrix(seed, n_par, n_cells, density, grid) -> None:  # type: ignore[no-untyped-def]
+def test_the_entries_round_as_the_dense_matrix(
+    seed: int, n_par: int, n_cells: int, density: float, grid: bool
+) -> None:
     x, parent, up = _sparse_children(seed, n_par, n_cells, density, grid)
     dense = round_controlled(x, parent, up)
     assert (dense != np.floor(x)).sum() > 10  # cells rounded up: the greedy pass has work
@@ -60,7 +62,7 @@ def test_the_entries_round_as_the_dense_matrix(seed, n_par, n_cells, density, gr
     assert dense[x == 0].max(initial=0) == 0  # the cells left out are zero in the dense result
 
 
-def test_the_repair_of_the_greedy_pass_is_the_dense_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_repair_of_the_greedy_pass_is_the_dense_one(monkeypatch: pytest.MonkeyPatch) -> None:
     # the instance of tests/unit/test_topdown_rounding.py whose greedy pass misses a bound, alone
     # and beside a second parent: both functions repair it, to the same integers
     x = np.array([[0.75, 0.25, 0.75], [0.5, 0.25, 0.0], [0.0, 0.5, 0.0], [0.75, 0.0, 0.25]])
