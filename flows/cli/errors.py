@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from contextvars import ContextVar
 from pathlib import Path
 from typing import NoReturn
@@ -36,6 +37,10 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
         traceback.print_exc()
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
     typer.echo(f"dpaudit: error: {line}", err=True)
+    if not debug_mode():
+        # the line is the last word: threads of the run still winding down (a progress poll
+        # reading a staged store as it is discarded: zarr's warnings) print nothing after it
+        warnings.simplefilter("ignore")
     raise typer.Exit(code)
 
 
