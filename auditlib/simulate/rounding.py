@@ -34,6 +34,8 @@ cell within one of ``x`` and integer cells unchanged (an empty cell stays empty)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
@@ -85,17 +87,9 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
             f"Invalid controlled rounding: x {v.shape}, parent {par.shape}, up {tgt.shape}; need "
             "(n_units, n_cells), (n_units,) and (n_parents, n_cells)"
         )
-    if not np.issubdtype(tgt.dtype, np.integer) and (tgt != np.round(tgt)).any():
-        raise InvalidParameterError("Invalid up: controlled rounding needs integer parents")
     n = v.shape[0]
     n_par = tgt.shape[0]
-    if par.size and (par.min() < 0 or par.max() >= n_par or (np.diff(par) < 0).any()):
-        raise InvalidParameterError(
-            f"Invalid parent: need indices in 0..{n_par - 1}, units grouped by parent (sorted)"
-        )
-    if not np.isfinite(v).all() or (v < -1e-6).any():
-        raise InvalidParameterError("Invalid x: values must be finite and >= 0")
-    v = np.maximum(v, 0.0)
+    v = check_inputs(v, par, tgt)
     fl = np.floor(v)
     frac = v - fl
     out = fl.astype(np.int64)
@@ -104,14 +98,7 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
     sizes = np.bincount(par, minlength=n_par)
     has = sizes > 0
     starts = (np.cumsum(sizes) - sizes)[has]
-    sums = _group_sums(v, starts, has)
-    off = np.abs(sums - tgt) > 1e-6 * (1.0 + np.abs(tgt))
-    if off.any():
-        p, k = np.argwhere(off)[0]
-        raise InvalidParameterError(
-            f"Invalid x: the children of parent {p} sum to {float(sums[p, k]):g} in cell {k}, not "
-            f"the parent's {int(tgt[p, k])}"
-        )
+    check_sums(_group_sums(v, starts, has), tgt)
     v = snap(v)  # near-ties are ties, broken by position: the same integers on any machine
     fl = np.floor(v)
     frac = v - fl
@@ -119,15 +106,7 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
     deficit = np.clip(
         tgt.astype(np.int64) - np.rint(_group_sums(fl, starts, has)).astype(np.int64), 0, None
     )
-    r = frac.sum(axis=1)
-    lo = np.floor(r + TOTAL_SLACK).astype(np.int64)
-    hi = np.ceil(r - TOTAL_SLACK).astype(np.int64)
-    # step 1: largest remainder of the totals within each parent, summing to Σ_k d_k
-    extra = deficit.sum(axis=1) - np.bincount(par, weights=lo, minlength=n_par).astype(np.int64)
-    order = _by_group_then_key(par, np.clip(r - lo, 0.0, 1.0))
-    target = lo.copy()
-    up_one = order[_rank_within(par[order]) < extra[par[order]]]
-    target[up_one] = np.minimum(target[up_one] + 1, hi[up_one])
+    lo, hi, target = total_targets(frac.sum(axis=1), par, deficit)
     pos = frac > 0
     picks = _greedy(frac, pos, par, deficit, lo, hi, target)
     a = picks.sum(axis=1)
@@ -141,6 +120,48 @@ def round_controlled(x: npt.ArrayLike, parent: npt.ArrayLike, up: npt.ArrayLike)
             picks[rows] = fixed
     out += picks
     return out
+
+
+def check_inputs(v: FloatArray, par: IntArray, tgt: npt.NDArray[Any]) -> FloatArray:
+    """Integer parents, parents' indices in range and sorted, values finite and ``≥ 0`` (up to
+    rounding error): ``v`` clipped at 0."""
+    n_par = tgt.shape[0]
+    if not np.issubdtype(tgt.dtype, np.integer) and (tgt != np.round(tgt)).any():
+        raise InvalidParameterError("Invalid up: controlled rounding needs integer parents")
+    if par.size and (par.min() < 0 or par.max() >= n_par or (np.diff(par) < 0).any()):
+        raise InvalidParameterError(
+            f"Invalid parent: need indices in 0..{n_par - 1}, units grouped by parent (sorted)"
+        )
+    if not np.isfinite(v).all() or (v < -1e-6).any():
+        raise InvalidParameterError("Invalid x: values must be finite and >= 0")
+    return np.maximum(v, 0.0)
+
+
+def check_sums(sums: FloatArray, tgt: npt.NDArray[Any]) -> None:
+    """The children's sums per (parent, cell) are the parents' (to 1e-6 relative)."""
+    off = np.abs(sums - tgt) > 1e-6 * (1.0 + np.abs(tgt))
+    if off.any():
+        p, k = np.argwhere(off)[0]
+        raise InvalidParameterError(
+            f"Invalid x: the children of parent {p} sum to {float(sums[p, k]):g} in cell {k}, not "
+            f"the parent's {int(tgt[p, k])}"
+        )
+
+
+def total_targets(
+    r: FloatArray, par: IntArray, deficit: IntArray
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Step 1: the rows' bounds ``⌊r⌋``, ``⌈r⌉`` (``r`` their fractional parts' sums) and their
+    targets, the largest remainder of ``r`` within each parent, summing to ``Σ_k d_k``."""
+    lo = np.floor(r + TOTAL_SLACK).astype(np.int64)
+    hi = np.ceil(r - TOTAL_SLACK).astype(np.int64)
+    n_par = deficit.shape[0]
+    extra = deficit.sum(axis=1) - np.bincount(par, weights=lo, minlength=n_par).astype(np.int64)
+    order = _by_group_then_key(par, np.clip(r - lo, 0.0, 1.0))
+    target = lo.copy()
+    up_one = order[_rank_within(par[order]) < extra[par[order]]]
+    target[up_one] = np.minimum(target[up_one] + 1, hi[up_one])
+    return lo, hi, target
 
 
 def _greedy(
@@ -193,21 +214,35 @@ def _flow_repair(
     sends its ``d`` to the super sink T; S supplies t_p with ``Σ d`` and s_p drains ``Σ lo`` to T.
     A flow saturating S is a feasible rounding."""
     n, n_cells = pos.shape
-    n_par = deficit.shape[0]
+    ri, ki = np.nonzero(pos & (deficit[par] > 0))
+    got = flow_roundups(par, deficit, lo, hi, ri, ki)
+    if got is None:
+        return None
+    out = np.zeros((n, n_cells), dtype=bool)
+    out[got] = True
+    return out
+
+
+def flow_roundups(
+    par: IntArray, deficit: IntArray, lo: IntArray, hi: IntArray, ri: IntArray, ki: IntArray
+) -> tuple[IntArray, IntArray] | None:
+    """The integral flow of :func:`_flow_repair`: rows ``0..n−1`` of parents ``par`` (in
+    ``0..n_parents − 1``) with bounds ``[lo, hi]``, cells' demands ``deficit`` (n_parents,
+    n_cells), an edge row → cell for each ``(ri, ki)`` (row-major: the network's edges in this
+    order); the ``(rows, cells)`` rounded up, or None if no flow saturates the source."""
+    n, (n_par, n_cells) = par.size, deficit.shape
     s_node = 2 + 2 * np.arange(n_par)
     t_node = s_node + 1
     row0 = 2 + 2 * n_par
     col0 = row0 + n
     rows = row0 + np.arange(n)
-    cols = col0 + par[:, None] * n_cells + np.arange(n_cells)  # (n, n_cells)
     need = deficit.sum(axis=1)
     lo_sum = np.bincount(par, weights=lo, minlength=n_par).astype(np.int64)
     big = int(need.sum() + lo_sum.sum() + 1)
-    ri, ki = np.nonzero(pos & (deficit[par] > 0))
     pc = np.flatnonzero(deficit.ravel() > 0)
     edges = [
         (s_node[par], rows, hi - lo),
-        (rows[ri], cols[ri, ki], np.ones(ri.size, dtype=np.int64)),
+        (rows[ri], col0 + par[ri] * n_cells + ki, np.ones(ri.size, dtype=np.int64)),
         (t_node, s_node, np.full(n_par, big)),
         (np.zeros(n, dtype=np.int64), rows, lo),
         (np.zeros(n_par, dtype=np.int64), t_node, need),
@@ -227,6 +262,4 @@ def _flow_repair(
         return None
     flow = res.flow.tocoo()
     on = (flow.row >= row0) & (flow.row < col0) & (flow.col >= col0) & (flow.data > 0)
-    out = np.zeros((n, n_cells), dtype=bool)
-    out[flow.row[on] - row0, (flow.col[on] - col0) % n_cells] = True
-    return out
+    return flow.row[on] - row0, (flow.col[on] - col0) % n_cells

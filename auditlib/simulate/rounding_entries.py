@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
-from scipy.sparse.csgraph import maximum_flow
 
 from auditlib.exceptions import InvalidParameterError
 from auditlib.simulate.postprocess import snap
-from auditlib.simulate.rounding import TOTAL_SLACK, _by_group_then_key, _rank_within
+from auditlib.simulate.rounding import (
+    _by_group_then_key,
+    _rank_within,
+    check_inputs,
+    check_sums,
+    flow_roundups,
+    total_targets,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -54,27 +59,13 @@ def round_controlled_entries(
         raise InvalidParameterError(
             f"Invalid entries: rows must be in 0..{n - 1} and columns in 0..{n_cells - 1}"
         )
-    if not np.issubdtype(tgt.dtype, np.integer) and (tgt != np.round(tgt)).any():
-        raise InvalidParameterError("Invalid up: controlled rounding needs integer parents")
-    if par.size and (par.min() < 0 or par.max() >= n_par or (np.diff(par) < 0).any()):
-        raise InvalidParameterError(
-            f"Invalid parent: need indices in 0..{n_par - 1}, units grouped by parent (sorted)"
-        )
-    if not np.isfinite(v).all() or (v < -1e-6).any():
-        raise InvalidParameterError("Invalid x: values must be finite and >= 0")
-    v = np.maximum(v, 0.0)
+    v = check_inputs(v, par, tgt)
     if n == 0:
         return np.floor(v).astype(np.int64)
     pk = par[r_] * n_cells + k_  # each entry's (parent, cell)
-    sums = np.bincount(pk, weights=v, minlength=n_par * n_cells).reshape(n_par, n_cells)
-    off = np.abs(sums - tgt) > 1e-6 * (1.0 + np.abs(tgt))
-    if off.any():
-        p, k = np.argwhere(off)[0]
-        raise InvalidParameterError(
-            f"Invalid x: the children of parent {p} sum to {float(sums[p, k]):g} in cell {k}, not "
-            f"the parent's {int(tgt[p, k])}"
-        )
-    del sums, off
+    sums = np.bincount(pk, weights=v, minlength=n_par * n_cells).astype(np.float64, copy=False)
+    check_sums(sums.reshape(n_par, n_cells), tgt)
+    del sums
     v = snap(v)  # near-ties are ties, broken by position: the same integers on any machine
     fl = np.floor(v)
     frac = v - fl
@@ -82,14 +73,9 @@ def round_controlled_entries(
     fl_sums = np.bincount(pk, weights=fl, minlength=n_par * n_cells).reshape(n_par, n_cells)
     deficit = np.clip(tgt.astype(np.int64) - np.rint(fl_sums).astype(np.int64), 0, None)
     del fl, fl_sums
-    r = np.bincount(r_, weights=frac, minlength=n)  # multiples of 2⁻¹⁶: exact in any order
-    lo = np.floor(r + TOTAL_SLACK).astype(np.int64)
-    hi = np.ceil(r - TOTAL_SLACK).astype(np.int64)
-    extra = deficit.sum(axis=1) - np.bincount(par, weights=lo, minlength=n_par).astype(np.int64)
-    order = _by_group_then_key(par, np.clip(r - lo, 0.0, 1.0))
-    target = lo.copy()
-    up_one = order[_rank_within(par[order]) < extra[par[order]]]
-    target[up_one] = np.minimum(target[up_one] + 1, hi[up_one])
+    # multiples of 2⁻¹⁶: exact in any order
+    r = np.bincount(r_, weights=frac, minlength=n).astype(np.float64, copy=False)
+    lo, hi, target = total_targets(r, par, deficit)
     pos = frac > 0
     picks = _greedy(r_, k_, frac, pos, par, deficit, lo, hi, target)
     a = np.bincount(r_[picks], minlength=n)
@@ -162,46 +148,15 @@ def _flow_repair(
     entries ``in_bad`` of their rows: the same network, the same edges in the same order; the
     round-ups of those entries, or None if no integral flow exists."""
     rows_bad = np.flatnonzero(np.isin(par, bad))  # the bad parents' rows, in order
-    n = rows_bad.size
-    n_par = bad.size
     bpar = np.searchsorted(bad, par[rows_bad])
     dfc = deficit[bad]
     lo_b, hi_b = lo[rows_bad], hi[rows_bad]
-    local = np.searchsorted(rows_bad, row[in_bad])  # each entry's row among them
-    s_node = 2 + 2 * np.arange(n_par)
-    t_node = s_node + 1
-    row0 = 2 + 2 * n_par
-    col0 = row0 + n
-    rows = row0 + np.arange(n)
-    need = dfc.sum(axis=1)
-    lo_sum = np.bincount(bpar, weights=lo_b, minlength=n_par).astype(np.int64)
-    big = int(need.sum() + lo_sum.sum() + 1)
-    e_row, e_col = local, col[in_bad]
+    e_row = np.searchsorted(rows_bad, row[in_bad])  # each entry's row among them
+    e_col = col[in_bad]
     take = pos[in_bad] & (dfc[bpar[e_row], e_col] > 0)
     o = np.lexsort((e_col[take], e_row[take]))  # row-major, as numpy.nonzero of the dense
-    ri, ki = e_row[take][o], e_col[take][o]
-    pc = np.flatnonzero(dfc.ravel() > 0)
-    edges = [
-        (s_node[bpar], rows, hi_b - lo_b),
-        (rows[ri], col0 + bpar[ri] * n_cells + ki, np.ones(ri.size, dtype=np.int64)),
-        (t_node, s_node, np.full(n_par, big)),
-        (np.zeros(n, dtype=np.int64), rows, lo_b),
-        (np.zeros(n_par, dtype=np.int64), t_node, need),
-        (col0 + pc, np.ones(pc.size, dtype=np.int64), dfc.ravel()[pc]),
-        (s_node, np.ones(n_par, dtype=np.int64), lo_sum),
-    ]
-    u = np.concatenate([e[0] for e in edges])
-    w = np.concatenate([e[1] for e in edges])
-    cap = np.concatenate([e[2] for e in edges])
-    keep = cap > 0
-    n_nodes = col0 + n_par * n_cells
-    graph = sparse.csr_matrix(
-        (cap[keep].astype(np.int32), (u[keep], w[keep])), shape=(n_nodes, n_nodes)
-    )
-    res = maximum_flow(graph, 0, 1)
-    if res.flow_value != int(need.sum() + lo_sum.sum()):
+    found = flow_roundups(bpar, dfc, lo_b, hi_b, e_row[take][o], e_col[take][o])
+    if found is None:
         return None
-    flow = res.flow.tocoo()
-    on = (flow.row >= row0) & (flow.row < col0) & (flow.col >= col0) & (flow.data > 0)
-    got = (flow.row[on] - row0) * n_cells + (flow.col[on] - col0) % n_cells
+    got = found[0] * n_cells + found[1]
     return np.isin(e_row * n_cells + e_col, got)
