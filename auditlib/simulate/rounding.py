@@ -164,6 +164,33 @@ def total_targets(
     return lo, hi, target
 
 
+def cell_roundups(
+    c: IntArray,
+    fc: FloatArray,
+    par: IntArray,
+    need_k: IntArray,
+    a: IntArray,
+    chances: IntArray,
+    lo: IntArray,
+    hi: IntArray,
+    target: IntArray,
+) -> IntArray:
+    """One cell of step 2: of its rows ``c`` with a positive fraction ``fc`` (increasing), the
+    positions of those rounded up: each parent's ``need_k`` by class (must / below target /
+    below ceiling / at ceiling), then largest fraction (``a``: the rows' round-ups so far,
+    ``chances``: their cells with a fraction not yet visited, this one included)."""
+    pc = par[c]
+    ac = a[c]
+    cls = np.where(
+        ac >= hi[c],
+        0,
+        np.where(lo[c] - ac >= chances[c], 3, np.where(ac < target[c], 2, 1)),
+    )
+    order = _by_group_then_key(pc, cls + fc)
+    ps = pc[order]
+    return order[_rank_within(ps) < need_k[ps]]
+
+
 def _greedy(
     frac: FloatArray,
     pos: BoolArray,
@@ -185,17 +212,8 @@ def _greedy(
         c = np.flatnonzero(pos_t[k])
         if c.size == 0:
             continue
-        pc = par[c]
         if need[k].any():
-            ac = a[c]
-            cls = np.where(
-                ac >= hi[c],
-                0,
-                np.where(lo[c] - ac >= chances[c], 3, np.where(ac < target[c], 2, 1)),
-            )
-            order = _by_group_then_key(pc, cls + frac_t[k, c])
-            ps = pc[order]
-            chosen = c[order[_rank_within(ps) < need[k, ps]]]
+            chosen = c[cell_roundups(c, frac_t[k, c], par, need[k], a, chances, lo, hi, target)]
             picks[k, chosen] = True
             a[chosen] += 1
         chances[c] -= 1

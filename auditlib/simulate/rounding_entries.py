@@ -21,8 +21,7 @@ import numpy.typing as npt
 from auditlib.exceptions import InvalidParameterError
 from auditlib.simulate.postprocess import snap
 from auditlib.simulate.rounding import (
-    _by_group_then_key,
-    _rank_within,
+    cell_roundups,
     check_inputs,
     check_sums,
     flow_roundups,
@@ -115,17 +114,8 @@ def _greedy(
     for k, s, e in zip(cells.tolist(), starts.tolist(), ends.tolist(), strict=True):
         idx = on[s:e]
         c = row[idx]
-        pc = par[c]
         if need[k].any():
-            ac = a[c]
-            cls = np.where(
-                ac >= hi[c],
-                0,
-                np.where(lo[c] - ac >= chances[c], 3, np.where(ac < target[c], 2, 1)),
-            )
-            order = _by_group_then_key(pc, cls + frac[idx])
-            ps = pc[order]
-            sel = order[_rank_within(ps) < need[k, ps]]
+            sel = cell_roundups(c, frac[idx], par, need[k], a, chances, lo, hi, target)
             picks[idx[sel]] = True
             a[c[sel]] += 1
         chances[c] -= 1
