@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from auditlib.exceptions import StoreError
 from storage import schema as S
+from storage.pending_io import settle
 from storage.targets import (
     exists,
     fs_path,
@@ -184,7 +185,10 @@ def _publish_remote(staging: str, url: str) -> None:
 
 def discard(staging: str, url: str) -> None:
     """Remove the staging copy after a failed run (never a completed target, never anything that
-    is not a dpaudit store: that is left as it is)."""
+    is not a dpaudit store: that is left as it is). The reads and writes zarr still runs for an
+    interrupted call end first (``storage/pending_io.py``): none writes the copy again, in part,
+    once it is removed."""
+    settle()
     if staging == url:
         if is_remote(url) and exists(url) and not is_complete(url):
             _discard(url)
