@@ -284,17 +284,19 @@ class CoarseProx:
             else:  # Z on all of sums' columns (zero off ``rows``), the product's rows on them
                 z_all = sparse.csr_matrix((np.ones(m), (rows, kind)), shape=(bf.shape[1], nk))
                 hz_s = hz_s - sums.weighted_gram(1.0 / cnt, z_all).tocsr()[rows]
-        hz = np.asarray(hz_s.todense(), dtype=np.float64) / self.lip
-        hz += np.asarray(z.multiply(shift[:, None]).todense(), dtype=np.float64)  # H Z
-        e = np.asarray(z.T @ hz, dtype=np.float64)
+        # H Z, kept sparse: a row's kinds are those of the rows sharing its variables or their
+        # segments, a few of the kinds (a DHC Block part: 1 % of a dense (rows, kinds) array,
+        # whose two products were 95 % of a preconditioned step)
+        hz = sparse.csr_matrix(hz_s / self.lip + z.multiply(shift[:, None]))
+        e = np.asarray((z.T @ hz).todense(), dtype=np.float64)
         e = 0.5 * (e + e.T)
         e_inv = np.linalg.pinv(e, hermitian=True)
-        zt = z.T.tocsr()
+        zt, hzt = z.T.tocsr(), hz.T.tocsr()
 
         def apply(v: FloatArray) -> FloatArray:
             zv = e_inv @ (zt @ v)
             r = lu.solve(v - hz @ zv)
-            return r - z @ (e_inv @ (hz.T @ r)) + z @ zv
+            return r - z @ (e_inv @ (hzt @ r)) + z @ zv
 
         return apply
 

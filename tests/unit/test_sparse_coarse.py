@@ -131,6 +131,43 @@ def test_the_coarse_correction_cuts_the_conjugate_gradient_iterations(county, mo
     assert with_kinds * 2 < without, (with_kinds, without)
 
 
+def test_the_preconditioner_is_the_balancing_formula_on_dense_matrices(county, monkeypatch) -> None:
+    # M = (I − Z E⁻¹ Zᵀ H) P⁻¹ (I − H Z E⁻¹ Zᵀ) + Z E⁻¹ Zᵀ (Mandel's balancing preconditioner),
+    # formed here from dense matrices: H the dual's Hessian (the dense route's), P its part
+    # without the segment term, Z the rows' kinds; at a Newton step of the County fit with some
+    # bounds' rows fixed (the columns taken in place), and with all its rows free
+    fit, terms = county
+    monkeypatch.setattr(sparse_coarse, "DENSE_ROWS", 0)
+    seen: list[tuple[sparse_coarse.CoarseProx, np.ndarray, np.ndarray]] = []
+    direction = sparse_coarse.CoarseProx._direction
+
+    def record(self, x, grad, on):
+        seen.append((self, x.copy(), on.copy()))
+        return direction(self, x, grad, on)
+
+    monkeypatch.setattr(sparse_coarse.CoarseProx, "_direction", record)
+    fit.solve(terms, max_iter=5000, tol=1e-6)
+    prox, x, some = next(step for step in seen if not step[2].all())
+    assert prox.kind is not None
+    rng = np.random.default_rng(5)
+    for on in (some, np.ones_like(some)):
+        idx = np.flatnonzero(on)
+        bf, _, cnt, shift, sums = prox._parts(x)
+        part = idx.size < on.size
+        pre = prox._preconditioner(bf, sums, cnt, shift[idx], prox.kind[idx], idx if part else None)
+        h = prox._hessian(x)[np.ix_(idx, idx)]
+        b = bf[:, idx].toarray()
+        p = b.T @ b / prox.lip + np.diag(shift[idx])
+        _, kind = np.unique(prox.kind[idx], return_inverse=True)
+        z = np.eye(int(kind.max()) + 1)[kind]
+        e_inv = np.linalg.pinv(z.T @ h @ z)
+        q = np.eye(idx.size) - h @ z @ e_inv @ z.T
+        m = q.T @ np.linalg.inv(p) @ q + z @ e_inv @ z.T
+        for _ in range(3):
+            v = rng.standard_normal(idx.size)
+            np.testing.assert_allclose(pre(v), m @ v, rtol=1e-7, atol=1e-9 * np.abs(m @ v).max())
+
+
 def _side_by_side(
     a: tuple[_Fit, list[Term]], b: tuple[_Fit, list[Term]]
 ) -> tuple[_Fit, list[Term]]:
