@@ -26,13 +26,16 @@ def _loop() -> asyncio.AbstractEventLoop | None:
 async def _drain() -> int:
     """Wait until the loop runs nothing but this; the number of tasks it found running first."""
     me = asyncio.current_task()
-    first = None
-    while True:
-        others = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
-        first = len(others) if first is None else first
-        if not others:
-            return first
+
+    def running() -> list[asyncio.Task[object]]:
+        return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+
+    others = running()
+    first = len(others)
+    while others:  # what they started may start more
         await asyncio.wait(others)
+        others = running()
+    return first
 
 
 def settle(timeout: float = SETTLE_S) -> int | None:

@@ -38,8 +38,9 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
     typer.echo(f"dpaudit: error: {line}", err=True)
     if not debug_mode():
-        # the line is the last word: threads of the run still winding down (a progress poll
-        # reading a staged store as it is discarded: zarr's warnings) print nothing after it
+        # the line is the last word: nothing a thread of the run still winding down prints
+        # comes after it (zarr's own thread ending a read the failure interrupted, whose store
+        # is then removed: storage/pending_io.py waits for those before removing)
         warnings.simplefilter("ignore")
     raise typer.Exit(code)
 
