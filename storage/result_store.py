@@ -138,6 +138,11 @@ class ResultStore:
         """Remove the staging copy ``staged`` of this store after a failed run."""
         staging.discard(staged.url, self.url)
 
+    def make_room(self) -> bool:
+        """Before a run builds its staging copy here (``staging.make_room``): remains of a removed
+        copy deleted (``True``), anything not dpaudit's refused."""
+        return staging.make_room(self.url)
+
     def remove(self, run_id: str | None = None) -> None:
         staging.remove(self.url, run_id)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,22 +42,101 @@ def staging_path(url: str, run_id: str) -> str:
 
 def stale_stagings(url: str, run_id: str) -> list[Path] | list[str]:
     """Staging copies of *other* runs (other specs) on the same target: directories, or ``s3://``
-    prefixes (as URLs). Only dpaudit's own (``is_dpaudit_store``) or empty directories are listed:
-    anything else with a staging-like name is left alone."""
+    prefixes (as URLs). Only dpaudit's own (``is_dpaudit_store``), empty directories and the
+    remains of a removed copy (:func:`is_remnant`) are listed: anything else with a staging-like
+    name is left alone."""
     if is_remote(url):
         fs, path = fs_path(url)
         head, _, name = path.rstrip("/").rpartition("/")
         keep = staging_path(path, run_id)
         scheme = url.split("://", 1)[0]
         found = (f"{scheme}://{q}" for q in fs.glob(f"{head}/.{name}.partial-*") if q != keep)
-        return sorted(q for q in found if occupant(q) == "dpaudit")
+        return sorted(q for q in found if occupant(q) == "dpaudit" or is_remnant(q))
     p = Path(url)
     keep = Path(staging_path(url, run_id)).name
     return sorted(
         q
         for q in p.parent.glob(f".{p.name}.partial-*")
-        if q.name != keep and occupant(str(q)) in ("empty", "dpaudit")
+        if q.name != keep and (occupant(str(q)) in ("empty", "dpaudit") or is_remnant(str(q)))
     )
+
+
+#: a chunk's key below its array (zarr's default encoding: ``c`` alone for a 0-d array)
+_CHUNK_KEY = re.compile(r"(?:^|/)c(?:/\d+)*$")
+
+
+def is_remnant(url: str) -> bool:
+    """Whether ``url`` is a staging copy's name (``.NAME.partial-RUNID``) holding only what zarr's
+    writes leave once the copy itself is gone: chunk files and node documents, and no root
+    ``zarr.json``. A write already under way when a failed run removes its staging copy (a task
+    Dask cannot interrupt, on a cluster that outlives the run) recreates the directories it writes
+    into; what it leaves is no store, holds nothing a run could resume, and would stop every later
+    run of the spec. Anything else there (another file, a symbolic link, a special file) makes it
+    not a remnant, and it is left alone."""
+    name = url.rstrip("/").rpartition("/")[2]
+    if not (name.startswith(".") and ".partial-" in name) or exists(url):
+        return False
+    if is_remote(url):
+        fs, path = fs_path(url)
+        path = path.rstrip("/")
+        fs.invalidate_cache(path)
+        keys = [k[len(path) + 1 :] for k in fs.find(path)]
+        return bool(keys) and all(_written_by_zarr(k) for k in keys)
+    root = Path(url)
+    if root.is_symlink() or not root.is_dir():
+        return False
+    found = False
+    for here, dirs, names in os.walk(root):
+        for d in dirs:
+            if (Path(here) / d).is_symlink():
+                return False
+        for n in names:
+            f = Path(here) / n
+            if f.is_symlink() or not f.is_file():
+                return False
+            if not _written_by_zarr(f.relative_to(root).as_posix()):
+                return False
+            found = True
+    return found
+
+
+def make_room(url: str) -> bool:
+    """Before a run builds (or resumes) its staging copy at ``url``: a removed copy's remains are
+    deleted (``True``: say so); nothing, an empty directory or a dpaudit store is left to the run;
+    anything else is refused with ``StoreError``, nothing touched."""
+    if remove_remnant(url):
+        return True
+    kind = occupant(url)
+    if kind in ("none", "empty", "dpaudit"):
+        return False
+    what = (
+        f"{url!r} holds files that are not a dpaudit store's (no root zarr.json); dpaudit never "
+        "deletes them, even with --overwrite"
+        if kind == "foreign" and not exists(url)
+        else not_ours(url, kind)
+    )
+    raise StoreError(f"the run's staging copy cannot be built: {what}; move it away and run again")
+
+
+def _written_by_zarr(key: str) -> bool:
+    """A node's document below the root, or a chunk key."""
+    return (key.endswith("/zarr.json") and key != "zarr.json") or bool(_CHUNK_KEY.search(key))
+
+
+def remove_remnant(url: str) -> bool:
+    """Delete ``url`` if it is a removed staging copy's remains (:func:`is_remnant`); whether it
+    was. The writes that made it end first (``storage/pending_io.py``) when they are this
+    process's."""
+    settle()
+    if not is_remnant(url):
+        return False
+    if is_remote(url):
+        fs, path = fs_path(url)
+        fs.rm(path.rstrip("/"), recursive=True)
+        fs.invalidate_cache(path)
+    else:
+        shutil.rmtree(url)
+    return True
 
 
 def prepare_remote(url: str, run_id: str, overwrite: bool) -> None:
@@ -199,3 +279,5 @@ def discard(staging: str, url: str) -> None:
 def _discard(url: str) -> None:
     if occupant(url) in ("empty", "dpaudit"):
         remove(url)
+    else:
+        remove_remnant(url)

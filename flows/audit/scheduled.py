@@ -175,7 +175,8 @@ def scheduled_audit(
     run_id = audit_mod.run_id_for(spec)
     staging = target.staged(run_id)
     with target.exclusive():
-        target.discard(staging)
+        target.discard(staging)  # a failed run's copy, or what its last writes left (no store)
+        staging.make_room()  # anything else there is not dpaudit's: refused, not touched
         target.prepare_remote(run_id, overwrite=True)  # check_target agreed
         try:
             logger = get_run_logger()

@@ -89,11 +89,19 @@ def _prepare_resume(
 
     for old in target.stale_stagings(run_id):
         stale = ResultStore.at(str(old))
+        if stale.make_room():
+            continue  # the remains of a removed copy
         if stale.remote:
             stale.remove()
         else:
             shutil.rmtree(old)
     target.prepare_remote(run_id, overwrite)
+    if staging != target and staging.make_room():
+        typer.echo(
+            f"removed {staging.url}: what a failed run's last writes left there (no store); "
+            "starting again",
+            err=True,
+        )
     if staging.exists() and staging != target:
         from flows.audit.production_progress import kept_points
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from auditlib.exceptions import StoreError
-from storage import store, targets
+from storage import staging, store, targets
 from tests.integration._stores import finished_store
 from tests.integration.test_store_races import CONTENDERS, CTX, _run
 from tests.integration.test_store_s3 import S3, s3  # noqa: F401 - the moto server fixture
@@ -201,3 +201,27 @@ def test_a_publish_cut_short_leaves_a_recognisable_unfinished_store(
         store.prepare_remote(url, "r1", overwrite=False)
     store.publish(staging, url)
     assert store.is_complete(url) and store.root_attrs(url)["run_id"] == "r1"
+
+
+def test_the_remains_of_a_removed_staging_prefix_are_cleared_and_nothing_else(
+    s3: S3,  # noqa: F811
+) -> None:
+    fs = fs_of(s3)
+    url = f"s3://{s3.bucket}/remains/a.zarr"
+    place = store.staging_path(url, "r1")
+    key = place.removeprefix("s3://")
+    for chunk in ("late/c/0/0", "late/c/0/1", "residuals/truth/c/3"):  # what a late write makes
+        fs.pipe(f"{key}/{chunk}", b"\x00" * 8)
+    other = store.staging_path(url, "r2")
+    fs.pipe(f"{other.removeprefix('s3://')}/late/c/0/0", b"\x00" * 8)
+    assert store.stale_stagings(url, "r1") == [other]  # another spec's remains: stale
+    fs.pipe(f"{key}/notes.txt", b"mine\n")
+    before = objects(fs, key)
+    with pytest.raises(StoreError, match="move it away and run again"):
+        staging.make_room(place)
+    store.discard(place, url)
+    assert objects(fs, key) == before  # not remains: kept
+    fs.rm_file(f"{key}/notes.txt")
+    assert staging.make_room(place) is True and not objects(fs, key)
+    store.discard(other, url)  # a failed run's discard clears them too
+    assert not objects(fs, other.removeprefix("s3://"))
