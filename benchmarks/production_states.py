@@ -21,7 +21,8 @@ only by a run that holds every state.
 The ledger (JSON lines, one per state) keeps, per finished state: its people, the CPU and wall
 seconds of its task (over every run that worked on it), the largest peak RSS of the worker
 processes that finished it (``ru_maxrss``: the worker's peak so far, an upper bound of the
-state's own), its blocks' checksums (``block_sha256``: a later run of the state can be compared),
+state's own), its blocks' checksums (``block_sha256``: a later run of the state can be compared;
+in all and level by level),
 the commit the run started on (the store's ``source_commit``), the date and the machine."""
 
 from __future__ import annotations
@@ -150,11 +151,18 @@ def record(spec_path: str, store_url: str, ledger: str) -> None:
             if st == "US" or not all((i, gl) in done for gl in levels):
                 continue
             digest = _digest(where.url, i, levels)
+            # level by level too: a level's release depends only on the levels above it, so a
+            # later run stopped higher (or on other code) can be compared level by level
+            by_level = {plan.geolevels[gl]: _digest(where.url, i, [gl]) for gl in levels}
             if st in rows:
                 kept = rows[st].get("blocks_sha256")
                 same = (
                     "no checksum kept" if kept is None else "same" if kept == digest else "DIFFER"
                 )
+                levels_kept = rows[st].get("level_sha256") or {}
+                differ = [g for g, d in levels_kept.items() if by_level.get(g) != d]
+                if levels_kept:
+                    same += f"; levels differing: {', '.join(differ) or 'none'}"
                 print(f"{st}: in the ledger already (blocks: {same})")
                 continue
             if not np.isfinite(costs["cpu_s"][i]):
@@ -168,6 +176,7 @@ def record(spec_path: str, store_url: str, ledger: str) -> None:
                 "worker_peak_rss_gb": round(float(costs["peak_rss"][i]) / 1e9, 2),
                 "ms_per_person": round(1e3 * float(costs["cpu_s"][i]) / pops[st], 3),
                 "blocks_sha256": digest,
+                "level_sha256": by_level,
                 "spec": Path(spec_path).name,
                 "commit": run_commit,
                 "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
