@@ -210,6 +210,7 @@ def sparse_topdown(
     progress: Progress | None = None,
     chunk_variables: int | None = None,
     pool: PartMap | None = None,
+    released: int | None = None,
 ) -> SparseTopDownRelease:
     """One TopDown release of a state (module docstring): ``levels`` top first (one top unit),
     ``parents[i]`` the parent (at ``levels[i]``) of every unit of ``levels[i + 1]`` (children
@@ -221,13 +222,21 @@ def sparse_topdown(
     the chunks (of about ``chunk_variables`` candidate variables, default
     :data:`CHUNK_VARIABLES` as it is when called) as they finish and resumes after those kept
     (:mod:`auditlib.simulate.sparse_progress`); ``pool`` solves the fits' parts (e.g. in other
-    processes: the same release, :mod:`auditlib.simulate.sparse_parts`)."""
+    processes: the same release, :mod:`auditlib.simulate.sparse_parts`). ``released``: only the
+    first this many levels are released (default all; ``measured`` and ``rngs`` have as many),
+    each exactly as in the whole release, since a level's release depends only on the levels
+    above it and its own truth (the blocks' sums)."""
     n_levels = len(levels)
-    if not (len(parents) == n_levels - 1 == len(measured) - 1 == len(rngs) - 1):
+    n_out = n_levels if released is None else int(released)
+    if not (1 <= n_out <= n_levels and len(parents) == n_levels - 1):
         raise InvalidParameterError(
-            f"Invalid sparse TopDown: {n_levels} levels need {n_levels - 1} parent arrays and "
-            f"{n_levels} measured levels and generators; got {len(parents)}, {len(measured)}, "
-            f"{len(rngs)}"
+            f"Invalid sparse TopDown: {n_levels} levels need {n_levels - 1} parent arrays, and "
+            f"1 to {n_levels} released; got {len(parents)} and {released!r}"
+        )
+    if not len(measured) == len(rngs) == n_out:
+        raise InvalidParameterError(
+            f"Invalid sparse TopDown: {n_out} released levels need {n_out} measured levels and "
+            f"generators; got {len(measured)}, {len(rngs)}"
         )
     if invariants.schema_name != blocks.schema_name or invariants.units.shape[0] != blocks.n_units:
         raise InvalidParameterError(
@@ -259,7 +268,7 @@ def sparse_topdown(
     variables: list[int] = []
     saver = _Saver(progress)
     chunk = CHUNK_VARIABLES if chunk_variables is None else int(chunk_variables)
-    for i in range(n_levels):
+    for i in range(n_out):
         level = _Level(
             truth[i], invs[i].units, invs[i].lower(), int(invs[i].state_total), measured[i],
             rngs[i], max_iter, tols[i], max_outer, pool,
@@ -296,7 +305,10 @@ def sparse_topdown(
         variables.append(sum(c.variables for c in done))
         if on_level is not None:
             on_level(i, levels[i])
-    return SparseTopDownRelease(tuple(levels), truth, dp, iterations, variables, invs)
+    kept = slice(0, n_out)
+    return SparseTopDownRelease(
+        tuple(levels[kept]), truth[kept], dp, iterations, variables, invs[kept]
+    )
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def production_runs(
     gis = run_levels(plan)
     # the hierarchy over the run's levels (the DHC's: Prim and Tract_Subset_Group included), one
     # spine level per measured level, in the same order
-    hierarchy, _ = spine_state(spine, st, spine_levels(tuple(plan.geolevels[gi] for gi in gis)))
+    # (down to the blocks, whose people it is made of, when release.lowest_level stops it higher)
+    chain = spine_levels(tuple(plan.geolevels[gi] for gi in gis))
+    hierarchy, _ = spine_state(spine, st, chain if chain[-1] == "Block" else (*chain, "Block"))
     pop = spine_state_sparse_population(spine, st, plan.population.seed, schemas=(prod.schema,))
     measured = [td.measured[plan.geolevels[gi]] for gi in gis]
     dps, truth = [], []
@@ -96,6 +98,7 @@ def production_runs(
                 tol=td.tol,
                 progress=None if store is None else StoreProgress(store, block.state, r, cost=cost),
                 pool=pool,
+                released=len(gis),
             )
             dps.append(list(run.dp))
             truth = list(run.truth)

@@ -28,6 +28,8 @@ from flows.cli.options import OverwriteFileOption
 from flows.runtime.cluster import apply_prefect_defaults
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from storage.result_store import ResultStore
 
 
@@ -264,7 +266,7 @@ def print_run_summary(
         f"{summary['residuals']:,} residuals"
     )
     typer.echo(f"time:   {wall:.1f} s in all{_flow_time(store)}")
-    print_headline_table(acc, claims)
+    print_headline_table(acc, claims, store.root_attrs())
     typer.echo(f"store:  {url}")
     if report:
         typer.echo(f"report: {report}")
@@ -282,11 +284,14 @@ def _flow_time(store: ResultStore) -> str:
     return f", {flow:.1f} s in the flow (the report's figure)"
 
 
-def print_headline_table(acc: Any, claims: Any = None) -> None:
+def print_headline_table(
+    acc: Any, claims: Any = None, attrs: Mapping[str, Any] | None = None
+) -> None:
     """Per level and all levels composed, ρ, the Bureau's and the exact ε at the headline δ —
     the numbers of the report's first screen — and, when the store holds them (``claims``: a
     :class:`flows.report.claims.Claims`), each level's claim verdict, then the claim in words;
-    every line within 80 columns."""
+    every line within 80 columns. ``attrs``: the store's root attributes, whose spec says which
+    levels it left unsimulated."""
     from flows.report.format import fmt_bracket, fmt_delta, fmt_num
     from flows.report.store_data import headline_delta
 
@@ -326,6 +331,8 @@ def print_headline_table(acc: Any, claims: Any = None) -> None:
         if claims is not None and g in claims.levels:
             verdict = f"  {claims.verdict(g)}"
         typer.echo(f"{g:<20} {rho:8.4f} {bu:>11} {exact:>11}{verdict}")
+    if "composed_eps_bureau" in acc:
+        _composed_note(acc, attrs or {})
     if na:
         import textwrap
 
@@ -336,6 +343,25 @@ def print_headline_table(acc: Any, claims: Any = None) -> None:
 
         for line in text_lines(claims, 80):
             typer.echo(line)
+
+
+def _composed_note(acc: Any, attrs: Mapping[str, Any]) -> None:
+    """Under the table, what its composed row composes when that is more than its rows (levels
+    the spec left unsimulated): the report's words, within 80 columns."""
+    import math
+    import textwrap
+
+    import numpy as np
+
+    from flows.report.accounting import composed_words, unsimulated_levels
+
+    rho, composed = acc.rho.values, float(acc.composed_rho.values)
+    if math.isclose(float(np.nansum(rho)), composed, rel_tol=1e-6):
+        return
+    levels = [str(g) for g in acc.geolevel.values]
+    words = composed_words(levels, rho, composed, unsimulated_levels(attrs))
+    for line in textwrap.wrap(f"all levels composed: {words}", 80, subsequent_indent="    "):
+        typer.echo(line)
 
 
 def spec(

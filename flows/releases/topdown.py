@@ -67,7 +67,7 @@ class SpineTopDownRelease(TopDownRelease):
         schema takes the block populations)."""
         from auditlib.geography.populations import spine_state_histograms
         from auditlib.geography.schema import schema
-        from auditlib.simulate.topdown import spine_state
+        from auditlib.simulate.topdown import StateHierarchy, spine_state
         from flows.audit.spine_share import spine_of
         from flows.spec.sources import spine_levels
 
@@ -76,10 +76,16 @@ class SpineTopDownRelease(TopDownRelease):
         spine = spine_of(plan.spine)  # the run's shared copy on a Dask worker
         hist: np.ndarray
         # over the plan's levels: the spine's five (PL94), with the DHC's Prim and
-        # Tract_Subset_Group where the allocation has them
-        hierarchy, hist = spine_state(spine, key - 1, spine_levels(plan.geolevels))
+        # Tract_Subset_Group where the allocation has them; down to the blocks, whose people
+        # the histograms are, when release.lowest_level stops the release higher
+        chain = spine_levels(plan.geolevels)
+        whole = chain if chain[-1] == "Block" else (*chain, "Block")
+        hierarchy, hist = spine_state(spine, key - 1, whole)
         if sch.n_cells != 1:
             hist = spine_state_histograms(spine, key - 1, sch, plan.population.seed)
+        if whole != chain:  # the lowest level released: its histograms are its blocks' sums
+            hist = hierarchy.aggregate(hist)[len(chain) - 1]
+            hierarchy = StateHierarchy(chain, hierarchy.parents[: len(chain) - 1])
         return hierarchy, hist
 
     def run_levels(self, plan: AuditPlan) -> list[int]:

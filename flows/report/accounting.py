@@ -88,17 +88,37 @@ def composed_words(
 
 
 def unsimulated_levels(attrs: Mapping[str, Any]) -> list[str]:
-    """The allocation's geolevels the spec's ``release.levels`` leaves unsimulated ("")."""
+    """The allocation's geolevels the spec leaves unsimulated: those ``release.levels`` maps to
+    "", or those below ``release.lowest_level``."""
     spec = attrs.get("spec_toml")
     if not isinstance(spec, str):
         return []
     try:
-        mapping = tomllib.loads(spec).get("release", {}).get("levels", {})
+        data = tomllib.loads(spec)
+        release = data.get("release", {})
+        mapping = release.get("levels", {})
+        lowest = release.get("lowest_level", "")
     except (tomllib.TOMLDecodeError, AttributeError):
         return []
+    if isinstance(lowest, str) and lowest:
+        return _below(data.get("audit", {}), lowest)
     if not isinstance(mapping, dict):
         return []
     return [str(g) for g, v in mapping.items() if v == ""]
+
+
+def _below(audit: Any, lowest: str) -> list[str]:
+    """The declared allocation's geolevels below ``lowest`` ([] if it cannot be read)."""
+    from auditlib.allocations import load_allocation
+    from auditlib.exceptions import DPAuditError
+
+    try:
+        levels = list(
+            load_allocation(audit["allocation"]).geolevels(audit["universe"], audit["region"])
+        )
+    except (DPAuditError, KeyError, TypeError, ValueError, OSError):
+        return []
+    return levels[levels.index(lowest) + 1 :] if lowest in levels else []
 
 
 def accounting_section(

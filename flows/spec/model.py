@@ -37,6 +37,7 @@ from flows.spec.sections import (
 from flows.spec.sources import (
     load_observed,
     load_table,
+    spine_geolevels,
     spine_state_indices,
     table_level_map,
     topdown_measured,
@@ -84,6 +85,11 @@ class AuditSpec(Strict):
                 "release.levels maps the allocation's geolevels onto a table's levels; it is a "
                 'setting of release.kind = "topdown", "published" or "observed" with '
                 'population.kind = "table": drop it'
+            )
+        if self.release.lowest_level and (kind != "spine" or self.release.kind != "topdown"):
+            raise ValueError(
+                f"release.lowest_level = {self.release.lowest_level!r} stops a TopDown release "
+                'on the spine (release.kind = "topdown", population.kind = "spine"); drop it'
             )
         if self.release.kind != "observed":
             named = [k for k in OBSERVED_ONLY if getattr(self.release, k)]
@@ -158,6 +164,7 @@ class AuditSpec(Strict):
                     a.universe,
                     a.region,
                     on_spine=kind == "spine",
+                    spine_top=bool(self.release.lowest_level),
                 )
             except Exception as exc:  # names the allocation, level and schema
                 raise ValueError(
@@ -356,6 +363,20 @@ class AuditSpec(Strict):
         p = self.population
         p.refuse_synthetic_settings("the spine has its own units and people")
         spine_state_indices(self.audit.region, p.spine_states)  # names the bad state
+        lowest = self.release.lowest_level
+        if lowest:
+            a = self.audit
+            levels = load_allocation(a.allocation).geolevels(a.universe, a.region)
+            allowed = [g for g in levels if g != "US"]
+            if lowest not in allowed:
+                raise ValueError(
+                    f"release.lowest_level has unknown geolevel {lowest!r}; allowed: "
+                    f"{', '.join(allowed)} (the nation is the sum of the states)"
+                )
+            try:
+                spine_geolevels(levels)  # the whole allocation maps onto the spine
+            except ValueError as exc:
+                raise ValueError(f"population.attributes = {p.attributes!r}: {exc}") from None
 
     @model_validator(mode="after")
     def _mpl_settings(self) -> AuditSpec:
@@ -438,9 +459,13 @@ class AuditSpec(Strict):
             return (TABLE_ROOT, *p.level_columns, p.unit or "unit")
         if self.release.kind in GEOMETRIC_RELEASES:
             return tuple(f"L{j}" for j in range(p.depth + 1))
-        return load_allocation(self.audit.allocation).geolevels(
+        levels = load_allocation(self.audit.allocation).geolevels(
             self.audit.universe, self.audit.region
         )
+        lowest = self.release.lowest_level
+        if lowest in levels and p.kind == "spine" and self.release.kind == "topdown":
+            return levels[: levels.index(lowest) + 1]  # the levels below it not simulated
+        return levels
 
     @property
     def accounted_geolevels(self) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ def measured_queries(spec: AuditSpec) -> list[list[tuple[str, float]]]:
         a.universe,
         a.region,
         on_spine=spec.population.kind == "spine",
+        spine_top=bool(spec.release.lowest_level),
     )
 
 

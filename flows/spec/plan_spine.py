@@ -31,7 +31,7 @@ def spine_plan(spec: AuditSpec) -> AuditPlan:
 
     a = spec.audit
     sch = schema(spec.population.attributes)
-    levels = spine_geolevels(spec.geolevels)
+    levels = spine_geolevels(spec.geolevels, bool(spec.release.lowest_level))
     measured = measured_queries(spec)
     base_seed = seed_sequence(a.seed).generate_state(2, dtype="uint64")
     pop_seed = spec.population.seed if spec.population.seed is not None else int(base_seed[0])

@@ -251,6 +251,11 @@ class ReleaseSection(Strict):
     #: declared geolevel measured at the table's rows, e.g. {County = "county"} (default: the
     #: allocation's last geolevel; the levels above the rows are sums, measured at none)
     levels: dict[str, str] = Field(default_factory=dict)
+    #: topdown on population.kind = "spine": the lowest geolevel simulated ("": the allocation's
+    #: last). A level's TopDown release depends only on the levels above it, so the levels kept
+    #: are released exactly as in the whole run; the composed accounting is still the whole
+    #: allocation's, the per-level accounting the simulated levels'
+    lowest_level: str = ""
     #: observed: per published run, its columns of population.path, one per count column in order
     #: (e.g. [["persons_dp1"], ["persons_dp2"]])
     published: list[list[str]] = Field(default_factory=list)

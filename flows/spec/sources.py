@@ -178,16 +178,18 @@ def topdown_measured(
     universe: str,
     region: str,
     on_spine: bool = False,
+    spine_top: bool = False,
 ) -> list[list[tuple[str, float]]]:
-    """Per geolevel (``on_spine``: those the spine simulates), the allocation's queries the
-    attribute schema expresses, with their σ²; the others (e.g. ``hhgq``, which no shipped schema
-    has) are left out on purpose."""
+    """Per geolevel (``on_spine``: those the spine simulates; ``spine_top``: the spine's upper
+    levels only, ``release.lowest_level``), the allocation's queries the attribute schema
+    expresses, with their σ²; the others (e.g. ``hhgq``, which no shipped schema has) are left out
+    on purpose."""
     from auditlib.geography.schema import schema
     from auditlib.simulate.measured import allocation_measured, unexpressible_queries
 
     sch = schema(attributes)
     alloc = load_allocation(allocation)
-    levels = spine_geolevels(geolevels) if on_spine else geolevels
+    levels = spine_geolevels(geolevels, spine_top) if on_spine else geolevels
     aliases = SCHEMA_ALIASES.get(sch.name)
     detailed = " * ".join(sch.attribute_names)
     # a schema with recodes (the production ones) expresses every query keeping them, too
@@ -231,17 +233,18 @@ SPINE_LEVEL_OF: dict[str, str] = {
 }
 
 
-def spine_geolevels(allocation_levels: tuple[str, ...]) -> tuple[str, ...]:
+def spine_geolevels(allocation_levels: tuple[str, ...], top: bool = False) -> tuple[str, ...]:
     """The allocation's geolevels simulated on the spine (US, if present, first; then one per spine
     level, in spine order: the spine's five, with Prim and Tract_Subset_Group where the allocation
-    has them), named as the allocation names them."""
+    has them), named as the allocation names them. ``top``: the spine's upper levels, from State
+    down to some level (the allocation's levels cut at ``release.lowest_level``)."""
     from auditlib.geography.spine import LEVELS, PRIM_LEVELS
 
     kept = tuple(g for g in allocation_levels if g == NATIONAL or g in SPINE_LEVEL_OF)
     on_spine = spine_levels(kept)
-    if tuple(g for g in on_spine if g in LEVELS) != LEVELS or on_spine != tuple(
-        g for g in PRIM_LEVELS if g in on_spine
-    ):
+    core = tuple(g for g in on_spine if g in LEVELS)
+    expected = LEVELS[: max(len(core), 1)] if top else LEVELS
+    if core != expected or on_spine != tuple(g for g in PRIM_LEVELS if g in on_spine):
         raise ValueError(
             f"the allocation's geolevels {', '.join(allocation_levels)} do not map one to one onto "
             f"the spine's {', '.join(LEVELS)} (with Prim and Tract_Subset_Group between County "
