@@ -46,7 +46,9 @@ def test_a_release_stopped_at_county_stores_the_whole_runs_upper_levels(tmp_path
         for level in (0, 1, 2):
             a, b = read_residuals(whole, state, level), read_residuals(top, state, level)
             assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-            assert np.array_equal(read_items(whole, state, level)[0], read_items(top, state, level)[0])
+            assert np.array_equal(
+                read_items(whole, state, level)[0], read_items(top, state, level)[0]
+            )
     assert (read_residuals(top, 1, 2)[0] != 0).any()  # noisy counties: the comparison can fail
     # what the composed row composes: the whole allocation, the levels below named
     words = "the allocation's 6 levels (the 3 here and Tract, Block_Group, Block, not simulated)"
