@@ -7,7 +7,9 @@ from the spine by the state's own index and seed, and its noise from the spec's 
 state's own index (``flows.audit.production``), so the state's blocks, and their checksums, are
 those of the whole-nation run (``tests/unit/test_production_states.py`` checks a state's release
 alone and among others). The national level (the sum of the states' State histograms) is formed
-only by a run that holds every state.
+only by a run that holds every state: a run of the same spec stopped at State
+(``release.lowest_level``, ``specs/dhc_production_us_top.toml``), whose State levels are those of
+the whole run; ``top`` checks them against the ledger's level checksums.
 
     # the next batch: the states of SPEC not in LEDGER, smallest first, up to a people budget
     PYTHONPATH=. python benchmarks/production_states.py plan SPEC LEDGER --people 30e6 -o batch.toml
@@ -15,6 +17,9 @@ only by a run that holds every state.
     # the batch's finished states (the staging copy while it runs, or the finished store)
     PYTHONPATH=. python benchmarks/production_states.py record batch.toml batch.zarr LEDGER
     PYTHONPATH=. python benchmarks/production_states.py show SPEC LEDGER
+    # the nation and the states in one run stopped at State, checked against the ledger
+    dpaudit run benchmarks/specs/dhc_production_us_top.toml --store top.zarr
+    PYTHONPATH=. python benchmarks/production_states.py top top.zarr LEDGER
     # the capacity model over PL94 (capacity.py production's costs) and the DHC (the ledger)
     PYTHONPATH=. python benchmarks/production_states.py predict SPEC LEDGER [--deadline-h 12]
 
@@ -291,6 +296,42 @@ def predict(
     write_rows(HERE / "results" / name, out)
 
 
+def top(store_url: str, ledger: str) -> None:
+    """A store of the spec stopped at State (every state, ``release.lowest_level``) against the
+    ledger: per state, whether its State level's checksum is the ledger's (kept level by level
+    since batch 4)."""
+    from storage import store
+    from storage.residual_blocks import done_blocks
+
+    attrs = store.root_attrs(store_url)
+    res = store.open_group(store_url, "residuals")
+    states = [str(s) for s in res.state.values]
+    levels = [str(g) for g in res.geolevel.values]
+    gl = levels.index("State")
+    done = done_blocks(store_url)
+    rows = _ledger(ledger)
+    tally: dict[str, list[str]] = {
+        "same": [],
+        "DIFFER": [],
+        "no level checksum": [],
+        "not done": [],
+    }
+    for i, st in enumerate(states):
+        if st == "US":
+            continue
+        if (i, gl) not in done:
+            tally["not done"].append(st)
+            continue
+        kept = (rows.get(st, {}).get("level_sha256") or {}).get("State")
+        if kept is None:
+            tally["no level checksum"].append(st)
+            continue
+        tally["same" if _digest(store_url, i, [gl]) == kept else "DIFFER"].append(st)
+    print(f"{store_url}: run {attrs.get('run_id')}, commit {str(attrs.get('source_commit'))[:7]}")
+    for what, sts in tally.items():
+        print(f"State level {what}: {len(sts)}{': ' + ' '.join(sts) if sts else ''}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -315,6 +356,9 @@ def main() -> None:
     q.add_argument("--deadline-h", type=float, default=12.0)
     q.add_argument("--bytes-per-person", type=float, default=0.0)
     q.add_argument("--batches-only", action="store_true", help="fit on the batches' rows only")
+    t = sub.add_parser("top", help="a run stopped at State against the ledger's State levels")
+    t.add_argument("store")
+    t.add_argument("ledger")
     args = ap.parse_args()
     if args.cmd == "predict":
         predict(
@@ -326,6 +370,8 @@ def main() -> None:
         plan_batch(args.spec, args.ledger, args.people, args.out, args.states)
     elif args.cmd == "record":
         record(args.spec, args.store, args.ledger)
+    elif args.cmd == "top":
+        top(args.store, args.ledger)
     else:
         show(args.spec, args.ledger)
 
