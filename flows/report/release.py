@@ -45,6 +45,12 @@ def release_line(attrs: Mapping[str, Any], *, words: bool = True) -> str | None:
         shown = ", ".join(states) if isinstance(states, list) else str(states)
         where = f"the spine (states: {shown}{_part_of_nation(spec, states)})"
     out = f"{release} on {where}"
+    lowest = spec.get("release", {}).get("lowest_level", "")
+    if release == "topdown" and isinstance(lowest, str) and lowest:
+        from flows.report.accounting import unsimulated_levels
+
+        below = unsimulated_levels(attrs)
+        out += f" down to {lowest}" + (f" ({', '.join(below)} not simulated)" if below else "")
     if release == "published":  # the table is the published counts, TopDown's output
         out = f"published TopDown counts ({where}): error bars by approximate Monte Carlo"
     if release in ("topdown", "published"):

@@ -56,3 +56,4 @@ def test_a_release_stopped_at_county_stores_the_whole_runs_upper_levels(tmp_path
     assert all(len(line) <= 80 for line in out.splitlines())
     page = " ".join(html.unescape(Path(tmp_path / "top.html").read_text()).split())
     assert f"composing {words}, the exact ε is" in page
+    assert "down to County (Tract, Block_Group, Block not simulated)" in page  # the header

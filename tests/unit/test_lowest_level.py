@@ -102,3 +102,13 @@ def test_a_lowest_level_that_means_nothing_is_refused(change: dict, words: str) 
     with pytest.raises(SpecError, match=r"release\.lowest_level") as exc:
         parse_spec(spec)
     assert words in str(exc.value)
+
+
+def test_the_reports_release_line_says_where_the_release_stops() -> None:
+    from flows.report.release import release_line
+
+    line = release_line({"spec_toml": parse_spec(_spec("County")).to_toml()})
+    assert line is not None
+    assert "down to County (Tract, Block_Group, Block not simulated)" in line
+    whole = release_line({"spec_toml": parse_spec(_spec("")).to_toml()})
+    assert whole is not None and "down to" not in whole
