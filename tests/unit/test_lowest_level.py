@@ -5,7 +5,6 @@ can be audited without the levels below; the spec refuses it where it means noth
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from auditlib.exceptions import SpecError
@@ -13,6 +12,7 @@ from flows.audit.flow import run_id_for
 from flows.audit.production import production_runs
 from flows.spec import parse_spec
 from flows.spec.plan import make_plan
+from tests.unit.test_production_states import _same
 
 LABEL = "ST13"  # the smallest state of the seed-7 spine (246,980 people)
 
@@ -33,15 +33,6 @@ def _release(lowest: str, attributes: str = "pl94_production", seed: int = 11) -
     block = next(b for b in plan.blocks if plan.geolevels[b.level] == "State")
     dps, _ = production_runs(plan, block)
     return dps[0]
-
-
-def _same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(
-        np.array_equal(x.indptr, y.indptr)
-        and np.array_equal(x.cells, y.cells)
-        and np.array_equal(x.counts, y.counts)
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def test_the_levels_kept_are_released_as_in_the_whole_release() -> None:
