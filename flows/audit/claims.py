@@ -45,9 +45,8 @@ from auditlib.claims.two_sample import RULE as POST_PROCESSED_RULE
 from auditlib.claims.two_sample import compare_sizes, judge_post_processed, size_class
 from flows.spec import AuditSpec
 from flows.spec.audit_plan import AuditPlan
-from flows.spec.model import observed_args
 from flows.spec.plan import make_plan
-from flows.spec.sources import load_observed
+from flows.spec.sources import load_observed, observed_args
 from storage import schema as S
 from storage.result_store import ResultStore
 

@@ -65,8 +65,6 @@ def run_id_for(spec: AuditSpec) -> str:
     data.pop("output", None)
     data.pop("cluster", None)
     data["audit"].pop("tags", None)  # labels in the Prefect UI only
-    if not data["release"].get("lowest_level"):  # unset: the ids of specs written before it
-        data["release"].pop("lowest_level", None)
     content_addressed(data)  # allocation files and tables: their content counts, not their paths
     return run_id_of(data)
 

@@ -27,11 +27,11 @@ from auditlib.exceptions import DPAuditError, InvalidParameterError
 from flows.runtime.cluster import fail_orphaned_task_runs
 from flows.spec import AuditSpec, parse_spec
 from flows.spec.cluster import ClusterSection
+from flows.spec.epl_section import EPLSection
 from flows.spec.mpl_section import MPLSection
 from flows.spec.sections import (
     AccountingSection,
     AuditSection,
-    EPLSection,
     OutputSection,
     PopulationSection,
     ReleaseSection,

@@ -92,12 +92,21 @@ def _default(value: Any) -> str:
     return f"`{value}`"
 
 
+def _default_of(spec: AuditSpec, dumped: dict[str, Any], section: str, key: str) -> Any:
+    """A key's default as the spec writes it; a key not written when unset (``release.lowest_level``)
+    from the model."""
+    if key in dumped[section]:
+        return dumped[section][key]
+    return getattr(getattr(spec, section), key)
+
+
 def spec_reference() -> str:
     """Markdown reference of every spec section and key."""
     schema = AuditSpec.model_json_schema()
     defs = schema.get("$defs", {})
     comments = _toml_comments()
-    defaults = AuditSpec().model_dump()
+    default_spec = AuditSpec()
+    defaults = default_spec.model_dump()
     lines = [
         _HEADER + "# Audit spec reference",
         "",
@@ -114,7 +123,7 @@ def spec_reference() -> str:
             meaning = comments.get((section, key)) or _MEANINGS.get((section, key), "")
             meaning = meaning.replace("|", r"\|")
             lines.append(
-                f"| `{key}` | {_type(prop, defs)} | {_default(defaults[section][key])} | "
+                f"| `{key}` | {_type(prop, defs)} | {_default(_default_of(default_spec, defaults, section, key))} | "
                 f"{_bounds(prop)} | {meaning} |"
             )
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from auditlib.allocations import load_allocation
 from flows.spec.cluster import ClusterSection
+from flows.spec.epl_section import EPLSection
 from flows.spec.mpl_section import MPLSection
 from flows.spec.production import production_combination
 from flows.spec.published import check_published
@@ -27,7 +28,6 @@ from flows.spec.sections import (
     TABLE_TOPDOWN_RELEASES,
     AccountingSection,
     AuditSection,
-    EPLSection,
     OutputSection,
     PopulationSection,
     ReleaseSection,
@@ -37,6 +37,7 @@ from flows.spec.sections import (
 from flows.spec.sources import (
     load_observed,
     load_table,
+    observed_args,
     spine_geolevels,
     spine_state_indices,
     table_level_map,
@@ -482,26 +483,3 @@ class AuditSpec(Strict):
 
     def to_toml(self) -> str:
         return dump_toml(self.model_dump(mode="json"))
-
-
-def observed_args(spec: AuditSpec) -> tuple[Any, ...]:
-    """The arguments of :func:`flows.spec.sources.load_observed` a spec names."""
-    p, r = spec.population, spec.release
-    return (
-        p.path,
-        tuple(p.counts),
-        p.level_columns,
-        p.unit,
-        tuple(tuple(run) for run in r.published),
-        tuple(r.published_files),
-        r.published_integer,
-        observed_schema(spec),
-    )
-
-
-def observed_schema(spec: AuditSpec) -> str:
-    """The schema an observed table's count columns are the cells of: ``population.attributes``
-    when set (or the release is declared post-processed), else "" (one attribute whose levels
-    are the columns)."""
-    p, r = spec.population, spec.release
-    return p.attributes if r.post_processing != "none" or p.attributes != "total" else ""

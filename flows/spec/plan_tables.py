@@ -18,9 +18,16 @@ from flows.spec.audit_plan import (
     TableParams,
     TopDownParams,
 )
-from flows.spec.model import AuditSpec, observed_args, observed_schema
+from flows.spec.model import AuditSpec
 from flows.spec.plan_levels import by_level, measured_query_plans
-from flows.spec.sources import load_observed, table_hierarchy, table_tree, topdown_measured
+from flows.spec.sources import (
+    load_observed,
+    observed_args,
+    observed_schema,
+    table_hierarchy,
+    table_tree,
+    topdown_measured,
+)
 
 
 def table_topdown_plan(spec: AuditSpec) -> AuditPlan:

@@ -12,6 +12,7 @@ from auditlib.geography import NATIONAL
 
 if TYPE_CHECKING:
     from flows.spec.audit_plan import TableHierarchyParams, TableParams
+    from flows.spec.model import AuditSpec
 
 
 def load_table(
@@ -324,3 +325,26 @@ def table_hierarchy(t: TableHierarchyParams) -> Any:
 def table_tree(t: TableParams) -> Any:
     """The table's tree of total counts: a root over its top level, then every level."""
     return load_table(t.path, t.counts, t.levels, t.unit, t.attributes).count_tree()
+
+
+def observed_args(spec: AuditSpec) -> tuple[Any, ...]:
+    """The arguments of :func:`flows.spec.sources.load_observed` a spec names."""
+    p, r = spec.population, spec.release
+    return (
+        p.path,
+        tuple(p.counts),
+        p.level_columns,
+        p.unit,
+        tuple(tuple(run) for run in r.published),
+        tuple(r.published_files),
+        r.published_integer,
+        observed_schema(spec),
+    )
+
+
+def observed_schema(spec: AuditSpec) -> str:
+    """The schema an observed table's count columns are the cells of: ``population.attributes``
+    when set (or the release is declared post-processed), else "" (one attribute whose levels
+    are the columns)."""
+    p, r = spec.population, spec.release
+    return p.attributes if r.post_processing != "none" or p.attributes != "total" else ""

@@ -105,7 +105,7 @@ def test_fmt_relative(lo: float, hi: float, expected: str) -> None:
 
 
 def test_run_summary_quotes_the_headline_delta(capsys: pytest.CaptureFixture[str]) -> None:
-    from flows.cli.run import print_headline_table
+    from flows.cli.summary import print_headline_table
 
     deltas = [1e-5, 1e-10, 1e-11]
     eps = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

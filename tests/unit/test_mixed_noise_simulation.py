@@ -201,7 +201,7 @@ def test_run_summary_and_report_say_n_a_with_the_reason(capsys: pytest.CaptureFi
     import xarray as xr
 
     from auditlib.summaries import BUREAU_NA
-    from flows.cli.run import print_headline_table
+    from flows.cli.summary import print_headline_table
     from flows.report.accounting import accounting_section
 
     nan = float("nan")

@@ -278,7 +278,7 @@ def test_an_older_store_renders_without_verdicts(tmp_path: pathlib.Path) -> None
 def test_cli_table_shows_the_verdicts_within_80_columns(
     observed: tuple[pathlib.Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.cli.run import print_headline_table
+    from flows.cli.summary import print_headline_table
     from flows.report.claims import read_claims
 
     store = str(observed[0])

@@ -139,7 +139,7 @@ def test_the_bias_aware_knobs_default_in_one_place() -> None:
 
     from auditlib.epl import epl_surface, estimate_epl
     from auditlib.epl.settings import DEFAULTS
-    from flows.spec.sections import EPLSection
+    from flows.spec.epl_section import EPLSection
 
     assert EPLSection().bias_aware_settings() == DEFAULTS
     assert load_spec().epl.bias_aware_settings() == DEFAULTS  # the shipped spec sets none
