@@ -93,8 +93,8 @@ def _default(value: Any) -> str:
 
 
 def _default_of(spec: AuditSpec, dumped: dict[str, Any], section: str, key: str) -> Any:
-    """A key's default as the spec writes it; a key not written when unset (``release.lowest_level``)
-    from the model."""
+    """A key's default as the spec writes it; a key the spec leaves out when unset
+    (``release.lowest_level``) from the model."""
     if key in dumped[section]:
         return dumped[section][key]
     return getattr(getattr(spec, section), key)
@@ -122,9 +122,9 @@ def spec_reference() -> str:
         for key, prop in sub.get("properties", {}).items():
             meaning = comments.get((section, key)) or _MEANINGS.get((section, key), "")
             meaning = meaning.replace("|", r"\|")
+            default = _default(_default_of(default_spec, defaults, section, key))
             lines.append(
-                f"| `{key}` | {_type(prop, defs)} | {_default(_default_of(default_spec, defaults, section, key))} | "
-                f"{_bounds(prop)} | {meaning} |"
+                f"| `{key}` | {_type(prop, defs)} | {default} | {_bounds(prop)} | {meaning} |"
             )
     return "\n".join(lines) + "\n"
 
