@@ -62,6 +62,15 @@ class TotalBias:
             parts[-1] += " (true total " + ", ".join(f"{c}: {signed(b)}" for c, b in sizes) + ")"
         return " and ".join(parts)
 
+    def why(self) -> str:
+        """Why the shifts have their signs: "" unless an empty unit's total rises."""
+        if not (math.isfinite(self.empty) and self.empty > 0):
+            return ""
+        why = "a released count cannot be negative, so noise can only raise an empty unit's total"
+        if math.isfinite(self.populated) and self.populated < 0:
+            why += ", and keeping the levels consistent takes it back from the populated ones"
+        return why
+
 
 def signed(x: float) -> str:
     """A shift with its sign: "+0.83", "−0.02" (a true minus), "0"."""
@@ -100,9 +109,11 @@ class ReleaseBasis:
         """Why an estimate of a simulated release above its floor or the exact ε is no loss."""
         if self.topdown:
             if self.bias is not None and self.bias.words():
+                why = self.bias.why()
                 return (
                     f"TopDown's post-processing shifts {self.bias.words()} on average at level "
-                    f"{self.bias.level}: bias, not loss — post-processing cannot add privacy loss."
+                    f"{self.bias.level}{' (' + why + ')' if why else ''}: bias, not loss — "
+                    "post-processing cannot add privacy loss."
                 )
             return (
                 "TopDown's post-processing (non-negativity, consistency) shapes the residuals: "

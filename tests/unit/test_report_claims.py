@@ -158,8 +158,10 @@ def test_a_simulated_topdown_release_reads_as_bias_not_loss(
     assert "4 of 4 estimates lie above their floors" in summary
     assert (
         "TopDown's post-processing shifts empty units' totals by +0.83 and populated ones by "
-        "\u22120.02 on average at level County: bias, not loss — post-processing cannot add "
-        "privacy loss." in summary
+        "\u22120.02 on average at level County (a released count cannot be negative, so noise "
+        "can only raise an empty unit's total, and keeping the levels consistent takes it back "
+        "from the populated ones): bias, not loss — post-processing cannot add privacy loss."
+        in summary
     )
     assert "so this is no loss" in summary
     # EPL 3 lies above the exact ε of some level: no loss either

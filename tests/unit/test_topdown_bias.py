@@ -131,3 +131,20 @@ def test_the_report_names_the_shift_by_true_total() -> None:
     assert TotalBias("Block", 0.83, -0.2).words() == (
         "empty units' totals by +0.83 and populated ones by \u22120.20"
     )
+
+
+def test_the_report_says_why_empty_units_rise_only_when_they_do() -> None:
+    """Non-negativity explains a rise of the empty units' totals; the consistency clause only
+    when the populated ones fall. No rise (or no empty unit): no explanation."""
+    from flows.report.release_basis import TotalBias
+
+    nan = float("nan")
+    negative = "a released count cannot be negative"
+    back = "takes it back from the populated ones"
+    assert negative in TotalBias("Block", 0.83, -0.2).why()
+    assert back in TotalBias("Block", 0.83, -0.2).why()
+    assert back not in TotalBias("Block", 0.83, 0.1).why()
+    assert negative in TotalBias("Block", 0.83, nan).why()
+    assert TotalBias("Block", -0.1, -0.2).why() == ""
+    assert TotalBias("Block", 0.0, -0.2).why() == ""
+    assert TotalBias("State", nan, 0.0).why() == ""
