@@ -153,3 +153,38 @@ def test_spine_states_need_the_spine() -> None:
 def test_a_count_or_list_refuses_synthetic_states() -> None:
     with pytest.raises(SpecError, match=r"population\.states is a setting of the synthetic"):
         parse_spec({**spine_spec(), "population": {"kind": "spine", "states": 2}})
+
+
+@pytest.mark.parametrize("name", ["pl94_production_us", "dhc_production_us"])
+def test_the_full_us_production_specs_are_accepted_at_1_10_and_100_replicates(
+    name: str, tmp_path: Any
+) -> None:
+    """The shipped full-US specs load, plan and get their store's template at 100 replicates:
+    every state's blocks planned, the residual array (replicates × items) reserved, no block data
+    written (the capacity of a spine block is not bounded at load: it is written in pieces)."""
+    import tomllib
+    from pathlib import Path
+
+    from storage.result_store import ResultStore
+
+    path = Path(__file__).parents[2] / "benchmarks" / "specs" / f"{name}.toml"
+    data = tomllib.loads(path.read_text())
+    levels = 8 if name.startswith("dhc") else 6  # US State County Tract BG Block (+ the DHC's 2)
+    items = []
+    for replicates in (1, 10, 100):
+        data["audit"]["replicates"] = replicates
+        s = parse_spec(data, path.name)
+        plan = make_plan(s)
+        assert plan.replicates == replicates and len(plan.blocks) == 51 * (levels - 1) + 1
+        items.append(plan.block_items().sum())
+    assert items[0] < items[1] < items[2]  # more replicates release more distinct cells
+    url = str(tmp_path / "r100.zarr")
+    store = ResultStore.at(url)
+    store.create_residual_template(
+        **plan.template_layout(), replicate_chunk=s.cluster.replicates_per_task, attrs={}
+    )
+    assert store.template_complete()
+    residual = store.residual_array("residual")
+    assert residual.shape[0] == 100 and residual.shape[1] >= items[2]
+    written = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    assert written < 1 << 20, written  # metadata only
