@@ -114,10 +114,14 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, required=True, help="a new directory for the run")
     ap.add_argument("--out", type=Path, help="append the figures as a JSON line")
     a = ap.parse_args()
+    if a.dir.exists():
+        ap.error(f"--dir {a.dir} exists: name a new directory (the run's store and logs go there)")
+    if a.replicates < 1 or a.workers < 1:
+        ap.error(f"--replicates {a.replicates} --workers {a.workers}: both must be at least 1")
     why = can_make_hosts()
     if why:
-        sys.exit(f"bench_cluster_hosts: {why}")
-    a.dir.mkdir(parents=True, exist_ok=False)
+        ap.error(f"{why}: run as root (network namespaces are this machine's hosts)")
+    a.dir.mkdir(parents=True)
     bindir = Path(sys.executable).parent
     env = {k: v for k, v in own_environment().items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
@@ -213,6 +217,8 @@ def main() -> None:
         "flow_runs": [r["state_type"] for r in flow_runs],
     }
     print(json.dumps(row, indent=1), flush=True)
+    if code != 0:  # a refused spec or a failed run: its own words, and no figures recorded
+        sys.exit(f"dpaudit run exited {code}: see {a.dir / 'run.log'}")
     if a.out:
         with a.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
