@@ -37,9 +37,8 @@ import psutil
 
 from benchmarks._machine import commit, cpu_model, machine_info
 from flows.spec.toml_writer import dump_toml
-from tests.integration._hosts import can_make_hosts, hosts
+from tests.integration._hosts import can_make_hosts, cluster_on_hosts
 from tests.integration._processes import own_environment
-from tests.integration.test_serve import stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "deploy" / "compose" / "nightly.toml"
@@ -126,72 +125,28 @@ def main() -> None:
     env = {k: v for k, v in own_environment().items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = "600s"
-    workers_env = {
-        **env,
-        "MALLOC_TRIM_THRESHOLD_": "33554432",
-        "MALLOC_MMAP_THRESHOLD_": "33554432",
-    }
-    names = ["sched", *(f"w{k + 1}" for k in range(a.workers))]
-    logs = {n: (a.dir / f"{n}.log").open("wb") for n in ["server", *names, "run"]}
-    procs: list[subprocess.Popen[bytes]] = []
+    malloc = {"MALLOC_TRIM_THRESHOLD_": "33554432", "MALLOC_MMAP_THRESHOLD_": "33554432"}
     print(machine_info(), flush=True)
-    with hosts(names, NET) as net:
-        try:
-            import httpx
-
-            api = f"http://{NET}.1:4200/api"
-            server_env = {**env, "PREFECT_HOME": str(a.dir / "prefect-home"),
-                          "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}  # fmt: skip
-            procs.append(subprocess.Popen(
-                [str(bindir / "prefect"), "server", "start", "--host", f"{NET}.1", "--port", "4200"],
-                cwd=a.dir, env=server_env, stdout=logs["server"], stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-            http = httpx.Client(base_url=api, timeout=10)
-            wait_for("the server", lambda: http.get("/health").status_code == 200, 300, procs)
-            env["PREFECT_API_URL"] = workers_env["PREFECT_API_URL"] = api
-            ns, addr = net["sched"]
-            scheduler = f"tcp://{addr}:8786"
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, str(bindir / "dask"), "scheduler", "--host", addr,
-                 "--port", "8786", "--no-dashboard"],
-                cwd=a.dir, env=env, stdout=logs["sched"], stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-            for w in names[1:]:
-                ns, addr = net[w]
-                procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", ns, str(bindir / "dask"), "worker", scheduler,
-                     "--host", addr, "--nthreads", "1", "--memory-limit", a.memory_limit,
-                     "--no-dashboard"],
-                    cwd=a.dir, env=workers_env, stdout=logs[w], stderr=subprocess.STDOUT,
-                ))  # fmt: skip
-
-            def joined() -> list[str]:
-                from distributed import Client
-
-                with Client(scheduler, timeout=30, set_as_default=False) as client:
-                    got = sorted(client.scheduler_info(n_workers=-1)["workers"])
-                return got if len(got) == a.workers else []
-
-            print("workers:", " ".join(wait_for("the workers", joined, 300, procs)), flush=True)
-            spec = recipe_spec(a.dir / "hosts.toml", scheduler, a.replicates, a.states)
-            dpaudit = [str(bindir / "dpaudit"), "run", spec.name]
-            t0 = time.monotonic()
+    with cluster_on_hosts(
+        a.dir, env, workers=a.workers, memory_limit=a.memory_limit, worker_env=malloc, net=NET
+    ) as cluster:
+        print("workers:", " ".join(cluster.workers), flush=True)
+        env["PREFECT_API_URL"] = cluster.api
+        spec = recipe_spec(a.dir / "hosts.toml", cluster.scheduler, a.replicates, a.states)
+        t0 = time.monotonic()
+        with (a.dir / "run.log").open("wb") as log:
             run = subprocess.Popen(
-                dpaudit, cwd=a.dir, env=env, stdout=logs["run"], stderr=subprocess.STDOUT
-            )
-            with Sampler([*procs, run], a.every) as sampled:
-                code = run.wait()
-            wall = time.monotonic() - t0
-            verify = subprocess.run(
-                [str(bindir / "dpaudit"), "verify", "hosts.zarr"], cwd=a.dir, env=env,
-                capture_output=True, text=True,
+                [str(bindir / "dpaudit"), "run", spec.name], cwd=a.dir, env=env, stdout=log,
+                stderr=subprocess.STDOUT,
             )  # fmt: skip
-            flow_runs = http.post("/flow_runs/filter", json={"limit": 10}).json()
-        finally:
-            for p in reversed(procs):
-                stop(p)
-            for log in logs.values():
-                log.close()
+            with Sampler([*cluster.procs, run], a.every) as sampled:
+                code = run.wait()
+        wall = time.monotonic() - t0
+        verify = subprocess.run(
+            [str(bindir / "dpaudit"), "verify", "hosts.zarr"], cwd=a.dir, env=env,
+            capture_output=True, text=True,
+        )  # fmt: skip
+        flow_runs = cluster.http.post("/flow_runs/filter", json={"limit": 10}).json()
     row: dict[str, Any] = {
         "script": "bench_cluster_hosts.py",
         "commit": commit(),

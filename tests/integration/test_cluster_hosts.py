@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from storage import store
-from tests._ceilings import PREFECT_START_CEILING_S, PROCESS_CEILING_S
-from tests.integration._hosts import NET, can_make_hosts, hosts
+from tests._ceilings import PROCESS_CEILING_S
+from tests.integration._hosts import can_make_hosts, cluster_on_hosts
 from tests.integration._processes import dpaudit, own_environment
 from tests.integration._specs import to_toml
-from tests.integration.test_serve import stop, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,83 +42,40 @@ def recipe_spec(tmp_path: Path, scheduler: str) -> Path:
 
 
 def test_the_recipes_audit_on_separately_started_hosts(tmp_path: Path) -> None:
-    import httpx
-
     why = can_make_hosts()
     if why:
         pytest.skip(why)
-    bindir = Path(sys.executable).parent
     env = {k: v for k, v in own_environment().items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(DEPLOY.parent), *filter(None, [env.get("PYTHONPATH")])]
     )
     env["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = "600s"  # as the recipes start them
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = {n: (tmp_path / f"{n}.log").open("wb") for n in ("server", "sched", "w1", "w2", "run")}
-    with hosts(["sched", "w1", "w2"]) as net:
-        try:
-            api = f"http://{NET}.1:4200/api"  # the server on the submitting host's bridge address
-            server_env = {**env, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-                          "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}  # fmt: skip
-            procs.append(subprocess.Popen(
-                [str(bindir / "prefect"), "server", "start", "--host", f"{NET}.1", "--port", "4200"],
-                cwd=tmp_path, env=server_env, stdout=logs["server"], stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-            http = httpx.Client(base_url=api, timeout=10)
-            wait_for("the server", lambda: http.get("/health").status_code == 200,
-                     PREFECT_START_CEILING_S, procs)  # fmt: skip
-            env["PREFECT_API_URL"] = api  # every process reports to it
-            ns, addr = net["sched"]
-            scheduler = f"tcp://{addr}:8786"
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, str(bindir / "dask"), "scheduler", "--host", addr,
-                 "--port", "8786", "--no-dashboard"],
-                cwd=tmp_path, env=env, stdout=logs["sched"], stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-            for w in ("w1", "w2"):
-                ns, addr = net[w]
-                procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", ns, str(bindir / "dask"), "worker", scheduler,
-                     "--host", addr, "--nthreads", "1", "--memory-limit", "4GiB",
-                     "--no-dashboard"],
-                    cwd=tmp_path, env=env, stdout=logs[w], stderr=subprocess.STDOUT,
-                ))  # fmt: skip
-
-            def workers() -> list[str]:
-                from distributed import Client
-
-                with Client(scheduler, timeout=30, set_as_default=False) as client:
-                    got = sorted(client.scheduler_info(n_workers=-1)["workers"])
-                return got if len(got) == 2 else []
-
-            joined = wait_for("two workers", workers, PROCESS_CEILING_S, procs)
-            assert [w.rsplit(":", 1)[0] for w in joined] == [
-                f"tcp://{net['w1'][1]}",
-                f"tcp://{net['w2'][1]}",
-            ]  # each on its own host
-            spec = recipe_spec(tmp_path, scheduler)
+    with cluster_on_hosts(tmp_path, env, workers=2, timeout=PROCESS_CEILING_S) as cluster:
+        net, http, scheduler = cluster.hosts, cluster.http, cluster.scheduler
+        assert [w.rsplit(":", 1)[0] for w in cluster.workers] == [
+            f"tcp://{net['w1'][1]}",
+            f"tcp://{net['w2'][1]}",
+        ]  # each on its own host
+        env["PREFECT_API_URL"] = cluster.api  # the run reports to the server
+        spec = recipe_spec(tmp_path, scheduler)
+        with (tmp_path / "run.log").open("wb") as log:
             run = subprocess.run(
-                [*dpaudit(), "run", str(spec)], cwd=tmp_path, env=env, stdout=logs["run"],
+                [*dpaudit(), "run", str(spec)], cwd=tmp_path, env=env, stdout=log,
                 stderr=subprocess.STDOUT, timeout=PROCESS_CEILING_S,
             )  # fmt: skip
-            text = (tmp_path / "run.log").read_text()
-            assert run.returncode == 0, text[-3000:]
-            url = str(tmp_path / "hosts.zarr")
-            verified = subprocess.run(
-                [*dpaudit(), "verify", url], cwd=tmp_path, env=env, capture_output=True,
-                text=True, timeout=PROCESS_CEILING_S,
-            )  # fmt: skip
-            assert verified.returncode == 0, verified.stdout + verified.stderr
-            attrs = store.root_attrs(url)
-            assert attrs["dask_scheduler"] == scheduler and int(attrs["n_workers"]) == 2
-            assert (tmp_path / "hosts.html").stat().st_size > 0
-            runs = http.post("/flow_runs/filter", json={"limit": 10}).json()
-            assert [r["state_type"] for r in runs] == ["COMPLETED"], runs
-            tasks = http.post("/task_runs/filter", json={"limit": 200}).json()
-            names = {t["name"].split(" ")[0] for t in tasks}
-            assert "production" in names, sorted(names)  # the sparse TopDown ran on the workers
-        finally:
-            for p in reversed(procs):
-                stop(p)
-            for log in logs.values():
-                log.close()
+        text = (tmp_path / "run.log").read_text()
+        assert run.returncode == 0, text[-3000:]
+        url = str(tmp_path / "hosts.zarr")
+        verified = subprocess.run(
+            [*dpaudit(), "verify", url], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=PROCESS_CEILING_S,
+        )  # fmt: skip
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        attrs = store.root_attrs(url)
+        assert attrs["dask_scheduler"] == scheduler and int(attrs["n_workers"]) == 2
+        assert (tmp_path / "hosts.html").stat().st_size > 0
+        runs = http.post("/flow_runs/filter", json={"limit": 10}).json()
+        assert [r["state_type"] for r in runs] == ["COMPLETED"], runs
+        tasks = http.post("/task_runs/filter", json={"limit": 200}).json()
+        names = {t["name"].split(" ")[0] for t in tasks}
+        assert "production" in names, sorted(names)  # the sparse TopDown ran on the workers
