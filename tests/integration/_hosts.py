@@ -109,7 +109,8 @@ def cluster_on_hosts(
             server_env = {**env, "PREFECT_HOME": str(workdir / "prefect-home"),
                           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}  # fmt: skip
             procs.append(subprocess.Popen(
-                [str(bindir / "prefect"), "server", "start", "--host", f"{net}.1", "--port", "4200"],
+                [str(bindir / "prefect"), "server", "start", "--host", f"{net}.1",
+                 "--port", "4200"],
                 cwd=workdir, env=server_env, stdout=logs["server"], stderr=subprocess.STDOUT,
             ))  # fmt: skip
             http = httpx.Client(base_url=api, timeout=10)
