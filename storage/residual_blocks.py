@@ -270,11 +270,14 @@ def read_query_index(url: str, state: int, level: int) -> np.ndarray:
     return np.asarray(arrays["query_index"][_items(arrays, state, level)])
 
 
-def read_residual_rows(url: str, state: int, level: int, rows: int) -> np.ndarray:
-    """The first ``rows`` replicates (all of them if fewer) of one block's residuals, as
-    :func:`read_residuals` reads them: (min(rows, replicates), n)."""
+def read_residual_rows(url: str, state: int, level: int, rows: int, start: int = 0) -> np.ndarray:
+    """``rows`` replicates from ``start`` (the first ones by default; fewer at the end) of one
+    block's residuals, as :func:`read_residuals` reads them: (rows read, n)."""
     arrays = Arrays(url)
-    return np.asarray(arrays["residual"][: max(0, rows), _items(arrays, state, level)])
+    first = max(0, start)
+    return np.asarray(
+        arrays["residual"][first : first + max(0, rows), _items(arrays, state, level)]
+    )
 
 
 def read_cells(url: str, state: int, level: int) -> np.ndarray:

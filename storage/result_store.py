@@ -244,8 +244,8 @@ class ResultStore:
     def read_query_index(self, state: int, level: int) -> np.ndarray:
         return residual_blocks.read_query_index(self.url, state, level)
 
-    def read_residual_rows(self, state: int, level: int, rows: int) -> np.ndarray:
-        return residual_blocks.read_residual_rows(self.url, state, level, rows)
+    def read_residual_rows(self, state: int, level: int, rows: int, start: int = 0) -> np.ndarray:
+        return residual_blocks.read_residual_rows(self.url, state, level, rows, start)
 
     def read_cells(self, state: int, level: int) -> np.ndarray:
         return residual_blocks.read_cells(self.url, state, level)

@@ -198,10 +198,13 @@ def histograms_by_query(
     spacings: Sequence[float] | None = None,
     *,
     step_elements: int = STEP_ELEMENTS,
+    into: list[LatticeHistogram | None] | None = None,
 ) -> list[LatticeHistogram | None]:
     """Per-query histograms of one block: ``residual`` (replicates, items), ``query_index``
     (items,); ``None`` for queries without items. Rows are taken ``step_elements`` at a time, so
-    the block is never copied whole. ``spacings[q]`` is query q's lattice (default 1)."""
+    the block is never copied whole. ``spacings[q]`` is query q's lattice (default 1). ``into``:
+    the histograms of the block's earlier rows (this function's result for them), counted on: a
+    block read in ranges of whole steps of rows is counted in the same order as at once."""
     qi = np.asarray(query_index)
     if residual.ndim != 2 or residual.shape[1] != qi.size:
         raise InvalidParameterError(
@@ -210,12 +213,12 @@ def histograms_by_query(
         )
     order = np.argsort(qi, kind="stable")
     bounds = np.searchsorted(qi[order], np.arange(n_queries + 1))
-    hists: list[LatticeHistogram | None] = [
+    hists: list[LatticeHistogram | None] = into if into is not None else [
         LatticeHistogram(1.0 if spacings is None else spacings[q])
         if bounds[q + 1] > bounds[q]
         else None
         for q in range(n_queries)
-    ]
+    ]  # fmt: skip
     rows = max(1, int(step_elements) // max(qi.size, 1))
     for start in range(0, residual.shape[0], rows):
         part = residual[start : start + rows][:, order]

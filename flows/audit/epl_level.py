@@ -26,9 +26,15 @@ from auditlib.epl import (
     histograms_by_query,
     lattice_spacing,
 )
+from auditlib.epl.stream import STEP_ELEMENTS as _STEP
 from auditlib.simulate.topdown_residuals import TRUTH_CLASSES, total_bias_sums
 from flows.spec.audit_plan import AuditPlan, Block
 from storage.result_store import ResultStore
+
+#: most residuals (replicates × items) of a block an EPL piece reads at once (:func:`read_rows`)
+READ_ELEMENTS = 1 << 25
+#: residuals ``histograms_by_query`` counts in one step (its own default)
+STEP_ELEMENTS = _STEP
 
 #: residuals of a query sampled (from the first block that has it) to choose its lattice
 SPACING_SAMPLE = 1 << 16
@@ -69,6 +75,16 @@ def choose_spacings(
                     spacings[q] or 1.0,
                     lattice_spacing(sample, bandwidth=bias_aware.bandwidth_value()),
                 )
+
+
+def read_rows(n_items: int) -> int:
+    """Replicates of a block of ``n_items`` items its EPL piece reads at once: whole steps of
+    ``histograms_by_query`` (so its histograms count the rows in the same order as from the block
+    read whole), at most :data:`READ_ELEMENTS` residuals but for one step; a block's piece then
+    holds a bounded part of it whatever the replicates (a state's Block level at a hundred
+    replicates is ~10⁹ residuals)."""
+    step = max(1, STEP_ELEMENTS // max(n_items, 1))
+    return step * max(1, READ_ELEMENTS // (step * max(n_items, 1)))
 
 
 def sample_rows(n_cols: int) -> int:
@@ -131,19 +147,31 @@ def epl_block(
     """One state's piece of a level's EPL: its rows (with the EPL(x) surface and its band, the
     bootstrap keyed by the audit's seed, the level and the state), its per-query histograms on
     ``spacings`` and, for a TopDown release, its unit totals' bias sums and counts by truth."""
-    r, q = store.read_residuals(block.state, block.level)
+    q = store.read_query_index(block.state, block.level)
     out: dict[str, Any] = {"state": block.state}
-    if plan.strategy.topdown_bias:
+    bias = plan.strategy.topdown_bias
+    if bias:
         truth, units = store.read_items(block.state, block.level)
-        sums, counts = total_bias_sums(r, q, truth, units)
-        counts = np.array(counts, dtype=np.int64)
+        sums, counts = np.zeros(len(TRUTH_CLASSES)), np.zeros(len(TRUTH_CLASSES), np.int64)
+    hists = None
+    lattice = [s or 1.0 for s in spacings]
+    for r0 in range(0, plan.replicates, read_rows(q.size)):
+        r = store.read_residual_rows(block.state, block.level, read_rows(q.size), start=r0)
+        if bias:  # integer totals: their sums are exact whatever the ranges
+            s, c = total_bias_sums(r, q, truth, units)
+            sums, counts = sums + s, counts + np.asarray(c, dtype=np.int64)
+        hists = histograms_by_query(
+            r, q, len(plan.queries), lattice, step_elements=STEP_ELEMENTS, into=hists
+        )
+        del r
+    if bias:
         # a sparse release's units left out: true and released totals 0
         counts[0] += plan.replicates * plan.strategy.missing_units(
             plan, block.state, block.level, units
         )
         out["bias"] = (sums, counts)
-    hists = histograms_by_query(r, q, len(plan.queries), [s or 1.0 for s in spacings])
-    del r
+    if hists is None:  # no replicates (refused at load): no counts
+        hists = histograms_by_query(np.zeros((0, q.size)), q, len(plan.queries), lattice)
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, level, 1 + block.state)
     out["rows"] = epl_rows(
         hists, surface_seed=int(seed.generate_state(1)[0]), **knobs.rows_kwargs()

@@ -29,6 +29,14 @@ PRODUCTION_GROUP = "production"
 #: state's from here instead of simulating it again; dropped before the store is published
 STATE_HISTOGRAMS = "production_state_histograms"
 
+#: a state task holding this many replicates or more writes each level's block part by part as
+#: it is computed (``StreamedParts``), not held whole: a held block is its items × (4 bytes a
+#: replicate + ~60 of keys and indices), and its items grow with the replicates too (the cells
+#: non-zero in any of them); streamed, the writer holds a few parts for about twice the blocks'
+#: build (a small share of a state's TopDown). One replicate's blocks are held, as measured at
+#: every state of the full-US runs (``benchmarks/README.md``)
+STREAM_FROM_REPLICATES = 2
+
 
 def _params(plan: AuditPlan) -> tuple[ProductionParams, Any]:
     prod, td = plan.production, plan.topdown
@@ -135,7 +143,8 @@ def production_state(
     (one per replicate) and its true histogram, for the nation's sum (``store``: as
     :func:`production_runs`)."""
     dps, truth = production_runs(plan, block, store=store)
-    return production_blocks(plan, dps, truth), [run[0] for run in dps], truth[0]
+    streamed = len(dps) >= STREAM_FROM_REPLICATES
+    return production_blocks(plan, dps, truth, streamed), [run[0] for run in dps], truth[0]
 
 
 def production_nation(
@@ -233,7 +242,7 @@ def production_dataset(store: ResultStore, plan: AuditPlan) -> xr.Dataset:
     cells = np.zeros(shape, dtype=np.int64)
     stored = np.zeros(shape, dtype=np.int64)
     for b in plan.blocks:
-        _, qi = store.read_residuals(b.state, b.level)
+        qi = store.read_query_index(b.state, b.level)  # not its residuals: the flow's process
         counts = np.bincount(qi[qi >= 0].astype(np.int64), minlength=len(plan.queries))
         for q, n in query_cells(plan, b.state, b.level).items():
             cells[b.state, b.level, q] = n
