@@ -6,9 +6,10 @@ The numbers are those of one pass over the level's blocks in plan order: every q
 fixed from the first block that measures it (:func:`level_spacings`, from the same sample, so a
 batch needs no other batch's result), each state's rows are seeded by its state, and the combine
 merges the histograms and adds the bias sums in the level's block order, whatever the batches and
-the order they finish in. Only histograms and rows travel between the pieces and the combine; no
-more than one block's residuals are in memory. :func:`epl_geolevel` is the whole level in one
-call, as one batch."""
+the order they finish in. Only histograms and rows travel between the pieces and the combine; a
+block's replicates are read in ranges of rows (:func:`read_rows`, the same counts as the block
+read whole), so a piece holds at most :data:`READ_ELEMENTS` of its residuals whatever the
+replicates. :func:`epl_geolevel` is the whole level in one call, as one batch."""
 
 from __future__ import annotations
 
