@@ -43,6 +43,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import csv
+import dataclasses
 import json
 import resource
 import shutil
@@ -1142,6 +1143,31 @@ def production_measured(
     )
 
 
+def replicate_memory_slope(results: Path = RESULTS) -> tuple[float, str]:
+    """Bytes of a task's peak RSS per further replicate it holds, per person of its state, from
+    ``bench_replicate_memory.py``'s newest runs (the worker's peak in the simulation, between its
+    two largest replicate counts: the step where the parts' temporaries have reached their bound),
+    and where it comes from; 0 and "" without them."""
+    path = results / "replicate_memory.jsonl"
+    if not path.exists():
+        return 0.0, ""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    newest = max(r["measured_utc"] for r in rows)
+    run = sorted((r for r in rows if r["measured_utc"] == newest), key=lambda r: r["replicates"])
+    if len(run) < 2:
+        return 0.0, ""
+    a, b = run[-2], run[-1]
+    from production_states import _people
+
+    people = _people(str(HERE / "specs" / a["spec"]))[a["state"]]
+    mb = (b["simulate_dask_peak_gb"] - a["simulate_dask_peak_gb"]) * 1e9
+    slope = max(0.0, mb / (b["replicates"] - a["replicates"]) / people)
+    return slope, (
+        f"{a['state']} ({people / 1e6:.2f} M people) at {a['replicates']} and {b['replicates']} "
+        f"replicates, commit {b['commit']}"
+    )
+
+
 def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     """Every spine state's costs (``production_model.ProductionState``): the measured states as
     measured, the others from linear fits in blocks over the measured ones (a measured state's
@@ -1183,6 +1209,10 @@ def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, 
     states = scale_states(
         bp, fits["setup"], fits["replicate"], fits["bytes"], fits["peak"], measured=measured
     )
+    # a task's memory grows with the replicates it holds (their released histograms, the parts'
+    # temporaries up to their bound): measured per person, the same for every state
+    slope, _ = replicate_memory_slope()
+    states = [dataclasses.replace(s, peak_mb_per_replicate=slope * s.people / 1e6) for s in states]
     return states, fits
 
 
@@ -1315,6 +1345,7 @@ def production_lines() -> list[str]:
     run, fits, fixed = meta["run"], meta["fits"], meta["fixed"]
     brun = meta.get("bytes_run")
     cpu_runs, bytes_runs = meta.get("cpu_runs", {}), meta.get("bytes_runs", {})
+    slope, where = replicate_memory_slope()
 
     def runs_of(counts: dict[str, int]) -> str:
         return ", ".join(f"`{k}` ({v} states)" for k, v in counts.items())
@@ -1377,7 +1408,13 @@ def production_lines() -> list[str]:
         f"- stored residuals per replicate: {fits['bytes']['b']:.1f} bytes per block "
         f"(compressed, {meta['compression']:.2f} of the raw int64 keys + int32 residuals)",
         f"- peak RSS of a state task: {fits['peak']['a']:.0f} + {fits['peak']['b'] * 1e3:.2f}·10⁻³·"
-        "blocks MB",
+        "blocks MB at one replicate"
+        + (
+            f", + {slope:.1f} bytes a person per further replicate the task holds (its released "
+            f"histograms, the parts' temporaries; `bench_replicate_memory.py`: {where})"
+            if slope
+            else ""
+        ),
         f"- per task {fixed['task_s']:.2f} s (Prefect on Dask), the spine {fixed['worker_s']:.1f} "
         f"CPU-s per worker, S3 writes {fixed['write_mb_s']:.0f} MB/s per worker and "
         f"{fixed['store_mb_s']:,.0f} MB/s aggregate (assumed)",

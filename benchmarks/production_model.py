@@ -31,6 +31,7 @@ class ProductionState:
     replicate_s: float  # one replicate's sparse TopDown and residuals
     bytes_per_replicate: float = 0.0  # residual bytes one replicate writes (as stored)
     peak_mb: float = 0.0  # peak RSS of the state's task (one replicate)
+    peak_mb_per_replicate: float = 0.0  # and more per further replicate the task holds
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,10 @@ def predict_production(
         write_mb_s=write_mb_s,
     )  # fmt: skip
     compute = worker_s + lpt_finish(durs, workers)
+    # the most replicates one task holds
+    held = (
+        replicates if replicates_per_task is None else max(1, min(replicates, replicates_per_task))
+    )
     largest = max(durs, default=0.0)
     stored = replicates * sum(s.bytes_per_replicate for s in states)
     write_bound = stored / 1e6 / store_mb_s if store_mb_s else 0.0
@@ -177,7 +182,9 @@ def predict_production(
         cpu_s=cpu,
         write_bound_s=write_bound,
         stored_bytes=stored,
-        peak_task_mb=max((s.peak_mb for s in states), default=0.0),
+        peak_task_mb=max(
+            (s.peak_mb + (held - 1) * s.peak_mb_per_replicate for s in states), default=0.0
+        ),
         bound=bound,
     )
 

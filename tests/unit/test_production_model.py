@@ -77,6 +77,17 @@ def test_the_store_bounds_the_run() -> None:
     assert predict_production([a], 4, 1, store_mb_s=1000.0).wall_s == 4.0
 
 
+def test_a_tasks_memory_grows_with_the_replicates_it_holds() -> None:
+    # A: 500 MB at one replicate + 10 MB a further one; B: 600 MB, nothing more
+    a = ProductionState("A", 1, 1, 0.0, 1.0, peak_mb=500.0, peak_mb_per_replicate=10.0)
+    b = ProductionState("B", 1, 1, 0.0, 1.0, peak_mb=600.0)
+    assert predict_production([a, b], 1, 2).peak_task_mb == 600.0
+    assert predict_production([a, b], 60, 2).peak_task_mb == 500.0 + 59 * 10.0  # one task
+    # in tasks of 25 replicates: 24 more; of 1: the one-replicate peaks, B's the larger
+    assert predict_production([a, b], 60, 2, replicates_per_task=25).peak_task_mb == 740.0
+    assert predict_production([a, b], 60, 2, replicates_per_task=1).peak_task_mb == 600.0
+
+
 def test_fewest_workers_for_a_deadline() -> None:
     kw: dict[str, Any] = {"replicates_per_task": 1, "worker_s": 2.0, "flow_s": 5.0}
     # 1 worker: 39 s of tasks + 7 = 46 s; 2 workers: 29 s (above); 3 workers: 20 s
