@@ -43,7 +43,7 @@ from flows.spec.plan import make_plan
 from storage import store
 from storage.result_store import ResultStore
 from tests.unit.test_epl_geolevel_stream import build_store
-from tests.unit.test_topdown_bias import SPEC as TOPDOWN
+from tests.unit.test_topdown_bias import topdown_store
 
 PERC = (5.0, 95.0)
 STATES = {
@@ -250,15 +250,7 @@ def test_pieces_of_binned_residuals_equal_the_single_pass(tmp_path: Path) -> Non
 
 
 def test_pieces_of_a_topdown_release_equal_the_single_pass(tmp_path: Path) -> None:
-    plan = make_plan(parse_spec(TOPDOWN))
-    url = str(tmp_path / "td.zarr")
-    store.create_residual_template(url, **plan.template_layout(), attrs={})
-    top = plan.geolevels.index("State")
-    batch = tasks.simulate_topdown_states.fn(
-        ResultStore.at(url), plan, list(plan.blocks_at(top)), False
-    )
-    nation = next(b for b in plan.blocks if b.state_key == 0)
-    tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
+    url, plan = topdown_store(tmp_path)
     assert plan.strategy.topdown_bias
     assert check_pieces(url, plan) >= 3
 

@@ -15,28 +15,12 @@ import numpy as np
 import pytest
 
 from auditlib.epl import BiasAwareSettings, EPLKnobs, LatticeHistogram
-from flows.audit import epl_level, tasks
-from flows.spec import parse_spec
+from flows.audit import epl_level
 from flows.spec.audit_plan import AuditPlan
-from flows.spec.plan import make_plan
-from storage import store
 from storage.result_store import ResultStore
 from tests.unit.test_epl_geolevel_stream import build_store
 from tests.unit.test_epl_pieces import PERC, STATES, assert_identical, scaled_store
-from tests.unit.test_topdown_bias import SPEC as TOPDOWN
-
-
-def _topdown_store(tmp_path: Path) -> tuple[str, AuditPlan]:
-    plan = make_plan(parse_spec(TOPDOWN))
-    url = str(tmp_path / "td.zarr")
-    store.create_residual_template(url, **plan.template_layout(), attrs={})
-    top = plan.geolevels.index("State")
-    batch = tasks.simulate_topdown_states.fn(
-        ResultStore.at(url), plan, list(plan.blocks_at(top)), False
-    )
-    nation = next(b for b in plan.blocks if b.state_key == 0)
-    tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
-    return url, plan
+from tests.unit.test_topdown_bias import topdown_store
 
 
 def _plain(x: Any) -> Any:
@@ -55,7 +39,7 @@ def _store(kind: str, tmp_path: Path) -> tuple[str, AuditPlan]:
         return build_store(tmp_path, STATES)
     if kind == "binned":
         return scaled_store(tmp_path)
-    return _topdown_store(tmp_path)
+    return topdown_store(tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["integer", "binned", "topdown"])

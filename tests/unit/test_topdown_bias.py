@@ -17,6 +17,7 @@ from flows.audit import epl_level, tasks
 from flows.audit.blocks import state_population
 from flows.audit.groups import epl_dataset
 from flows.spec import parse_spec
+from flows.spec.audit_plan import AuditPlan
 from flows.spec.plan import make_plan
 from storage import store
 from storage.result_store import ResultStore
@@ -67,9 +68,9 @@ def _reference(plan, geolevel: str) -> list[float]:
     return [float(m.mean()) if m.size else np.nan for m in means]
 
 
-def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -> None:
-    spec = parse_spec(SPEC)
-    plan = make_plan(spec)
+def topdown_store(tmp_path: Path) -> tuple[str, AuditPlan]:
+    """A store of :data:`SPEC`'s TopDown release: its states' blocks, then the nation's."""
+    plan = make_plan(parse_spec(SPEC))
     url = str(tmp_path / "a.zarr")
     store.create_residual_template(url, **plan.template_layout(), attrs={})
     top = plan.geolevels.index("State")
@@ -78,6 +79,12 @@ def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -
     )
     nation = next(b for b in plan.blocks if b.state_key == 0)
     tasks.simulate_topdown_nation.fn(ResultStore.at(url), plan, nation, [batch])
+    return url, plan
+
+
+def test_the_epl_group_stores_the_bias_of_unit_totals_by_truth(tmp_path: Path) -> None:
+    spec = parse_spec(SPEC)
+    url, plan = topdown_store(tmp_path)
     results = [
         epl_level.epl_geolevel(
             ResultStore.at(url), plan, g, EPLKnobs(spec.epl.bandwidth_factor, spec.epl.percentiles)
