@@ -239,10 +239,17 @@ def execute_locked(
                 EXIT_FAILED,
             )
         except Exception as exc:
-            target.discard(staging)
             append_trace(log, exc)
             keep_log = True
             failure = describe_failure(exc).rstrip(".")
+            done = _finished_blocks(staging)
+            if done:  # e.g. its processes stopped under it (a job's SIGTERM): resumable
+                failure += (
+                    f"; the staged store {staging.url!r} keeps its {done} finished block(s): run "
+                    "the same command again to resume it"
+                )
+            else:
+                target.discard(staging)
             outcome = (f"the run failed: {failure}; {where_logged(log)}", EXIT_FAILED)
         finally:
             progress_events.listen(None)
@@ -253,6 +260,15 @@ def execute_locked(
     if outcome is not None:
         fail(*outcome)
     return summary, api_url, embedded
+
+
+def _finished_blocks(staging: ResultStore) -> int:
+    """Residual blocks a failed run finished in its staging copy (0 for other stores): kept for a
+    re-run to resume, not discarded with the rest."""
+    try:
+        return len(staging.done_blocks())
+    except Exception:  # no residuals group (another flow's store), or none written yet
+        return 0
 
 
 def print_prefect_link(api_url: str, embedded: bool, flow_run_id: str) -> None:

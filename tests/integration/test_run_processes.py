@@ -33,6 +33,7 @@ from tests.integration._processes import (
     one_line,
     own_environment,
     port_open,
+    resume,
     serving_http,
     staging_dirs,
     wait_for,
@@ -123,6 +124,37 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
         for p in tree:
             if alive(p.pid):
                 p.kill()
+
+
+@pytest.mark.slow
+def test_a_run_stopped_under_it_keeps_its_finished_blocks_and_resumes(
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str]
+) -> None:
+    # a job's processes stopped under the run (here its API server, as a scheduler's SIGTERM to
+    # the job does): the run fails, but the blocks it finished are not thrown away
+    out = tmp_path / "out"
+    cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: marked_blocks(out) >= 1, PROCESS_CEILING_S, "simulated block", proc)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        (server,) = [p for p in tree if "uvicorn" in " ".join(p.cmdline())]
+        server.kill()
+        _, stderr = proc.communicate(timeout=PROCESS_CEILING_S)
+    finally:
+        end(proc)
+    assert proc.returncode == 1, stderr[-3000:]
+    line = one_line(stderr)
+    assert line.startswith("dpaudit: error: the run failed: "), line
+    assert "finished block(s): run the same command again to resume it" in line, line
+    (staged,) = staging_dirs(out)
+    assert repr(str(staged)) in line
+    run_id = staged.name.rsplit("-", 1)[1]
+    resume(cmd, run_env, tmp_path, run_id, PROCESS_CEILING_S)  # says it resumes that run
+    assert (out / "a.zarr").is_dir() and not staging_dirs(out)
 
 
 def break_store(c: Path) -> None:
