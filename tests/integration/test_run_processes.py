@@ -126,18 +126,27 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
                 p.kill()
 
 
-@pytest.mark.slow
-def test_a_run_stopped_under_it_keeps_its_finished_blocks_and_resumes(
+def _start_run(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str]
-) -> None:
-    # a job's processes stopped under the run (here its API server, as a scheduler's SIGTERM to
-    # the job does): the run fails, but the blocks it finished are not thrown away
+) -> tuple[Path, list[str], subprocess.Popen[str]]:
+    """``dpaudit run`` of the spec into ``out/a.zarr``, started with its output piped: the
+    store's directory, the command and its process."""
     out = tmp_path / "out"
     cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    return out, cmd, proc
+
+
+@pytest.mark.slow
+def test_a_run_stopped_under_it_keeps_its_finished_blocks_and_resumes(
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str]
+) -> None:
+    # a job's processes stopped under the run (here its API server, as a scheduler's SIGTERM to
+    # the job does): the run fails, but the blocks it finished are not thrown away
+    out, cmd, proc = _start_run(tmp_path, spec_file, run_env)
     try:
         wait_for(lambda: marked_blocks(out) >= 1, PROCESS_CEILING_S, "simulated block", proc)
         tree = psutil.Process(proc.pid).children(recursive=True)
@@ -171,12 +180,7 @@ def break_store(c: Path) -> None:
 def test_a_failing_run_keeps_the_console_to_one_line(
     tmp_path: Path, spec_file: Path, run_env: dict[str, str], prefect_home: Path
 ) -> None:
-    out = tmp_path / "out"
-    cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    out, _, proc = _start_run(tmp_path, spec_file, run_env)
     try:
         chunks: list[Path] = []
 
