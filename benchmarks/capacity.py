@@ -1168,7 +1168,9 @@ def replicate_memory_slope(results: Path = RESULTS) -> tuple[float, str]:
     )
 
 
-def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
+def production_states(
+    rows: list[dict[str, Any]], memory_slope: float | None = None
+) -> tuple[list[Any], dict[str, Any]]:
     """Every spine state's costs (``production_model.ProductionState``): the measured states as
     measured, the others from linear fits in blocks over the measured ones (a measured state's
     stored bytes, when no run wrote a store of it, from the fit over those that did)."""
@@ -1211,7 +1213,7 @@ def production_states(rows: list[dict[str, Any]]) -> tuple[list[Any], dict[str, 
     )
     # a task's memory grows with the replicates it holds (their released histograms, the parts'
     # temporaries up to their bound): measured per person, the same for every state
-    slope, _ = replicate_memory_slope()
+    slope = replicate_memory_slope()[0] if memory_slope is None else memory_slope
     states = [dataclasses.replace(s, peak_mb_per_replicate=slope * s.people / 1e6) for s in states]
     return states, fits
 
@@ -1263,7 +1265,8 @@ def production_mode(args: argparse.Namespace) -> None:
     stored = [r for r in rows if r["stored_bytes"] is not None]
     raw = sum(r["written_bytes"] for r in stored)
     compression = sum(r["stored_bytes"] for r in stored) / raw if raw else 1.0
-    states, fits = production_states(rows)
+    slope, slope_from = replicate_memory_slope()
+    states, fits = production_states(rows, slope)
     costs, _ = load_costs() if MEASURE_JSON.exists() else (None, None)
     spine_s = max(r["spine_cpu_s"] for r in rows)
     fixed = {
@@ -1295,6 +1298,7 @@ def production_mode(args: argparse.Namespace) -> None:
         "compression": compression,
         "fits": {k: asdict_fit(f) for k, f in fits.items()},
         "fixed": fixed,
+        "replicate_memory": {"bytes_per_person": slope, "from": slope_from},
     }
     (RESULTS / "capacity_production.json").write_text(json.dumps(meta, indent=1) + "\n")
     for p in pred:
@@ -1345,7 +1349,8 @@ def production_lines() -> list[str]:
     run, fits, fixed = meta["run"], meta["fits"], meta["fixed"]
     brun = meta.get("bytes_run")
     cpu_runs, bytes_runs = meta.get("cpu_runs", {}), meta.get("bytes_runs", {})
-    slope, where = replicate_memory_slope()
+    memory = meta.get("replicate_memory") or {}
+    slope, where = float(memory.get("bytes_per_person", 0.0)), memory.get("from", "")
 
     def runs_of(counts: dict[str, int]) -> str:
         return ", ".join(f"`{k}` ({v} states)" for k, v in counts.items())

@@ -156,8 +156,9 @@ def epl_block(
         sums, counts = np.zeros(len(TRUTH_CLASSES)), np.zeros(len(TRUTH_CLASSES), np.int64)
     hists = None
     lattice = [s or 1.0 for s in spacings]
-    for r0 in range(0, plan.replicates, read_rows(q.size)):
-        r = store.read_residual_rows(block.state, block.level, read_rows(q.size), start=r0)
+    rows = read_rows(q.size)
+    for r0 in range(0, plan.replicates, rows):
+        r = store.read_residual_rows(block.state, block.level, rows, start=r0)
         if bias:  # integer totals: their sums are exact whatever the ranges
             s, c = total_bias_sums(r, q, truth, units)
             sums, counts = sums + s, counts + np.asarray(c, dtype=np.int64)
@@ -171,8 +172,7 @@ def epl_block(
             plan, block.state, block.level, units
         )
         out["bias"] = (sums, counts)
-    if hists is None:  # no replicates (refused at load): no counts
-        hists = histograms_by_query(np.zeros((0, q.size)), q, len(plan.queries), lattice)
+    assert hists is not None  # at least one replicate: checked when the spec is loaded
     seed = seeds.seed_sequence(plan.noise_seed, seeds.EPL_BOOTSTRAP, level, 1 + block.state)
     out["rows"] = epl_rows(
         hists, surface_seed=int(seed.generate_state(1)[0]), **knobs.rows_kwargs()
