@@ -60,7 +60,7 @@ def execute(
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise), but for a
-    killed, interrupted or worker-less run: its staging copy is kept, and a run of the same
+    killed, interrupted (Ctrl-C, SIGTERM) or worker-less run: its staging copy is kept, and a run of the same
     ``run_id`` continues it (other runs' staging copies of ``store`` are dropped).
     ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
     on its cluster, dropped if it cannot start), or ``None``.
@@ -145,11 +145,11 @@ def execute_locked(
     from flows.runtime.cluster import (
         ClusterConfigError,
         cluster_runner,
-        describe_failure,
         starting_prefect_api,
         worker_count,
     )
     from flows.runtime.reachability import ClusterUnreachableError, redact_url
+    from flows.runtime.stop_signal import stop_signal, stopping_on
     from flows.runtime.worker_watch import AllWorkersLostError, run_watched
 
     log = None if debug_mode() else new_log(f"run-{run_id}")
@@ -160,6 +160,7 @@ def execute_locked(
         t0 = time.perf_counter()
         try:
             with (
+                stopping_on(),  # a job's SIGTERM ends the run as Ctrl-C does
                 starting_prefect_api() as (api_url, api_ready),
                 progress_bar(terminal) as progress,
             ):
@@ -232,25 +233,14 @@ def execute_locked(
                 f"the staged store {staging.url!r} is kept: run the same command again to resume it"
             )
             outcome = (f"{exc}; {kept}; {where_logged(log)}", EXIT_FAILED)
-        except KeyboardInterrupt:
-            outcome = (
-                f"interrupted; finished blocks are kept in {staging.url!r}: run the same command "
-                "again to resume",
-                EXIT_FAILED,
-            )
+        except KeyboardInterrupt as exc:
+            outcome = (_stopped(exc, staging), EXIT_FAILED)
         except Exception as exc:
-            append_trace(log, exc)
-            keep_log = True
-            failure = describe_failure(exc).rstrip(".")
-            done = _finished_blocks(staging)
-            if done:  # e.g. its processes stopped under it (a job's SIGTERM): resumable
-                failure += (
-                    f"; the staged store {staging.url!r} keeps its {done} finished block(s): run "
-                    "the same command again to resume it"
-                )
+            if stop_signal(exc) is not None:  # Prefect's crash report failed under the stop
+                outcome = (_stopped(exc, staging), EXIT_FAILED)
             else:
-                target.discard(staging)
-            outcome = (f"the run failed: {failure}; {where_logged(log)}", EXIT_FAILED)
+                keep_log = True
+                outcome = (_failed(exc, log, target, staging), EXIT_FAILED)
         finally:
             progress_events.listen(None)
             if lines is not None:
@@ -260,6 +250,41 @@ def execute_locked(
     if outcome is not None:
         fail(*outcome)
     return summary, api_url, embedded
+
+
+def _stopped(exc: BaseException, staging: ResultStore) -> str:
+    """The line of a run interrupted (Ctrl-C) or stopped by a signal: its staging copy is kept."""
+    from flows.runtime.stop_signal import signal_name, stop_signal
+
+    signum = stop_signal(exc)
+    how = "interrupted" if signum is None else f"stopped by {signal_name(signum)}"
+    return (
+        f"{how}; finished blocks are kept in {staging.url!r}: run the same command again to resume"
+    )
+
+
+def _failed(
+    exc: Exception,
+    log: Any,
+    target: ResultStore,
+    staging: ResultStore,
+) -> str:
+    """The line of a run that failed midway, its trace appended to ``log``; its staging copy
+    deleted unless it holds finished blocks (its processes stopped under it, e.g. its API
+    server or workers ended by the system: resumable)."""
+    from flows.runtime.cluster import describe_failure
+
+    append_trace(log, exc)
+    failure = describe_failure(exc).rstrip(".")
+    done = _finished_blocks(staging)
+    if done:
+        failure += (
+            f"; the staged store {staging.url!r} keeps its {done} finished block(s): run the "
+            "same command again to resume it"
+        )
+    else:
+        target.discard(staging)
+    return f"the run failed: {failure}; {where_logged(log)}"
 
 
 def _finished_blocks(staging: ResultStore) -> int:

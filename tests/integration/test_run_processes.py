@@ -2,6 +2,8 @@
 
 - ``kill -9`` of the run: no process it started (the embedded API server, Dask's workers) survives,
   and nothing listens on the server's port.
+- A job stopped with SIGTERM to its process group (a batch scheduler's stop): exit 1, one line
+  naming the signal, the staging copy kept and resumed by the same command.
 - A run that fails midway (its staging store broken under it): exit 1 and one line on the console;
   Prefect's and Dask's tracebacks are in the run's log file; no exception pickle is left under
   ``$PREFECT_HOME/storage``.
@@ -29,6 +31,7 @@ from tests.integration._processes import (
     alive,
     dpaudit,
     end,
+    kill_group,
     marked_blocks,
     one_line,
     own_environment,
@@ -127,15 +130,16 @@ def test_kill_9_of_a_run_leaves_no_process_behind(
 
 
 def _start_run(
-    tmp_path: Path, spec_file: Path, run_env: dict[str, str]
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str], *, own_group: bool = False
 ) -> tuple[Path, list[str], subprocess.Popen[str]]:
-    """``dpaudit run`` of the spec into ``out/a.zarr``, started with its output piped: the
-    store's directory, the command and its process."""
+    """``dpaudit run`` of the spec into ``out/a.zarr``, started with its output piped (in a
+    process group of its own, as a batch job, if ``own_group``): the store's directory, the
+    command and its process."""
     out = tmp_path / "out"
     cmd = [*dpaudit(), "run", str(spec_file), "--store", str(out / "a.zarr"), "--no-report"]
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        text=True, start_new_session=own_group,
     )  # fmt: skip
     return out, cmd, proc
 
@@ -163,6 +167,29 @@ def test_a_run_stopped_under_it_keeps_its_finished_blocks_and_resumes(
     assert repr(str(staged)) in line
     run_id = staged.name.rsplit("-", 1)[1]
     resume(cmd, run_env, tmp_path, run_id, PROCESS_CEILING_S)  # says it resumes that run
+    assert (out / "a.zarr").is_dir() and not staging_dirs(out)
+
+
+@pytest.mark.slow
+def test_a_job_stopped_with_sigterm_says_so_keeps_its_copy_and_resumes(
+    tmp_path: Path, spec_file: Path, run_env: dict[str, str]
+) -> None:
+    # a batch scheduler's stop (Slurm's time limit or scancel, a pod's eviction): SIGTERM to the
+    # job's whole process group — the run, its API server and its workers at once
+    out, cmd, proc = _start_run(tmp_path, spec_file, run_env, own_group=True)
+    try:
+        wait_for(lambda: marked_blocks(out) >= 1, PROCESS_CEILING_S, "simulated block", proc)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=PROCESS_CEILING_S)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 1, stderr[-3000:]
+    line = one_line(stderr)  # the signal named, not the refused connection it caused
+    assert line.startswith("dpaudit: error: stopped by SIGTERM; finished blocks are kept in "), line
+    (staged,) = staging_dirs(out)
+    assert repr(str(staged)) in line and line.endswith("run the same command again to resume")
+    run_id = staged.name.rsplit("-", 1)[1]
+    resume(cmd, run_env, tmp_path, run_id, PROCESS_CEILING_S)
     assert (out / "a.zarr").is_dir() and not staging_dirs(out)
 
 
