@@ -60,8 +60,9 @@ def execute(
 
     Returns (the flow's summary, the Prefect API URL, whether that API was embedded). Any failure
     removes the staging copy and exits (2 for an unreachable cluster, 1 otherwise), but for a
-    killed, interrupted (Ctrl-C, SIGTERM) or worker-less run: its staging copy is kept, and a run of the same
-    ``run_id`` continues it (other runs' staging copies of ``store`` are dropped).
+    killed, interrupted (Ctrl-C, SIGTERM) or worker-less run, or one with finished blocks: its
+    staging copy is kept, and a run of the same ``run_id`` continues it (other runs' staging
+    copies of ``store`` are dropped).
     ``lines``: where a logged run's stage lines go (``dpaudit run``'s; held until the flow runs
     on its cluster, dropped if it cannot start), or ``None``.
     """
