@@ -147,9 +147,12 @@ def record(spec_path: str, store_url: str, ledger: str) -> None:
     where, done, costs = store_costs(spec, plan, store_url)
     rows = _ledger(ledger)
     added = []
-    # the commit the run started on (its workers' code), not this checkout's
-    source = str(dict(zarr.open_group(where.url, mode="r").attrs).get("source_commit", ""))
-    run_commit = source[:7] or f"unknown (checkout {commit()})"
+    # the commit the run started on (its workers' code), not this checkout's, and any other
+    # commit that resumed it
+    attrs = dict(zarr.open_group(where.url, mode="r").attrs)
+    source = str(attrs.get("source_commit", ""))
+    later = [str(c)[:7] for c in attrs.get("resumed_commits") or []]
+    run_commit = "+".join([source[:7], *later]) if source else f"unknown (checkout {commit()})"
     with open(ledger, "a", encoding="utf-8") as out:
         for i, st in enumerate(plan.states):
             levels = [b.level for b in plan.blocks if b.state == i]

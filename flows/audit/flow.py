@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -136,8 +137,10 @@ def _audit(
     release = plan.strategy
     done = store.resume_point(run_id)  # blocks finished by an interrupted run of this spec
     if done is None:
-        _create_template(store, spec, plan, run_id)
+        _create_template(store, spec, plan, run_id, commit)
         done = set()
+    else:  # the staging copy names the code of every run that wrote into it, as it is resumed
+        store.set_root_attrs(resumed_commits(store.root_attrs(), commit))
     # exact accounting of the declared allocation and MPL: they need no simulation, so one worker
     # can run them while the others simulate
     grid = eps_grid_for(spec, plan.allocation) if release.accounted else np.zeros(0)
@@ -184,7 +187,6 @@ def _audit(
     store.set_root_attrs(
         {
             "software": json.dumps(software_versions()),
-            "source_commit": commit,
             "wall_time_s": round(wall, 3),
         },
     )
@@ -197,7 +199,22 @@ def _audit(
     }
 
 
-def _create_template(store: ResultStore, spec: AuditSpec, plan: AuditPlan, run_id: str) -> None:
+def resumed_commits(attrs: Mapping[str, Any], commit: str) -> dict[str, Any]:
+    """The provenance attributes of a staging copy resumed by code at ``commit``: its
+    ``source_commit`` stays the commit its first run started on (a copy from before that was
+    stamped at creation gets this one), and a different commit is added to ``resumed_commits``."""
+    first = str(attrs.get("source_commit") or "")
+    if not first:
+        return {"source_commit": commit}
+    later = [str(c) for c in attrs.get("resumed_commits") or []]
+    if commit != first and commit not in later:
+        return {"resumed_commits": [*later, commit]}
+    return {}
+
+
+def _create_template(
+    store: ResultStore, spec: AuditSpec, plan: AuditPlan, run_id: str, commit: str
+) -> None:
     release = plan.strategy
     alloc = (
         plan.allocation if plan.allocation is not None else load_allocation(spec.audit.allocation)
@@ -222,5 +239,6 @@ def _create_template(store: ResultStore, spec: AuditSpec, plan: AuditPlan, run_i
             "release_epsilon": None if release.accounted else spec.release.epsilon,
             **({"published_runs": plan.replicates} if release.published else {}),
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "source_commit": commit,  # the code as the run starts: a staging copy names it too
         },
     )

@@ -15,6 +15,13 @@ from flows.report.release_basis import ReleaseBasis
 from flows.report.store_data import attr_str, spec_name
 
 
+def source_line(attrs: dict[str, Any]) -> str:
+    """The commit the run started on, and any other commit whose code resumed it."""
+    first = attr_str(attrs, "source_commit")
+    later = [str(c) for c in attrs.get("resumed_commits") or []]
+    return f"{first} (resumed on {', '.join(later)})" if later else first
+
+
 def audit_header(
     attrs: dict[str, Any],
     acc: Any,
@@ -32,7 +39,7 @@ def audit_header(
     return {
         "title": f"{allocation} — {run_id}",
         "name": spec_name(attrs.get("spec_toml")),
-        "source_commit": attr_str(attrs, "source_commit"),
+        "source_commit": source_line(attrs),
         "allocation_id": allocation,
         "allocation_source": attr_str(attrs, "allocation_source"),
         "release": release_line(attrs),
