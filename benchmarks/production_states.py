@@ -209,9 +209,20 @@ def show(spec_path: str, ledger: str) -> None:
     done = sum(r["people"] for r in rows.values())
     left = sum(p for s, p in pops.items() if s not in rows)
     cpu = sum(r["cpu_s"] for r in rows.values())
-    peak = max((r["worker_peak_rss_gb"] for r in rows.values()), default=0.0)
+    top = max(rows, key=lambda st: rows[st]["worker_peak_rss_gb"], default=None)
+    peak = 0.0 if top is None else rows[top]["worker_peak_rss_gb"]
     print(f"states done: {len(rows)} of {len(pops)}; people {done:,} of {done + left:,}")
-    print(f"CPU-s {cpu:,.0f}; largest worker peak {peak:.2f} GB")
+    print(
+        f"CPU-s {cpu:,.0f} ({cpu / 3600:.1f} CPU-hours); largest worker peak {peak:.2f} GB ({top})"
+    )
+    if rows:
+        rates = [r["ms_per_person"] for r in rows.values()]
+        print(
+            f"ms of CPU a person: {min(rates):.3f} to {max(rates):.3f}, median {np.median(rates):.3f}"
+        )
+    if rows and not left:
+        commits = sorted({c for r in rows.values() for c in r["commit"].split("+")})
+        print(f"every state done, over {len(commits)} commits: {' '.join(commits)}")
     if rows and left:
         rate = float(np.median([r["ms_per_person"] for r in rows.values()]))
         print(
